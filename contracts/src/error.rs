@@ -1,0 +1,119 @@
+//! The crate's error type: one variant per rule or operation, carrying what a caller needs.
+
+use crate::redeemer::Purpose;
+
+/// Everything that can go wrong while loading the blueprint, decoding on-chain data,
+/// evaluating scripts or building a transaction.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// `plutus.json` is not a valid CIP-57 blueprint or lacks the Ganglion validator.
+    #[error("blueprint: {0}")]
+    Blueprint(String),
+
+    /// Applying the parameters to the compiled validator failed.
+    #[error("applying validator parameters failed: {0}")]
+    ApplyParams(String),
+
+    /// A datum, redeemer or signed message does not have the expected PlutusData shape.
+    #[error("malformed {what}: {reason}")]
+    MalformedData {
+        /// The type being decoded (`EscrowDatum`, `BondDatum`, …).
+        what: &'static str,
+        /// What was wrong with it.
+        reason: String,
+    },
+
+    /// CBOR could not be decoded.
+    #[error("CBOR decoding of {what} failed: {reason}")]
+    Cbor {
+        /// What was being decoded.
+        what: &'static str,
+        /// The decoder's message.
+        reason: String,
+    },
+
+    /// The protocol-parameter fixtures could not be read.
+    #[error("protocol parameters: {0}")]
+    ProtocolParams(String),
+
+    /// A script failed in phase-2 evaluation (uplc).
+    #[error("script evaluation failed for {purpose:?}: {reason}; logs: {logs:?}")]
+    ScriptFailed {
+        /// Which redeemer failed, when known.
+        purpose: Option<Purpose>,
+        /// The evaluator's message.
+        reason: String,
+        /// Traces emitted before the failure.
+        logs: Vec<String>,
+    },
+
+    /// The wallet cannot cover the outputs, the fee and the minimum UTxO of the change.
+    #[error(
+        "transaction cannot be balanced: short of {lovelace_short} lovelace and {assets_short:?} (policy hex, asset name hex, base units)"
+    )]
+    Unbalanceable {
+        /// Missing lovelace.
+        lovelace_short: u64,
+        /// Missing native assets.
+        assets_short: Vec<(String, String, u64)>,
+    },
+
+    /// No UTxO of the wallet holds only lovelace and enough of it to serve as collateral.
+    #[error("no collateral: need a pure-ADA UTxO of at least {required} lovelace")]
+    NoCollateral {
+        /// Lovelace the collateral must cover.
+        required: u64,
+    },
+
+    /// An output carries less than its minimum lovelace (Babbage `coinsPerUTxOByte` rule).
+    #[error("output {index} holds {provided} lovelace, below its minimum of {required}")]
+    OutputBelowMinUtxo {
+        /// Index of the output in the transaction.
+        index: usize,
+        /// Minimum lovelace.
+        required: u64,
+        /// Lovelace it holds.
+        provided: u64,
+    },
+
+    /// The scripts need more ExUnits than one transaction may use.
+    #[error("ExUnits {mem} mem / {steps} steps exceed the per-transaction maximum")]
+    ExUnitsTooLarge {
+        /// Memory units needed.
+        mem: u64,
+        /// CPU steps needed.
+        steps: u64,
+    },
+
+    /// The transaction is larger than `maxTxSize`.
+    #[error("transaction is {size} bytes, above the maximum of {max}")]
+    TxTooLarge {
+        /// Serialised size in bytes.
+        size: usize,
+        /// `maxTxSize` in bytes.
+        max: u64,
+    },
+
+    /// The fee did not reach a fixed point.
+    #[error("fee did not converge after {rounds} rounds")]
+    FeeDidNotConverge {
+        /// Rounds tried.
+        rounds: usize,
+    },
+
+    /// A request the protocol forbids before any transaction is built (e.g. gpus = 0).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+
+    /// A signature does not verify.
+    #[error("signature does not verify: {0}")]
+    BadSignature(String),
+
+    /// The UTxO needed for an action is not in the given set.
+    #[error("missing UTxO: {0}")]
+    MissingUtxo(String),
+}
+
+/// Result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,143 @@
+//! UTxO references, values and outputs, and their ledger CBOR.
+
+use std::collections::BTreeMap;
+
+use pallas_primitives::PlutusData;
+
+use crate::data::{bytes, constr, int};
+use crate::params::{AssetClass, PolicyId};
+
+/// A transaction output reference (`TxIn`): transaction hash and output index.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct TxoRef {
+    /// blake2b-256 of the transaction body.
+    #[serde(with = "hex::serde")]
+    pub tx_hash: [u8; 32],
+    /// Output index.
+    pub index: u64,
+}
+
+impl TxoRef {
+    /// PlutusData of a V3 `TxOutRef`: constructor 0 `[tx_hash, index]`.
+    pub fn to_plutus_data(&self) -> PlutusData {
+        constr(0, vec![bytes(self.tx_hash), int(self.index)])
+    }
+}
+
+impl std::fmt::Display for TxoRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}#{}", hex::encode(self.tx_hash), self.index)
+    }
+}
+
+/// Lovelace plus native assets (policy → asset name → quantity). Zero quantities are never
+/// stored.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Value {
+    /// Lovelace.
+    pub lovelace: u64,
+    /// Native assets.
+    pub assets: BTreeMap<PolicyId, BTreeMap<Vec<u8>, u64>>,
+}
+
+impl Value {
+    /// Only lovelace.
+    pub fn lovelace(lovelace: u64) -> Self {
+        Self {
+            lovelace,
+            assets: BTreeMap::new(),
+        }
+    }
+
+    /// Adds `quantity` of `asset` (builder style).
+    pub fn with(mut self, policy: PolicyId, name: &[u8], quantity: u64) -> Self {
+        self.add_asset(policy, name, quantity);
+        self
+    }
+
+    /// Adds `quantity` of an asset class.
+    pub fn with_class(self, asset: &AssetClass, quantity: u64) -> Self {
+        self.with(asset.policy, &asset.name, quantity)
+    }
+
+    /// Adds `quantity` of an asset (no-op for 0).
+    pub fn add_asset(&mut self, policy: PolicyId, name: &[u8], quantity: u64) {
+        if quantity > 0 {
+            *self
+                .assets
+                .entry(policy)
+                .or_default()
+                .entry(name.to_vec())
+                .or_default() += quantity;
+        }
+    }
+
+    /// Quantity of one asset (0 when absent).
+    pub fn quantity(&self, policy: &PolicyId, name: &[u8]) -> u64 {
+        self.assets
+            .get(policy)
+            .and_then(|a| a.get(name))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Quantity of an asset class.
+    pub fn quantity_of(&self, asset: &AssetClass) -> u64 {
+        self.quantity(&asset.policy, &asset.name)
+    }
+
+    /// True when the value holds no native asset.
+    pub fn is_pure_ada(&self) -> bool {
+        self.assets.is_empty()
+    }
+
+    /// Every asset as `(policy, name, quantity)`.
+    pub fn iter_assets(&self) -> impl Iterator<Item = (PolicyId, &[u8], u64)> + '_ {
+        self.assets
+            .iter()
+            .flat_map(|(p, m)| m.iter().map(move |(n, q)| (*p, n.as_slice(), *q)))
+    }
+}
+
+/// A transaction output: address bytes, value, optional inline datum, optional Plutus V3
+/// reference script (flat program in one CBOR bytestring, as in a blueprint).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output {
+    /// Raw address bytes (CIP-19 header + credentials).
+    pub address: Vec<u8>,
+    /// Lovelace and assets.
+    pub value: Value,
+    /// Inline datum.
+    pub datum: Option<PlutusData>,
+    /// Plutus V3 reference script.
+    pub script_ref: Option<Vec<u8>>,
+}
+
+impl Output {
+    /// An output with no datum and no script.
+    pub fn new(address: Vec<u8>, value: Value) -> Self {
+        Self {
+            address,
+            value,
+            datum: None,
+            script_ref: None,
+        }
+    }
+
+    /// With an inline datum.
+    pub fn with_datum(mut self, datum: PlutusData) -> Self {
+        self.datum = Some(datum);
+        self
+    }
+}
+
+/// An unspent output and where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Utxo {
+    /// Its reference.
+    pub reference: TxoRef,
+    /// The output.
+    pub output: Output,
+}

@@ -1,0 +1,4 @@
+//! JSON-RPC API traits and types of the Ganglion node (issue 10).
+//!
+//! This crate is a placeholder in the workspace layout fixed by `DESIGN.md` §2: it exports
+//! nothing yet, and nothing in it claims to work. Its issue fills it.

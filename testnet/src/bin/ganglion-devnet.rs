@@ -1,0 +1,217 @@
+//! `ganglion-devnet`: start a devnet, write a genesis, submit a transaction file, print the
+//! tip, inject a rollback.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use ganglion_testnet::client::N2cClient;
+use ganglion_testnet::devnet::{self, DevnetConfig};
+use ganglion_testnet::genesis::Genesis;
+use pallas_network::miniprotocols::localstate::queries_v16;
+
+#[derive(Parser)]
+#[command(
+    name = "ganglion-devnet",
+    about = "Embedded Cardano devnet for Ganglion"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write the default devnet genesis JSON (system start = now).
+    Genesis {
+        /// Output file.
+        #[arg(long)]
+        out: PathBuf,
+        /// Slot length in milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        slot_length_ms: u32,
+    },
+    /// Run a devnet until Ctrl-C; prints its addresses as one JSON line.
+    Up {
+        /// Data directory (chain store, sockets).
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// Genesis JSON (default: the built-in devnet genesis, started now).
+        #[arg(long)]
+        genesis: Option<PathBuf>,
+        /// N2N TCP address.
+        #[arg(long, default_value = "127.0.0.1:3001")]
+        n2n: SocketAddr,
+        /// N2C TCP address.
+        #[arg(long, default_value = "127.0.0.1:3002")]
+        n2c_tcp: SocketAddr,
+    },
+    /// Submit a transaction file (hex text or raw CBOR) over N2C.
+    Submit {
+        /// N2C Unix socket of the devnet.
+        #[arg(long)]
+        socket: PathBuf,
+        /// Network magic.
+        #[arg(long, default_value_t = 42)]
+        magic: u64,
+        /// Transaction file.
+        file: PathBuf,
+    },
+    /// Print the tip (local-state-query over N2C).
+    Tip {
+        /// N2C Unix socket of the devnet.
+        #[arg(long)]
+        socket: PathBuf,
+        /// Network magic.
+        #[arg(long, default_value_t = 42)]
+        magic: u64,
+    },
+    /// Roll back the last n blocks (through the control socket).
+    Rollback {
+        /// Control socket of the devnet (`<data_dir>/control.socket`).
+        #[arg(long)]
+        control: PathBuf,
+        /// Number of blocks.
+        n: u64,
+    },
+}
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::FAILURE
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Genesis {
+            out,
+            slot_length_ms,
+        } => {
+            let mut g = match Genesis::devnet() {
+                Ok(g) => g,
+                Err(e) => return fail(e),
+            };
+            g.slot_length_ms = slot_length_ms;
+            match g.to_json().map(|j| std::fs::write(&out, j)) {
+                Ok(Ok(())) => ExitCode::SUCCESS,
+                Ok(Err(e)) => fail(format!("writing {}: {e}", out.display())),
+                Err(e) => fail(e),
+            }
+        }
+        Command::Up {
+            data_dir,
+            genesis,
+            n2n,
+            n2c_tcp,
+        } => {
+            let genesis_path = data_dir.join("genesis.json");
+            let g = match genesis {
+                Some(p) => Genesis::load(&p),
+                None if genesis_path.exists() => Genesis::load(&genesis_path),
+                None => Genesis::devnet(),
+            };
+            let g = match g {
+                Ok(g) => g,
+                Err(e) => return fail(e),
+            };
+            if let Err(e) = std::fs::create_dir_all(&data_dir)
+                .and_then(|_| std::fs::write(&genesis_path, g.to_json().unwrap_or_default()))
+            {
+                return fail(format!("writing {}: {e}", genesis_path.display()));
+            }
+            let mut config = DevnetConfig::new(g, &data_dir);
+            config.n2n_addr = n2n;
+            config.n2c_tcp_addr = Some(n2c_tcp);
+            let handle = match devnet::start(config).await {
+                Ok(h) => h,
+                Err(e) => return fail(e),
+            };
+            println!(
+                "{}",
+                serde_json::json!({
+                    "n2n": handle.n2n_addr().to_string(),
+                    "n2c_socket": handle.n2c_socket().map(|p| p.display().to_string()),
+                    "n2c_tcp": handle.n2c_tcp_addr().map(|a| a.to_string()),
+                    "control_socket": handle.control_socket().map(|p| p.display().to_string()),
+                    "magic": handle.magic(),
+                    "genesis": genesis_path.display().to_string(),
+                })
+            );
+            let _ = tokio::signal::ctrl_c().await;
+            handle.shutdown().await;
+            ExitCode::SUCCESS
+        }
+        Command::Submit {
+            socket,
+            magic,
+            file,
+        } => {
+            let raw = match std::fs::read(&file) {
+                Ok(r) => r,
+                Err(e) => return fail(format!("reading {}: {e}", file.display())),
+            };
+            let text = String::from_utf8_lossy(&raw);
+            let bytes = hex::decode(text.trim()).unwrap_or(raw);
+            let mut client = match N2cClient::connect_unix(&socket, magic).await {
+                Ok(c) => c,
+                Err(e) => return fail(e),
+            };
+            let r = client.submit(&bytes).await;
+            client.close().await;
+            match r {
+                Ok(()) => {
+                    println!("accepted");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        Command::Tip { socket, magic } => {
+            let mut client = match N2cClient::connect_unix(&socket, magic).await {
+                Ok(c) => c,
+                Err(e) => return fail(e),
+            };
+            let sq = client.statequery();
+            let r = async {
+                sq.acquire(None).await?;
+                let p = queries_v16::get_chain_point(sq).await?;
+                let n = queries_v16::get_chain_block_no(sq).await?;
+                Ok::<_, pallas_network::miniprotocols::localstate::ClientError>((p, n))
+            }
+            .await;
+            client.close().await;
+            match r {
+                Ok((p, n)) => {
+                    println!(
+                        "{}",
+                        serde_json::json!({"point": format!("{p:?}"), "block_no": n.block_number})
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+        Command::Rollback { control, n } => {
+            match ganglion_testnet::control::request(&control, &format!("rollback {n}")).await {
+                Ok(reply) => {
+                    println!("{reply}");
+                    if reply["ok"] == serde_json::json!(true) {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
+                }
+                Err(e) => fail(e),
+            }
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! Start a devnet: open the chain, bind the servers (port 0 by default), run the slot
+//! clock that forges a block in every slot with pending transactions, and hand back a
+//! [`DevnetHandle`] with the addresses, submit/tip/rollback and shutdown.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pallas_crypto::hash::Hash;
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::chain::{Chain, ChainError, ChainEvent, SubmitError};
+use crate::genesis::Genesis;
+use crate::serve::{n2c, n2n};
+use crate::store::BlockRef;
+use crate::time::{now_posix_ms, slot_to_posix_ms};
+
+/// How to run a devnet.
+#[derive(Debug, Clone)]
+pub struct DevnetConfig {
+    /// The genesis (used to initialise a fresh data directory; must match an existing one).
+    pub genesis: Genesis,
+    /// Data directory (sled store); created if missing.
+    pub data_dir: PathBuf,
+    /// N2N TCP address; default `127.0.0.1:0` (an ephemeral port).
+    pub n2n_addr: SocketAddr,
+    /// N2C Unix socket path; default `<data_dir>/node.socket`; `None` = no Unix socket.
+    pub n2c_socket: Option<PathBuf>,
+    /// N2C TCP address; default `Some(127.0.0.1:0)`.
+    pub n2c_tcp_addr: Option<SocketAddr>,
+    /// Operator control socket (`rollback <n>`, `tip`); default `<data_dir>/control.socket`.
+    pub control_socket: Option<PathBuf>,
+    /// Mempool capacity (transactions); default 10 000.
+    pub mempool_capacity: usize,
+    /// Forge blocks automatically every slot with pending transactions; default true.
+    /// With `false`, call [`DevnetHandle::forge_now`] (deterministic tests, benches).
+    pub auto_forge: bool,
+}
+
+impl DevnetConfig {
+    /// Defaults for `genesis` in `data_dir`.
+    pub fn new(genesis: Genesis, data_dir: impl Into<PathBuf>) -> Self {
+        let data_dir = data_dir.into();
+        Self {
+            genesis,
+            n2c_socket: Some(data_dir.join("node.socket")),
+            control_socket: Some(data_dir.join("control.socket")),
+            data_dir,
+            n2n_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            n2c_tcp_addr: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            mempool_capacity: 10_000,
+            auto_forge: true,
+        }
+    }
+}
+
+/// Errors starting a devnet.
+#[derive(Debug, thiserror::Error)]
+pub enum DevnetError {
+    /// Creating the data directory or binding a listener failed.
+    #[error("{what}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Opening the chain failed.
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+}
+
+/// A running devnet. Dropping it cancels the tasks; prefer [`DevnetHandle::shutdown`].
+pub struct DevnetHandle {
+    chain: Arc<Chain>,
+    genesis: Genesis,
+    n2n_addr: SocketAddr,
+    n2c_socket: Option<PathBuf>,
+    n2c_tcp_addr: Option<SocketAddr>,
+    control_socket: Option<PathBuf>,
+    cancel: CancellationToken,
+    tasks: TaskTracker,
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DevnetError {
+    let what = what.into();
+    move |source| DevnetError::Io { what, source }
+}
+
+/// Start a devnet. Must be called inside a tokio runtime.
+///
+/// # Errors
+/// [`DevnetError`].
+pub async fn start(config: DevnetConfig) -> Result<DevnetHandle, DevnetError> {
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(io(format!("create {}", config.data_dir.display())))?;
+    let genesis = config.genesis.clone();
+    let dir = config.data_dir.join("chain");
+    let capacity = config.mempool_capacity;
+    let g = genesis.clone();
+    let chain = tokio::task::spawn_blocking(move || Chain::open(&g, &dir, capacity))
+        .await
+        .map_err(|e| {
+            ChainError::Task(if e.is_panic() {
+                "panicked"
+            } else {
+                "cancelled"
+            })
+        })??;
+    let chain = Arc::new(chain);
+    let cancel = CancellationToken::new();
+    let tasks = TaskTracker::new();
+
+    let n2n_listener = TcpListener::bind(config.n2n_addr)
+        .await
+        .map_err(io(format!("bind N2N {}", config.n2n_addr)))?;
+    let n2n_addr = n2n_listener.local_addr().map_err(io("N2N local addr"))?;
+    tasks.spawn(n2n::run(
+        n2n_listener,
+        chain.clone(),
+        genesis.network_magic,
+        cancel.clone(),
+    ));
+
+    let settings = n2c::N2cSettings {
+        magic: genesis.network_magic,
+        system_start_ms: genesis.system_start_ms,
+    };
+    if let Some(path) = &config.n2c_socket {
+        if path.exists() {
+            std::fs::remove_file(path).map_err(io(format!("remove stale {}", path.display())))?;
+        }
+        let l = UnixListener::bind(path).map_err(io(format!("bind {}", path.display())))?;
+        tasks.spawn(n2c::run(
+            n2c::Listener::Unix(l),
+            chain.clone(),
+            settings,
+            cancel.clone(),
+        ));
+    }
+    let n2c_tcp_addr = match config.n2c_tcp_addr {
+        Some(addr) => {
+            let l = TcpListener::bind(addr)
+                .await
+                .map_err(io(format!("bind N2C {addr}")))?;
+            let local = l.local_addr().map_err(io("N2C local addr"))?;
+            tasks.spawn(n2c::run(
+                n2c::Listener::Tcp(l),
+                chain.clone(),
+                settings,
+                cancel.clone(),
+            ));
+            Some(local)
+        }
+        None => None,
+    };
+
+    if let Some(path) = &config.control_socket {
+        if path.exists() {
+            std::fs::remove_file(path).map_err(io(format!("remove stale {}", path.display())))?;
+        }
+        let l = UnixListener::bind(path).map_err(io(format!("bind {}", path.display())))?;
+        tasks.spawn(crate::control::run(l, chain.clone(), cancel.clone()));
+    }
+    if config.auto_forge {
+        tasks.spawn(slot_clock(chain.clone(), cancel.clone()));
+    }
+    tracing::info!(%n2n_addr, n2c_socket = ?config.n2c_socket, ?n2c_tcp_addr, magic = genesis.network_magic, "devnet started");
+    Ok(DevnetHandle {
+        chain,
+        genesis,
+        n2n_addr,
+        n2c_socket: config.n2c_socket,
+        n2c_tcp_addr,
+        control_socket: config.control_socket,
+        cancel,
+        tasks,
+    })
+}
+
+/// The block producer's clock: wake at the start of every slot, forge if anything is
+/// pending. The timer is the slot clock itself, not a synchronisation device.
+async fn slot_clock(chain: Arc<Chain>, cancel: CancellationToken) {
+    let config = crate::time::copy(&chain.rules().slot_config);
+    loop {
+        let next = chain.wall_slot() + 1;
+        let at = slot_to_posix_ms(&config, next).unwrap_or(u64::MAX);
+        let wait = Duration::from_millis(at.saturating_sub(now_posix_ms()));
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = cancel.cancelled() => return,
+        }
+        let c = chain.clone();
+        match tokio::task::spawn_blocking(move || c.forge(next)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, slot = next, "forging failed"),
+            Err(e) => tracing::error!(error = %e, slot = next, "forging task failed"),
+        }
+    }
+}
+
+impl DevnetHandle {
+    /// N2N TCP address (chainsync headers, blockfetch, keepalive).
+    pub fn n2n_addr(&self) -> SocketAddr {
+        self.n2n_addr
+    }
+
+    /// N2C Unix socket path, if enabled.
+    pub fn n2c_socket(&self) -> Option<&std::path::Path> {
+        self.n2c_socket.as_deref()
+    }
+
+    /// N2C TCP address, if enabled.
+    pub fn n2c_tcp_addr(&self) -> Option<SocketAddr> {
+        self.n2c_tcp_addr
+    }
+
+    /// Control socket path, if enabled.
+    pub fn control_socket(&self) -> Option<&std::path::Path> {
+        self.control_socket.as_deref()
+    }
+
+    /// Network magic for handshakes.
+    pub fn magic(&self) -> u64 {
+        self.genesis.network_magic
+    }
+
+    /// The genesis.
+    pub fn genesis(&self) -> &Genesis {
+        &self.genesis
+    }
+
+    /// The chain (ledger, store, events).
+    pub fn chain(&self) -> &Arc<Chain> {
+        &self.chain
+    }
+
+    /// Current tip (`None` at origin).
+    pub fn tip(&self) -> Option<BlockRef> {
+        self.chain.tip()
+    }
+
+    /// Subscribe to chain events (subscribe *before* acting, then wait under a timeout).
+    pub fn events(&self) -> broadcast::Receiver<ChainEvent> {
+        self.chain.subscribe_events()
+    }
+
+    /// Validate and queue a transaction (same path as local-tx-submission).
+    ///
+    /// # Errors
+    /// [`SubmitError`].
+    pub async fn submit(&self, tx: Vec<u8>) -> Result<Hash<32>, SubmitError> {
+        let chain = self.chain.clone();
+        tokio::task::spawn_blocking(move || chain.submit(&tx))
+            .await
+            .map_err(|e| SubmitError::Internal(e.to_string()))?
+    }
+
+    /// Forge a block now (at the next slot) if anything is pending.
+    ///
+    /// # Errors
+    /// [`ChainError`].
+    pub async fn forge_now(&self) -> Result<Option<BlockRef>, ChainError> {
+        let chain = self.chain.clone();
+        tokio::task::spawn_blocking(move || {
+            let slot = chain.next_block_slot();
+            chain.forge(slot)
+        })
+        .await
+        .map_err(|e| {
+            ChainError::Task(if e.is_panic() {
+                "panicked"
+            } else {
+                "cancelled"
+            })
+        })?
+    }
+
+    /// Inject a rollback of `n` blocks (n ≤ k); followers see `RollBackward`.
+    ///
+    /// # Errors
+    /// [`ChainError`].
+    pub async fn rollback(&self, n: u64) -> Result<Option<BlockRef>, ChainError> {
+        let chain = self.chain.clone();
+        tokio::task::spawn_blocking(move || chain.rollback(n))
+            .await
+            .map_err(|e| {
+                ChainError::Task(if e.is_panic() {
+                    "panicked"
+                } else {
+                    "cancelled"
+                })
+            })?
+    }
+
+    /// Stop the servers and the clock, and wait for open connections to drain.
+    pub async fn shutdown(self) {
+        self.cancel.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
+        for p in [&self.n2c_socket, &self.control_socket]
+            .into_iter()
+            .flatten()
+        {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+impl Drop for DevnetHandle {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}

@@ -1,0 +1,112 @@
+//! Minimum fee and minimum UTxO, exact integer arithmetic over the protocol parameters.
+//!
+//! Sources: Alonzo/Babbage ledger spec (`minfee`, `txscriptfee`, `utxoEntrySize` = 160 +
+//! serialized output size) and the Conway ledger's `tierRefScriptFee` (price per
+//! reference-script byte grows ×1.2 every 25 KiB).
+
+use crate::params::{ExUnits, ProtocolParams};
+
+/// Reference-script tier size (bytes).
+pub const REF_SCRIPT_TIER_BYTES: u64 = 25 * 1024;
+
+/// Fixed per-entry overhead of a UTxO in the min-UTxO rule (bytes).
+pub const UTXO_ENTRY_OVERHEAD_BYTES: u64 = 160;
+
+/// Script execution fee (lovelace): ⌈mem × price_mem + steps × price_steps⌉.
+pub fn script_fee(params: &ProtocolParams, units: ExUnits) -> u64 {
+    let pm = params.price_mem;
+    let ps = params.price_steps;
+    let num = u128::from(units.mem) * u128::from(pm.numerator) * u128::from(ps.denominator)
+        + u128::from(units.steps) * u128::from(ps.numerator) * u128::from(pm.denominator);
+    let den = u128::from(pm.denominator) * u128::from(ps.denominator);
+    if den == 0 {
+        return u64::MAX;
+    }
+    u64::try_from(num.div_ceil(den)).unwrap_or(u64::MAX)
+}
+
+/// Reference-script fee (lovelace) for `size` bytes of reference scripts:
+/// Conway `tierRefScriptFee 1.2 25600 minFeeRefScriptCostPerByte size` (floored at the end).
+pub fn ref_script_fee(params: &ProtocolParams, size: u64) -> u64 {
+    // acc and price are kept as numerators over den = 5^k (k = tiers passed).
+    let mut acc_num: u128 = 0;
+    let mut price_num: u128 = u128::from(params.min_fee_ref_script_cost_per_byte);
+    let mut den: u128 = 1;
+    let mut n = u128::from(size);
+    let step = u128::from(REF_SCRIPT_TIER_BYTES);
+    while n >= step {
+        acc_num += step * price_num;
+        acc_num *= 5;
+        price_num *= 6;
+        den *= 5;
+        n -= step;
+    }
+    u64::try_from((acc_num + n * price_num) / den).unwrap_or(u64::MAX)
+}
+
+/// The exact minimum fee (lovelace) of a transaction of `tx_size` bytes declaring `units`
+/// in total and spending/referencing `ref_script_size` bytes of reference scripts.
+pub fn min_fee(params: &ProtocolParams, tx_size: u64, units: ExUnits, ref_script_size: u64) -> u64 {
+    params
+        .min_fee_a
+        .saturating_mul(tx_size)
+        .saturating_add(params.min_fee_b)
+        .saturating_add(script_fee(params, units))
+        .saturating_add(ref_script_fee(params, ref_script_size))
+}
+
+/// Minimum lovelace of an output whose serialization is `output_size` bytes (Babbage rule).
+pub fn min_utxo(params: &ProtocolParams, output_size: u64) -> u64 {
+    (UTXO_ENTRY_OVERHEAD_BYTES + output_size).saturating_mul(params.coins_per_utxo_byte)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> ProtocolParams {
+        ProtocolParams::mainnet().expect("fixtures")
+    }
+
+    #[test]
+    fn simple_payment_fee_is_a_times_size_plus_b() {
+        assert_eq!(
+            min_fee(&p(), 300, ExUnits::default(), 0),
+            44 * 300 + 155_381
+        );
+    }
+
+    #[test]
+    fn script_fee_rounds_up() {
+        // 1 mem = 0.0577 lovelace, rounded up to 1.
+        assert_eq!(script_fee(&p(), ExUnits { mem: 1, steps: 0 }), 1);
+        // 1e6 mem + 1e9 steps = 57700 + 72100.
+        assert_eq!(
+            script_fee(
+                &p(),
+                ExUnits {
+                    mem: 1_000_000,
+                    steps: 1_000_000_000
+                }
+            ),
+            129_800
+        );
+    }
+
+    #[test]
+    fn ref_script_tiers_grow_by_one_fifth() {
+        let p = p();
+        assert_eq!(ref_script_fee(&p, 0), 0);
+        assert_eq!(ref_script_fee(&p, 1000), 15_000);
+        assert_eq!(ref_script_fee(&p, 25_600), 384_000);
+        // second tier: 25600 × 15 + 100 × 18
+        assert_eq!(ref_script_fee(&p, 25_700), 384_000 + 1_800);
+        // third tier price 21.6: 25600×15 + 25600×18 + 10×21.6
+        assert_eq!(ref_script_fee(&p, 51_210), 384_000 + 460_800 + 216);
+    }
+
+    #[test]
+    fn min_utxo_counts_the_entry_overhead() {
+        assert_eq!(min_utxo(&p(), 65), (160 + 65) * 4310);
+    }
+}

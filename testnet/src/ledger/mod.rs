@@ -1,0 +1,411 @@
+//! The ledger: UTxO set, phase-1 rules, phase-2 (Plutus via uplc) and rejections.
+//!
+//! [`validate`] takes raw transaction bytes, the UTxO view and the slot the transaction
+//! would land in, and returns either the [`Validated`] transaction (with its UTxO delta) or
+//! the [`Rejection`] naming the first broken rule.
+//!
+//! **Phase-2 failures** are handled as the Conway ledger and cardano-node's mempool do:
+//! a transaction marked `is_valid = true` whose script fails is *rejected*
+//! ([`Rejection::PlutusScriptFailed`] / [`Rejection::ExUnitsExceeded`]); a transaction
+//! submitted with `is_valid = false` whose script indeed fails is *included as invalid*:
+//! only its collateral is consumed (and its collateral return produced at index
+//! `outputs.len()`). `is_valid = false` with passing scripts is rejected
+//! ([`Rejection::PassedUnexpectedly`]).
+
+pub mod fees;
+pub mod phase1;
+pub mod phase2;
+pub mod rejection;
+pub mod utxo;
+pub mod value;
+
+use std::collections::{BTreeSet, HashMap};
+
+use pallas_codec::minicbor;
+use pallas_crypto::hash::{Hash, Hasher};
+use pallas_primitives::conway;
+
+use crate::params::{ExUnits, ProtocolParams};
+use crate::time::{SlotConfig, as_eval_tuple};
+use phase1::{Lock, OutputFacts, Script};
+pub use rejection::Rejection;
+use utxo::{TxoRef, UtxoDelta};
+use value::Value;
+
+/// Read access to unspent outputs (raw CBOR by reference).
+pub trait UtxoView {
+    /// The raw output at `r`, if unspent.
+    fn lookup(&self, r: &TxoRef) -> Option<&[u8]>;
+}
+
+impl UtxoView for utxo::UtxoSet {
+    fn lookup(&self, r: &TxoRef) -> Option<&[u8]> {
+        self.get(r)
+    }
+}
+
+/// Everything validation needs besides the UTxO set.
+pub struct Rules {
+    /// Protocol parameters.
+    pub params: ProtocolParams,
+    /// Cost models as uplc takes them (CBOR map), precomputed from `params`.
+    pub cost_models: Vec<u8>,
+    /// The shared slot config.
+    pub slot_config: SlotConfig,
+    /// Network id required in output addresses (0 = testnet).
+    pub network_id: u8,
+}
+
+impl Clone for Rules {
+    fn clone(&self) -> Self {
+        Self {
+            params: self.params.clone(),
+            cost_models: self.cost_models.clone(),
+            slot_config: crate::time::copy(&self.slot_config),
+            network_id: self.network_id,
+        }
+    }
+}
+
+impl std::fmt::Debug for Rules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rules")
+            .field("params", &self.params)
+            .field("slot_config", &as_eval_tuple(&self.slot_config))
+            .field("network_id", &self.network_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Rules {
+    /// Rules for the given parameters, slot config and network id.
+    pub fn new(params: ProtocolParams, slot_config: SlotConfig, network_id: u8) -> Self {
+        let cost_models = phase2::cost_models_cbor(&params);
+        Self {
+            params,
+            cost_models,
+            slot_config,
+            network_id,
+        }
+    }
+}
+
+/// A transaction that passed validation.
+#[derive(Debug, Clone)]
+pub struct Validated {
+    /// Transaction id (blake2b-256 of the original body bytes).
+    pub tx_hash: Hash<32>,
+    /// The original bytes (blocks are assembled from these, so hashes stay stable).
+    pub bytes: Vec<u8>,
+    /// `false` when included as phase-2 invalid (collateral consumed).
+    pub is_valid: bool,
+    /// Its effect on the UTxO set.
+    pub delta: UtxoDelta,
+    /// Declared fee (lovelace).
+    pub fee: u64,
+    /// ExUnits measured by the evaluator (0 without scripts).
+    pub ex_units: ExUnits,
+}
+
+/// Decode raw bytes as exactly one Conway transaction.
+///
+/// # Errors
+/// [`Rejection::Malformed`].
+pub fn decode_tx(bytes: &[u8]) -> Result<conway::Tx<'_>, Rejection> {
+    let mut d = minicbor::Decoder::new(bytes);
+    let tx: conway::Tx<'_> = d.decode().map_err(|e| Rejection::Malformed {
+        reason: format!("not a Conway transaction: {e}"),
+    })?;
+    if d.position() != bytes.len() {
+        return Err(Rejection::Malformed {
+            reason: format!("{} trailing bytes", bytes.len() - d.position()),
+        });
+    }
+    Ok(tx)
+}
+
+/// The transaction id: blake2b-256 of the original body bytes.
+pub fn tx_hash(tx: &conway::Tx<'_>) -> Hash<32> {
+    Hasher::<256>::hash(tx.transaction_body.raw_cbor())
+}
+
+fn resolve(
+    view: &impl UtxoView,
+    refs: impl Iterator<Item = TxoRef>,
+    missing: &mut Vec<TxoRef>,
+) -> Result<Vec<(TxoRef, Vec<u8>, OutputFacts)>, Rejection> {
+    let mut out = Vec::new();
+    for r in refs {
+        match view.lookup(&r) {
+            Some(raw) => {
+                let facts = phase1::output_facts(raw)?;
+                out.push((r, raw.to_vec(), facts));
+            }
+            None => missing.push(r),
+        }
+    }
+    Ok(out)
+}
+
+/// Validate `bytes` against `view` for inclusion at `slot`.
+///
+/// # Errors
+/// The [`Rejection`] of the first broken rule.
+pub fn validate(
+    rules: &Rules,
+    view: &impl UtxoView,
+    bytes: &[u8],
+    slot: u64,
+) -> Result<Validated, Rejection> {
+    let params = &rules.params;
+    phase1::check_size(params, bytes.len())?;
+    let tx = decode_tx(bytes)?;
+    phase1::check_supported(&tx)?;
+    let body = &tx.transaction_body;
+    let hash = tx_hash(&tx);
+
+    // Inputs exist and are unspent.
+    if body.inputs.is_empty() {
+        return Err(Rejection::InputSetEmptyUTxO);
+    }
+    let mut missing = Vec::new();
+    let inputs = resolve(view, body.inputs.iter().map(TxoRef::from), &mut missing)?;
+    let refs = resolve(
+        view,
+        body.reference_inputs
+            .iter()
+            .flat_map(|s| s.iter())
+            .map(TxoRef::from),
+        &mut missing,
+    )?;
+    let collateral = resolve(
+        view,
+        body.collateral
+            .iter()
+            .flat_map(|s| s.iter())
+            .map(TxoRef::from),
+        &mut missing,
+    )?;
+    if !missing.is_empty() {
+        return Err(Rejection::BadInputsUTxO { inputs: missing });
+    }
+
+    phase1::check_validity_interval(slot, body.validity_interval_start, body.ttl)?;
+
+    // Outputs.
+    for (i, out) in body.outputs.iter().enumerate() {
+        phase1::check_output(params, rules.network_id, i, out)?;
+    }
+    if let Some(ret) = &body.collateral_return {
+        phase1::check_output(params, rules.network_id, usize::MAX, ret)?;
+    }
+
+    // Signatures.
+    let signed = phase1::check_vkey_witnesses(&tx, &hash)?;
+
+    // Scripts available and needed.
+    let mut available: HashMap<Hash<28>, Script> = phase1::witness_scripts(&tx);
+    let mut ref_script_bytes = 0u64;
+    for (_, _, f) in inputs.iter().chain(refs.iter()) {
+        if let Some((h, s, size)) = &f.script_ref {
+            ref_script_bytes += size;
+            available.entry(*h).or_insert_with(|| s.clone());
+        }
+    }
+    let mut required_keys: BTreeSet<Hash<28>> = BTreeSet::new();
+    let mut needed_scripts: BTreeSet<Hash<28>> = BTreeSet::new();
+    for (_, _, f) in &inputs {
+        match phase1::lock_of(&f.address) {
+            Some(Lock::Key(h)) => {
+                required_keys.insert(h);
+            }
+            Some(Lock::Script(h)) => {
+                needed_scripts.insert(h);
+            }
+            None => {
+                return Err(Rejection::Unsupported {
+                    feature: "spending Byron or non-payment addresses",
+                });
+            }
+        }
+    }
+    for (_, _, f) in &collateral {
+        if let Some(Lock::Key(h)) = phase1::lock_of(&f.address) {
+            required_keys.insert(h);
+        }
+    }
+    if let Some(rs) = &body.required_signers {
+        required_keys.extend(rs.iter().copied());
+    }
+    if let Some(mint) = &body.mint {
+        needed_scripts.extend(mint.keys().copied());
+    }
+    phase1::check_required_signers(&required_keys, &signed)?;
+
+    let mut languages = BTreeSet::new();
+    for h in &needed_scripts {
+        match available.get(h) {
+            None => {
+                return Err(Rejection::MissingScriptWitnessesUTXOW {
+                    script_hash: h.to_string(),
+                });
+            }
+            Some(Script::Native(n)) => {
+                if !phase1::eval_native(n, &signed, body.validity_interval_start, body.ttl) {
+                    return Err(Rejection::ScriptWitnessNotValidatingUTXOW {
+                        script_hash: h.to_string(),
+                    });
+                }
+            }
+            Some(Script::Plutus(lang)) => {
+                languages.insert(*lang);
+            }
+        }
+    }
+    let runs_plutus = !languages.is_empty() || phase1::has_redeemers(&tx);
+
+    // Script integrity hash.
+    let computed = phase1::script_data_hash(&tx, params, &languages);
+    phase1::check_script_data_hash(body.script_data_hash, computed)?;
+
+    // ExUnits, fee, collateral.
+    let (declared, declared_each) = phase1::declared_ex_units(&tx);
+    phase1::check_ex_units(params, declared)?;
+    let required_fee = fees::min_fee(params, bytes.len() as u64, declared, ref_script_bytes);
+    phase1::check_fee(required_fee, body.fee)?;
+    let collateral_return = body.collateral_return.as_ref().map(phase1::facts_of);
+    if runs_plutus {
+        let coll: Vec<(TxoRef, OutputFacts)> = collateral
+            .iter()
+            .map(|(r, _, f)| {
+                (
+                    *r,
+                    OutputFacts {
+                        address: f.address.clone(),
+                        value: f.value.clone(),
+                        script_ref: None,
+                    },
+                )
+            })
+            .collect();
+        phase1::check_collateral(
+            params,
+            &coll,
+            collateral_return.as_ref(),
+            body.total_collateral,
+            body.fee,
+        )?;
+    }
+
+    // Value is preserved.
+    let mut consumed = Value::default();
+    for (_, _, f) in &inputs {
+        consumed.add(&f.value);
+    }
+    if let Some(m) = &body.mint {
+        consumed.add(&Value::from_mint(m));
+    }
+    let mut produced = Value::lovelace(body.fee);
+    for out in body.outputs.iter() {
+        produced.add(&phase1::facts_of(out).value);
+    }
+    phase1::check_balance(&consumed, &produced)?;
+
+    // Phase 2.
+    let mut measured = ExUnits::default();
+    let failure = if runs_plutus {
+        let mut resolved: Vec<(TxoRef, Vec<u8>)> = Vec::new();
+        for (r, raw, _) in inputs.iter().chain(refs.iter()).chain(collateral.iter()) {
+            if !resolved.iter().any(|(x, _)| x == r) {
+                resolved.push((*r, raw.clone()));
+            }
+        }
+        match phase2::evaluate(
+            bytes,
+            &resolved,
+            params,
+            &rules.cost_models,
+            &rules.slot_config,
+        )? {
+            phase2::Phase2Outcome::Failed(r) => Some(r),
+            phase2::Phase2Outcome::Passed(runs) => {
+                let mut exceeded = None;
+                for run in &runs {
+                    measured.mem += run.actual.mem;
+                    measured.steps += run.actual.steps;
+                    let d = declared_each
+                        .get(&run.redeemer)
+                        .copied()
+                        .unwrap_or_default();
+                    if exceeded.is_none() && (run.actual.mem > d.mem || run.actual.steps > d.steps)
+                    {
+                        exceeded = Some(Rejection::ExUnitsExceeded {
+                            redeemer: run.redeemer.clone(),
+                            declared: d,
+                            actual: run.actual,
+                        });
+                    }
+                }
+                exceeded
+            }
+        }
+    } else {
+        None
+    };
+
+    let is_valid = match (tx.success, failure) {
+        (true, None) => true,
+        (true, Some(r)) => return Err(r),
+        (false, Some(_)) => false,
+        (false, None) => return Err(Rejection::PassedUnexpectedly),
+    };
+
+    let delta = if is_valid {
+        UtxoDelta {
+            consumed: inputs.iter().map(|(r, raw, _)| (*r, raw.clone())).collect(),
+            produced: body
+                .outputs
+                .iter()
+                .enumerate()
+                .map(|(i, o)| {
+                    (
+                        TxoRef {
+                            tx_id: hash,
+                            index: i as u64,
+                        },
+                        phase1::output_raw(o).to_vec(),
+                    )
+                })
+                .collect(),
+        }
+    } else {
+        UtxoDelta {
+            consumed: collateral
+                .iter()
+                .map(|(r, raw, _)| (*r, raw.clone()))
+                .collect(),
+            produced: body
+                .collateral_return
+                .iter()
+                .map(|o| {
+                    (
+                        TxoRef {
+                            tx_id: hash,
+                            index: body.outputs.len() as u64,
+                        },
+                        phase1::output_raw(o).to_vec(),
+                    )
+                })
+                .collect(),
+        }
+    };
+
+    Ok(Validated {
+        tx_hash: hash,
+        bytes: bytes.to_vec(),
+        is_valid,
+        delta,
+        fee: body.fee,
+        ex_units: measured,
+    })
+}

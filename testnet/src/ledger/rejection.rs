@@ -1,0 +1,245 @@
+//! Why the ledger refused a transaction: one variant per rule, named after the rule.
+//!
+//! Rule names follow the Conway ledger's predicate failures (cardano-ledger
+//! `ConwayUtxoPredFailure` / `ConwayUtxowPredFailure`) where one exists, so a message
+//! can be looked up in the ledger spec. [`Rejection::rule`] gives the stable name that
+//! travels over local-tx-submission together with the human-readable message.
+
+use crate::ledger::utxo::TxoRef;
+use crate::params::ExUnits;
+
+/// A transaction rejection. `Display` is the human-readable reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The bytes are not a well-formed Conway transaction.
+    #[error("malformed transaction: {reason}")]
+    Malformed {
+        /// What the decoder said.
+        reason: String,
+    },
+    /// The serialized transaction is larger than `maxTxSize`.
+    #[error("transaction is {size} bytes, the maximum is {max}")]
+    MaxTxSizeUTxO {
+        /// Transaction size (bytes).
+        size: u64,
+        /// Protocol maximum (bytes).
+        max: u64,
+    },
+    /// A transaction feature the devnet ledger does not implement.
+    #[error("unsupported on the devnet: {feature}")]
+    Unsupported {
+        /// The body field or feature.
+        feature: &'static str,
+    },
+    /// The transaction spends no input.
+    #[error("transaction has no inputs")]
+    InputSetEmptyUTxO,
+    /// Inputs that are unknown or already spent (includes double spends).
+    #[error("inputs unknown or already spent: {}", fmt_refs(.inputs))]
+    BadInputsUTxO {
+        /// The missing inputs.
+        inputs: Vec<TxoRef>,
+    },
+    /// The current slot is outside the transaction's validity interval.
+    #[error("slot {slot} is outside the validity interval [{start:?}, {end:?})")]
+    OutsideValidityIntervalUTxO {
+        /// The slot the transaction would be included in.
+        slot: u64,
+        /// `validity_interval_start` (inclusive).
+        start: Option<u64>,
+        /// `ttl` (exclusive).
+        end: Option<u64>,
+    },
+    /// An output address is for another network.
+    #[error("output {index} pays to another network (expected network id {expected})")]
+    WrongNetwork {
+        /// Output index.
+        index: usize,
+        /// The devnet's network id.
+        expected: u8,
+    },
+    /// An output carries less lovelace than its minimum.
+    #[error("output {index} holds {provided} lovelace, minimum is {required}")]
+    BabbageOutputTooSmallUTxO {
+        /// Output index (`usize::MAX` for the collateral return).
+        index: usize,
+        /// Minimum lovelace: (160 + size) × coinsPerUTxOByte.
+        required: u64,
+        /// Lovelace in the output.
+        provided: u64,
+    },
+    /// An output's value is too large when serialized.
+    #[error("output {index} value is {size} bytes, maximum is {max}")]
+    OutputTooBigUTxO {
+        /// Output index.
+        index: usize,
+        /// Serialized value size (bytes).
+        size: u64,
+        /// `maxValueSize` (bytes).
+        max: u64,
+    },
+    /// Consumed and produced values differ.
+    #[error("value not conserved: consumed {consumed}, produced {produced}")]
+    ValueNotConservedUTxO {
+        /// Σ inputs + mint.
+        consumed: String,
+        /// Σ outputs + fee.
+        produced: String,
+    },
+    /// The fee is below the exact minimum.
+    #[error("fee {provided} lovelace is below the minimum {required} lovelace")]
+    FeeTooSmallUTxO {
+        /// Minimum fee (lovelace): size + ExUnits + reference-script tiers.
+        required: u64,
+        /// Declared fee (lovelace).
+        provided: u64,
+    },
+    /// A vkey witness signature does not verify over the body hash.
+    #[error("invalid signature by vkey {vkey}")]
+    InvalidWitnessesUTXOW {
+        /// The verification key (hex).
+        vkey: String,
+    },
+    /// Key hashes that must sign but did not.
+    #[error("missing signatures from key hashes {}", .key_hashes.join(", "))]
+    MissingVKeyWitnessesUTXOW {
+        /// Missing key hashes (hex).
+        key_hashes: Vec<String>,
+    },
+    /// A needed script is neither in the witness set nor a reference script.
+    #[error("missing script {script_hash}")]
+    MissingScriptWitnessesUTXOW {
+        /// Script hash (hex).
+        script_hash: String,
+    },
+    /// A native script evaluated to false.
+    #[error("native script {script_hash} failed")]
+    ScriptWitnessNotValidatingUTXOW {
+        /// Script hash (hex).
+        script_hash: String,
+    },
+    /// `script_data_hash` does not match the redeemers, datums and cost models.
+    #[error("script_data_hash mismatch: declared {declared:?}, computed {computed:?}")]
+    PPViewHashesDontMatch {
+        /// Declared hash (hex).
+        declared: Option<String>,
+        /// Computed hash (hex), `None` when no script data is present.
+        computed: Option<String>,
+    },
+    /// Plutus scripts run but no collateral was given.
+    #[error("no collateral inputs")]
+    NoCollateralInputs,
+    /// More collateral inputs than `maxCollateralInputs`.
+    #[error("{count} collateral inputs, maximum is {max}")]
+    TooManyCollateralInputs {
+        /// Number given.
+        count: u64,
+        /// Protocol maximum.
+        max: u64,
+    },
+    /// A collateral input is locked by a script.
+    #[error("collateral input {input} is not locked by a key")]
+    ScriptsNotPaidUTxO {
+        /// The offending input.
+        input: TxoRef,
+    },
+    /// Collateral (net of the collateral return) contains native assets.
+    #[error("collateral contains native assets")]
+    CollateralContainsNonADA,
+    /// Collateral is below `collateralPercentage` of the fee.
+    #[error("collateral {provided} lovelace is below the required {required} lovelace")]
+    InsufficientCollateral {
+        /// Required lovelace (fee × percentage / 100, rounded up).
+        required: u64,
+        /// Net collateral (lovelace).
+        provided: u64,
+    },
+    /// `total_collateral` disagrees with the collateral balance.
+    #[error("total_collateral {declared} differs from the collateral balance {actual}")]
+    IncorrectTotalCollateralField {
+        /// Declared lovelace.
+        declared: u64,
+        /// Actual net collateral lovelace.
+        actual: u64,
+    },
+    /// Declared ExUnits exceed `maxTxExecutionUnits`.
+    #[error("declared ExUnits {declared:?} exceed the maximum {max:?}")]
+    ExUnitsTooBigUTxO {
+        /// Σ declared ExUnits.
+        declared: ExUnits,
+        /// Protocol maximum.
+        max: ExUnits,
+    },
+    /// Redeemers, datums or scripts do not fit together (missing/extra redeemer, missing datum…).
+    #[error("cannot run scripts: {reason}")]
+    CollectErrors {
+        /// The evaluator's explanation.
+        reason: String,
+    },
+    /// A Plutus script failed in a transaction marked valid (`ValidationTagMismatch`).
+    #[error("script {redeemer} failed: {reason}; logs: {logs:?}")]
+    PlutusScriptFailed {
+        /// Redeemer pointer, e.g. `spend:0` (empty when unknown).
+        redeemer: String,
+        /// The evaluator's error.
+        reason: String,
+        /// Trace messages.
+        logs: Vec<String>,
+    },
+    /// A script used more ExUnits than its redeemer declared.
+    #[error("redeemer {redeemer} used {actual:?}, declared {declared:?}")]
+    ExUnitsExceeded {
+        /// Redeemer pointer, e.g. `spend:0`.
+        redeemer: String,
+        /// Declared budget.
+        declared: ExUnits,
+        /// Measured cost.
+        actual: ExUnits,
+    },
+    /// `is_valid = false` but every script succeeded (`ValidationTagMismatch`, PassedUnexpectedly).
+    #[error("transaction marked invalid but all scripts succeeded")]
+    PassedUnexpectedly,
+}
+
+fn fmt_refs(refs: &[TxoRef]) -> String {
+    refs.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Rejection {
+    /// The stable rule name (the variant name), e.g. `"FeeTooSmallUTxO"`.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            Self::Malformed { .. } => "Malformed",
+            Self::MaxTxSizeUTxO { .. } => "MaxTxSizeUTxO",
+            Self::Unsupported { .. } => "Unsupported",
+            Self::InputSetEmptyUTxO => "InputSetEmptyUTxO",
+            Self::BadInputsUTxO { .. } => "BadInputsUTxO",
+            Self::OutsideValidityIntervalUTxO { .. } => "OutsideValidityIntervalUTxO",
+            Self::WrongNetwork { .. } => "WrongNetwork",
+            Self::BabbageOutputTooSmallUTxO { .. } => "BabbageOutputTooSmallUTxO",
+            Self::OutputTooBigUTxO { .. } => "OutputTooBigUTxO",
+            Self::ValueNotConservedUTxO { .. } => "ValueNotConservedUTxO",
+            Self::FeeTooSmallUTxO { .. } => "FeeTooSmallUTxO",
+            Self::InvalidWitnessesUTXOW { .. } => "InvalidWitnessesUTXOW",
+            Self::MissingVKeyWitnessesUTXOW { .. } => "MissingVKeyWitnessesUTXOW",
+            Self::MissingScriptWitnessesUTXOW { .. } => "MissingScriptWitnessesUTXOW",
+            Self::ScriptWitnessNotValidatingUTXOW { .. } => "ScriptWitnessNotValidatingUTXOW",
+            Self::PPViewHashesDontMatch { .. } => "PPViewHashesDontMatch",
+            Self::NoCollateralInputs => "NoCollateralInputs",
+            Self::TooManyCollateralInputs { .. } => "TooManyCollateralInputs",
+            Self::ScriptsNotPaidUTxO { .. } => "ScriptsNotPaidUTxO",
+            Self::CollateralContainsNonADA => "CollateralContainsNonADA",
+            Self::InsufficientCollateral { .. } => "InsufficientCollateral",
+            Self::IncorrectTotalCollateralField { .. } => "IncorrectTotalCollateralField",
+            Self::ExUnitsTooBigUTxO { .. } => "ExUnitsTooBigUTxO",
+            Self::CollectErrors { .. } => "CollectErrors",
+            Self::PlutusScriptFailed { .. } => "PlutusScriptFailed",
+            Self::ExUnitsExceeded { .. } => "ExUnitsExceeded",
+            Self::PassedUnexpectedly => "PassedUnexpectedly",
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! `ganglion-testnet`: an embedded Cardano devnet that speaks the real Ouroboros
+//! mini-protocols, validates transactions with the Conway rules and runs Plutus with `uplc`.
+//!
+//! Nodes and the indexer follow it exactly as they would follow a cardano-node: N2N
+//! (chainsync headers + blockfetch + keepalive) over TCP, N2C (chainsync blocks,
+//! local-tx-submission, a minimal local-state-query) over a Unix socket or TCP.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use ganglion_testnet::{devnet, genesis::Genesis};
+//! let handle = devnet::start(devnet::DevnetConfig::new(Genesis::devnet()?, "/tmp/devnet")).await?;
+//! println!("follow me at {} (magic {})", handle.n2n_addr(), handle.magic());
+//! handle.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! Modules, in data-flow order:
+//! - [`params`]: protocol parameters from `shared/fixtures/cardano/` (real mainnet values).
+//! - [`genesis`]: genesis JSON → magic, system start, funded UTxOs, test NTX.
+//! - [`time`]: slot ↔ POSIX ms over the one shared [`time::SlotConfig`].
+//! - [`keys`]: deterministic devnet ed25519 keys (genesis funding, tests, demos).
+//! - [`ledger`]: UTxO set, phase-1 rules, phase-2 (uplc), [`ledger::Rejection`].
+//! - [`mempool`]: pending validated transactions in arrival order.
+//! - [`producer`]: Conway block assembly from raw transaction bytes.
+//! - [`store`]: sled persistence (blocks, UTxO set, undo records, tip).
+//! - [`chain`]: store + ledger + mempool; forge, rollback, tip and events.
+//! - [`serve`]: N2N and N2C servers.
+//! - [`client`]: N2C client facade (submission with readable rejections).
+//! - [`control`]: operator control socket (`rollback <n>`, `tip`).
+//! - [`devnet`]: `start(config)` → [`devnet::DevnetHandle`].
+//! - [`txbuild`]: a minimal transaction builder (tests, CLI, bench).
+
+pub mod chain;
+pub mod client;
+pub mod control;
+pub mod devnet;
+pub mod genesis;
+pub mod keys;
+pub mod ledger;
+pub mod mempool;
+pub mod params;
+pub mod producer;
+pub mod serve;
+pub mod store;
+pub mod time;
+pub mod txbuild;

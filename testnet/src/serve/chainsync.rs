@@ -1,0 +1,147 @@
+//! Chainsync server logic shared by N2N (headers) and N2C (whole blocks): intersect,
+//! roll forward block by block, await at the tip, and roll back to the last common point
+//! when the chain was rolled back under the follower.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use pallas_codec::Fragment;
+use pallas_network::miniprotocols::Point;
+use pallas_network::miniprotocols::chainsync::Message;
+use pallas_network::miniprotocols::chainsync::{self, ClientRequest, Tip};
+use tokio_util::sync::CancellationToken;
+
+use crate::chain::Chain;
+use crate::serve::ServeError;
+use crate::store::{BlockRef, StoredBlock};
+
+/// The chainsync tip message for a chain tip.
+pub fn tip_of(tip: Option<BlockRef>) -> Tip {
+    match tip {
+        None => Tip(Point::Origin, 0),
+        Some(t) => Tip(point_of(&t), t.number),
+    }
+}
+
+/// The Ouroboros point of a block.
+pub fn point_of(b: &BlockRef) -> Point {
+    Point::Specific(b.slot, b.hash.to_vec())
+}
+
+/// Is `b` still on the chain?
+fn on_chain(chain: &Chain, b: &BlockRef) -> Result<bool, ServeError> {
+    Ok(chain.store().number_of(b.hash.as_ref())? == Some(b.number))
+}
+
+/// Resolve a client point to a block on our chain (`Ok(None)` = origin; `Err(())` inside
+/// = not on chain).
+pub fn resolve_point(chain: &Chain, p: &Point) -> Result<Option<Option<BlockRef>>, ServeError> {
+    match p {
+        Point::Origin => Ok(Some(None)),
+        Point::Specific(slot, hash) => match chain.store().number_of(hash)? {
+            Some(n) => match chain.store().block(n)? {
+                Some(b) if b.at.slot == *slot => Ok(Some(Some(b.at))),
+                _ => Ok(None),
+            },
+            None => Ok(None),
+        },
+    }
+}
+
+/// Serve one chainsync client until it sends `Done`, the connection breaks or `cancel`.
+///
+/// # Errors
+/// [`ServeError`] on protocol or store errors.
+pub async fn serve<C>(
+    server: &mut chainsync::Server<C>,
+    chain: Arc<Chain>,
+    content: fn(&StoredBlock) -> C,
+    cancel: CancellationToken,
+) -> Result<(), ServeError>
+where
+    Message<C>: Fragment,
+{
+    let mut tip_rx = chain.subscribe_tip();
+    let k = chain.k() as usize + 1;
+    let mut cursor: Option<BlockRef> = None;
+    let mut history: VecDeque<BlockRef> = VecDeque::new();
+    let mut pending_rollback: Option<Point> = None;
+    loop {
+        let req = tokio::select! {
+            r = server.recv_while_idle() => r?,
+            _ = cancel.cancelled() => return Ok(()),
+        };
+        match req {
+            None => return Ok(()),
+            Some(ClientRequest::Intersect(points)) => {
+                let tip = tip_of(chain.tip());
+                let mut found = None;
+                for p in &points {
+                    if let Some(b) = resolve_point(&chain, p)? {
+                        found = Some((p.clone(), b));
+                        break;
+                    }
+                }
+                match found {
+                    Some((p, b)) => {
+                        cursor = b;
+                        history.clear();
+                        history.extend(b);
+                        pending_rollback = Some(p.clone());
+                        server.send_intersect_found(p, tip).await?;
+                    }
+                    None => server.send_intersect_not_found(tip).await?,
+                }
+            }
+            Some(ClientRequest::RequestNext) => {
+                if let Some(p) = pending_rollback.take() {
+                    server.send_roll_backward(p, tip_of(chain.tip())).await?;
+                    continue;
+                }
+                let mut awaiting = false;
+                loop {
+                    tip_rx.borrow_and_update();
+                    let next_no = cursor.map_or(1, |c| c.number + 1);
+                    let next = chain.store().block(next_no)?;
+                    let cursor_ok = match &cursor {
+                        None => true,
+                        Some(c) => on_chain(&chain, c)?,
+                    };
+                    if !cursor_ok {
+                        while let Some(h) = history.back() {
+                            if on_chain(&chain, h)? {
+                                break;
+                            }
+                            history.pop_back();
+                        }
+                        cursor = history.back().copied();
+                        let point = cursor.as_ref().map_or(Point::Origin, point_of);
+                        server
+                            .send_roll_backward(point, tip_of(chain.tip()))
+                            .await?;
+                        break;
+                    }
+                    if let Some(b) = next {
+                        cursor = Some(b.at);
+                        history.push_back(b.at);
+                        if history.len() > k {
+                            history.pop_front();
+                        }
+                        server
+                            .send_roll_forward(content(&b), tip_of(chain.tip()))
+                            .await?;
+                        break;
+                    }
+                    if !awaiting {
+                        server.send_await_reply().await?;
+                        awaiting = true;
+                    }
+                    tokio::select! {
+                        r = tip_rx.changed() => if r.is_err() { return Ok(()) },
+                        _ = cancel.cancelled() => return Ok(()),
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,433 @@
+//! Durable chain state in sled: blocks by number, block numbers by hash, the confirmed UTxO
+//! set, an undo record per block (last k blocks), and the tip.
+//!
+//! Every block append and every single-block rollback is one multi-tree sled transaction,
+//! followed by a flush, so a `kill -9` at any point leaves either the old or the new state,
+//! never a mix.
+
+use std::path::Path;
+
+use pallas_crypto::hash::Hash;
+use sled::Transactional;
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+
+use crate::ledger::utxo::{TxoRef, UtxoDelta};
+use crate::producer::ForgedBlock;
+
+/// A block's identity on the chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockRef {
+    /// Block number (height, first block = 1).
+    pub number: u64,
+    /// Slot.
+    pub slot: u64,
+    /// Header hash.
+    pub hash: Hash<32>,
+}
+
+/// A stored block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredBlock {
+    /// Its identity.
+    pub at: BlockRef,
+    /// Header CBOR (N2N chainsync).
+    pub header: Vec<u8>,
+    /// HFC-wrapped block CBOR (blockfetch, N2C chainsync).
+    pub wrapped: Vec<u8>,
+}
+
+/// Store errors.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// sled failed (I/O or corruption).
+    #[error("sled error")]
+    Sled(#[from] sled::Error),
+    /// A record does not have the expected layout.
+    #[error("corrupt {what} record")]
+    Corrupt {
+        /// Which record.
+        what: &'static str,
+    },
+    /// The store was created from another genesis.
+    #[error("the data directory belongs to another genesis")]
+    GenesisMismatch,
+    /// Rollback deeper than the chain or than k.
+    #[error("cannot roll back {requested} blocks (chain height {height}, k = {k})")]
+    RollbackTooDeep {
+        /// Blocks asked for.
+        requested: u64,
+        /// Current height.
+        height: u64,
+        /// Security parameter.
+        k: u64,
+    },
+}
+
+impl From<TransactionError<StoreError>> for StoreError {
+    fn from(e: TransactionError<StoreError>) -> Self {
+        match e {
+            TransactionError::Abort(e) => e,
+            TransactionError::Storage(e) => StoreError::Sled(e),
+        }
+    }
+}
+
+const TIP: &[u8] = b"tip";
+const GENESIS: &[u8] = b"genesis";
+
+/// The sled-backed chain store.
+#[derive(Clone)]
+pub struct Store {
+    db: sled::Db,
+    blocks: sled::Tree,
+    hashes: sled::Tree,
+    utxo: sled::Tree,
+    undo: sled::Tree,
+    meta: sled::Tree,
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+    out.extend_from_slice(b);
+}
+
+fn get_bytes<'a>(buf: &mut &'a [u8]) -> Option<&'a [u8]> {
+    if buf.len() < 4 {
+        return None;
+    }
+    let n = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+    let rest = &buf[4..];
+    if rest.len() < n {
+        return None;
+    }
+    let (a, b) = rest.split_at(n);
+    *buf = b;
+    Some(a)
+}
+
+fn encode_ref(r: &BlockRef) -> Vec<u8> {
+    let mut v = Vec::with_capacity(48);
+    v.extend_from_slice(&r.number.to_be_bytes());
+    v.extend_from_slice(&r.slot.to_be_bytes());
+    v.extend_from_slice(r.hash.as_ref());
+    v
+}
+
+fn decode_ref(v: &[u8]) -> Option<BlockRef> {
+    if v.len() != 48 {
+        return None;
+    }
+    let number = u64::from_be_bytes(v[0..8].try_into().ok()?);
+    let slot = u64::from_be_bytes(v[8..16].try_into().ok()?);
+    let hash: [u8; 32] = v[16..48].try_into().ok()?;
+    Some(BlockRef {
+        number,
+        slot,
+        hash: Hash::new(hash),
+    })
+}
+
+fn encode_block(b: &ForgedBlock) -> Vec<u8> {
+    let mut v = encode_ref(&BlockRef {
+        number: b.number,
+        slot: b.slot,
+        hash: b.hash,
+    });
+    put_bytes(&mut v, &b.header);
+    put_bytes(&mut v, &b.wrapped);
+    v
+}
+
+fn decode_block(v: &[u8]) -> Option<StoredBlock> {
+    let at = decode_ref(v.get(..48)?)?;
+    let mut rest = &v[48..];
+    let header = get_bytes(&mut rest)?.to_vec();
+    let wrapped = get_bytes(&mut rest)?.to_vec();
+    Some(StoredBlock {
+        at,
+        header,
+        wrapped,
+    })
+}
+
+fn encode_undo(prev_tip: Option<&BlockRef>, d: &UtxoDelta) -> Vec<u8> {
+    let mut v = Vec::new();
+    put_bytes(&mut v, &prev_tip.map(encode_ref).unwrap_or_default());
+    v.extend_from_slice(&(d.consumed.len() as u32).to_be_bytes());
+    for (r, o) in &d.consumed {
+        put_bytes(&mut v, &r.to_key());
+        put_bytes(&mut v, o);
+    }
+    v.extend_from_slice(&(d.produced.len() as u32).to_be_bytes());
+    for (r, _) in &d.produced {
+        put_bytes(&mut v, &r.to_key());
+    }
+    v
+}
+
+type Undo = (Option<BlockRef>, Vec<(TxoRef, Vec<u8>)>, Vec<TxoRef>);
+
+fn decode_undo(v: &[u8]) -> Option<Undo> {
+    let mut rest = v;
+    let prev = get_bytes(&mut rest)?;
+    let prev = if prev.is_empty() {
+        None
+    } else {
+        Some(decode_ref(prev)?)
+    };
+    let count = |rest: &mut &[u8]| -> Option<usize> {
+        let n = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+        *rest = &rest[4..];
+        Some(n)
+    };
+    let n = count(&mut rest)?;
+    let mut consumed = Vec::with_capacity(n);
+    for _ in 0..n {
+        let r = TxoRef::from_key(get_bytes(&mut rest)?)?;
+        consumed.push((r, get_bytes(&mut rest)?.to_vec()));
+    }
+    let n = count(&mut rest)?;
+    let mut produced = Vec::with_capacity(n);
+    for _ in 0..n {
+        produced.push(TxoRef::from_key(get_bytes(&mut rest)?)?);
+    }
+    Some((prev, consumed, produced))
+}
+
+fn abort(what: &'static str) -> ConflictableTransactionError<StoreError> {
+    ConflictableTransactionError::Abort(StoreError::Corrupt { what })
+}
+
+impl Store {
+    /// Open (or create) the store in directory `path`.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let db = sled::open(path)?;
+        Ok(Self {
+            blocks: db.open_tree("blocks")?,
+            hashes: db.open_tree("hashes")?,
+            utxo: db.open_tree("utxo")?,
+            undo: db.open_tree("undo")?,
+            meta: db.open_tree("meta")?,
+            db,
+        })
+    }
+
+    /// Initialise a fresh store with the genesis UTxOs, or check that an existing one was
+    /// created from the same genesis (`fingerprint` = hash of the genesis JSON).
+    ///
+    /// # Errors
+    /// [`StoreError::GenesisMismatch`], [`StoreError::Sled`].
+    pub fn init(&self, fingerprint: &[u8], utxos: &[(TxoRef, Vec<u8>)]) -> Result<(), StoreError> {
+        if let Some(existing) = self.meta.get(GENESIS)? {
+            if existing.as_ref() != fingerprint {
+                return Err(StoreError::GenesisMismatch);
+            }
+            return Ok(());
+        }
+        (&self.utxo, &self.meta).transaction(|(u, m)| {
+            for (r, o) in utxos {
+                u.insert(&r.to_key()[..], o.as_slice())?;
+            }
+            m.insert(GENESIS, fingerprint)?;
+            Ok(())
+        })?;
+        self.db.flush()?;
+        Ok(())
+    }
+
+    /// The tip, `None` at origin.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub fn tip(&self) -> Result<Option<BlockRef>, StoreError> {
+        match self.meta.get(TIP)? {
+            None => Ok(None),
+            Some(v) if v.is_empty() => Ok(None),
+            Some(v) => decode_ref(&v)
+                .map(Some)
+                .ok_or(StoreError::Corrupt { what: "tip" }),
+        }
+    }
+
+    /// The block at height `number`.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub fn block(&self, number: u64) -> Result<Option<StoredBlock>, StoreError> {
+        match self.blocks.get(number.to_be_bytes())? {
+            None => Ok(None),
+            Some(v) => decode_block(&v)
+                .map(Some)
+                .ok_or(StoreError::Corrupt { what: "block" }),
+        }
+    }
+
+    /// The block number of header hash `hash`, if on the chain.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub fn number_of(&self, hash: &[u8]) -> Result<Option<u64>, StoreError> {
+        match self.hashes.get(hash)? {
+            None => Ok(None),
+            Some(v) => {
+                Ok(Some(u64::from_be_bytes(v.as_ref().try_into().map_err(
+                    |_| StoreError::Corrupt { what: "hash index" },
+                )?)))
+            }
+        }
+    }
+
+    /// The confirmed UTxO set.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub fn utxos(&self) -> Result<Vec<(TxoRef, Vec<u8>)>, StoreError> {
+        self.utxo
+            .iter()
+            .map(|kv| {
+                let (k, v) = kv?;
+                let r = TxoRef::from_key(&k).ok_or(StoreError::Corrupt { what: "utxo key" })?;
+                Ok((r, v.to_vec()))
+            })
+            .collect()
+    }
+
+    /// Append `block` with its UTxO `delta` atomically, drop undo records older than `k`
+    /// blocks, and flush.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub fn append(&self, block: &ForgedBlock, delta: &UtxoDelta, k: u64) -> Result<(), StoreError> {
+        let prev = self.tip()?;
+        let at = BlockRef {
+            number: block.number,
+            slot: block.slot,
+            hash: block.hash,
+        };
+        let value = encode_block(block);
+        let undo = encode_undo(prev.as_ref(), delta);
+        (
+            &self.blocks,
+            &self.hashes,
+            &self.utxo,
+            &self.undo,
+            &self.meta,
+        )
+            .transaction(|(b, h, u, un, m)| {
+                b.insert(&block.number.to_be_bytes()[..], value.as_slice())?;
+                h.insert(block.hash.as_ref(), &block.number.to_be_bytes()[..])?;
+                for (r, _) in &delta.consumed {
+                    u.remove(&r.to_key()[..])?;
+                }
+                for (r, o) in &delta.produced {
+                    u.insert(&r.to_key()[..], o.as_slice())?;
+                }
+                un.insert(&block.number.to_be_bytes()[..], undo.as_slice())?;
+                if block.number > k {
+                    un.remove(&(block.number - k).to_be_bytes()[..])?;
+                }
+                m.insert(TIP, encode_ref(&at))?;
+                Ok(())
+            })?;
+        self.db.flush()?;
+        Ok(())
+    }
+
+    /// Roll back the last `n` blocks (each step atomic), then flush. Returns the new tip.
+    ///
+    /// # Errors
+    /// [`StoreError::RollbackTooDeep`] if `n` exceeds the height or `k`; [`StoreError`].
+    pub fn rollback(&self, n: u64, k: u64) -> Result<Option<BlockRef>, StoreError> {
+        let height = self.tip()?.map_or(0, |t| t.number);
+        if n > height || n > k {
+            return Err(StoreError::RollbackTooDeep {
+                requested: n,
+                height,
+                k,
+            });
+        }
+        for _ in 0..n {
+            (
+                &self.blocks,
+                &self.hashes,
+                &self.utxo,
+                &self.undo,
+                &self.meta,
+            )
+                .transaction(|(b, h, u, un, m)| {
+                    let tip = m
+                        .get(TIP)?
+                        .and_then(|v| decode_ref(&v))
+                        .ok_or_else(|| abort("tip"))?;
+                    let key = tip.number.to_be_bytes();
+                    let record = un.get(&key[..])?.ok_or_else(|| abort("undo"))?;
+                    let (prev, consumed, produced) =
+                        decode_undo(&record).ok_or_else(|| abort("undo"))?;
+                    for r in &produced {
+                        u.remove(&r.to_key()[..])?;
+                    }
+                    for (r, o) in &consumed {
+                        u.insert(&r.to_key()[..], o.as_slice())?;
+                    }
+                    b.remove(&key[..])?;
+                    h.remove(tip.hash.as_ref())?;
+                    un.remove(&key[..])?;
+                    m.insert(TIP, prev.as_ref().map(encode_ref).unwrap_or_default())?;
+                    Ok(())
+                })?;
+        }
+        self.db.flush()?;
+        self.tip()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::producer::assemble;
+
+    fn r(b: u8, i: u64) -> TxoRef {
+        TxoRef {
+            tx_id: Hash::new([b; 32]),
+            index: i,
+        }
+    }
+
+    #[test]
+    fn append_rollback_and_reopen_keep_a_consistent_state() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = Store::open(dir.path()).expect("open");
+        s.init(b"g1", &[(r(1, 0), vec![0xa0])]).expect("init");
+        let b1 = assemble(1, 3, None, (10, 0), &[]).expect("b1");
+        let d1 = UtxoDelta {
+            consumed: vec![(r(1, 0), vec![0xa0])],
+            produced: vec![(r(2, 0), vec![0xa1])],
+        };
+        s.append(&b1, &d1, 10).expect("append");
+        let b2 = assemble(2, 4, Some(b1.hash), (10, 0), &[]).expect("b2");
+        s.append(&b2, &UtxoDelta::default(), 10).expect("append");
+        assert_eq!(s.tip().expect("tip").map(|t| t.number), Some(2));
+        assert_eq!(s.number_of(b2.hash.as_ref()).expect("idx"), Some(2));
+        let tip = s.rollback(2, 10).expect("rollback");
+        assert_eq!(tip, None);
+        assert_eq!(s.utxos().expect("utxos"), vec![(r(1, 0), vec![0xa0])]);
+        assert!(s.block(1).expect("read").is_none());
+        assert!(matches!(
+            s.rollback(1, 10),
+            Err(StoreError::RollbackTooDeep { .. })
+        ));
+        s.append(&b1, &d1, 10).expect("append again");
+        drop(s);
+        let s = Store::open(dir.path()).expect("reopen");
+        assert!(matches!(
+            s.init(b"other", &[]),
+            Err(StoreError::GenesisMismatch)
+        ));
+        s.init(b"g1", &[]).expect("same genesis");
+        assert_eq!(s.tip().expect("tip").map(|t| t.hash), Some(b1.hash));
+        assert_eq!(s.utxos().expect("utxos"), vec![(r(2, 0), vec![0xa1])]);
+    }
+}

@@ -1,0 +1,11 @@
+//! Integration tests: real pallas clients against a devnet on ephemeral ports.
+
+mod cli;
+mod common;
+mod fixtures;
+mod follow;
+mod ledger_rules;
+mod plutus;
+mod robustness;
+mod rollback;
+mod submit;
