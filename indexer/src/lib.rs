@@ -1,4 +1,36 @@
-//! Chain follower, marketplace event extraction and rollback-safe store (issue 4).
+//! # ganglion-indexer
 //!
-//! This crate is a placeholder in the workspace layout fixed by `DESIGN.md` §2: it exports
-//! nothing yet, and nothing in it claims to work. Its issue fills it.
+//! Learns Ganglion's on-chain state from blocks: provider bonds, job escrows, assignments,
+//! settlements, cancellations and expiries, each event with its slot, block and transaction;
+//! survives rollbacks (undo records for the last k blocks) and crashes (one atomic batch per
+//! block, a durable cursor); answers the node, the RPC and auditors.
+//!
+//! Feed it blocks with [`Indexer::apply_block`] and rollbacks with
+//! [`Indexer::roll_back_to`] (a chain follower over pallas-network arrives with the rest of
+//! issue 4), then query it.
+//!
+//! Modules:
+//! - [`event`]: the events and where they happened.
+//! - [`watch`]: which deployment (script hash, parameters) to look for.
+//! - [`extract`]: transaction → effects and events, pure; authentic UTxOs only.
+//! - [`store`]: the ordered key space ([`store::MemoryKv`] spec, [`store::SledKv`] on disk).
+//! - [`apply`]: the only writer: apply a block, undo to a point, notify subscribers.
+//! - [`view`]: a job's read model with its history.
+//! - [`query`]: jobs, providers, active bonds, events by slot; confirmed vs tentative.
+//! - `keys`: the key layout.
+
+pub mod apply;
+pub mod error;
+pub mod event;
+pub mod extract;
+mod keys;
+pub mod query;
+pub mod store;
+pub mod view;
+pub mod watch;
+
+pub use apply::{Applied, Indexer, Notification, Point};
+pub use error::{Error, Result};
+pub use event::{Event, Meta, Payment, Record};
+pub use view::{JobStatus, JobView};
+pub use watch::Watch;

@@ -54,6 +54,9 @@ pub struct World {
     pub utxos: BTreeMap<TxoRef, Output>,
     /// Current slot.
     pub slot: u64,
+    /// Signed bytes of every transaction applied, in order (to replay them elsewhere, e.g.
+    /// as blocks for an indexer).
+    pub applied: Vec<Vec<u8>>,
     minted: u64,
 }
 
@@ -64,6 +67,7 @@ impl World {
             env,
             utxos: BTreeMap::new(),
             slot,
+            applied: Vec::new(),
             minted: 0,
         }
     }
@@ -202,6 +206,7 @@ impl World {
                 o,
             );
         }
+        self.applied.push(signed.to_vec());
         Ok(evaluations)
     }
 

@@ -141,3 +141,33 @@ pub struct Utxo {
     /// The output.
     pub output: Output,
 }
+
+impl Output {
+    /// Reads an output as pallas-traverse sees it on chain (any era): address bytes, value,
+    /// inline datum, Plutus V3 reference script. Datum hashes and other script kinds are
+    /// dropped (Ganglion's outputs use neither).
+    pub fn from_chain(o: &pallas_traverse::MultiEraOutput<'_>) -> Self {
+        let mut value = Value::lovelace(o.value().coin());
+        for policy in o.value().assets() {
+            for asset in policy.assets() {
+                if let Some(q) = asset.output_coin() {
+                    value.add_asset(**policy.policy(), asset.name(), q);
+                }
+            }
+        }
+        let datum = match o.datum() {
+            Some(pallas_primitives::conway::DatumOption::Data(d)) => Some(d.0.clone().unwrap()),
+            _ => None,
+        };
+        let script_ref = match o.script_ref() {
+            Some(pallas_primitives::conway::ScriptRef::PlutusV3Script(s)) => Some(s.0.to_vec()),
+            _ => None,
+        };
+        Self {
+            address: o.address().map(|a| a.to_vec()).unwrap_or_default(),
+            value,
+            datum,
+            script_ref,
+        }
+    }
+}

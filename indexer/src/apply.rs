@@ -1,0 +1,367 @@
+//! The only writer: applies blocks and undoes them, one atomic batch per block, keeping
+//! undo records for the last k blocks and a durable cursor.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+
+use ganglion_contracts::tx::TxoRef;
+use pallas_traverse::MultiEraBlock;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::event::{Event, Meta, Record};
+use crate::extract::{Tracked, extract_tx};
+use crate::keys;
+use crate::store::{Kv, Write};
+use crate::view::JobView;
+use crate::watch::Watch;
+
+/// A block the indexer applied: slot, header hash, height.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Point {
+    /// Slot.
+    pub slot: u64,
+    /// Header hash.
+    #[serde(with = "hex::serde")]
+    pub hash: [u8; 32],
+    /// Block height (block number).
+    pub height: u64,
+}
+
+/// What applying one block did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// The block.
+    pub point: Point,
+    /// Transactions scanned.
+    pub tx_count: usize,
+    /// Events extracted.
+    pub records: Vec<Record>,
+    /// False when the block was the tip already (a re-delivery) and nothing changed.
+    pub fresh: bool,
+}
+
+/// What subscribers hear, in chain order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notification {
+    /// A block was applied with these events (possibly none).
+    Applied {
+        /// The block.
+        point: Point,
+        /// Its events.
+        records: Vec<Record>,
+    },
+    /// Blocks after `to` were undone (`None` = back to the start).
+    RolledBack {
+        /// The new tip.
+        to: Option<Point>,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+struct UndoRecord {
+    point: Point,
+    prev: Option<Point>,
+    /// Keys written by the block and their previous values (UTF-8: all keys and values are).
+    restore: Vec<(String, Option<String>)>,
+}
+
+/// Capacity of each subscriber's queue; a subscriber that falls this far behind is dropped
+/// (it can re-read events by slot range).
+pub const SUBSCRIBER_QUEUE: usize = 1024;
+
+/// The indexer over a [`Kv`] store.
+pub struct Indexer<S: Kv> {
+    store: S,
+    watch: Watch,
+    k: u64,
+    subscribers: Mutex<Vec<SyncSender<Notification>>>,
+}
+
+fn json<T: Serialize>(v: &T) -> Vec<u8> {
+    // Serialising our own plain data types cannot fail.
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+pub(crate) fn parse<T: for<'de> Deserialize<'de>>(what: &'static str, bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|source| Error::Corrupt { what, source })
+}
+
+fn utf8(what: &'static str, b: Vec<u8>) -> Result<String> {
+    String::from_utf8(b).map_err(|e| Error::Corrupt {
+        what,
+        source: serde::de::Error::custom(e.to_string()),
+    })
+}
+
+/// Pending writes of one block over the store: reads see them first.
+struct Pending<'a, S: Kv> {
+    store: &'a S,
+    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+impl<S: Kv> Pending<'_, S> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        match self.writes.get(key) {
+            Some(v) => Ok(v.clone()),
+            None => self.store.get(key),
+        }
+    }
+
+    fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.writes.insert(key, Some(value));
+    }
+
+    fn delete(&mut self, key: Vec<u8>) {
+        self.writes.insert(key, None);
+    }
+}
+
+impl<S: Kv> Indexer<S> {
+    /// An indexer for `watch` over `store`, keeping undo records for `k` blocks (mainnet
+    /// security parameter: 2160).
+    pub fn new(store: S, watch: Watch, k: u64) -> Self {
+        Self {
+            store,
+            watch,
+            k: k.max(1),
+            subscribers: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The deployment watched.
+    pub fn watch(&self) -> &Watch {
+        &self.watch
+    }
+
+    /// The underlying store (read it, never write it).
+    pub fn kv(&self) -> &S {
+        &self.store
+    }
+
+    /// The last applied block, if any.
+    ///
+    /// # Errors
+    /// Store errors, [`Error::Corrupt`].
+    pub fn tip(&self) -> Result<Option<Point>> {
+        self.store
+            .get(keys::CURSOR)?
+            .map(|b| parse("cursor", &b))
+            .transpose()
+    }
+
+    /// A queue of notifications from now on (bounded by [`SUBSCRIBER_QUEUE`]).
+    pub fn subscribe(&self) -> Receiver<Notification> {
+        let (tx, rx) = sync_channel(SUBSCRIBER_QUEUE);
+        self.subscribers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(tx);
+        rx
+    }
+
+    fn notify(&self, n: Notification) {
+        let mut subs = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+        subs.retain(|s| match s.try_send(n.clone()) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                tracing::warn!("dropping an indexer subscriber that fell {SUBSCRIBER_QUEUE} notifications behind");
+                false
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        });
+    }
+
+    /// Applies one block (HFC-wrapped CBOR `[era, block]`, as blockfetch and N2C chainsync
+    /// deliver it). A block equal to the tip is ignored (re-delivery after a restart).
+    ///
+    /// # Errors
+    /// [`Error::BlockDecode`], [`Error::NotNext`] when the block does not extend the tip,
+    /// store errors.
+    pub fn apply_block(&self, cbor: &[u8]) -> Result<Applied> {
+        let block = MultiEraBlock::decode(cbor).map_err(|e| Error::BlockDecode {
+            slot: None,
+            reason: e.to_string(),
+        })?;
+        let point = Point {
+            slot: block.slot(),
+            hash: *block.hash(),
+            height: block.number(),
+        };
+        let tip = self.tip()?;
+        if let Some(tip) = tip {
+            if tip.hash == point.hash {
+                return Ok(Applied {
+                    point,
+                    tx_count: block.tx_count(),
+                    records: Vec::new(),
+                    fresh: false,
+                });
+            }
+            let parent = block.header().previous_hash().map(|h| *h);
+            if point.height != tip.height + 1 || parent != Some(tip.hash) {
+                return Err(Error::NotNext {
+                    hash: hex::encode(point.hash),
+                    height: point.height,
+                    tip: tip.height,
+                });
+            }
+        }
+        let mut p = Pending {
+            store: &self.store,
+            writes: BTreeMap::new(),
+        };
+        let mut records = Vec::new();
+        for (i, tx) in block.txs().iter().enumerate() {
+            let meta = Meta {
+                slot: point.slot,
+                height: point.height,
+                block_hash: point.hash,
+                tx_hash: *tx.hash(),
+                tx_index: i as u32,
+            };
+            let lookup = |r: &TxoRef| -> Option<Tracked> {
+                p.get(&keys::utxo(r))
+                    .ok()
+                    .flatten()
+                    .and_then(|b| parse("utxo", &b).ok())
+            };
+            let fx = extract_tx(&self.watch, tx, &lookup);
+            for r in &fx.spent {
+                p.delete(keys::utxo(r));
+            }
+            for t in &fx.created {
+                p.put(keys::utxo(&t.reference), json(t));
+            }
+            for (seq, event) in fx.events.into_iter().enumerate() {
+                let record = Record {
+                    meta,
+                    seq: seq as u32,
+                    event,
+                };
+                self.index_record(&mut p, &record)?;
+                records.push(record);
+            }
+        }
+        // Undo record: the previous value of every key this block writes.
+        let mut restore = Vec::with_capacity(p.writes.len());
+        for key in p.writes.keys() {
+            let old = self
+                .store
+                .get(key)?
+                .map(|v| utf8("undo value", v))
+                .transpose()?;
+            restore.push((utf8("undo key", key.clone())?, old));
+        }
+        let undo = UndoRecord {
+            point,
+            prev: tip,
+            restore,
+        };
+        let mut writes: Vec<Write> = p.writes.into_iter().collect();
+        writes.push((keys::undo(point.height), Some(json(&undo))));
+        if point.height >= self.k {
+            writes.push((keys::undo(point.height - self.k), None));
+        }
+        writes.push((keys::CURSOR.to_vec(), Some(json(&point))));
+        self.store.commit(writes)?;
+        self.notify(Notification::Applied {
+            point,
+            records: records.clone(),
+        });
+        Ok(Applied {
+            point,
+            tx_count: block.tx_count(),
+            records,
+            fresh: true,
+        })
+    }
+
+    fn index_record(&self, p: &mut Pending<'_, S>, record: &Record) -> Result<()> {
+        p.put(keys::event(&record.meta, record.seq), json(record));
+        let Some(job_id) = record.event.job_id() else {
+            return Ok(());
+        };
+        let key = keys::job(&job_id);
+        let mut view = match p.get(&key)? {
+            Some(b) => parse::<JobView>("job", &b)?,
+            None => match JobView::locked(record) {
+                Some(v) => {
+                    p.put(keys::by_orchestrator(&v.orchestrator, &job_id), Vec::new());
+                    p.put(key, json(&v));
+                    return Ok(());
+                }
+                // An event of a job locked before the indexer's start point.
+                None => return Ok(()),
+            },
+        };
+        view.apply(record);
+        if let Event::JobAssigned { assignments, .. } = &record.event {
+            for a in assignments {
+                p.put(keys::by_provider(&a.provider, &job_id), Vec::new());
+            }
+        }
+        p.put(key, json(&view));
+        Ok(())
+    }
+
+    /// Undoes every block after `target` (`None`: after the start). A no-op when `target`
+    /// is the tip. Nothing changes when the target cannot be reached.
+    ///
+    /// # Errors
+    /// [`Error::RollbackTooDeep`] when the target is older than the undo window,
+    /// [`Error::UnknownPoint`] when no applied block matches it, store errors.
+    pub fn roll_back_to(&self, target: Option<(u64, [u8; 32])>) -> Result<Option<Point>> {
+        let unknown = |(slot, hash): (u64, [u8; 32])| Error::UnknownPoint {
+            slot,
+            hash: hex::encode(hash),
+        };
+        // Find the undo records leading to the target before touching anything.
+        let mut path: Vec<UndoRecord> = Vec::new();
+        let mut cursor = self.tip()?;
+        loop {
+            match (cursor, target) {
+                (None, None) => break,
+                (None, Some(t)) => return Err(unknown(t)),
+                (Some(c), Some((slot, hash))) if c.hash == hash || c.slot < slot => {
+                    if c.hash != hash {
+                        return Err(unknown((slot, hash)));
+                    }
+                    break;
+                }
+                (Some(c), _) => {
+                    let Some(undo) = self.store.get(&keys::undo(c.height))? else {
+                        return Err(Error::RollbackTooDeep {
+                            slot: target.map(|t| t.0).unwrap_or(0),
+                            k: self.k,
+                        });
+                    };
+                    let undo: UndoRecord = parse("undo record", &undo)?;
+                    cursor = undo.prev;
+                    path.push(undo);
+                }
+            }
+        }
+        for undo in path {
+            let mut writes: Vec<Write> = undo
+                .restore
+                .into_iter()
+                .map(|(k, v)| (k.into_bytes(), v.map(String::into_bytes)))
+                .collect();
+            writes.push((keys::undo(undo.point.height), None));
+            writes.push((keys::CURSOR.to_vec(), undo.prev.map(|p| json(&p))));
+            self.store.commit(writes)?;
+            self.notify(Notification::RolledBack { to: undo.prev });
+        }
+        Ok(cursor)
+    }
+
+    /// Flushes the store to disk.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn flush(&self) -> Result<()> {
+        self.store.flush()
+    }
+}

@@ -1,0 +1,227 @@
+//! What the node, the RPC and auditors ask. Every answer says whether it is confirmed:
+//! state from blocks fewer than `depth` blocks deep is tentative (it may still roll back).
+
+use ganglion_contracts::datum::{BondDatum, GanglionDatum, JobId};
+use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::tx::TxoRef;
+use serde::{Deserialize, Serialize};
+
+use crate::apply::{Indexer, parse};
+use crate::error::Result;
+use crate::event::{Event, Record};
+use crate::extract::Tracked;
+use crate::keys;
+use crate::store::Kv;
+use crate::view::{JobStatus, JobView};
+
+/// An answer and whether it is final enough to act on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confirmed<T> {
+    /// The answer.
+    pub value: T,
+    /// Blocks on top of the newest block the answer depends on (0 = in the tip).
+    pub confirmations: u64,
+    /// True when `confirmations` is below the requested depth.
+    pub tentative: bool,
+}
+
+/// A live bond and how many of its GPUs are not in assigned jobs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActiveBond {
+    /// The bond UTxO.
+    pub bond: TxoRef,
+    /// Its datum.
+    pub datum: BondDatum,
+    /// NTX staked.
+    pub stake: u64,
+    /// GPUs backed minus GPUs in jobs still assigned.
+    pub free_gpus: u64,
+}
+
+/// A provider as the chain sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderSummary {
+    /// Its live bonds.
+    pub bonds: Vec<ActiveBond>,
+    /// Jobs it was assigned.
+    pub jobs: Vec<JobId>,
+    /// NTX earned from settled and expired jobs.
+    pub earnings: u64,
+    /// Jobs it was assigned and never attested.
+    pub defaults: Vec<JobId>,
+    /// NTX slashed from its bonds.
+    pub slashed: u64,
+}
+
+impl<S: Kv> Indexer<S> {
+    fn confirm<T>(&self, value: T, height: u64, depth: u64) -> Result<Confirmed<T>> {
+        let tip = self.tip()?.map(|t| t.height).unwrap_or(0);
+        let confirmations = tip.saturating_sub(height);
+        Ok(Confirmed {
+            value,
+            confirmations,
+            tentative: confirmations < depth,
+        })
+    }
+
+    /// A job with its full history.
+    ///
+    /// # Errors
+    /// Store errors, [`crate::Error::Corrupt`].
+    pub fn job(&self, id: &JobId, depth: u64) -> Result<Option<Confirmed<JobView>>> {
+        match self.kv().get(&keys::job(id))? {
+            Some(b) => {
+                let v: JobView = parse("job", &b)?;
+                let h = v.last_height();
+                Ok(Some(self.confirm(v, h, depth)?))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn jobs_in_index(&self, prefix: String) -> Result<Vec<JobView>> {
+        let mut out = Vec::new();
+        for (k, _) in self.kv().scan_prefix(prefix.as_bytes())? {
+            if let Some(id) = keys::job_of_index(&k)
+                && let Some(b) = self.kv().get(&keys::job(&id))?
+            {
+                out.push(parse("job", &b)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Jobs locked by an orchestrator.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn jobs_by_orchestrator(&self, orchestrator: &KeyHash) -> Result<Vec<JobView>> {
+        self.jobs_in_index(format!(
+            "{}{}/",
+            keys::BY_ORCHESTRATOR,
+            hex::encode(orchestrator)
+        ))
+    }
+
+    /// Jobs a provider was assigned.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn jobs_by_provider(&self, provider: &KeyHash) -> Result<Vec<JobView>> {
+        self.jobs_in_index(format!("{}{}/", keys::BY_PROVIDER, hex::encode(provider)))
+    }
+
+    /// Jobs in a status.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn jobs_by_status(&self, status: JobStatus) -> Result<Vec<JobView>> {
+        let mut out = Vec::new();
+        for (_, b) in self.kv().scan_prefix(keys::JOB.as_bytes())? {
+            let v: JobView = parse("job", &b)?;
+            if v.status == status {
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Live authentic script UTxOs (escrows and bonds).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn live_utxos(&self) -> Result<Vec<Tracked>> {
+        self.kv()
+            .scan_prefix(keys::UTXO.as_bytes())?
+            .iter()
+            .map(|(_, b)| parse("utxo", b))
+            .collect()
+    }
+
+    /// Bonds that are not unbonding and hold their minimum stake, with their free capacity.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn active_bonds(&self) -> Result<Vec<ActiveBond>> {
+        let assigned = self.jobs_by_status(JobStatus::Assigned)?;
+        let mut out = Vec::new();
+        for t in self.live_utxos()? {
+            if let GanglionDatum::Bond(b) = t.datum {
+                if b.unbonding_since_ms.is_some()
+                    || t.ntx < crate::extract::min_stake(self.watch(), b.gpus)
+                {
+                    continue;
+                }
+                let busy: u64 = assigned
+                    .iter()
+                    .flat_map(|j| j.assignments.iter())
+                    .filter(|a| a.provider == b.provider)
+                    .map(|a| a.gpus)
+                    .sum();
+                out.push(ActiveBond {
+                    bond: t.reference,
+                    stake: t.ntx,
+                    free_gpus: b.gpus.saturating_sub(busy),
+                    datum: b,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// A provider's bonds, jobs, earnings, defaults and slashes.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn provider(&self, provider: &KeyHash) -> Result<ProviderSummary> {
+        let bonds = self
+            .active_bonds()?
+            .into_iter()
+            .filter(|b| b.datum.provider == *provider)
+            .collect();
+        let jobs = self.jobs_by_provider(provider)?;
+        let earnings = jobs
+            .iter()
+            .flat_map(|j| j.payments.iter())
+            .filter(|p| p.to == *provider)
+            .map(|p| p.ntx)
+            .sum();
+        let defaults = jobs
+            .iter()
+            .filter(|j| j.defaulters().contains(provider))
+            .map(|j| j.job_id)
+            .collect();
+        let slashed = jobs
+            .iter()
+            .flat_map(|j| j.history.iter())
+            .filter_map(|r| match &r.event {
+                Event::BondSlashed {
+                    provider: p,
+                    amount,
+                    ..
+                } if p == provider => Some(*amount),
+                _ => None,
+            })
+            .sum();
+        Ok(ProviderSummary {
+            bonds,
+            jobs: jobs.iter().map(|j| j.job_id).collect(),
+            earnings,
+            defaults,
+            slashed,
+        })
+    }
+
+    /// Events with `from <= slot <= to`, in chain order.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn events(&self, from: u64, to: u64) -> Result<Vec<Record>> {
+        let end = keys::event_slot(to.saturating_add(1));
+        self.kv()
+            .range(&keys::event_slot(from), &end)?
+            .iter()
+            .map(|(_, b)| parse("event", b))
+            .collect()
+    }
+}

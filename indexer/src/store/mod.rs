@@ -1,0 +1,50 @@
+//! The indexer's storage: one ordered key space with atomic, durable batches.
+//!
+//! Two implementations share [`Kv`] and one conformance suite: [`MemoryKv`], the readable
+//! spec, and [`SledKv`] on disk. The indexer's whole state — cursor, undo records, live script
+//! UTxOs, events, job views — lives in this one key space, so one batch moves it atomically
+//! from one block to the next, and a crash leaves either the old or the new state.
+
+mod memory;
+mod sled;
+
+pub use memory::MemoryKv;
+pub use sled::SledKv;
+
+use crate::error::Result;
+
+/// A write: `Some(value)` puts, `None` deletes.
+pub type Write = (Vec<u8>, Option<Vec<u8>>);
+
+/// An ordered byte-key store.
+pub trait Kv: Send + Sync {
+    /// The value at `key`.
+    ///
+    /// # Errors
+    /// Store I/O errors.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+
+    /// Entries whose key starts with `prefix`, in key order.
+    ///
+    /// # Errors
+    /// Store I/O errors.
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+
+    /// Entries with `from <= key < to`, in key order.
+    ///
+    /// # Errors
+    /// Store I/O errors.
+    fn range(&self, from: &[u8], to: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+
+    /// Applies all writes atomically: after a crash either all or none are visible.
+    ///
+    /// # Errors
+    /// Store I/O errors.
+    fn commit(&self, writes: Vec<Write>) -> Result<()>;
+
+    /// Makes committed batches durable (fsync).
+    ///
+    /// # Errors
+    /// Store I/O errors.
+    fn flush(&self) -> Result<()>;
+}

@@ -1,0 +1,8 @@
+//! `ganglion-indexer` integration tests. Blocks are real Conway blocks (assembled by the
+//! devnet's producer) holding real transactions built by `ganglion-contracts` and accepted by
+//! the Plutus evaluator.
+
+mod fixtures;
+mod rollback;
+mod scenario;
+mod store;
