@@ -151,6 +151,22 @@ impl<S: Kv> Indexer<S> {
             .transpose()
     }
 
+    /// The blocks the indexer can still roll back to, newest first: the tip and the blocks
+    /// whose undo records are kept. A follower offers these as intersection points.
+    ///
+    /// # Errors
+    /// Store errors, [`Error::Corrupt`].
+    pub fn recent_points(&self) -> Result<Vec<Point>> {
+        let mut points: Vec<Point> = self
+            .store
+            .scan_prefix(keys::UNDO.as_bytes())?
+            .iter()
+            .map(|(_, b)| parse::<UndoRecord>("undo record", b).map(|u| u.point))
+            .collect::<Result<_>>()?;
+        points.reverse();
+        Ok(points)
+    }
+
     /// A queue of notifications from now on (bounded by [`SUBSCRIBER_QUEUE`]).
     pub fn subscribe(&self) -> Receiver<Notification> {
         let (tx, rx) = sync_channel(SUBSCRIBER_QUEUE);

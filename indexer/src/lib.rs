@@ -23,9 +23,11 @@ pub mod apply;
 pub mod error;
 pub mod event;
 pub mod extract;
+pub mod follow;
 mod keys;
 pub mod query;
 pub mod store;
+pub mod sync;
 pub mod view;
 pub mod watch;
 

@@ -3,6 +3,7 @@
 //! the Plutus evaluator.
 
 mod fixtures;
+mod follow;
 mod rollback;
 mod scenario;
 mod store;

@@ -1,0 +1,157 @@
+//! Chain following over the Ouroboros mini-protocols (pallas-network), as a stream of
+//! [`ChainEvent`]s: N2N (chainsync headers + blockfetch) to a relay, or N2C (chainsync with
+//! full blocks) to a node socket. Works against a real cardano-node on preprod or mainnet
+//! (give its address or socket and the network magic: 1 preprod, 764824073 mainnet) and
+//! against the Ganglion devnet, which speaks the same protocols.
+
+mod n2c;
+mod n2n;
+
+use std::path::PathBuf;
+
+use pallas_network::miniprotocols::Point as WirePoint;
+
+pub use n2c::N2cFollower;
+pub use n2n::N2nFollower;
+
+/// Where to follow the chain from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A relay's N2N TCP address (`host:port`).
+    N2n {
+        /// `host:port`.
+        addr: String,
+        /// Network magic.
+        magic: u64,
+    },
+    /// A node's N2C Unix socket.
+    N2cUnix {
+        /// Socket path.
+        socket: PathBuf,
+        /// Network magic.
+        magic: u64,
+    },
+    /// A node's N2C endpoint over TCP (the devnet offers one for convenience).
+    N2cTcp {
+        /// `host:port`.
+        addr: String,
+        /// Network magic.
+        magic: u64,
+    },
+}
+
+/// What the chain did next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChainEvent {
+    /// A new block: HFC-wrapped CBOR `[era, block]`.
+    RollForward(Vec<u8>),
+    /// The chain switched forks: undo every block after this point (`None` = origin).
+    RollBackward(Option<(u64, [u8; 32])>),
+}
+
+/// Follower failures; all are retryable by reconnecting.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    /// Connecting or the handshake failed.
+    #[error("connecting to {source_desc}: {reason}")]
+    Connect {
+        /// The source.
+        source_desc: String,
+        /// Why.
+        reason: String,
+    },
+    /// A mini-protocol failed mid-stream.
+    #[error("{protocol}: {reason}")]
+    Protocol {
+        /// chainsync, blockfetch, …
+        protocol: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A header the follower must decode did not decode.
+    #[error("header does not decode: {0}")]
+    Header(String),
+}
+
+pub(crate) fn wire_point(p: Option<(u64, [u8; 32])>) -> WirePoint {
+    match p {
+        Some((slot, hash)) => WirePoint::Specific(slot, hash.to_vec()),
+        None => WirePoint::Origin,
+    }
+}
+
+pub(crate) fn from_wire(p: &WirePoint) -> Option<(u64, [u8; 32])> {
+    match p {
+        WirePoint::Origin => None,
+        WirePoint::Specific(slot, hash) => Some((*slot, hash.as_slice().try_into().ok()?)),
+    }
+}
+
+/// A live connection to a chain source.
+pub enum Follower {
+    /// Over N2N.
+    N2n(N2nFollower),
+    /// Over N2C.
+    N2c(N2cFollower),
+}
+
+impl Follower {
+    /// Connects to `source` and completes the handshake.
+    ///
+    /// # Errors
+    /// [`FollowError::Connect`].
+    pub async fn connect(source: &Source) -> Result<Self, FollowError> {
+        Ok(match source {
+            Source::N2n { addr, magic } => Self::N2n(N2nFollower::connect(addr, *magic).await?),
+            Source::N2cUnix { socket, magic } => {
+                Self::N2c(N2cFollower::connect_unix(socket, *magic).await?)
+            }
+            Source::N2cTcp { addr, magic } => {
+                Self::N2c(N2cFollower::connect_tcp(addr, *magic).await?)
+            }
+        })
+    }
+
+    /// Intersects with the first of `points` (newest first) the peer knows and returns it
+    /// (`None` = origin). An empty list starts from origin.
+    ///
+    /// # Errors
+    /// [`FollowError::Protocol`] when no point is known or the protocol fails.
+    pub async fn intersect(
+        &mut self,
+        points: &[Option<(u64, [u8; 32])>],
+    ) -> Result<Option<(u64, [u8; 32])>, FollowError> {
+        let wire: Vec<WirePoint> = if points.is_empty() {
+            vec![WirePoint::Origin]
+        } else {
+            points.iter().map(|p| wire_point(*p)).collect()
+        };
+        let found = match self {
+            Self::N2n(f) => f.chainsync().find_intersect(wire).await,
+            Self::N2c(f) => f.chainsync().find_intersect(wire).await,
+        }
+        .map_err(|e| FollowError::Protocol {
+            protocol: "chainsync",
+            reason: e.to_string(),
+        })?;
+        match found.0 {
+            Some(p) => Ok(from_wire(&p)),
+            None => Err(FollowError::Protocol {
+                protocol: "chainsync",
+                reason: "no intersection with the given points".into(),
+            }),
+        }
+    }
+
+    /// The next event, waiting at the tip for a new block. Not cancel-safe: dropping the
+    /// future mid-message leaves the connection unusable (reconnect).
+    ///
+    /// # Errors
+    /// [`FollowError`].
+    pub async fn next(&mut self) -> Result<ChainEvent, FollowError> {
+        match self {
+            Self::N2n(f) => f.next().await,
+            Self::N2c(f) => f.next().await,
+        }
+    }
+}

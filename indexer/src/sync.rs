@@ -1,0 +1,138 @@
+//! The sync loop: follow a source, feed the indexer, reconnect with backoff.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::apply::Indexer;
+use crate::error::Result;
+use crate::follow::{ChainEvent, FollowError, Follower, Source};
+use crate::store::Kv;
+
+/// How to follow.
+#[derive(Debug, Clone)]
+pub struct SyncConfig {
+    /// The chain source.
+    pub source: Source,
+    /// First reconnect delay; doubles up to `backoff_max`.
+    pub backoff_min: Duration,
+    /// Longest reconnect delay.
+    pub backoff_max: Duration,
+}
+
+impl SyncConfig {
+    /// Defaults: 100 ms doubling to 10 s.
+    pub fn new(source: Source) -> Self {
+        Self {
+            source,
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Follows `config.source` into `indexer` until `cancel` fires. Connection and protocol
+/// failures are logged and retried with exponential backoff; on reconnect the follower
+/// intersects at the newest block the indexer still knows (rolling back to it if the peer
+/// switched forks meanwhile). Store errors end the loop (the operator must act).
+///
+/// Store writes run on the calling task: one small batch per block.
+///
+/// # Errors
+/// Store errors from the indexer.
+pub async fn run<S: Kv>(
+    indexer: Arc<Indexer<S>>,
+    config: SyncConfig,
+    cancel: CancellationToken,
+) -> Result<()> {
+    let mut delay = config.backoff_min;
+    loop {
+        let outcome = tokio::select! {
+            () = cancel.cancelled() => return Ok(()),
+            r = session(&indexer, &config.source) => r,
+        };
+        match outcome {
+            Ok(()) => return Ok(()),
+            Err(SessionError::Store(e)) => return Err(e),
+            Err(SessionError::Follow(e, progressed)) => {
+                if progressed {
+                    delay = config.backoff_min;
+                }
+                tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "chain follower disconnected");
+                tokio::select! {
+                    () = cancel.cancelled() => return Ok(()),
+                    () = tokio::time::sleep(delay) => {}
+                }
+                delay = (delay * 2).min(config.backoff_max);
+            }
+        }
+    }
+}
+
+enum SessionError {
+    Store(crate::Error),
+    /// The follower failed; `true` when it had applied something first.
+    Follow(FollowError, bool),
+}
+
+async fn session<S: Kv>(
+    indexer: &Indexer<S>,
+    source: &Source,
+) -> std::result::Result<(), SessionError> {
+    let mut follower = Follower::connect(source)
+        .await
+        .map_err(|e| SessionError::Follow(e, false))?;
+    let known: Vec<Option<(u64, [u8; 32])>> = indexer
+        .recent_points()
+        .map_err(SessionError::Store)?
+        .into_iter()
+        .map(|p| Some((p.slot, p.hash)))
+        .collect();
+    let from = follower
+        .intersect(&known)
+        .await
+        .map_err(|e| SessionError::Follow(e, false))?;
+    if from.is_some() {
+        indexer.roll_back_to(from).map_err(SessionError::Store)?;
+    }
+    tracing::info!(from = ?from.map(|p| p.0), "following the chain");
+    let mut progressed = false;
+    loop {
+        match follower
+            .next()
+            .await
+            .map_err(|e| SessionError::Follow(e, progressed))?
+        {
+            ChainEvent::RollForward(block) => match indexer.apply_block(&block) {
+                Ok(_) => progressed = true,
+                Err(crate::Error::NotNext { .. }) => {
+                    // The peer skipped ahead of us: reconnect and intersect again.
+                    return Err(SessionError::Follow(
+                        FollowError::Protocol {
+                            protocol: "chainsync",
+                            reason: "block does not extend the indexer's tip".into(),
+                        },
+                        progressed,
+                    ));
+                }
+                Err(crate::Error::BlockDecode { reason, .. }) => {
+                    return Err(SessionError::Follow(
+                        FollowError::Header(reason),
+                        progressed,
+                    ));
+                }
+                Err(e) => return Err(SessionError::Store(e)),
+            },
+            ChainEvent::RollBackward(point) => match indexer.roll_back_to(point) {
+                Ok(_) => progressed = true,
+                Err(
+                    e @ (crate::Error::RollbackTooDeep { .. } | crate::Error::UnknownPoint { .. }),
+                ) => {
+                    return Err(SessionError::Store(e));
+                }
+                Err(e) => return Err(SessionError::Store(e)),
+            },
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! Following a real devnet over N2N and N2C, through an injected rollback: real
+//! transactions built by `ganglion-contracts`, validated by the devnet's ledger (phase-1 and
+//! uplc), forged into blocks, served over the Ouroboros mini-protocols.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ed25519_dalek::SigningKey;
+use ganglion_contracts::blueprint::Blueprint;
+use ganglion_contracts::build::{self, BondRequest, Deployment, LockRequest};
+use ganglion_contracts::env::Env;
+use ganglion_contracts::params::{AssetClass, Params};
+use ganglion_contracts::protocol::ProtocolParams;
+use ganglion_contracts::test_utils::world::Party;
+use ganglion_contracts::time::SlotConfig;
+use ganglion_contracts::tx::{Balanced, Draft, Output, TxoRef, Utxo, balance, sign};
+use ganglion_indexer::follow::Source;
+use ganglion_indexer::store::{Kv, MemoryKv};
+use ganglion_indexer::sync::{SyncConfig, run};
+use ganglion_indexer::{Event, Indexer, Notification, Watch};
+use ganglion_testnet::devnet::{self, DevnetConfig, DevnetHandle};
+use ganglion_testnet::genesis::Genesis;
+use pallas_traverse::{Era, MultiEraOutput};
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The same key as the devnet's `DevKey::from_seed(seed)`.
+fn dev_party(env: &Env, seed: u32) -> Party {
+    let mut material = b"ganglion-devnet-key".to_vec();
+    material.extend_from_slice(&seed.to_be_bytes());
+    let bytes: [u8; 32] = *pallas_crypto::hash::Hasher::<256>::hash(&material);
+    let key = SigningKey::from_bytes(&bytes);
+    let hash = ganglion_contracts::blueprint::key_hash(&key.verifying_key().to_bytes());
+    Party {
+        address: ganglion_contracts::blueprint::key_address(env.network, &hash),
+        key,
+        hash,
+    }
+}
+
+struct Chain {
+    handle: DevnetHandle,
+    env: Env,
+}
+
+impl Chain {
+    fn utxos(&self, address: &[u8]) -> Vec<Utxo> {
+        self.handle
+            .chain()
+            .utxos_at(address)
+            .expect("utxos")
+            .into_iter()
+            .map(|(r, bytes)| Utxo {
+                reference: TxoRef {
+                    tx_hash: *r.tx_id,
+                    index: r.index,
+                },
+                output: Output::from_chain(
+                    &MultiEraOutput::decode(Era::Conway, &bytes).expect("output decodes"),
+                ),
+            })
+            .collect()
+    }
+
+    fn slot(&self) -> u64 {
+        self.handle.chain().next_block_slot()
+    }
+
+    /// Balances `draft` from `payer`, signs, submits and forges a block with it.
+    async fn run(&self, draft: Draft, payer: &Party, extra: &[&SigningKey]) -> Balanced {
+        let utxos = self.utxos(&payer.address);
+        let wallet = ganglion_contracts::tx::Wallet {
+            utxos: &utxos,
+            key_hash: payer.hash,
+            change_address: payer.address.clone(),
+        };
+        let b = balance(draft, &wallet, &self.env).expect("balances");
+        let mut keys = vec![&payer.key];
+        keys.extend_from_slice(extra);
+        let signed = sign(&b, &keys).expect("signs");
+        self.handle
+            .submit(signed)
+            .await
+            .expect("the devnet's ledger accepts it");
+        self.handle
+            .forge_now()
+            .await
+            .expect("forges")
+            .expect("a block");
+        b
+    }
+}
+
+/// Waits until `ix` has applied the devnet's tip.
+async fn caught_up(
+    rx: &std::sync::mpsc::Receiver<Notification>,
+    chain: &Chain,
+    ix: &Indexer<MemoryKv>,
+) {
+    let want = chain.handle.tip().map(|t| *t.hash);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while ix.tip().expect("tip").map(|t| t.hash) != want {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "indexer did not catch up within {WAIT:?}"
+        );
+        // Drain notifications as they arrive instead of sleeping for a fixed time.
+        let _ = tokio::task::block_in_place(|| rx.recv_timeout(Duration::from_millis(200)));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let genesis = Genesis::devnet().expect("genesis");
+    let mut config = DevnetConfig::new(genesis.clone(), dir.path().join("devnet"));
+    config.auto_forge = false;
+    let handle = devnet::start(config).await.expect("devnet starts");
+    let env = Env {
+        params: ProtocolParams::mainnet().expect("params"),
+        slot_config: SlotConfig {
+            zero_time: genesis.system_start_ms,
+            zero_slot: 0,
+            slot_length: genesis.slot_length_ms,
+        },
+        network: pallas_addresses::Network::Testnet,
+    };
+    let chain = Chain { handle, env };
+    let params = Params {
+        ntx: AssetClass {
+            policy: *genesis.ntx_policy_id().expect("policy"),
+            name: genesis.ntx_asset_name().expect("name"),
+        },
+        min_bond_per_gpu: 1_000_000,
+        unbonding_delay_ms: 60_000,
+        slash_bps: 1_000,
+    };
+    let script = Blueprint::committed()
+        .and_then(|b| b.apply(&params))
+        .expect("script");
+    let watch = Watch {
+        script_hash: script.hash,
+        params: params.clone(),
+    };
+
+    // Follower 1: N2N, started before anything happens.
+    let live = Arc::new(Indexer::new(MemoryKv::new(), watch.clone(), 10));
+    let live_rx = live.subscribe();
+    let cancel = CancellationToken::new();
+    let n2n = Source::N2n {
+        addr: chain.handle.n2n_addr().to_string(),
+        magic: chain.handle.magic(),
+    };
+    let sync = tokio::spawn(run(live.clone(), SyncConfig::new(n2n), cancel.clone()));
+
+    // Deploy, bond, lock, cancel.
+    let deployer = dev_party(&chain.env, 0);
+    let b = chain
+        .run(
+            build::deploy(&chain.env, &script).expect("deploy"),
+            &deployer,
+            &[],
+        )
+        .await;
+    let reference = chain
+        .utxos(&script.address(chain.env.network))
+        .into_iter()
+        .find(|u| u.reference.tx_hash == b.hash)
+        .expect("reference script output");
+    let dep = Deployment {
+        params,
+        script,
+        reference,
+    };
+    let provider = dev_party(&chain.env, 1);
+    let bond = BondRequest {
+        provider: provider.hash,
+        attest_key: [7; 32],
+        peer_id: vec![1, 2, 3],
+        gpus: 2,
+        stake: 2_000_000,
+    };
+    chain
+        .run(
+            build::post_bond(&dep, &chain.env, &bond).expect("bond"),
+            &provider,
+            &[],
+        )
+        .await;
+    let orch = dev_party(&chain.env, 2);
+    let lock = |seed: Utxo, slot: u64| LockRequest {
+        orchestrator: orch.hash,
+        spec: vec![1, 85, 18, 32],
+        gpus: 2,
+        max_rate: 5,
+        budget: 50,
+        deadline_ms: ganglion_contracts::time::slot_to_posix_ms(
+            &chain.env.slot_config,
+            slot + 3600,
+        ),
+        seed,
+        valid_until_slot: slot + 300,
+    };
+    // Split the orchestrator's genesis UTxO so that two locks can use different seeds.
+    let mut split = Draft::default();
+    split.pay(Output::new(
+        orch.address.clone(),
+        ganglion_contracts::tx::Value::lovelace(100_000_000),
+    ));
+    chain.run(split, &orch, &[]).await;
+    let seed = chain
+        .utxos(&orch.address)
+        .into_iter()
+        .next()
+        .expect("orchestrator funds");
+    let first_seed = seed.reference;
+    let (draft, job) = build::lock(&dep, &chain.env, &lock(seed, chain.slot())).expect("lock");
+    chain.run(draft, &orch, &[]).await;
+    caught_up(&live_rx, &chain, &live).await;
+    assert!(
+        live.job(&job, 0).expect("query").is_some(),
+        "the lock was indexed"
+    );
+
+    // Roll the lock back: the live follower must forget it.
+    chain.handle.rollback(1).await.expect("rollback");
+    caught_up(&live_rx, &chain, &live).await;
+    assert!(
+        live.job(&job, 0).expect("query").is_none(),
+        "the rolled-back lock is gone"
+    );
+
+    // A new lock (another seed, so another job id) and its cancel on the new fork.
+    let seed = chain
+        .utxos(&orch.address)
+        .into_iter()
+        .find(|u| u.reference != first_seed)
+        .expect("orchestrator funds");
+    let (draft, job2) = build::lock(&dep, &chain.env, &lock(seed, chain.slot())).expect("lock");
+    assert_ne!(job2, job);
+    chain.run(draft, &orch, &[]).await;
+    let escrow = chain
+        .utxos(&dep.address(&chain.env))
+        .into_iter()
+        .find(|u| u.output.value.quantity(&dep.script.hash, &job2.0) == 1)
+        .expect("escrow");
+    chain
+        .run(
+            build::cancel(&dep, &chain.env, &escrow).expect("cancel"),
+            &orch,
+            &[],
+        )
+        .await;
+    caught_up(&live_rx, &chain, &live).await;
+
+    // Follower 2: N2C over TCP, from origin, after the fact.
+    let fresh = Arc::new(Indexer::new(MemoryKv::new(), watch.clone(), 10));
+    let fresh_rx = fresh.subscribe();
+    let n2c = Source::N2cTcp {
+        addr: chain.handle.n2c_tcp_addr().expect("n2c tcp").to_string(),
+        magic: chain.handle.magic(),
+    };
+    let sync2 = tokio::spawn(run(fresh.clone(), SyncConfig::new(n2c), cancel.clone()));
+    caught_up(&fresh_rx, &chain, &fresh).await;
+
+    let events: Vec<Event> = fresh
+        .events(0, u64::MAX)
+        .expect("events")
+        .into_iter()
+        .map(|r| r.event)
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::BondPosted { provider: p, .. } if *p == provider.hash))
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::JobCancelled { job_id, .. } if *job_id == job2))
+    );
+    assert!(
+        !events.iter().any(|e| e.job_id() == Some(job)),
+        "the rolled-back job never existed on this chain"
+    );
+    assert_eq!(
+        live.kv().scan_prefix(b"").expect("dump"),
+        fresh.kv().scan_prefix(b"").expect("dump"),
+        "the follower that lived through the rollback equals a fresh replay"
+    );
+
+    cancel.cancel();
+    sync.await.expect("join").expect("sync ends cleanly");
+    sync2.await.expect("join").expect("sync ends cleanly");
+    chain.handle.shutdown().await;
+}
