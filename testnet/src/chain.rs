@@ -41,6 +41,14 @@ pub enum ChainEvent {
         /// How many blocks were removed.
         blocks: u64,
     },
+    /// A pending transaction was dropped from the mempool: after a rollback or when its
+    /// validity interval passed, it no longer validated.
+    TxDropped {
+        /// Transaction id.
+        tx: Hash<32>,
+        /// Why it no longer validates.
+        rejection: Rejection,
+    },
 }
 
 /// Chain errors (not rejections: those are per transaction).
@@ -205,6 +213,22 @@ impl Chain {
         Ok(id)
     }
 
+    /// Validate `bytes` exactly as [`Chain::submit`] would (against the confirmed UTxO set
+    /// plus pending transactions, for the next block's slot) without queuing it: a dry run
+    /// that returns the measured ExUnits and the UTxO delta.
+    ///
+    /// # Errors
+    /// [`Rejection`] of the first broken rule.
+    pub fn dry_run(&self, bytes: &[u8]) -> Result<ledger::Validated, Rejection> {
+        let inner = self.lock();
+        ledger::validate(
+            &self.rules,
+            &inner.speculative,
+            bytes,
+            self.next_block_slot(),
+        )
+    }
+
     /// The slot the next block will have: wall slot + 1, and after the tip.
     pub fn next_block_slot(&self) -> u64 {
         let after_tip = self.tip().map_or(0, |t| t.slot + 1);
@@ -228,37 +252,22 @@ impl Chain {
             return Ok(None);
         }
         let mut pending = inner.mempool.drain();
-        let expired = pending.iter().any(|p| {
-            p.slot < slot
-                && phase1::check_validity_interval(slot, p.interval.0, p.interval.1).is_err()
-        });
+        let expired = pending
+            .iter()
+            .any(|p| p.interval.1.is_some_and(|ttl| slot >= ttl));
         if expired {
             // Rare: a transaction validated for an earlier slot expired. Revalidate the
             // whole queue in order against the confirmed state, each at the slot it can
             // land in at the earliest, and drop what no longer holds.
-            let mut state = UtxoSet::from_entries(self.store.utxos()?);
-            let mut kept = Vec::new();
-            for p in pending {
-                let at = p.slot.max(slot);
-                if let Ok(v) = ledger::validate(&self.rules, &state, &p.tx.bytes, at) {
-                    state.apply(&v.delta);
-                    kept.push(Pending {
-                        tx: v,
-                        slot: at,
-                        ..p
-                    });
-                } else {
-                    tracing::info!(tx = %p.tx.tx_hash, slot, "dropped from mempool: no longer valid");
-                }
-            }
+            let (state, kept) = self.revalidate(pending, slot)?;
             inner.speculative = state;
             pending = kept;
         }
-        // Transactions validated for a later slot (submitted while this slot began) wait,
-        // and so does everything queued after them (they may depend on them).
+        // Transactions not yet valid at this slot (validated for a later one, submitted
+        // while this slot began) wait, and so does everything queued after them.
         let cut = pending
             .iter()
-            .position(|p| p.slot > slot)
+            .position(|p| p.interval.0.is_some_and(|start| slot < start))
             .unwrap_or(pending.len());
         let later = pending.split_off(cut);
         let params = &self.rules.params;
@@ -324,16 +333,59 @@ impl Chain {
         Ok(Some(at))
     }
 
-    /// Roll back the last `n` blocks (n ≤ k). Pending transactions are dropped (they were
-    /// validated against the abandoned chain). Followers see `RollBackward`.
+    /// Revalidate `pending` in order against the confirmed UTxO set, each at the earliest
+    /// slot it can land in (≥ `slot`); returns the resulting speculative state and the
+    /// survivors, and publishes [`ChainEvent::TxDropped`] for the others.
+    fn revalidate(
+        &self,
+        pending: Vec<Pending>,
+        slot: u64,
+    ) -> Result<(UtxoSet, Vec<Pending>), ChainError> {
+        let mut state = UtxoSet::from_entries(self.store.utxos()?);
+        let mut kept = Vec::new();
+        for p in pending {
+            let at = p.slot.max(slot);
+            match ledger::validate(&self.rules, &state, &p.tx.bytes, at) {
+                Ok(v) => {
+                    state.apply(&v.delta);
+                    kept.push(Pending {
+                        tx: v,
+                        slot: at,
+                        ..p
+                    });
+                }
+                Err(rejection) => {
+                    tracing::info!(tx = %p.tx.tx_hash, slot = at, rule = rejection.rule(), "dropped from mempool");
+                    let _ = self.events.send(ChainEvent::TxDropped {
+                        tx: p.tx.tx_hash,
+                        rejection,
+                    });
+                }
+            }
+        }
+        Ok((state, kept))
+    }
+
+    /// Roll back the last `n` blocks (n ≤ k). Pending transactions are revalidated against
+    /// the restored state, as a node's mempool is after a chain switch: those that still
+    /// validate stay (the transactions of the removed blocks are *not* re-added), the others
+    /// are dropped with [`ChainEvent::TxDropped`]. Followers see `RollBackward`.
     ///
     /// # Errors
     /// [`StoreError::RollbackTooDeep`] and other store failures.
     pub fn rollback(&self, n: u64) -> Result<Option<BlockRef>, ChainError> {
         let mut inner = self.lock();
         let result = self.store.rollback(n, self.k);
-        inner.mempool.clear();
-        inner.speculative = UtxoSet::from_entries(self.store.utxos()?);
+        let pending = inner.mempool.drain();
+        let (state, kept) = match self.revalidate(pending, self.wall_slot() + 1) {
+            Ok(x) => x,
+            Err(e) => {
+                inner.speculative = UtxoSet::from_entries(self.store.utxos().unwrap_or_default());
+                return Err(e);
+            }
+        };
+        inner.speculative = state;
+        inner.mempool.requeue_front(kept);
         let tip = result?;
         inner.version += 1;
         let version = inner.version;

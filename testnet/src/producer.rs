@@ -236,6 +236,54 @@ mod tests {
         }
     }
 
+    #[test]
+    fn forged_blocks_keep_tx_bytes_aux_data_and_invalid_flags() {
+        use crate::txbuild::{TxSpec, aux_hash, build};
+        let aux = vec![0xa1, 0x01, 0x02];
+        let with_aux = build(
+            &TxSpec {
+                fee: 7,
+                auxiliary_data: Some(aux.clone()),
+                auxiliary_data_hash: Some(aux_hash(&aux)),
+                ..Default::default()
+            },
+            &[],
+        );
+        let invalid = build(
+            &TxSpec {
+                fee: 8,
+                invalid: true,
+                ..Default::default()
+            },
+            &[],
+        );
+        let b = assemble(
+            3,
+            9,
+            Some(Hash::new([1; 32])),
+            (10, 0),
+            &[&with_aux, &invalid],
+        )
+        .expect("assemble");
+        let m = MultiEraBlock::decode(&b.wrapped).expect("decodes");
+        let txs = m.txs();
+        assert_eq!(txs.len(), 2);
+        assert_eq!(
+            crate::ledger::tx_hash(&crate::ledger::decode_tx(&with_aux).expect("tx")),
+            txs[0].hash()
+        );
+        assert!(m.has_aux_data());
+        assert!(txs[0].is_valid() && !txs[1].is_valid());
+        let declared = m
+            .as_conway()
+            .expect("conway")
+            .header
+            .header_body
+            .block_body_hash;
+        assert_eq!(body_hash(&raw_block_segments(&b.wrapped)), declared);
+        assert_eq!(m.header().previous_hash(), Some(Hash::new([1; 32])));
+    }
+
     /// Split a wrapped block into its four raw body segments.
     fn raw_block_segments(raw: &[u8]) -> [Vec<u8>; 4] {
         let mut d = minicbor::Decoder::new(raw);

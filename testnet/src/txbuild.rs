@@ -23,33 +23,39 @@ pub struct RedeemerSpec {
     pub ex_units: ExUnits,
 }
 
-/// The transaction to build. Fields mirror the Conway body (CDDL keys in brackets).
+/// The transaction to build. Fields mirror the Conway body (CDDL map keys given).
 #[derive(Debug, Clone, Default)]
 pub struct TxSpec {
-    /// [0] inputs.
+    /// Key 0: inputs.
     pub inputs: Vec<TxoRef>,
-    /// [1] outputs, raw CBOR (see [`crate::genesis::encode_output`], [`output_with_datum`]).
+    /// Key 1: outputs, raw CBOR (see [`crate::genesis::encode_output`], [`output_with_datum`]).
     pub outputs: Vec<Vec<u8>>,
-    /// [2] fee (lovelace); [`build_balanced`] computes it.
+    /// Key 2: fee (lovelace); [`build_balanced`] computes it.
     pub fee: u64,
-    /// [3] ttl (exclusive upper slot).
+    /// Key 3: ttl (exclusive upper slot).
     pub ttl: Option<u64>,
-    /// [8] validity start slot.
+    /// Key 8: validity start slot.
     pub valid_from: Option<u64>,
-    /// [9] mint: (policy, asset name, quantity).
+    /// Key 9: mint: (policy, asset name, quantity).
     pub mint: Vec<(Hash<28>, Vec<u8>, i64)>,
-    /// [11] script data hash.
+    /// Key 11: script data hash.
     pub script_data_hash: Option<Hash<32>>,
-    /// [13] collateral inputs.
+    /// Key 13: collateral inputs.
     pub collateral: Vec<TxoRef>,
-    /// [14] required signers.
+    /// Key 14: required signers.
     pub required_signers: Vec<Hash<28>>,
-    /// [16] collateral return (raw output CBOR).
+    /// Key 16: collateral return (raw output CBOR).
     pub collateral_return: Option<Vec<u8>>,
-    /// [17] total collateral.
+    /// Key 17: total collateral.
     pub total_collateral: Option<u64>,
-    /// [18] reference inputs.
+    /// Key 18: reference inputs.
     pub reference_inputs: Vec<TxoRef>,
+    /// Key 7: auxiliary data hash (set it to [`aux_hash`] of `auxiliary_data`).
+    pub auxiliary_data_hash: Option<Hash<32>>,
+    /// Key 15: network id.
+    pub network_id: Option<u8>,
+    /// Auxiliary data (raw CBOR, e.g. a metadata map), the transaction's fourth element.
+    pub auxiliary_data: Option<Vec<u8>>,
     /// Witness set: native scripts (raw CBOR).
     pub native_scripts: Vec<Vec<u8>>,
     /// Witness set: Plutus V3 scripts (uplc `to_cbor` bytes).
@@ -84,6 +90,7 @@ pub fn body_cbor(s: &TxSpec) -> Vec<u8> {
     n += u64::from(!s.collateral.is_empty()) + u64::from(!s.required_signers.is_empty());
     n += u64::from(s.collateral_return.is_some()) + u64::from(s.total_collateral.is_some());
     n += u64::from(!s.reference_inputs.is_empty());
+    n += u64::from(s.auxiliary_data_hash.is_some()) + u64::from(s.network_id.is_some());
     let r: EncResult = (|| {
         e.map(n)?;
         e.u8(0)?;
@@ -95,6 +102,9 @@ pub fn body_cbor(s: &TxSpec) -> Vec<u8> {
         e.u8(2)?.u64(s.fee)?;
         if let Some(t) = s.ttl {
             e.u8(3)?.u64(t)?;
+        }
+        if let Some(h) = s.auxiliary_data_hash {
+            e.u8(7)?.bytes(h.as_ref())?;
         }
         if let Some(v) = s.valid_from {
             e.u8(8)?.u64(v)?;
@@ -125,6 +135,9 @@ pub fn body_cbor(s: &TxSpec) -> Vec<u8> {
             for k in &s.required_signers {
                 e.bytes(k.as_ref())?;
             }
+        }
+        if let Some(n) = s.network_id {
+            e.u8(15)?.u8(n)?;
         }
         if let Some(o) = &s.collateral_return {
             e.u8(16)?;
@@ -218,8 +231,16 @@ pub fn build(s: &TxSpec, signers: &[&DevKey]) -> Vec<u8> {
     tx.extend_from_slice(&body);
     tx.extend_from_slice(&wit);
     tx.push(if s.invalid { 0xf4 } else { 0xf5 });
-    tx.push(0xf6);
+    match &s.auxiliary_data {
+        Some(a) => tx.extend_from_slice(a),
+        None => tx.push(0xf6),
+    }
     tx
+}
+
+/// The auxiliary data hash: blake2b-256 of the auxiliary data bytes.
+pub fn aux_hash(aux: &[u8]) -> Hash<32> {
+    Hasher::<256>::hash(aux)
 }
 
 /// Set `s.fee` to the exact minimum fee for the signed size (adjusting `change_output`,
@@ -263,6 +284,27 @@ pub fn output_with_datum(address: &[u8], lovelace: u64, datum: &[u8]) -> Vec<u8>
             .u8(1)?
             .tag(minicbor::data::Tag::new(24))?
             .bytes(datum)?;
+        Ok(())
+    })();
+    buf
+}
+
+/// A Babbage output carrying a Plutus V3 reference script:
+/// `{0: address, 1: coin, 3: #6.24(bytes([3, script]))}`.
+pub fn output_with_script_ref(address: &[u8], lovelace: u64, plutus_v3: &[u8]) -> Vec<u8> {
+    let mut script_ref = Vec::new();
+    let mut e = Encoder::new(&mut script_ref);
+    let _ = (|| -> EncResult {
+        e.array(2)?.u8(3)?.bytes(plutus_v3)?;
+        Ok(())
+    })();
+    let mut buf = Vec::new();
+    let mut e = Encoder::new(&mut buf);
+    let _ = (|| -> EncResult {
+        e.map(3)?.u8(0)?.bytes(address)?.u8(1)?.u64(lovelace)?;
+        e.u8(3)?
+            .tag(minicbor::data::Tag::new(24))?
+            .bytes(&script_ref)?;
         Ok(())
     })();
     buf

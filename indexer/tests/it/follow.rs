@@ -7,10 +7,15 @@ use std::time::Duration;
 
 use ed25519_dalek::SigningKey;
 use ganglion_contracts::blueprint::Blueprint;
-use ganglion_contracts::build::{self, BondRequest, Deployment, LockRequest};
+use ganglion_contracts::build::{
+    self, AssignRequest, BondRequest, Deployment, LockRequest, SettleRequest,
+};
+use ganglion_contracts::datum::{Assignment, JobId};
 use ganglion_contracts::env::Env;
 use ganglion_contracts::params::{AssetClass, Params};
 use ganglion_contracts::protocol::ProtocolParams;
+use ganglion_contracts::redeemer::Attestation;
+use ganglion_contracts::signed::{self, Acceptance, AttestationBody};
 use ganglion_contracts::test_utils::world::Party;
 use ganglion_contracts::time::SlotConfig;
 use ganglion_contracts::tx::{Balanced, Draft, Output, TxoRef, Utxo, balance, sign};
@@ -174,20 +179,26 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
         reference,
     };
     let provider = dev_party(&chain.env, 1);
+    let attest = SigningKey::from_bytes(&[7; 32]);
     let bond = BondRequest {
         provider: provider.hash,
-        attest_key: [7; 32],
+        attest_key: attest.verifying_key().to_bytes(),
         peer_id: vec![1, 2, 3],
         gpus: 2,
         stake: 2_000_000,
     };
-    chain
+    let posted = chain
         .run(
             build::post_bond(&dep, &chain.env, &bond).expect("bond"),
             &provider,
             &[],
         )
         .await;
+    let bond_utxo = chain
+        .utxos(&dep.address(&chain.env))
+        .into_iter()
+        .find(|u| u.reference.tx_hash == posted.hash)
+        .expect("bond output");
     let orch = dev_party(&chain.env, 2);
     let lock = |seed: Utxo, slot: u64| LockRequest {
         orchestrator: orch.hash,
@@ -252,7 +263,90 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
             &[],
         )
         .await;
+
+    // A third job, assigned to the provider and settled.
+    let seed = chain
+        .utxos(&orch.address)
+        .into_iter()
+        .find(|u| u.reference != first_seed)
+        .expect("orchestrator funds");
+    let slot = chain.slot();
+    let req = lock(seed, slot);
+    let deadline_ms = req.deadline_ms;
+    let (draft, job3) = build::lock(&dep, &chain.env, &req).expect("lock");
+    chain.run(draft, &orch, &[]).await;
+    let escrow = |id: JobId| {
+        chain
+            .utxos(&dep.address(&chain.env))
+            .into_iter()
+            .find(|u| u.output.value.quantity(&dep.script.hash, &id.0) == 1)
+            .expect("escrow")
+    };
+    let assignment = Assignment {
+        provider: provider.hash,
+        attest_key: attest.verifying_key().to_bytes(),
+        gpus: 2,
+        rate: 3,
+    };
+    let acceptance = Acceptance {
+        job_id: job3,
+        gpus: 2,
+        rate: 3,
+        deadline_ms,
+    };
+    let slot = chain.slot();
+    let assign = AssignRequest {
+        escrow: escrow(job3),
+        assignments: vec![assignment],
+        acceptances: vec![signed::sign(&attest, &acceptance.signed_bytes())],
+        bonds: vec![bond_utxo],
+        valid_from_slot: slot,
+        valid_until_slot: slot + 300,
+    };
+    chain
+        .run(
+            build::assign(&dep, &chain.env, &assign).expect("assign"),
+            &orch,
+            &[],
+        )
+        .await;
+    let body = AttestationBody {
+        job_id: job3,
+        provider: provider.hash,
+        result: vec![1, 85, 0],
+        logs: vec![1, 85, 1],
+        gpu_seconds: 3600,
+        exit_code: 0,
+    };
+    let attestation = Attestation {
+        provider_index: 0,
+        result: body.result.clone(),
+        logs: body.logs.clone(),
+        gpu_seconds: body.gpu_seconds,
+        exit_code: 0,
+        signature: signed::sign(&attest, &body.signed_bytes()),
+    };
+    let settle = SettleRequest {
+        escrow: escrow(job3),
+        attestations: vec![attestation],
+        valid_from_slot: None,
+        // 2 GPUs × 1800 s ≥ 3600 GPU-seconds.
+        valid_until_slot: slot + 1800,
+    };
+    chain
+        .run(
+            build::settle(&dep, &chain.env, &settle).expect("settle"),
+            &orch,
+            &[],
+        )
+        .await;
     caught_up(&live_rx, &chain, &live).await;
+    let settled = live.job(&job3, 0).expect("query").expect("indexed");
+    assert_eq!(settled.value.status, ganglion_indexer::JobStatus::Settled);
+    assert_eq!(
+        settled.value.payments[0].ntx, 3,
+        "3600 GPU-seconds at 3 NTX units per GPU-hour"
+    );
 
     // Follower 2: N2C over TCP, from origin, after the fact.
     let fresh = Arc::new(Indexer::new(MemoryKv::new(), watch.clone(), 10));

@@ -82,6 +82,17 @@ fn fail(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::FAILURE
 }
 
+/// Print an error with its chain of causes.
+fn fail_err(e: &dyn std::error::Error) -> ExitCode {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    fail(text)
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -98,7 +109,7 @@ async fn main() -> ExitCode {
         } => {
             let mut g = match Genesis::devnet() {
                 Ok(g) => g,
-                Err(e) => return fail(e),
+                Err(e) => return fail_err(&e),
             };
             g.slot_length_ms = slot_length_ms;
             match g.to_json().map(|j| std::fs::write(&out, j)) {
@@ -121,7 +132,7 @@ async fn main() -> ExitCode {
             };
             let g = match g {
                 Ok(g) => g,
-                Err(e) => return fail(e),
+                Err(e) => return fail_err(&e),
             };
             if let Err(e) = std::fs::create_dir_all(&data_dir)
                 .and_then(|_| std::fs::write(&genesis_path, g.to_json().unwrap_or_default()))
@@ -133,7 +144,7 @@ async fn main() -> ExitCode {
             config.n2c_tcp_addr = Some(n2c_tcp);
             let handle = match devnet::start(config).await {
                 Ok(h) => h,
-                Err(e) => return fail(e),
+                Err(e) => return fail_err(&e),
             };
             println!(
                 "{}",
@@ -163,7 +174,7 @@ async fn main() -> ExitCode {
             let bytes = hex::decode(text.trim()).unwrap_or(raw);
             let mut client = match N2cClient::connect_unix(&socket, magic).await {
                 Ok(c) => c,
-                Err(e) => return fail(e),
+                Err(e) => return fail_err(&e),
             };
             let r = client.submit(&bytes).await;
             client.close().await;
@@ -172,13 +183,13 @@ async fn main() -> ExitCode {
                     println!("accepted");
                     ExitCode::SUCCESS
                 }
-                Err(e) => fail(e),
+                Err(e) => fail_err(&e),
             }
         }
         Command::Tip { socket, magic } => {
             let mut client = match N2cClient::connect_unix(&socket, magic).await {
                 Ok(c) => c,
-                Err(e) => return fail(e),
+                Err(e) => return fail_err(&e),
             };
             let sq = client.statequery();
             let r = async {

@@ -163,6 +163,8 @@ pub fn validate(
     phase1::check_supported(&tx)?;
     let body = &tx.transaction_body;
     let hash = tx_hash(&tx);
+    phase1::check_body_network(&tx, rules.network_id)?;
+    phase1::check_auxiliary_data(&tx)?;
 
     // Inputs exist and are unspent.
     if body.inputs.is_empty() {
@@ -212,6 +214,7 @@ pub fn validate(
             available.entry(*h).or_insert_with(|| s.clone());
         }
     }
+    phase1::check_ref_script_size(ref_script_bytes)?;
     let mut required_keys: BTreeSet<Hash<28>> = BTreeSet::new();
     let mut needed_scripts: BTreeSet<Hash<28>> = BTreeSet::new();
     for (_, _, f) in &inputs {

@@ -136,6 +136,66 @@ pub fn check_supported(tx: &conway::Tx<'_>) -> Result<(), Rejection> {
     Ok(())
 }
 
+/// Conway's per-transaction limit on reference-script bytes (`maxRefScriptSizePerTx`).
+pub const MAX_REF_SCRIPT_BYTES_PER_TX: u64 = 200 * 1024;
+
+/// `ConwayTxRefScriptsSizeTooBig`.
+///
+/// # Errors
+/// [`Rejection::ConwayTxRefScriptsSizeTooBig`].
+pub fn check_ref_script_size(size: u64) -> Result<(), Rejection> {
+    if size > MAX_REF_SCRIPT_BYTES_PER_TX {
+        return Err(Rejection::ConwayTxRefScriptsSizeTooBig {
+            size,
+            max: MAX_REF_SCRIPT_BYTES_PER_TX,
+        });
+    }
+    Ok(())
+}
+
+/// `WrongNetworkInTxBody`: a declared body `network_id` must be the devnet's.
+///
+/// # Errors
+/// [`Rejection::WrongNetworkInTxBody`].
+pub fn check_body_network(tx: &conway::Tx<'_>, expected: u8) -> Result<(), Rejection> {
+    let declared = match tx.transaction_body.network_id {
+        None => return Ok(()),
+        Some(pallas_primitives::NetworkId::Testnet) => 0,
+        Some(pallas_primitives::NetworkId::Mainnet) => 1,
+    };
+    if declared != expected {
+        return Err(Rejection::WrongNetworkInTxBody { declared, expected });
+    }
+    Ok(())
+}
+
+/// The auxiliary-data rules: data present ⇔ hash present, and the hash is blake2b-256 of
+/// the original auxiliary data bytes.
+///
+/// # Errors
+/// [`Rejection::MissingTxBodyMetadataHash`], [`Rejection::MissingTxMetadata`],
+/// [`Rejection::ConflictingMetadataHash`].
+pub fn check_auxiliary_data(tx: &conway::Tx<'_>) -> Result<(), Rejection> {
+    let declared = tx.transaction_body.auxiliary_data_hash;
+    match (&tx.auxiliary_data, declared) {
+        (pallas_codec::utils::Nullable::Some(aux), Some(h)) => {
+            let computed = Hasher::<256>::hash(aux.raw_cbor());
+            if computed != h {
+                return Err(Rejection::ConflictingMetadataHash {
+                    declared: h.to_string(),
+                    computed: computed.to_string(),
+                });
+            }
+            Ok(())
+        }
+        (pallas_codec::utils::Nullable::Some(_), None) => Err(Rejection::MissingTxBodyMetadataHash),
+        (_, Some(h)) => Err(Rejection::MissingTxMetadata {
+            declared: h.to_string(),
+        }),
+        (_, None) => Ok(()),
+    }
+}
+
 /// `MaxTxSizeUTxO`.
 ///
 /// # Errors

@@ -79,6 +79,39 @@ pub enum Rejection {
         /// `maxValueSize` (bytes).
         max: u64,
     },
+    /// The body's `network_id` is not the devnet's.
+    #[error("body network id {declared} differs from the devnet's {expected}")]
+    WrongNetworkInTxBody {
+        /// Declared network id.
+        declared: u8,
+        /// The devnet's network id.
+        expected: u8,
+    },
+    /// Auxiliary data is present but the body has no `auxiliary_data_hash`.
+    #[error("auxiliary data without auxiliary_data_hash in the body")]
+    MissingTxBodyMetadataHash,
+    /// The body declares an `auxiliary_data_hash` but the transaction has no auxiliary data.
+    #[error("auxiliary_data_hash {declared} declared but no auxiliary data")]
+    MissingTxMetadata {
+        /// Declared hash (hex).
+        declared: String,
+    },
+    /// `auxiliary_data_hash` does not match the auxiliary data.
+    #[error("auxiliary_data_hash {declared} differs from the data's hash {computed}")]
+    ConflictingMetadataHash {
+        /// Declared hash (hex).
+        declared: String,
+        /// blake2b-256 of the auxiliary data bytes (hex).
+        computed: String,
+    },
+    /// Reference scripts spent or referenced exceed the Conway per-transaction limit.
+    #[error("reference scripts total {size} bytes, the maximum is {max}")]
+    ConwayTxRefScriptsSizeTooBig {
+        /// Σ reference-script bytes (inputs and reference inputs).
+        size: u64,
+        /// Limit (bytes).
+        max: u64,
+    },
     /// Consumed and produced values differ.
     #[error("value not conserved: consumed {consumed}, produced {produced}")]
     ValueNotConservedUTxO {
@@ -223,6 +256,11 @@ impl Rejection {
             Self::BabbageOutputTooSmallUTxO { .. } => "BabbageOutputTooSmallUTxO",
             Self::OutputTooBigUTxO { .. } => "OutputTooBigUTxO",
             Self::ValueNotConservedUTxO { .. } => "ValueNotConservedUTxO",
+            Self::WrongNetworkInTxBody { .. } => "WrongNetworkInTxBody",
+            Self::MissingTxBodyMetadataHash => "MissingTxBodyMetadataHash",
+            Self::MissingTxMetadata { .. } => "MissingTxMetadata",
+            Self::ConflictingMetadataHash { .. } => "ConflictingMetadataHash",
+            Self::ConwayTxRefScriptsSizeTooBig { .. } => "ConwayTxRefScriptsSizeTooBig",
             Self::FeeTooSmallUTxO { .. } => "FeeTooSmallUTxO",
             Self::InvalidWitnessesUTXOW { .. } => "InvalidWitnessesUTXOW",
             Self::MissingVKeyWitnessesUTXOW { .. } => "MissingVKeyWitnessesUTXOW",

@@ -167,7 +167,7 @@ fn answer(chain: &Chain, system_start_ms: u64, q: &Request) -> Option<Vec<u8>> {
 ///
 /// # Errors
 /// [`ServeError`]; an unsupported query ends the connection with
-/// [`ServeError::Handshake`]-free [`ServeError::LocalState`] `InvalidInbound`.
+/// [`ServeError::LocalState`] (`InvalidInbound`).
 pub async fn serve(
     server: &mut Server,
     chain: Arc<Chain>,

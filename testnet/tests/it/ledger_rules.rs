@@ -192,3 +192,97 @@ fn size_ex_units_and_network_limits_are_enforced() {
         Err(Rejection::CollectErrors { .. })
     ));
 }
+
+#[test]
+fn auxiliary_data_and_body_network_rules_are_enforced() {
+    let w = world();
+    // Metadata {674: "ganglion"} as a Shelley metadata map.
+    let mut aux = vec![0xa1, 0x19, 0x02, 0xa2, 0x68];
+    aux.extend_from_slice(b"ganglion");
+    let with = |aux_data: Option<Vec<u8>>, hash: Option<Hash<32>>| {
+        spend(&w, |s| {
+            s.auxiliary_data = aux_data.clone();
+            s.auxiliary_data_hash = hash;
+        })
+    };
+    assert_eq!(
+        rule_of(&w, &with(Some(aux.clone()), Some(txbuild::aux_hash(&aux)))),
+        "accepted"
+    );
+    assert_eq!(
+        rule_of(&w, &with(Some(aux.clone()), None)),
+        "MissingTxBodyMetadataHash"
+    );
+    assert_eq!(
+        rule_of(&w, &with(Some(aux.clone()), Some(Hash::new([1; 32])))),
+        "ConflictingMetadataHash"
+    );
+    assert_eq!(
+        rule_of(&w, &with(None, Some(txbuild::aux_hash(&aux)))),
+        "MissingTxMetadata"
+    );
+    assert_eq!(
+        rule_of(&w, &spend(&w, |s| s.network_id = Some(0))),
+        "accepted"
+    );
+    assert_eq!(
+        rule_of(&w, &spend(&w, |s| s.network_id = Some(1))),
+        "WrongNetworkInTxBody"
+    );
+}
+
+#[test]
+fn a_reference_script_authorises_a_spend_and_its_bytes_are_priced() {
+    let mut w = world();
+    let holder = r(7);
+    w.utxo = UtxoSet::from_entries(w.utxo.iter().map(|(k, v)| (*k, v.clone())).chain([(
+        holder,
+        txbuild::output_with_script_ref(&w.me, 20_000_000, &w.script),
+    )]));
+    let build = |ref_bytes: u64| {
+        let redeemers = vec![RedeemerSpec {
+            tag: 0,
+            index: 0,
+            data: vec![0xd8, 0x79, 0x80],
+            ex_units: ExUnits {
+                mem: 100_000,
+                steps: 50_000_000,
+            },
+        }];
+        let mut spec = TxSpec {
+            inputs: vec![r(0)],
+            reference_inputs: vec![holder],
+            collateral: vec![r(1)],
+            script_data_hash: Some(phase1::integrity_hash(
+                Some(&txbuild::redeemers_cbor(&redeemers)),
+                None,
+                &w.g.protocol_params,
+                &BTreeSet::from([2u8]),
+            )),
+            redeemers,
+            ..Default::default()
+        };
+        let me = w.me.clone();
+        txbuild::build_balanced(
+            &w.g.protocol_params,
+            &mut spec,
+            &[&DevKey::from_seed(1)],
+            ref_bytes,
+            move |s, fee| {
+                s.outputs = vec![encode_output(&me, 10_000_000 - fee, &NO_POLICY, &[], 0)]
+            },
+        )
+    };
+    let size = w.script.len() as u64;
+    assert_eq!(rule_of(&w, &build(size)), "accepted");
+    match validate(&w.rules, &w.utxo, &build(0), 1) {
+        Err(Rejection::FeeTooSmallUTxO { required, provided }) => {
+            assert_eq!(
+                required - provided,
+                15 * size,
+                "15 lovelace per reference-script byte"
+            )
+        }
+        other => panic!("expected FeeTooSmallUTxO, got {other:?}"),
+    }
+}

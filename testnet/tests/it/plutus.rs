@@ -145,7 +145,11 @@ async fn an_always_succeeds_spend_is_included() {
     let mut events = h.events();
     let l = lock(&h, ALWAYS).await;
     let tx = spend(&h, &l, BUDGET, false);
+    let dry = h.chain().dry_run(&tx).expect("dry run passes");
+    assert!(dry.ex_units.mem > 0 && dry.ex_units.mem <= BUDGET.mem);
+    // A dry run queues nothing: submitting the same bytes is not a double spend.
     let id = h.submit(tx).await.expect("script spend accepted");
+    assert_eq!(id, dry.tx_hash);
     wait_included(&mut events, id).await;
     let me = DevKey::from_seed(1).address(Network::Testnet).to_vec();
     let mine = h.chain().utxos_at(&me).expect("utxos");

@@ -71,6 +71,12 @@ async fn garbage_closes_only_that_connection() {
         .expect("n2c over tcp");
     let (tx, _) = payment(&h, 0, 1, 3_000_000);
     c.submit(&tx).await.expect("still accepting");
+    let (found, _) = c
+        .chainsync()
+        .find_intersect(vec![Point::Origin])
+        .await
+        .expect("n2c chainsync over tcp");
+    assert_eq!(found, Some(Point::Origin));
     // A wrong magic is refused at the handshake.
     assert!(
         PeerClient::connect(h.n2n_addr(), h.magic() + 1)

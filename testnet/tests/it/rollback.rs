@@ -142,3 +142,47 @@ async fn followers_see_an_injected_rollback() {
     assert_eq!(reply["ok"], serde_json::json!(false));
     h.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_revalidates_the_mempool() {
+    use ganglion_testnet::devnet::{self, DevnetConfig};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = DevnetConfig::new(genesis(), dir.path());
+    config.auto_forge = false;
+    let h = devnet::start(config).await.expect("devnet");
+    // Block 1: key 1 pays key 2.
+    let (tx, _) = payment(&h, 1, 2, 9_000_000);
+    h.submit(tx).await.expect("accepted");
+    let b1 = h.forge_now().await.expect("forge").expect("block 1");
+    // Pending: one spend of block 1's change (depends on block 1) and one independent spend.
+    let (dependent, _) = payment(&h, 1, 3, 4_000_000);
+    let dependent_id = h.submit(dependent).await.expect("accepted");
+    let (independent, _) = payment(&h, 0, 3, 4_000_000);
+    let independent_id = h.submit(independent).await.expect("accepted");
+    let mut events = h.events();
+    assert_eq!(h.rollback(1).await.expect("rollback"), None);
+    let mut dropped = Vec::new();
+    tokio::time::timeout(TIMEOUT, async {
+        loop {
+            match events.recv().await.expect("event") {
+                ChainEvent::TxDropped { tx, rejection } => dropped.push((tx, rejection.rule())),
+                ChainEvent::RolledBack { .. } => break,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("events in time");
+    assert_eq!(dropped, vec![(dependent_id, "BadInputsUTxO")]);
+    assert_eq!(h.chain().mempool_len(), 1);
+    let b = h.forge_now().await.expect("forge").expect("a new block 1");
+    assert_eq!(b.number, 1);
+    assert_ne!(b.hash, b1.hash);
+    let block = h.chain().store().block(1).expect("read").expect("block");
+    let m = pallas_traverse::MultiEraBlock::decode(&block.wrapped).expect("decodes");
+    assert_eq!(
+        m.txs().iter().map(|t| t.hash()).collect::<Vec<_>>(),
+        vec![independent_id]
+    );
+    h.shutdown().await;
+}

@@ -114,9 +114,12 @@ async fn invalid_transactions_are_rejected_with_the_rule_they_break() {
     );
 
     // Double spend: the valid payment is accepted, a second spend of its input is not.
-    let (tx, _) = payment(&h, 1, 2, 5_000_000);
+    // (Whether the first spend is still pending or already forged, the input is gone.)
+    let (tx, first) = payment(&h, 1, 2, 5_000_000);
     c.submit(&tx).await.expect("first spend accepted");
-    let (tx2, _) = payment(&h, 1, 3, 7_000_000);
+    let mut second = first.clone();
+    second.outputs.swap(0, 1);
+    let tx2 = txbuild::build(&second, &[&key]);
     assert_eq!(rejected_rule(&mut c, &tx2).await, "BadInputsUTxO");
 
     // Unknown input.
