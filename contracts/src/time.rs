@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 
 /// The slot clock of a chain: `zero_time` POSIX ms of slot `zero_slot`, `slot_length` ms.
 ///
-/// uplc's own `SlotConfig` carries the same three numbers but implements no traits, so this
-/// type is the one passed around; [`SlotConfig::as_tuple`] gives the triple uplc takes.
+/// uplc's own `SlotConfig` (the devnet's shared type, `ganglion_testnet::time::SlotConfig`)
+/// carries the same three numbers but implements no traits; this mirror converts both ways
+/// with `From`, and [`SlotConfig::as_tuple`] gives the triple uplc's evaluator takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotConfig {
     /// POSIX ms at which `zero_slot` begins.
@@ -23,6 +24,28 @@ impl SlotConfig {
     /// `(zero_time, zero_slot, slot_length)` as `uplc::tx::eval_phase_two_raw` takes it.
     pub fn as_tuple(&self) -> (u64, u64, u32) {
         (self.zero_time, self.zero_slot, self.slot_length)
+    }
+}
+
+impl From<&uplc::tx::script_context::SlotConfig> for SlotConfig {
+    /// From uplc's type, which the devnet re-exports as `ganglion_testnet::time::SlotConfig`:
+    /// both describe the same clock; this one is `Copy`, `Debug` and serde.
+    fn from(c: &uplc::tx::script_context::SlotConfig) -> Self {
+        Self {
+            zero_time: c.zero_time,
+            zero_slot: c.zero_slot,
+            slot_length: c.slot_length,
+        }
+    }
+}
+
+impl From<SlotConfig> for uplc::tx::script_context::SlotConfig {
+    fn from(c: SlotConfig) -> Self {
+        Self {
+            zero_time: c.zero_time,
+            zero_slot: c.zero_slot,
+            slot_length: c.slot_length,
+        }
     }
 }
 

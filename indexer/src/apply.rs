@@ -1,7 +1,7 @@
 //! The only writer: applies blocks and undoes them, one atomic batch per block, keeping
 //! undo records for the last k blocks and a durable cursor.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 
@@ -77,6 +77,11 @@ pub struct Indexer<S: Kv> {
     watch: Watch,
     k: u64,
     subscribers: Mutex<Vec<SyncSender<Notification>>>,
+    /// Cache of the live script UTxO references (the `u/` keys), so that the common case —
+    /// an input that is not ours — costs one hash lookup. Rebuilt from the store when empty.
+    live: Mutex<Option<HashSet<TxoRef>>>,
+    /// Cache of the cursor (`None` = not loaded yet).
+    tip: Mutex<Option<Option<Point>>>,
 }
 
 fn json<T: Serialize>(v: &T) -> Vec<u8> {
@@ -127,6 +132,8 @@ impl<S: Kv> Indexer<S> {
             watch,
             k: k.max(1),
             subscribers: Mutex::new(Vec::new()),
+            live: Mutex::new(None),
+            tip: Mutex::new(None),
         }
     }
 
@@ -145,10 +152,21 @@ impl<S: Kv> Indexer<S> {
     /// # Errors
     /// Store errors, [`Error::Corrupt`].
     pub fn tip(&self) -> Result<Option<Point>> {
-        self.store
+        let mut cache = self.tip.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tip) = *cache {
+            return Ok(tip);
+        }
+        let tip = self
+            .store
             .get(keys::CURSOR)?
             .map(|b| parse("cursor", &b))
-            .transpose()
+            .transpose()?;
+        *cache = Some(tip);
+        Ok(tip)
+    }
+
+    fn set_tip(&self, tip: Option<Option<Point>>) {
+        *self.tip.lock().unwrap_or_else(|p| p.into_inner()) = tip;
     }
 
     /// The blocks the indexer can still roll back to, newest first: the tip and the blocks
@@ -165,6 +183,24 @@ impl<S: Kv> Indexer<S> {
             .collect::<Result<_>>()?;
         points.reverse();
         Ok(points)
+    }
+
+    fn live_set(&self) -> Result<HashSet<TxoRef>> {
+        let mut cache = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.is_none() {
+            let set = self
+                .store
+                .scan_prefix(keys::UTXO.as_bytes())?
+                .iter()
+                .map(|(_, b)| parse::<Tracked>("utxo", b).map(|t| t.reference))
+                .collect::<Result<HashSet<_>>>()?;
+            *cache = Some(set);
+        }
+        Ok(cache.clone().unwrap_or_default())
+    }
+
+    fn set_live(&self, set: Option<HashSet<TxoRef>>) {
+        *self.live.lock().unwrap_or_else(|p| p.into_inner()) = set;
     }
 
     /// A queue of notifications from now on (bounded by [`SUBSCRIBER_QUEUE`]).
@@ -229,6 +265,7 @@ impl<S: Kv> Indexer<S> {
             writes: BTreeMap::new(),
         };
         let mut records = Vec::new();
+        let mut live = self.live_set()?;
         for (i, tx) in block.txs().iter().enumerate() {
             let meta = Meta {
                 slot: point.slot,
@@ -238,6 +275,9 @@ impl<S: Kv> Indexer<S> {
                 tx_index: i as u32,
             };
             let lookup = |r: &TxoRef| -> Option<Tracked> {
+                if !live.contains(r) {
+                    return None;
+                }
                 p.get(&keys::utxo(r))
                     .ok()
                     .flatten()
@@ -246,9 +286,11 @@ impl<S: Kv> Indexer<S> {
             let fx = extract_tx(&self.watch, tx, &lookup);
             for r in &fx.spent {
                 p.delete(keys::utxo(r));
+                live.remove(r);
             }
             for t in &fx.created {
                 p.put(keys::utxo(&t.reference), json(t));
+                live.insert(t.reference);
             }
             for (seq, event) in fx.events.into_iter().enumerate() {
                 let record = Record {
@@ -281,7 +323,13 @@ impl<S: Kv> Indexer<S> {
             writes.push((keys::undo(point.height - self.k), None));
         }
         writes.push((keys::CURSOR.to_vec(), Some(json(&point))));
-        self.store.commit(writes)?;
+        if let Err(e) = self.store.commit(writes) {
+            self.set_live(None);
+            self.set_tip(None);
+            return Err(e);
+        }
+        self.set_live(Some(live));
+        self.set_tip(Some(Some(point)));
         self.notify(Notification::Applied {
             point,
             records: records.clone(),
@@ -367,6 +415,8 @@ impl<S: Kv> Indexer<S> {
                 .collect();
             writes.push((keys::undo(undo.point.height), None));
             writes.push((keys::CURSOR.to_vec(), undo.prev.map(|p| json(&p))));
+            self.set_live(None);
+            self.set_tip(None);
             self.store.commit(writes)?;
             self.notify(Notification::RolledBack { to: undo.prev });
         }

@@ -14,7 +14,7 @@ use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::redeemer::SpendRedeemer;
 use ganglion_contracts::tx::{Output, TxoRef};
 use pallas_primitives::conway::RedeemerTag;
-use pallas_traverse::MultiEraTx;
+use pallas_traverse::{MultiEraOutput, MultiEraTx};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, Payment};
@@ -82,6 +82,24 @@ pub fn classify(watch: &Watch, reference: TxoRef, o: &Output) -> Result<Tracked,
     })
 }
 
+/// The raw address bytes of an output without parsing them (Byron outputs: none).
+fn raw_address<'a>(o: &'a MultiEraOutput<'_>) -> Option<&'a [u8]> {
+    use pallas_primitives::{babbage, conway};
+    match o {
+        MultiEraOutput::AlonzoCompatible(x, _) => Some(&x.address),
+        MultiEraOutput::Babbage(x) => match &***x {
+            babbage::TransactionOutput::Legacy(x) => Some(&x.address),
+            babbage::TransactionOutput::PostAlonzo(x) => Some(&x.address),
+        },
+        MultiEraOutput::Conway(x) => match &***x {
+            conway::TransactionOutput::Legacy(x) => Some(&x.address),
+            conway::TransactionOutput::PostAlonzo(x) => Some(&x.address),
+        },
+        MultiEraOutput::Byron(_) => None,
+        _ => None,
+    }
+}
+
 fn spend_redeemers(tx: &MultiEraTx<'_>) -> BTreeMap<u32, SpendRedeemer> {
     tx.redeemers()
         .iter()
@@ -131,12 +149,29 @@ pub fn extract_tx(
     if !tx.is_valid() {
         return fx;
     }
+    let chain_outputs = tx.outputs();
+    let ours: Vec<usize> = chain_outputs
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| raw_address(o).is_some_and(|a| watch.is_script_address(a)))
+        .map(|(i, _)| i)
+        .collect();
+    // Fast path: no script output and no live script input → nothing to do.
+    let inputs = tx.inputs();
+    let spends_ours = inputs.iter().any(|i| {
+        live(&TxoRef {
+            tx_hash: **i.hash(),
+            index: i.index(),
+        })
+        .is_some()
+    });
+    if ours.is_empty() && !spends_ours {
+        return fx;
+    }
     let tx_hash = *tx.hash();
-    let outputs: Vec<Output> = tx.outputs().iter().map(Output::from_chain).collect();
-    for (i, o) in outputs.iter().enumerate() {
-        if !watch.is_script_address(&o.address) {
-            continue;
-        }
+    let outputs: Vec<Output> = chain_outputs.iter().map(Output::from_chain).collect();
+    for i in ours {
+        let o = &outputs[i];
         let reference = TxoRef {
             tx_hash,
             index: i as u64,

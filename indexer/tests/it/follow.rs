@@ -124,11 +124,7 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
     let handle = devnet::start(config).await.expect("devnet starts");
     let env = Env {
         params: ProtocolParams::mainnet().expect("params"),
-        slot_config: SlotConfig {
-            zero_time: genesis.system_start_ms,
-            zero_slot: 0,
-            slot_length: genesis.slot_length_ms,
-        },
+        slot_config: SlotConfig::from(&genesis.slot_config()),
         network: pallas_addresses::Network::Testnet,
     };
     let chain = Chain { handle, env };

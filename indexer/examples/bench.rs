@@ -1,0 +1,136 @@
+//! Indexer throughput against bare block decoding, measured in the same run
+//! (`cargo run -p ganglion-indexer --example bench --release`).
+//!
+//! Two workloads: the real blocks in `shared/fixtures/cardano/` (repeated; each applied to a
+//! fresh in-memory indexer, since they do not chain) and a chain of devnet-assembled Conway
+//! blocks full of escrow transactions (locks built by `ganglion-contracts`, 20 per block)
+//! replayed into a fresh indexer. For each: blocks/s, events/s, and the ratio to
+//! `MultiEraBlock::decode` of the same bytes. Target: at least 50 % of bare decode speed.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ganglion_contracts::test_utils::harness::{Harness, NTX};
+use ganglion_indexer::store::MemoryKv;
+use ganglion_indexer::{Indexer, Watch};
+use pallas_traverse::MultiEraBlock;
+
+fn time<F: FnMut() -> usize>(min: Duration, mut f: F) -> (f64, usize, u32) {
+    let start = Instant::now();
+    let mut rounds = 0u32;
+    let mut events = 0usize;
+    while start.elapsed() < min {
+        events += f();
+        rounds += 1;
+    }
+    (start.elapsed().as_secs_f64(), events, rounds)
+}
+
+fn report(
+    name: &str,
+    blocks_per_round: usize,
+    watch: &Watch,
+    run: impl Fn(&Watch) -> usize,
+    blocks: &[Vec<u8>],
+) -> f64 {
+    let min = Duration::from_secs(2);
+    let (t_dec, _, r_dec) = time(min, || {
+        for b in blocks {
+            std::hint::black_box(MultiEraBlock::decode(b).map(|b| b.tx_count()).unwrap_or(0));
+        }
+        0
+    });
+    let (t_ix, events, r_ix) = time(min, || run(watch));
+    let dec_bps = (blocks_per_round as f64 * f64::from(r_dec)) / t_dec;
+    let ix_bps = (blocks_per_round as f64 * f64::from(r_ix)) / t_ix;
+    let ratio = ix_bps / dec_bps;
+    println!(
+        "{name}: indexer {ix_bps:>10.0} blocks/s, {:>10.0} events/s | bare decode {dec_bps:>10.0} blocks/s | ratio {:.1} %",
+        events as f64 / t_ix,
+        100.0 * ratio
+    );
+    ratio
+}
+
+fn main() {
+    // Workload 1: the real fixtures.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/cardano");
+    let fixtures: Vec<Vec<u8>> = [
+        "conway1", "conway2", "conway3", "conway4", "babbage1", "babbage7", "babbage9",
+    ]
+    .iter()
+    .map(|f| {
+        let text = std::fs::read_to_string(dir.join(format!("{f}.block"))).expect("fixture");
+        hex::decode(text.trim()).expect("hex")
+    })
+    .collect();
+
+    // Workload 2: devnet blocks full of escrow locks.
+    let mut h = Harness::new(1);
+    for _ in 0..6 {
+        let _ = h.world.fund(
+            &h.orch.address.clone(),
+            ganglion_contracts::tx::Value::lovelace(1_000_000_000)
+                .with_class(&h.dep.params.ntx, 1_000 * NTX),
+        );
+    }
+    let skip = h.world.applied.len();
+    for _ in 0..200 {
+        h.lock(NTX, 7200);
+    }
+    let txs: Vec<&[u8]> = h.world.applied[skip..].iter().map(Vec::as_slice).collect();
+    let mut prev = None;
+    let chain: Vec<Vec<u8>> = txs
+        .chunks(20)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let b = ganglion_testnet::producer::assemble(
+                i as u64 + 1,
+                10 + i as u64,
+                prev,
+                (10, 0),
+                chunk,
+            )
+            .expect("assembles");
+            prev = Some(b.hash);
+            b.wrapped
+        })
+        .collect();
+    let watch = Watch {
+        script_hash: h.dep.script.hash,
+        params: h.dep.params.clone(),
+    };
+
+    let r1 = report(
+        "real fixtures (7 blocks)",
+        fixtures.len(),
+        &watch,
+        |w| {
+            fixtures
+                .iter()
+                .map(|b| {
+                    let ix = Indexer::new(MemoryKv::new(), w.clone(), 2160);
+                    ix.apply_block(b).map(|a| a.records.len()).unwrap_or(0)
+                })
+                .sum()
+        },
+        &fixtures,
+    );
+    let r2 = report(
+        "escrow-full chain (10 blocks x 20 locks)",
+        chain.len(),
+        &watch,
+        |w| {
+            let ix = Indexer::new(MemoryKv::new(), w.clone(), 2160);
+            chain
+                .iter()
+                .map(|b| ix.apply_block(b).map(|a| a.records.len()).unwrap_or(0))
+                .sum()
+        },
+        &chain,
+    );
+    if r1 < 0.5 || r2 < 0.5 {
+        println!("TARGET MISSED: below 50 % of bare decode speed");
+        std::process::exit(1);
+    }
+}
