@@ -3,149 +3,28 @@
 //! uplc), forged into blocks, served over the Ouroboros mini-protocols.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use ed25519_dalek::SigningKey;
-use ganglion_contracts::blueprint::Blueprint;
-use ganglion_contracts::build::{
-    self, AssignRequest, BondRequest, Deployment, LockRequest, SettleRequest,
-};
+use ganglion_contracts::build::{self, AssignRequest, BondRequest, LockRequest, SettleRequest};
 use ganglion_contracts::datum::{Assignment, JobId};
-use ganglion_contracts::env::Env;
-use ganglion_contracts::params::{AssetClass, Params};
-use ganglion_contracts::protocol::ProtocolParams;
 use ganglion_contracts::redeemer::Attestation;
 use ganglion_contracts::signed::{self, Acceptance, AttestationBody};
-use ganglion_contracts::test_utils::world::Party;
-use ganglion_contracts::time::SlotConfig;
-use ganglion_contracts::tx::{Balanced, Draft, Output, TxoRef, Utxo, balance, sign};
+use ganglion_contracts::tx::{Draft, Output, Utxo};
 use ganglion_indexer::follow::Source;
 use ganglion_indexer::store::{Kv, MemoryKv};
 use ganglion_indexer::sync::{SyncConfig, run};
-use ganglion_indexer::{Event, Indexer, Notification, Watch};
-use ganglion_testnet::devnet::{self, DevnetConfig, DevnetHandle};
-use ganglion_testnet::genesis::Genesis;
-use pallas_traverse::{Era, MultiEraOutput};
+use ganglion_indexer::{Event, Indexer};
 use tokio_util::sync::CancellationToken;
 
-const WAIT: Duration = Duration::from_secs(30);
-
-/// The same key as the devnet's `DevKey::from_seed(seed)`.
-fn dev_party(env: &Env, seed: u32) -> Party {
-    let mut material = b"ganglion-devnet-key".to_vec();
-    material.extend_from_slice(&seed.to_be_bytes());
-    let bytes: [u8; 32] = *pallas_crypto::hash::Hasher::<256>::hash(&material);
-    let key = SigningKey::from_bytes(&bytes);
-    let hash = ganglion_contracts::blueprint::key_hash(&key.verifying_key().to_bytes());
-    Party {
-        address: ganglion_contracts::blueprint::key_address(env.network, &hash),
-        key,
-        hash,
-    }
-}
-
-struct Chain {
-    handle: DevnetHandle,
-    env: Env,
-}
-
-impl Chain {
-    fn utxos(&self, address: &[u8]) -> Vec<Utxo> {
-        self.handle
-            .chain()
-            .utxos_at(address)
-            .expect("utxos")
-            .into_iter()
-            .map(|(r, bytes)| Utxo {
-                reference: TxoRef {
-                    tx_hash: *r.tx_id,
-                    index: r.index,
-                },
-                output: Output::from_chain(
-                    &MultiEraOutput::decode(Era::Conway, &bytes).expect("output decodes"),
-                ),
-            })
-            .collect()
-    }
-
-    fn slot(&self) -> u64 {
-        self.handle.chain().next_block_slot()
-    }
-
-    /// Balances `draft` from `payer`, signs, submits and forges a block with it.
-    async fn run(&self, draft: Draft, payer: &Party, extra: &[&SigningKey]) -> Balanced {
-        let utxos = self.utxos(&payer.address);
-        let wallet = ganglion_contracts::tx::Wallet {
-            utxos: &utxos,
-            key_hash: payer.hash,
-            change_address: payer.address.clone(),
-        };
-        let b = balance(draft, &wallet, &self.env).expect("balances");
-        let mut keys = vec![&payer.key];
-        keys.extend_from_slice(extra);
-        let signed = sign(&b, &keys).expect("signs");
-        self.handle
-            .submit(signed)
-            .await
-            .expect("the devnet's ledger accepts it");
-        self.handle
-            .forge_now()
-            .await
-            .expect("forges")
-            .expect("a block");
-        b
-    }
-}
-
-/// Waits until `ix` has applied the devnet's tip.
-async fn caught_up(
-    rx: &std::sync::mpsc::Receiver<Notification>,
-    chain: &Chain,
-    ix: &Indexer<MemoryKv>,
-) {
-    let want = chain.handle.tip().map(|t| *t.hash);
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while ix.tip().expect("tip").map(|t| t.hash) != want {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "indexer did not catch up within {WAIT:?}"
-        );
-        // Drain notifications as they arrive instead of sleeping for a fixed time.
-        let _ = tokio::task::block_in_place(|| rx.recv_timeout(Duration::from_millis(200)));
-    }
-}
+use crate::devnet::{Chain, caught_up, deploy, dev_party};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let genesis = Genesis::devnet().expect("genesis");
-    let mut config = DevnetConfig::new(genesis.clone(), dir.path().join("devnet"));
-    config.auto_forge = false;
-    let handle = devnet::start(config).await.expect("devnet starts");
-    let env = Env {
-        params: ProtocolParams::mainnet().expect("params"),
-        slot_config: SlotConfig::from(&genesis.slot_config()),
-        network: pallas_addresses::Network::Testnet,
-    };
-    let chain = Chain { handle, env };
-    let params = Params {
-        ntx: AssetClass {
-            policy: *genesis.ntx_policy_id().expect("policy"),
-            name: genesis.ntx_asset_name().expect("name"),
-        },
-        min_bond_per_gpu: 1_000_000,
-        unbonding_delay_ms: 60_000,
-        slash_bps: 1_000,
-    };
-    let script = Blueprint::committed()
-        .and_then(|b| b.apply(&params))
-        .expect("script");
-    let watch = Watch {
-        script_hash: script.hash,
-        params: params.clone(),
-    };
+    let chain = Chain::start(dir.path()).await;
+    let (dep, watch) = deploy(&chain).await;
 
-    // Follower 1: N2N, started before anything happens.
+    // Follower 1: N2N, from origin, following live.
     let live = Arc::new(Indexer::new(MemoryKv::new(), watch.clone(), 10));
     let live_rx = live.subscribe();
     let cancel = CancellationToken::new();
@@ -155,25 +34,7 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
     };
     let sync = tokio::spawn(run(live.clone(), SyncConfig::new(n2n), cancel.clone()));
 
-    // Deploy, bond, lock, cancel.
-    let deployer = dev_party(&chain.env, 0);
-    let b = chain
-        .run(
-            build::deploy(&chain.env, &script).expect("deploy"),
-            &deployer,
-            &[],
-        )
-        .await;
-    let reference = chain
-        .utxos(&script.address(chain.env.network))
-        .into_iter()
-        .find(|u| u.reference.tx_hash == b.hash)
-        .expect("reference script output");
-    let dep = Deployment {
-        params,
-        script,
-        reference,
-    };
+    // Bond, lock, rollback, lock + cancel, lock + assign + settle.
     let provider = dev_party(&chain.env, 1);
     let attest = SigningKey::from_bytes(&[7; 32]);
     let bond = BondRequest {

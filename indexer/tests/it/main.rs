@@ -2,6 +2,8 @@
 //! devnet's producer) holding real transactions built by `ganglion-contracts` and accepted by
 //! the Plutus evaluator.
 
+mod crash;
+mod devnet;
 mod fixtures;
 mod follow;
 mod rollback;

@@ -1,0 +1,165 @@
+//! `kill -9` during sync: the `ganglion-indexer` process is killed at pseudo-random heights
+//! while following a devnet, restarted, killed again; after a final catch-up its sled store
+//! equals a fresh replay — no event missing, none duplicated.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ganglion_contracts::build::{self, LockRequest};
+use ganglion_contracts::time::slot_to_posix_ms;
+use ganglion_indexer::follow::Source;
+use ganglion_indexer::store::{Kv, MemoryKv, SledKv};
+use ganglion_indexer::sync::{SyncConfig, run};
+use ganglion_indexer::{Event, Indexer};
+use tokio_util::sync::CancellationToken;
+
+use crate::devnet::{Chain, caught_up, deploy, dev_party};
+
+/// A small LCG: reproducible kill points from a printed seed.
+fn next(state: &mut u64) -> u64 {
+    *state = state
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    *state >> 33
+}
+
+/// Runs the indexer binary until it prints `applied H` with H ≥ `target` (or 10 s pass),
+/// then SIGKILLs it. Returns the last height it reported.
+fn run_and_kill(args: &[String], target: u64) -> u64 {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ganglion-indexer"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("indexer binary starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last = 0;
+    while Instant::now() < deadline && last < target {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100))
+            && let Some(h) = line
+                .strip_prefix("applied ")
+                .and_then(|r| r.split(' ').next())
+                .and_then(|h| h.parse().ok())
+        {
+            last = h;
+        }
+    }
+    child.kill().expect("SIGKILL");
+    let status = child.wait().expect("reaped");
+    assert!(!status.success(), "the indexer was killed, not stopped");
+    last
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_sync_loses_and_duplicates_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let chain = Chain::start(dir.path()).await;
+    let (dep, watch) = deploy(&chain).await;
+    // 30 blocks, one lock each.
+    let orch = dev_party(&chain.env, 2);
+    for _ in 0..30 {
+        let seed = chain
+            .utxos(&orch.address)
+            .into_iter()
+            .max_by_key(|u| u.output.value.lovelace)
+            .expect("funds");
+        let slot = chain.slot();
+        let req = LockRequest {
+            orchestrator: orch.hash,
+            spec: vec![1, 85],
+            gpus: 1,
+            max_rate: 1,
+            budget: 1,
+            deadline_ms: slot_to_posix_ms(&chain.env.slot_config, slot + 3600),
+            seed,
+            valid_until_slot: slot + 300,
+        };
+        let (draft, _) = build::lock(&dep, &chain.env, &req).expect("lock");
+        chain.run(draft, &orch, &[]).await;
+    }
+    let tip = chain.handle.tip().expect("tip").number;
+
+    let watch_file = dir.path().join("watch.json");
+    std::fs::write(&watch_file, serde_json::to_string(&watch).expect("json")).expect("write watch");
+    let db = dir.path().join("ix");
+    let n2c = chain.handle.n2c_tcp_addr().expect("n2c").to_string();
+    let args: Vec<String> = [
+        "--db",
+        &db.display().to_string(),
+        "--watch",
+        &watch_file.display().to_string(),
+        "--n2c-tcp",
+        &n2c,
+        "--magic",
+        &chain.handle.magic().to_string(),
+        "--k",
+        "10",
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    let mut rng: u64 = std::env::var("GANGLION_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| u64::from(std::process::id()));
+    eprintln!("crash test seed: {rng} (set GANGLION_CRASH_SEED to replay)");
+    for round in 1..=4u64 {
+        let target = (tip * round / 5 + next(&mut rng) % 4).min(tip);
+        let reached = tokio::task::spawn_blocking({
+            let args = args.clone();
+            move || run_and_kill(&args, target)
+        })
+        .await
+        .expect("join");
+        eprintln!("round {round}: killed after height {reached} (target {target})");
+    }
+
+    // Catch up in-process on the same store, then compare with a fresh replay.
+    let crashed = Arc::new(Indexer::new(
+        SledKv::open(&db).expect("store reopens after kill -9"),
+        watch.clone(),
+        10,
+    ));
+    let fresh = Arc::new(Indexer::new(MemoryKv::new(), watch, 10));
+    let (rx1, rx2) = (crashed.subscribe(), fresh.subscribe());
+    let cancel = CancellationToken::new();
+    let source = Source::N2cTcp {
+        addr: n2c,
+        magic: chain.handle.magic(),
+    };
+    let s1 = tokio::spawn(run(
+        crashed.clone(),
+        SyncConfig::new(source.clone()),
+        cancel.clone(),
+    ));
+    let s2 = tokio::spawn(run(fresh.clone(), SyncConfig::new(source), cancel.clone()));
+    caught_up(&rx1, &chain, &crashed).await;
+    caught_up(&rx2, &chain, &fresh).await;
+    let locks = fresh
+        .events(0, u64::MAX)
+        .expect("events")
+        .iter()
+        .filter(|r| matches!(r.event, Event::JobLocked { .. }))
+        .count();
+    assert_eq!(locks, 30);
+    assert_eq!(
+        crashed.kv().scan_prefix(b"").expect("dump"),
+        fresh.kv().scan_prefix(b"").expect("dump"),
+        "after four kill -9s the store equals a fresh replay"
+    );
+    cancel.cancel();
+    s1.await.expect("join").expect("sync");
+    s2.await.expect("join").expect("sync");
+    chain.handle.shutdown().await;
+}

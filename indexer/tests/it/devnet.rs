@@ -1,0 +1,167 @@
+//! A devnet for tests, and transactions built by `ganglion-contracts` submitted to it.
+
+use std::time::Duration;
+
+use ed25519_dalek::SigningKey;
+use ganglion_contracts::blueprint::Blueprint;
+use ganglion_contracts::build::{self, Deployment};
+use ganglion_contracts::env::Env;
+use ganglion_contracts::params::{AssetClass, Params};
+use ganglion_contracts::protocol::ProtocolParams;
+use ganglion_contracts::test_utils::world::Party;
+use ganglion_contracts::time::SlotConfig;
+use ganglion_contracts::tx::{Balanced, Draft, Output, TxoRef, Utxo, balance, sign};
+use ganglion_indexer::store::Kv;
+use ganglion_indexer::{Indexer, Notification, Watch};
+use ganglion_testnet::devnet::{self, DevnetConfig, DevnetHandle};
+use ganglion_testnet::genesis::Genesis;
+use pallas_traverse::{Era, MultiEraOutput};
+
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// The same key as the devnet's `DevKey::from_seed(seed)`.
+pub fn dev_party(env: &Env, seed: u32) -> Party {
+    let mut material = b"ganglion-devnet-key".to_vec();
+    material.extend_from_slice(&seed.to_be_bytes());
+    let bytes: [u8; 32] = *pallas_crypto::hash::Hasher::<256>::hash(&material);
+    let key = SigningKey::from_bytes(&bytes);
+    let hash = ganglion_contracts::blueprint::key_hash(&key.verifying_key().to_bytes());
+    Party {
+        address: ganglion_contracts::blueprint::key_address(env.network, &hash),
+        key,
+        hash,
+    }
+}
+
+pub struct Chain {
+    pub handle: DevnetHandle,
+    pub env: Env,
+    pub genesis: Genesis,
+}
+
+impl Chain {
+    pub fn utxos(&self, address: &[u8]) -> Vec<Utxo> {
+        self.handle
+            .chain()
+            .utxos_at(address)
+            .expect("utxos")
+            .into_iter()
+            .map(|(r, bytes)| Utxo {
+                reference: TxoRef {
+                    tx_hash: *r.tx_id,
+                    index: r.index,
+                },
+                output: Output::from_chain(
+                    &MultiEraOutput::decode(Era::Conway, &bytes).expect("output decodes"),
+                ),
+            })
+            .collect()
+    }
+
+    pub fn slot(&self) -> u64 {
+        self.handle.chain().next_block_slot()
+    }
+
+    /// Balances `draft` from `payer`, signs, submits and forges a block with it.
+    pub async fn run(&self, draft: Draft, payer: &Party, extra: &[&SigningKey]) -> Balanced {
+        let utxos = self.utxos(&payer.address);
+        let wallet = ganglion_contracts::tx::Wallet {
+            utxos: &utxos,
+            key_hash: payer.hash,
+            change_address: payer.address.clone(),
+        };
+        let b = balance(draft, &wallet, &self.env).expect("balances");
+        let mut keys = vec![&payer.key];
+        keys.extend_from_slice(extra);
+        let signed = sign(&b, &keys).expect("signs");
+        self.handle
+            .submit(signed)
+            .await
+            .expect("the devnet's ledger accepts it");
+        self.handle
+            .forge_now()
+            .await
+            .expect("forges")
+            .expect("a block");
+        b
+    }
+}
+
+/// Waits until `ix` has applied the devnet's tip.
+pub async fn caught_up<S: Kv>(
+    rx: &std::sync::mpsc::Receiver<Notification>,
+    chain: &Chain,
+    ix: &Indexer<S>,
+) {
+    let want = chain.handle.tip().map(|t| *t.hash);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while ix.tip().expect("tip").map(|t| t.hash) != want {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "indexer did not catch up within {WAIT:?}"
+        );
+        // Drain notifications as they arrive instead of sleeping for a fixed time.
+        let _ = tokio::task::block_in_place(|| rx.recv_timeout(Duration::from_millis(200)));
+    }
+}
+
+impl Chain {
+    /// A devnet in `dir` that forges only when asked.
+    pub async fn start(dir: &std::path::Path) -> Self {
+        let genesis = Genesis::devnet().expect("genesis");
+        let mut config = DevnetConfig::new(genesis.clone(), dir.join("devnet"));
+        config.auto_forge = false;
+        let handle = devnet::start(config).await.expect("devnet starts");
+        let env = Env {
+            params: ProtocolParams::mainnet().expect("params"),
+            slot_config: SlotConfig::from(&genesis.slot_config()),
+            network: pallas_addresses::Network::Testnet,
+        };
+        Self {
+            handle,
+            env,
+            genesis,
+        }
+    }
+}
+
+/// Deploys the validator (with devnet NTX parameters) as a reference script.
+pub async fn deploy(chain: &Chain) -> (Deployment, Watch) {
+    let params = Params {
+        ntx: AssetClass {
+            policy: *chain.genesis.ntx_policy_id().expect("policy"),
+            name: chain.genesis.ntx_asset_name().expect("name"),
+        },
+        min_bond_per_gpu: 1_000_000,
+        unbonding_delay_ms: 60_000,
+        slash_bps: 1_000,
+    };
+    let script = Blueprint::committed()
+        .and_then(|b| b.apply(&params))
+        .expect("script");
+    let deployer = dev_party(&chain.env, 0);
+    let b = chain
+        .run(
+            build::deploy(&chain.env, &script).expect("deploy"),
+            &deployer,
+            &[],
+        )
+        .await;
+    let reference = chain
+        .utxos(&script.address(chain.env.network))
+        .into_iter()
+        .find(|u| u.reference.tx_hash == b.hash)
+        .expect("reference script output");
+    let watch = Watch {
+        script_hash: script.hash,
+        params: params.clone(),
+    };
+    (
+        Deployment {
+            params,
+            script,
+            reference,
+        },
+        watch,
+    )
+}
