@@ -246,3 +246,112 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
     sync2.await.expect("join").expect("sync ends cleanly");
     chain.handle.shutdown().await;
 }
+
+/// Random rollbacks of depth 1–10 injected by the devnet during a scripted run of bonds and
+/// jobs: the follower that lived through them equals a fresh replay of the final chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_devnet_rollbacks_leave_the_same_state_as_a_fresh_replay() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let chain = Chain::start(dir.path()).await;
+    let (dep, watch) = deploy(&chain).await;
+    let live = Arc::new(Indexer::new(MemoryKv::new(), watch.clone(), 10));
+    let live_rx = live.subscribe();
+    let cancel = CancellationToken::new();
+    let n2n = Source::N2n {
+        addr: chain.handle.n2n_addr().to_string(),
+        magic: chain.handle.magic(),
+    };
+    let sync = tokio::spawn(run(live.clone(), SyncConfig::new(n2n), cancel.clone()));
+
+    let mut rng: u64 = std::env::var("GANGLION_ROLLBACK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| u64::from(std::process::id()));
+    eprintln!("rollback test seed: {rng} (set GANGLION_ROLLBACK_SEED to replay)");
+    let mut next = || {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        rng >> 33
+    };
+    let orch = dev_party(&chain.env, 2);
+    let mut rollbacks = 0;
+    for step in 0..24u32 {
+        // Alternate bonds (providers 1 and 3, re-posted after a rollback undid them) and locks.
+        let provider = dev_party(&chain.env, 1 + 2 * (step % 2));
+        let bonded = chain
+            .utxos(&dep.address(&chain.env))
+            .iter()
+            .any(|u| u.output.value.quantity(&dep.script.hash, &provider.hash) == 1);
+        if step % 3 == 0 && !bonded {
+            let req = BondRequest {
+                provider: provider.hash,
+                attest_key: [9; 32],
+                peer_id: vec![step as u8],
+                gpus: 1,
+                stake: 1_000_000,
+            };
+            chain
+                .run(
+                    build::post_bond(&dep, &chain.env, &req).expect("bond"),
+                    &provider,
+                    &[],
+                )
+                .await;
+        } else {
+            let seed = chain
+                .utxos(&orch.address)
+                .into_iter()
+                .max_by_key(|u| u.output.value.lovelace)
+                .expect("funds");
+            let slot = chain.slot();
+            let req = LockRequest {
+                orchestrator: orch.hash,
+                spec: vec![1, 85],
+                gpus: 1,
+                max_rate: 1,
+                budget: 1,
+                deadline_ms: ganglion_contracts::time::slot_to_posix_ms(
+                    &chain.env.slot_config,
+                    slot + 3600,
+                ),
+                seed,
+                valid_until_slot: slot + 300,
+            };
+            let (draft, _) = build::lock(&dep, &chain.env, &req).expect("lock");
+            chain.run(draft, &orch, &[]).await;
+        }
+        if next() % 3 == 0 {
+            let height = chain.handle.tip().map_or(0, |t| t.number);
+            // Keep the deploy block (height 1): the deployment must survive.
+            let depth = (1 + next() % 10).min(height.saturating_sub(1));
+            if depth > 0 {
+                chain.handle.rollback(depth).await.expect("rollback");
+                rollbacks += 1;
+                // Forge whatever the mempool kept, so the chain moves on from the fork point.
+                let _ = chain.handle.forge_now().await;
+            }
+        }
+        caught_up(&live_rx, &chain, &live).await;
+    }
+    eprintln!("{rollbacks} rollbacks injected");
+
+    let fresh = Arc::new(Indexer::new(MemoryKv::new(), watch, 10));
+    let fresh_rx = fresh.subscribe();
+    let n2c = Source::N2cTcp {
+        addr: chain.handle.n2c_tcp_addr().expect("n2c").to_string(),
+        magic: chain.handle.magic(),
+    };
+    let sync2 = tokio::spawn(run(fresh.clone(), SyncConfig::new(n2c), cancel.clone()));
+    caught_up(&fresh_rx, &chain, &fresh).await;
+    assert!(!fresh.events(0, u64::MAX).expect("events").is_empty());
+    assert_eq!(
+        live.kv().scan_prefix(b"").expect("dump"),
+        fresh.kv().scan_prefix(b"").expect("dump"),
+        "state after random rollbacks equals a fresh replay"
+    );
+    cancel.cancel();
+    sync.await.expect("join").expect("sync");
+    sync2.await.expect("join").expect("sync");
+    chain.handle.shutdown().await;
+}
