@@ -5,14 +5,17 @@
 //! survives rollbacks (undo records for the last k blocks) and crashes (one atomic batch per
 //! block, a durable cursor); answers the node, the RPC and auditors.
 //!
-//! Feed it blocks with [`Indexer::apply_block`] and rollbacks with
-//! [`Indexer::roll_back_to`] (a chain follower over pallas-network arrives with the rest of
-//! issue 4), then query it.
+//! [`sync::run`] follows a node or relay ([`follow::Source`]: N2N, N2C socket, N2C TCP) into
+//! an [`Indexer`], which can also be fed directly with [`Indexer::apply_block`] and
+//! [`Indexer::roll_back_to`]; then query it. The `ganglion-indexer` binary does the former
+//! into a sled store.
 //!
 //! Modules:
 //! - [`event`]: the events and where they happened.
 //! - [`watch`]: which deployment (script hash, parameters) to look for.
 //! - [`extract`]: transaction → effects and events, pure; authentic UTxOs only.
+//! - [`follow`]: chainsync (+ blockfetch) clients as a stream of roll-forward/backward.
+//! - [`sync`]: the follow loop: intersect, apply, reconnect with backoff.
 //! - [`store`]: the ordered key space ([`store::MemoryKv`] spec, [`store::SledKv`] on disk).
 //! - [`apply`]: the only writer: apply a block, undo to a point, notify subscribers.
 //! - [`view`]: a job's read model with its history.
