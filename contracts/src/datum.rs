@@ -304,4 +304,93 @@ mod tests {
             .to_string();
         assert!(err.contains("GanglionDatum"), "{err}");
     }
+
+    mod properties {
+        use super::*;
+        use crate::data::{from_cbor, to_cbor};
+        use proptest::prelude::*;
+
+        fn assignment() -> impl Strategy<Value = Assignment> {
+            (
+                any::<[u8; 28]>(),
+                any::<[u8; 32]>(),
+                any::<u64>(),
+                any::<u64>(),
+            )
+                .prop_map(|(provider, attest_key, gpus, rate)| Assignment {
+                    provider,
+                    attest_key,
+                    gpus,
+                    rate,
+                })
+        }
+
+        fn datum() -> impl Strategy<Value = GanglionDatum> {
+            let state = prop_oneof![
+                Just(JobState::Open),
+                (prop::collection::vec(assignment(), 0..9), any::<u64>()).prop_map(
+                    |(assignments, started_at_ms)| JobState::Assigned {
+                        assignments,
+                        started_at_ms,
+                    }
+                ),
+            ];
+            let escrow = (
+                any::<[u8; 32]>(),
+                any::<[u8; 28]>(),
+                prop::collection::vec(any::<u8>(), 0..100),
+                any::<(u64, u64, u64, u64)>(),
+                state,
+            )
+                .prop_map(
+                    |(id, orchestrator, spec, (gpus, max_rate, budget, deadline_ms), state)| {
+                        GanglionDatum::Escrow(EscrowDatum {
+                            job_id: JobId(id),
+                            orchestrator,
+                            spec,
+                            gpus,
+                            max_rate,
+                            budget,
+                            deadline_ms,
+                            state,
+                        })
+                    },
+                );
+            let bond = (
+                any::<[u8; 28]>(),
+                any::<[u8; 32]>(),
+                prop::collection::vec(any::<u8>(), 0..80),
+                any::<u64>(),
+                any::<Option<u64>>(),
+            )
+                .prop_map(
+                    |(provider, attest_key, peer_id, gpus, unbonding_since_ms)| {
+                        GanglionDatum::Bond(BondDatum {
+                            provider,
+                            attest_key,
+                            peer_id,
+                            gpus,
+                            unbonding_since_ms,
+                        })
+                    },
+                );
+            prop_oneof![escrow, bond]
+        }
+
+        proptest! {
+            #[test]
+            fn any_datum_round_trips_through_cbor(d in datum()) {
+                let bytes = to_cbor(&d.to_plutus_data());
+                let back = GanglionDatum::from_plutus_data(&from_cbor("datum", &bytes).unwrap()).unwrap();
+                prop_assert_eq!(back, d);
+            }
+
+            #[test]
+            fn arbitrary_bytes_never_panic_the_decoder(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+                if let Ok(d) = from_cbor("datum", &bytes) {
+                    let _ = GanglionDatum::from_plutus_data(&d);
+                }
+            }
+        }
+    }
 }

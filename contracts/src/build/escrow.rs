@@ -218,6 +218,16 @@ fn payouts(
     Ok((outs, paid))
 }
 
+/// NTX left in the escrow after paying `paid`.
+fn unpaid(dep: &Deployment, escrow: &Utxo, paid: u64) -> Result<u64> {
+    let held = escrow.output.value.quantity_of(&dep.params.ntx);
+    held.checked_sub(paid).ok_or_else(|| {
+        Error::InvalidRequest(format!(
+            "attestations claim {paid} NTX, the escrow holds {held}"
+        ))
+    })
+}
+
 /// NTX base units earned: `gpu_seconds × rate / 3600`, rounded down as on-chain.
 pub fn pay_for(gpu_seconds: u64, rate: u64) -> u64 {
     (u128::from(gpu_seconds) * u128::from(rate) / 3600) as u64
@@ -242,12 +252,7 @@ pub fn settle(dep: &Deployment, env: &Env, req: &SettleRequest) -> Result<Draft>
     let e = escrow_datum(dep, env, &req.escrow)?;
     let (assignments, _) = assigned(&e)?;
     let (outs, paid) = payouts(dep, env, &e, assignments, &req.attestations)?;
-    let held = req.escrow.output.value.quantity_of(&dep.params.ntx);
-    let rest = held.checked_sub(paid).ok_or_else(|| {
-        Error::InvalidRequest(format!(
-            "attestations claim {paid} NTX, the escrow holds {held}"
-        ))
-    })?;
+    let rest = unpaid(dep, &req.escrow, paid)?;
     let mut d = Draft::default();
     d.spend_script(
         req.escrow.clone(),
@@ -364,12 +369,7 @@ pub fn expire(dep: &Deployment, env: &Env, req: &ExpireRequest) -> Result<Draft>
             SpendRedeemer::Slash { job_id: e.job_id }.to_plutus_data(),
         );
     }
-    let held = req.escrow.output.value.quantity_of(&dep.params.ntx);
-    let rest = held.checked_sub(paid).ok_or_else(|| {
-        Error::InvalidRequest(format!(
-            "attestations claim {paid} NTX, the escrow holds {held}"
-        ))
-    })?;
+    let rest = unpaid(dep, &req.escrow, paid)?;
     for o in outs {
         d.pay(o);
     }

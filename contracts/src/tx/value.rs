@@ -171,3 +171,25 @@ impl Output {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::{bytes, int, list};
+
+    #[test]
+    fn outputs_read_back_from_chain_bytes_are_equal() {
+        let o = Output {
+            address: vec![0x70; 29],
+            value: Value::lovelace(2_000_000)
+                .with([1; 28], b"NTX", 5)
+                .with([2; 28], &[9; 32], 1),
+            datum: Some(list(vec![int(7), bytes(vec![1, 2])])),
+            script_ref: Some(vec![0x46, 1, 2, 3, 4, 5, 6]),
+        };
+        let cbor = crate::tx::encode_output(&o).unwrap();
+        let chain =
+            pallas_traverse::MultiEraOutput::decode(pallas_traverse::Era::Conway, &cbor).unwrap();
+        assert_eq!(Output::from_chain(&chain), o);
+    }
+}

@@ -512,9 +512,8 @@ fn slash_alongside_a_settle() {
     });
 }
 
-#[test]
-fn lock_with_a_budget_that_is_not_in_the_escrow() {
-    let h = Harness::new(1);
+/// A valid lock of 10 NTX for 2 GPUs, not yet balanced.
+fn lock_draft(h: &Harness) -> (Draft, ganglion_contracts::datum::JobId) {
     let seed = h
         .world
         .at(&h.orch.address)
@@ -531,7 +530,13 @@ fn lock_with_a_budget_that_is_not_in_the_escrow() {
         seed,
         valid_until_slot: h.world.slot + 100,
     };
-    let (draft, _) = build::lock(&h.dep, h.env(), &req).expect("draft");
+    build::lock(&h.dep, h.env(), &req).expect("draft")
+}
+
+#[test]
+fn lock_with_a_budget_that_is_not_in_the_escrow() {
+    let h = Harness::new(1);
+    let (draft, _) = lock_draft(&h);
     let ntx = h.dep.params.ntx.clone();
     passes_then_rejected(&h, &h.orch, draft, |d| {
         ntx_delta(&mut d.outputs[0], &ntx, -1)
@@ -541,23 +546,7 @@ fn lock_with_a_budget_that_is_not_in_the_escrow() {
 #[test]
 fn lock_minting_two_thread_tokens() {
     let h = Harness::new(1);
-    let seed = h
-        .world
-        .at(&h.orch.address)
-        .into_iter()
-        .next()
-        .expect("funds");
-    let req = build::LockRequest {
-        orchestrator: h.orch.hash,
-        spec: vec![1, 2, 3],
-        gpus: 2,
-        max_rate: NTX,
-        budget: 10 * NTX,
-        deadline_ms: h.world.now_ms() + 3_600_000,
-        seed,
-        valid_until_slot: h.world.slot + 100,
-    };
-    let (draft, id) = build::lock(&h.dep, h.env(), &req).expect("draft");
+    let (draft, id) = lock_draft(&h);
     let policy = h.dep.script.hash;
     passes_then_rejected(&h, &h.orch, draft, |d| {
         *d.mint
