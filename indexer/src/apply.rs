@@ -57,6 +57,11 @@ pub enum Notification {
         /// The new tip.
         to: Option<Point>,
     },
+    /// A follower connected and found where to continue: slot and hash (`None` = origin).
+    Intersected {
+        /// The intersection point.
+        at: Option<(u64, [u8; 32])>,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -213,7 +218,7 @@ impl<S: Kv> Indexer<S> {
         rx
     }
 
-    fn notify(&self, n: Notification) {
+    pub(crate) fn notify(&self, n: Notification) {
         let mut subs = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
         subs.retain(|s| match s.try_send(n.clone()) {
             Ok(()) => true,

@@ -10,11 +10,26 @@ use crate::error::Result;
 use crate::follow::{ChainEvent, FollowError, Follower, Source};
 use crate::store::Kv;
 
+/// Where a fresh indexer (no cursor yet) starts; one with a cursor always resumes from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Start {
+    /// From the first block (everything the deployment ever did).
+    #[default]
+    Origin,
+    /// From the peer's tip at the time of connecting (only what happens from now on).
+    Tip,
+    /// From the block after this point: slot and header hash, e.g. the block before the
+    /// deployment's first transaction.
+    Point(u64, [u8; 32]),
+}
+
 /// How to follow.
 #[derive(Debug, Clone)]
 pub struct SyncConfig {
     /// The chain source.
     pub source: Source,
+    /// Where to start when the store is empty.
+    pub start: Start,
     /// First reconnect delay; doubles up to `backoff_max`.
     pub backoff_min: Duration,
     /// Longest reconnect delay.
@@ -26,6 +41,7 @@ impl SyncConfig {
     pub fn new(source: Source) -> Self {
         Self {
             source,
+            start: Start::Origin,
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(10),
         }
@@ -50,11 +66,14 @@ pub async fn run<S: Kv>(
     loop {
         let outcome = tokio::select! {
             () = cancel.cancelled() => return Ok(()),
-            r = session(&indexer, &config.source) => r,
+            r = session(&indexer, &config.source, config.start) => r,
         };
         match outcome {
             Ok(()) => return Ok(()),
-            Err(SessionError::Store(e)) => return Err(e),
+            Err(SessionError::Store(e)) => {
+                tracing::error!(error = %e, "indexer store failed; sync stops");
+                return Err(e);
+            }
             Err(SessionError::Follow(e, progressed)) => {
                 if progressed {
                     delay = config.backoff_min;
@@ -79,6 +98,7 @@ enum SessionError {
 async fn session<S: Kv>(
     indexer: &Indexer<S>,
     source: &Source,
+    start: Start,
 ) -> std::result::Result<(), SessionError> {
     let mut follower = Follower::connect(source)
         .await
@@ -89,14 +109,22 @@ async fn session<S: Kv>(
         .into_iter()
         .map(|p| Some((p.slot, p.hash)))
         .collect();
-    let from = follower
-        .intersect(&known)
-        .await
-        .map_err(|e| SessionError::Follow(e, false))?;
-    if from.is_some() {
+    let from = if known.is_empty() {
+        match start {
+            Start::Origin => follower.intersect(&[]).await,
+            Start::Point(slot, hash) => follower.intersect(&[Some((slot, hash))]).await,
+            Start::Tip => follower.intersect_tip().await,
+        }
+    } else {
+        follower.intersect(&known).await
+    }
+    .map_err(|e| SessionError::Follow(e, false))?;
+    if !known.is_empty() {
+        // The peer may have switched forks while we were away: undo what it no longer has.
         indexer.roll_back_to(from).map_err(SessionError::Store)?;
     }
     tracing::info!(from = ?from.map(|p| p.0), "following the chain");
+    indexer.notify(crate::apply::Notification::Intersected { at: from });
     let mut progressed = false;
     loop {
         match follower
@@ -124,6 +152,9 @@ async fn session<S: Kv>(
                 }
                 Err(e) => return Err(SessionError::Store(e)),
             },
+            // A fresh indexer started at a point: the peer first rolls back to it.
+            ChainEvent::RollBackward(point)
+                if point == from && indexer.tip().map_err(SessionError::Store)?.is_none() => {}
             ChainEvent::RollBackward(point) => match indexer.roll_back_to(point) {
                 Ok(_) => progressed = true,
                 Err(

@@ -7,8 +7,8 @@
 //!
 //! `watch.json` names the deployment: `{"script_hash": "<hex>", "params": {"ntx": {"policy":
 //! "<hex>", "name": "<hex>"}, "min_bond_per_gpu": 100000000, "unbonding_delay_ms": 604800000,
-//! "slash_bps": 2000}}`. Each applied block prints `applied <height> <slot> <events>` and each
-//! rollback `rolled-back <height>` on stdout.
+//! "slash_bps": 2000}}`. Each applied block prints `applied <height> <slot> <events>`, each
+//! rollback `rolled-back <height>` and each (re)connection `following-from <slot>` on stdout.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use anyhow::Context;
 use clap::Parser;
 use ganglion_indexer::follow::Source;
 use ganglion_indexer::store::SledKv;
-use ganglion_indexer::sync::{SyncConfig, run};
+use ganglion_indexer::sync::{Start, SyncConfig, run};
 use ganglion_indexer::{Indexer, Notification, Watch};
 use tokio_util::sync::CancellationToken;
 
@@ -43,9 +43,30 @@ struct Args {
     /// Network magic (mainnet 764824073, preprod 1, preview 2, devnet 42).
     #[arg(long)]
     magic: u64,
+    /// Where an empty database starts: `origin`, `tip`, or `SLOT.HASH` (hex header hash).
+    #[arg(long, default_value = "origin", value_parser = parse_start)]
+    start: Start,
     /// Undo window in blocks (the chain's security parameter k).
     #[arg(long, default_value_t = 2160)]
     k: u64,
+}
+
+fn parse_start(s: &str) -> Result<Start, String> {
+    match s {
+        "origin" => Ok(Start::Origin),
+        "tip" => Ok(Start::Tip),
+        point => {
+            let (slot, hash) = point
+                .split_once('.')
+                .ok_or("expected origin, tip or SLOT.HASH")?;
+            let slot = slot.parse().map_err(|e| format!("slot: {e}"))?;
+            let hash: [u8; 32] = hex::decode(hash)
+                .map_err(|e| format!("hash: {e}"))?
+                .try_into()
+                .map_err(|_| "hash: expected 32 bytes")?;
+            Ok(Start::Point(slot, hash))
+        }
+    }
 }
 
 #[tokio::main]
@@ -90,6 +111,9 @@ async fn main() -> anyhow::Result<()> {
                 Notification::RolledBack { to } => {
                     format!("rolled-back {}", to.map_or(0, |p| p.height))
                 }
+                Notification::Intersected { at } => {
+                    format!("following-from {}", at.map_or(0, |p| p.0))
+                }
             };
             if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
                 break;
@@ -102,7 +126,9 @@ async fn main() -> anyhow::Result<()> {
         let _ = tokio::signal::ctrl_c().await;
         stop.cancel();
     });
-    run(indexer.clone(), SyncConfig::new(source), cancel).await?;
+    let mut config = SyncConfig::new(source);
+    config.start = args.start;
+    run(indexer.clone(), config, cancel).await?;
     indexer.flush()?;
     Ok(())
 }

@@ -143,6 +143,22 @@ impl Follower {
         }
     }
 
+    /// Intersects at the peer's current tip and returns it.
+    ///
+    /// # Errors
+    /// [`FollowError::Protocol`].
+    pub async fn intersect_tip(&mut self) -> Result<Option<(u64, [u8; 32])>, FollowError> {
+        let p = match self {
+            Self::N2n(f) => f.chainsync().intersect_tip().await,
+            Self::N2c(f) => f.chainsync().intersect_tip().await,
+        }
+        .map_err(|e| FollowError::Protocol {
+            protocol: "chainsync",
+            reason: e.to_string(),
+        })?;
+        Ok(from_wire(&p))
+    }
+
     /// The next event, waiting at the tip for a new block. Not cancel-safe: dropping the
     /// future mid-message leaves the connection unusable (reconnect).
     ///

@@ -355,3 +355,119 @@ async fn random_devnet_rollbacks_leave_the_same_state_as_a_fresh_replay() {
     sync2.await.expect("join").expect("sync");
     chain.handle.shutdown().await;
 }
+
+/// A fresh indexer can start at the tip or at a given point instead of origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_indexer_starts_at_the_tip_or_a_point() {
+    use ganglion_indexer::sync::Start;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let chain = Chain::start(dir.path()).await;
+    let (dep, watch) = deploy(&chain).await;
+    let provider = dev_party(&chain.env, 1);
+    let bond = BondRequest {
+        provider: provider.hash,
+        attest_key: [9; 32],
+        peer_id: vec![1],
+        gpus: 1,
+        stake: 1_000_000,
+    };
+    chain
+        .run(
+            build::post_bond(&dep, &chain.env, &bond).expect("bond"),
+            &provider,
+            &[],
+        )
+        .await;
+    let deploy_block = chain
+        .handle
+        .chain()
+        .store()
+        .block(1)
+        .expect("store")
+        .expect("block 1");
+    let at_bond = chain.handle.tip().expect("tip");
+    let cancel = CancellationToken::new();
+    let source = Source::N2n {
+        addr: chain.handle.n2n_addr().to_string(),
+        magic: chain.handle.magic(),
+    };
+    let mut started = Vec::new();
+    for start in [
+        Start::Tip,
+        Start::Point(deploy_block.at.slot, *deploy_block.at.hash),
+    ] {
+        let ix = Arc::new(Indexer::new(MemoryKv::new(), watch.clone(), 10));
+        let rx = ix.subscribe();
+        let mut config = SyncConfig::new(source.clone());
+        config.start = start;
+        let task = tokio::spawn(run(ix.clone(), config, cancel.clone()));
+        started.push((ix, rx, task));
+    }
+    // Both followers have found their start before the next block.
+    for (ix, rx, _) in &started {
+        let deadline = std::time::Instant::now() + crate::devnet::WAIT;
+        loop {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "follower never intersected"
+            );
+            let n = tokio::task::block_in_place(|| {
+                rx.recv_timeout(std::time::Duration::from_millis(200))
+            });
+            if matches!(n, Ok(ganglion_indexer::Notification::Intersected { .. })) {
+                break;
+            }
+        }
+        let _ = ix;
+    }
+    // One more block (a lock) after both started.
+    let orch = dev_party(&chain.env, 2);
+    let seed = chain
+        .utxos(&orch.address)
+        .into_iter()
+        .next()
+        .expect("funds");
+    let slot = chain.slot();
+    let req = LockRequest {
+        orchestrator: orch.hash,
+        spec: vec![1],
+        gpus: 1,
+        max_rate: 1,
+        budget: 1,
+        deadline_ms: ganglion_contracts::time::slot_to_posix_ms(
+            &chain.env.slot_config,
+            slot + 3600,
+        ),
+        seed,
+        valid_until_slot: slot + 300,
+    };
+    let (draft, _) = build::lock(&dep, &chain.env, &req).expect("lock");
+    chain.run(draft, &orch, &[]).await;
+    for (i, (ix, rx, _)) in started.iter().enumerate() {
+        caught_up(rx, &chain, ix).await;
+        let events: Vec<Event> = ix
+            .events(0, u64::MAX)
+            .expect("events")
+            .into_iter()
+            .map(|r| r.event)
+            .collect();
+        let bonded = events.iter().any(|e| matches!(e, Event::BondPosted { .. }));
+        let locked = events.iter().any(|e| matches!(e, Event::JobLocked { .. }));
+        assert!(
+            locked,
+            "start {i}: the lock after the start point is indexed"
+        );
+        // From the tip (the bond's block): the bond is history. From the deploy block: it is seen.
+        assert_eq!(
+            bonded,
+            i == 1,
+            "start {i}: bond seen only when starting before it (tip was {})",
+            at_bond.number
+        );
+    }
+    cancel.cancel();
+    for (_, _, task) in started {
+        task.await.expect("join").expect("sync");
+    }
+    chain.handle.shutdown().await;
+}

@@ -266,6 +266,7 @@ fn subscribers_hear_every_block_in_order() {
             ganglion_indexer::Notification::RolledBack { to } => {
                 format!("-{}", to.map(|p| p.height).unwrap_or(0))
             }
+            ganglion_indexer::Notification::Intersected { .. } => "follow".to_string(),
         })
         .collect();
     assert_eq!(heights, ["+1", "+2", "+3", "-2", "-1", "-0"]);
