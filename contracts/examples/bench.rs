@@ -25,6 +25,25 @@ fn row(rows: &mut Vec<Row>, action: impl Into<String>, balanced: Balanced) -> u6
     fee
 }
 
+/// Mean time to run every script of a balanced transaction in uplc (phase 2), the bulk of
+/// what a node spends validating it.
+fn eval_time(h: &Harness, b: &Balanced) -> std::time::Duration {
+    let signed = ganglion_contracts::tx::sign(b, &[&h.orch.key]).expect("sign");
+    let resolved = b.resolved();
+    let rounds = 50u32;
+    let start = std::time::Instant::now();
+    for _ in 0..rounds {
+        ganglion_contracts::eval::evaluate(
+            &signed,
+            &resolved,
+            &h.env().params,
+            &h.env().slot_config,
+        )
+        .expect("evaluates");
+    }
+    start.elapsed() / rounds
+}
+
 fn lifecycle(rows: &mut Vec<Row>, n: usize) -> (u64, Balanced) {
     let mut h = Harness::new(n);
     let bonds = h.post_bonds();
@@ -39,7 +58,14 @@ fn lifecycle(rows: &mut Vec<Row>, n: usize) -> (u64, Balanced) {
     let draft =
         build::settle(&h.dep, h.env(), &h.settle_request(&job, 3600)).expect("settle draft");
     let orch = h.orch.clone();
-    let settle = h.run(draft, &orch, &[]).expect("settle");
+    let settle = h.balance(draft, &orch).expect("settle balances");
+    println!(
+        "phase-2 evaluation of settle with {n} providers: {:.2} ms (one slot = 1000 ms)",
+        eval_time(&h, &settle).as_secs_f64() * 1e3
+    );
+    h.world
+        .sign_and_submit(&settle, &[&orch.key])
+        .expect("settle applies");
     total += row(rows, format!("settle, {n} providers"), settle.clone());
     (total, settle)
 }
