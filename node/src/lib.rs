@@ -1,5 +1,18 @@
 //! The Ganglion node: daemon and CLI.
 //!
-//! The subsystems (config, wallet, p2p, GPU inventory, market, dispatch, overlay, job state
-//! machines, settlement, RPC) arrive with issues 6–11; see `DESIGN.md` §2 and `STYLE.md` §2
-//! for the module layout they will follow. Nothing here claims to work yet.
+//! This crate grows issue by issue (DESIGN §2, STYLE §2). What exists now:
+//!
+//! - [`market`]: the ensemble spec (strict YAML/JSON, `docs/ensemble-spec.md`), the market
+//!   snapshot and the pure, deterministic gang matcher.
+//! - [`gpu`]: GPU inventory (NVIDIA via NVML, AMD via sysfs/KFD, declared from config), the CPU
+//!   benchmark and unified score, and the Docker GPU-support probe.
+//! - [`config`]: the node's TOML configuration (only the sections above exist so far).
+//!
+//! Wallet, p2p, dispatch, overlay, job state machines, settlement and RPC arrive with
+//! issues 7–11.
+
+pub mod config;
+pub mod gpu;
+pub mod market;
+/// Peer to peer: one libp2p swarm, signed offers, accept/cluster/attest exchange, RTT matrix.
+pub mod p2p;

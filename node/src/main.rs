@@ -1,22 +1,27 @@
-//! `ganglion`: the node's command line.
+//! `ganglion`: the node's command line. Parsing only; each subcommand lives in `cli/`.
 //!
-//! Only `--help` and `--version` exist so far; every subcommand of `DESIGN.md` §8 arrives
-//! with the issue that builds it, and `ganglion devnet demo` with issue 11.
+//! Subcommands of `DESIGN.md` §8 arrive with the issue that builds them.
 
-use clap::Parser;
+mod cli;
+
+use clap::{Parser, Subcommand};
 
 /// Ganglion: a decentralized GPU-cluster marketplace settled on Cardano.
 #[derive(Debug, Parser)]
-#[command(
-    name = "ganglion",
-    version,
-    about,
-    after_help = "No subcommands are available yet: they arrive with issues 6-11 (see README.md)."
-)]
-struct Cli {}
+#[command(name = "ganglion", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() {
-    let Cli {} = Cli::parse();
-    eprintln!("ganglion: no subcommands yet; see `ganglion --help` and README.md");
-    std::process::exit(2);
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show this machine's GPUs (detected and declared).
+    Gpus(cli::gpus::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Gpus(args) => cli::gpus::run(args),
+    }
 }

@@ -129,7 +129,7 @@ where
 }
 
 fn varint_len(n: u64) -> u64 {
-    (u64::from(64 - n.max(1).leading_zeros()) + 6) / 7
+    u64::from(64 - n.max(1).leading_zeros()).div_ceil(7)
 }
 
 #[cfg(test)]

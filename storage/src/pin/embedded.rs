@@ -55,6 +55,30 @@ impl<S: Blockstore + 'static> Embedded<S> {
     }
 }
 
+impl<S: Blockstore + 'static> Embedded<S> {
+    /// Imports the directory at `path` (`ipfs add -r`) and pins its root recursively.
+    ///
+    /// # Errors
+    /// Import or store failures.
+    pub async fn add_dir(&self, path: &Path, options: &ImportOptions) -> Result<Added, Error> {
+        let _shared = self.gc_lock.read().await;
+        let store = Arc::clone(&self.store);
+        let path: PathBuf = path.to_owned();
+        let options = options.clone();
+        tokio::task::spawn_blocking(move || {
+            let imported = unixfs::import_dir(&path, &options, &*store)?;
+            blockstore::pin_recursive(&*store, &imported.root)?;
+            store.flush()?;
+            Ok(Added {
+                root: imported.root,
+                content_bytes: imported.content_bytes,
+                cumulative_size: imported.cumulative_size,
+            })
+        })
+        .await?
+    }
+}
+
 impl<S: Blockstore + 'static> Pinner for Embedded<S> {
     async fn add_file(&self, path: &Path, options: &ImportOptions) -> Result<Added, Error> {
         let _shared = self.gc_lock.read().await;

@@ -87,14 +87,15 @@ impl Kubo {
     /// Default limit on `pin add` (ms): long enough for a local DAG, short for a missing one.
     pub const DEFAULT_PIN_TIMEOUT: Duration = Duration::from_secs(10);
 
-    /// A client for the RPC at `endpoint`, e.g. `http://127.0.0.1:5001` (no `/api/v0`).
+    /// A client for the RPC at `endpoint`, e.g. `http://127.0.0.1:5001` (no `/api/v0`). Nothing
+    /// is contacted yet.
     ///
     /// # Errors
-    /// [`Error::BadResponse`] is never returned here; an unparsable URL gives
-    /// [`Error::Unavailable`]-free [`Error::Rpc`]-free `Io` (`InvalidInput`).
+    /// [`Error::InvalidEndpoint`] when `endpoint` is not a URL.
     pub fn new(endpoint: &str) -> Result<Self, Error> {
-        let client = IpfsClient::from_str(endpoint).map_err(|e| {
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{endpoint}: {e}"))
+        let client = IpfsClient::from_str(endpoint).map_err(|source| Error::InvalidEndpoint {
+            endpoint: endpoint.to_owned(),
+            source: Box::new(source),
         })?;
         Ok(Self {
             client,

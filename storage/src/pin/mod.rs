@@ -33,6 +33,15 @@ pub enum Error {
     /// Unpinning a CID that is not pinned.
     #[error("{0} is not pinned")]
     NotPinned(Cid),
+    /// The configured Kubo RPC address is not a URL.
+    #[error("invalid Kubo RPC endpoint {endpoint:?}: {source}")]
+    InvalidEndpoint {
+        /// What was configured.
+        endpoint: String,
+        /// The URI parser's complaint.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The Kubo daemon cannot be reached (down, wrong address). Retryable.
     #[error("Kubo RPC at {endpoint} is unreachable: {source}")]
     Unavailable {

@@ -80,7 +80,10 @@ async fn corrupt_car_header_is_malformed() {
 #[test]
 fn block_that_does_not_match_its_cid() {
     let cid = block::cid_v1(block::RAW, b"abc");
-    for store in [&MemoryBlockstore::new() as &dyn Blockstore] {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sled = SledBlockstore::open(dir.path()).expect("open");
+    let memory = MemoryBlockstore::new();
+    for store in [&memory as &dyn Blockstore, &sled] {
         assert!(matches!(
             store.put(&cid, b"abd"),
             Err(blockstore::Error::InvalidBlock(
@@ -275,4 +278,10 @@ async fn full_disk_scenario(db: &std::path::Path) {
     let mut out = Vec::new();
     unixfs::cat(&store, &pinned, &mut out).expect("cat");
     assert_eq!(out, Generated::new("pat251", 300_000).to_vec());
+}
+
+#[test]
+fn kubo_endpoint_that_is_not_a_url() {
+    let err = Kubo::new("not a url").expect_err("bad endpoint");
+    assert!(matches!(err, pin::Error::InvalidEndpoint { .. }), "{err}");
 }

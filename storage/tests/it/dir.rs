@@ -1,7 +1,8 @@
 //! Directory import. `kubo-cids.json` has no directory CIDs (its README: the generator knows
 //! `dir-small` but its vector is not in the file), so this checks the structure Kubo builds: a
 //! dag-pb Directory whose links are the entries in name order, each pointing at the CID the file
-//! vectors give, and `Tsize` = child's cumulative size.
+//! vectors give, and `Tsize` = child's cumulative size. Directory *CIDs* are compared with Kubo's
+//! own core in `kubo_core.rs`.
 
 use ganglion_storage::blockstore::{Blockstore, MemoryBlockstore};
 use ganglion_storage::dagpb::{self, UnixFsType};

@@ -8,12 +8,16 @@
 //!
 //! Speed: a node hash is two SHA-256 compressions (data + constant padding block) per 64 bytes, so
 //! CommP does ~4× the compressions of a plain SHA-256 over the payload. [`CommP`] therefore hashes
-//! whole subtrees of [`SEGMENT_BYTES`] on several threads (up to [`MAX_THREADS`]), buffering at most
-//! `2 × threads × SEGMENT_BYTES` of input; with one thread it buffers 127 bytes.
+//! whole subtrees of [`SEGMENT_BYTES`] level by level, four sibling pairs at a time with the x86
+//! SHA extensions where present (`sha_ni`: four hash chains overlap), and on several threads
+//! (up to [`MAX_THREADS`]); it buffers at most `2 × threads × SEGMENT_BYTES` of input plus 1 MiB of
+//! leaves per thread.
+
+#[cfg(target_arch = "x86_64")]
+mod sha_ni;
 
 use cid::Cid;
 use cid::multihash::Multihash;
-use sha2::digest::generic_array::GenericArray;
 
 /// Smallest payload with a piece commitment, in bytes (`MinPiecePayload` in go-fil-commp-hashhash:
 /// 65 bytes, so that the 128-byte minimum piece is more than half full).
@@ -158,10 +162,6 @@ impl CommP {
     /// Feeds payload bytes.
     pub fn update(&mut self, data: &[u8]) {
         self.payload_bytes += data.len() as u64;
-        if self.threads == 1 {
-            self.absorb(data);
-            return;
-        }
         if self.pending.is_empty() && data.len() >= self.batch_bytes() {
             let used = self.absorb_parallel(data);
             self.pending.extend_from_slice(&data[used..]);
@@ -192,23 +192,31 @@ impl CommP {
         let rest = &data[lead..];
         let segments = rest.len() / SEGMENT_BYTES;
         let per_thread = segments.div_ceil(self.threads).max(1);
-        let roots: Vec<Node> = std::thread::scope(|scope| {
-            let handles: Vec<_> = rest[..segments * SEGMENT_BYTES]
-                .chunks(per_thread * SEGMENT_BYTES)
-                .map(|group| {
-                    scope.spawn(move || {
-                        group
-                            .chunks_exact(SEGMENT_BYTES)
-                            .map(segment_root)
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().expect("segment hashing does not panic"))
+        let whole = &rest[..segments * SEGMENT_BYTES];
+        let roots: Vec<Node> = if self.threads == 1 {
+            whole
+                .chunks_exact(SEGMENT_BYTES)
+                .map(segment_root)
                 .collect()
-        });
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = whole
+                    .chunks(per_thread * SEGMENT_BYTES)
+                    .map(|group| {
+                        scope.spawn(move || {
+                            group
+                                .chunks_exact(SEGMENT_BYTES)
+                                .map(segment_root)
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .flat_map(|h| h.join().expect("segment hashing does not panic"))
+                    .collect()
+            })
+        };
         for root in roots {
             self.push_node(SEGMENT_LEVEL, root);
             self.blocks += per_segment;
@@ -319,13 +327,45 @@ impl std::io::Write for CommP {
     }
 }
 
-/// Root of the level-15 subtree over exactly [`SEGMENT_BYTES`] of payload.
+/// Root of the level-15 subtree over exactly [`SEGMENT_BYTES`] of payload, computed level by
+/// level (1 MiB of leaves) so that sibling pairs can be hashed several at a time.
 fn segment_root(segment: &[u8]) -> Node {
-    let mut h = CommP::with_threads(1);
+    let mut nodes: Vec<Node> = Vec::with_capacity(4 << SEGMENT_LOG2_BLOCKS);
     for block in segment.chunks_exact(127) {
-        h.push_block(block.try_into().expect("127-byte chunk"));
+        nodes.extend(fr32_expand(block.try_into().expect("127-byte chunk")));
     }
-    h.levels[SEGMENT_LEVEL - 2].expect("a full segment leaves exactly its root")
+    while nodes.len() > 1 {
+        reduce_level(&mut nodes);
+    }
+    nodes[0]
+}
+
+/// Parent hashes computed together by the SHA-extension path (independent chains in flight).
+#[cfg(target_arch = "x86_64")]
+const LANES: usize = 4;
+
+/// Replaces a level of `2n` nodes by its `n` parents, in place (parent `i` overwrites node `i`,
+/// which was already read since `i ≤ 2i`; a group of `LANES` reads nodes up to `2(i + LANES) - 1`
+/// before writing `i..i + LANES`).
+fn reduce_level(nodes: &mut Vec<Node>) {
+    let half = nodes.len() / 2;
+    let mut i = 0;
+    #[cfg(target_arch = "x86_64")]
+    if sha_ni::available() {
+        while i + LANES <= half {
+            let pairs: [[Node; 2]; LANES] =
+                std::array::from_fn(|l| [nodes[2 * (i + l)], nodes[2 * (i + l) + 1]]);
+            // SAFETY: `available()` checked that the CPU has the SHA extensions and SSE4.1.
+            let parents = unsafe { sha_ni::hash_pairs(&pairs) };
+            nodes[i..i + LANES].copy_from_slice(&parents);
+            i += LANES;
+        }
+    }
+    while i < half {
+        nodes[i] = hash_pair(&nodes[2 * i], &nodes[2 * i + 1]);
+        i += 1;
+    }
+    nodes.truncate(half);
 }
 
 /// CommP of `data` in one call.
@@ -387,13 +427,7 @@ fn hash_pair(left: &Node, right: &Node) -> Node {
     block[..32].copy_from_slice(left);
     block[32..].copy_from_slice(right);
     let mut state = SHA256_IV;
-    sha2::compress256(
-        &mut state,
-        &[
-            *GenericArray::from_slice(&block),
-            *GenericArray::from_slice(&PAD_64),
-        ],
-    );
+    sha2::compress256(&mut state, &[block.into(), PAD_64.into()]);
     let mut out = [0u8; 32];
     for (chunk, word) in out.chunks_exact_mut(4).zip(state) {
         chunk.copy_from_slice(&word.to_be_bytes());
@@ -417,6 +451,30 @@ mod tests {
             .into();
         want[31] &= 0x3f;
         assert_eq!(hash_pair(&a, &b), want);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn sha_ni_lanes_equal_scalar() {
+        if !sha_ni::available() {
+            eprintln!("*** SKIPPED: CPU lacks SHA extensions");
+            return;
+        }
+        let node = |seed: u8| -> Node {
+            std::array::from_fn(|i| seed.wrapping_mul(31).wrapping_add(i as u8 * 7))
+        };
+        for seed in 0..50u8 {
+            let pairs: [[Node; 2]; 4] = std::array::from_fn(|l| {
+                let s = seed.wrapping_add(l as u8 * 61);
+                [node(s), node(s ^ 0x55)]
+            });
+            let want = pairs.map(|[a, b]| hash_pair(&a, &b));
+            // SAFETY: checked above.
+            assert_eq!(unsafe { sha_ni::hash_pairs(&pairs) }, want);
+            let two = [pairs[0], pairs[1]];
+            // SAFETY: checked above.
+            assert_eq!(unsafe { sha_ni::hash_pairs(&two) }, [want[0], want[1]]);
+        }
     }
 
     #[test]

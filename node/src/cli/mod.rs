@@ -1,0 +1,4 @@
+//! Subcommands of the `ganglion` binary, one file each. The only place (with `main.rs`) where
+//! `anyhow` context strings are used.
+
+pub mod gpus;

@@ -1,0 +1,173 @@
+//! The node's configuration file (TOML). Only the sections that exist so far; each later
+//! subsystem adds its own section here, owned by the module that reads it (STYLE §3).
+//!
+//! ```toml
+//! network = "devnet"            # devnet | preprod | mainnet
+//!
+//! [[gpus.declared]]             # devnet/tests only: see gpu::declared
+//! name = "NVIDIA A100-SXM4-80GB"
+//! vendor = "nvidia"
+//! vram_gib = 80
+//! compute_capability = "8.0"
+//! count = 2
+//! ```
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::gpu::declared::DeclaredGpu;
+
+/// Which chain the node is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    /// The embedded devnet (testnet crate). Declared GPUs are allowed only here.
+    #[default]
+    Devnet,
+    /// Cardano preprod.
+    Preprod,
+    /// Cardano mainnet.
+    Mainnet,
+}
+
+impl fmt::Display for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Devnet => "devnet",
+            Self::Preprod => "preprod",
+            Self::Mainnet => "mainnet",
+        })
+    }
+}
+
+/// The root of the config file.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeConfig {
+    /// The chain; default devnet.
+    pub network: Network,
+    /// `[gpus]`: inventory settings.
+    pub gpus: GpusConfig,
+}
+
+/// `[gpus]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GpusConfig {
+    /// Root of sysfs for AMD detection; default `/sys`.
+    pub sysfs_root: PathBuf,
+    /// `[[gpus.declared]]`: GPUs written by hand (devnet and tests only).
+    pub declared: Vec<DeclaredGpu>,
+}
+
+impl Default for GpusConfig {
+    fn default() -> Self {
+        Self {
+            sysfs_root: PathBuf::from("/sys"),
+            declared: Vec::new(),
+        }
+    }
+}
+
+/// Why the config could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not valid TOML for the schema (the message names the key and line).
+    #[error("{path}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: toml::de::Error,
+    },
+}
+
+impl NodeConfig {
+    /// Parses TOML text.
+    ///
+    /// # Errors
+    /// [`Error::Parse`] (with an empty path).
+    pub fn from_toml(text: &str) -> Result<Self, Error> {
+        toml::from_str(text).map_err(|source| Error::Parse {
+            path: PathBuf::new(),
+            source,
+        })
+    }
+
+    /// Loads a file.
+    ///
+    /// # Errors
+    /// [`Error::Read`] or [`Error::Parse`].
+    pub fn load(path: &Path) -> Result<Self, Error> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| Error::Parse {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu;
+
+    const DEVNET: &str = r#"
+network = "devnet"
+[[gpus.declared]]
+name = "NVIDIA A100-SXM4-80GB"
+vendor = "nvidia"
+vram_gib = 80
+compute_capability = "8.0"
+count = 2
+"#;
+
+    #[test]
+    fn declared_gpus_are_marked_and_allowed_on_devnet_only() {
+        let cfg = NodeConfig::from_toml(DEVNET).expect("valid");
+        let gpus = gpu::declared::to_gpus(&cfg.gpus.declared);
+        assert_eq!(gpus.len(), 2);
+        assert!(
+            gpus.iter()
+                .all(|g| g.is_declared() && g.vram_total_mib == 80 * 1024)
+        );
+        let inv = gpu::Inventory {
+            gpus,
+            notes: vec![],
+        };
+        assert_eq!(inv.offerable(Network::Devnet).expect("devnet").len(), 2);
+        let err = inv
+            .offerable(Network::Mainnet)
+            .expect_err("mainnet refuses");
+        assert!(err.to_string().contains("2 declared GPU(s)"), "{err}");
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_naming_it() {
+        let err = NodeConfig::from_toml("[gpus]\ndeclard = []\n").expect_err("typo");
+        assert!(err.to_string().contains("declard"), "{err}");
+    }
+
+    #[test]
+    fn bad_compute_capability_in_declared_gpu_rejected() {
+        let text = DEVNET.replace("\"8.0\"", "\"eight\"");
+        let err = NodeConfig::from_toml(&text).expect_err("bad cc");
+        assert!(err.to_string().contains("compute capability"), "{err}");
+    }
+}

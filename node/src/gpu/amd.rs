@@ -1,0 +1,262 @@
+//! AMD GPUs from sysfs and the KFD topology, without ROCm tools.
+//!
+//! Read under a sysfs root (normally `/sys`):
+//! - `class/drm/card<N>/device/vendor` = `0x1002` (AMD), `device` = PCI device id;
+//! - `class/drm/card<N>/device/mem_info_vram_total`: total VRAM in bytes (amdgpu). Not
+//!   `mem_info_vis_vram_total`, which is only the CPU-visible BAR window (often 256 MiB: the
+//!   trap that made other marketplaces report 256 MB for an 8 GB card);
+//! - `class/drm/card<N>/device/drm/renderD<M>`: the render node a container needs (with
+//!   `/dev/kfd`); `class/drm/card<N>/device/uevent`: `PCI_SLOT_NAME`;
+//! - `class/kfd/kfd/topology/nodes/<K>/properties`: `key value` lines; a GPU node has a non-zero
+//!   `gfx_target_version` (`major·10000 + minor·100 + stepping`, e.g. 90010 = gfx90a) and
+//!   `drm_render_minor` = M, which ties it to its card.
+//!
+//! Sources: Linux `Documentation/gpu/amdgpu/driver-misc.rst` (mem_info_*), the KFD topology
+//! code `drivers/gpu/drm/amd/amdkfd/kfd_topology.c` (properties names).
+
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::{Gpu, Source};
+use crate::market::spec::Vendor;
+
+/// PCI vendor id of AMD/ATI.
+pub const AMD_PCI_VENDOR: &str = "0x1002";
+
+/// Why the sysfs scan failed as a whole (per-card problems skip the card).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// `class/drm` could not be listed.
+    #[error("cannot list {path}: {source}")]
+    ListDrm {
+        /// The directory.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Scans `root/class/drm` for AMD cards. A machine without `class/drm` (a container, a VM
+/// without GPUs) has no AMD GPUs: `Ok(vec![])`.
+///
+/// # Errors
+/// [`Error::ListDrm`] if the directory exists but cannot be read.
+pub fn detect(root: &Path) -> Result<Vec<Gpu>, Error> {
+    let drm = root.join("class/drm");
+    let entries = match fs::read_dir(&drm) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(Error::ListDrm { path: drm, source }),
+    };
+    let kfd = kfd_gfx_targets(root);
+    let mut cards: Vec<(u32, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let n: u32 = name.strip_prefix("card")?.parse().ok()?; // skips card0-DP-1
+            Some((n, e.path()))
+        })
+        .collect();
+    cards.sort();
+    let mut gpus = Vec::new();
+    for (index, card) in cards {
+        let dev = card.join("device");
+        if read_trim(&dev.join("vendor")).as_deref() != Some(AMD_PCI_VENDOR) {
+            continue;
+        }
+        let Some(vram_bytes) =
+            read_trim(&dev.join("mem_info_vram_total")).and_then(|s| s.parse::<u64>().ok())
+        else {
+            continue; // not an amdgpu-driven device (e.g. radeon): no VRAM accounting
+        };
+        let device_id = read_trim(&dev.join("device")).unwrap_or_else(|| "0x0000".into());
+        let render_minor = fs::read_dir(dev.join("drm")).ok().and_then(|it| {
+            it.filter_map(Result::ok)
+                .filter_map(|e| {
+                    e.file_name()
+                        .into_string()
+                        .ok()?
+                        .strip_prefix("renderD")?
+                        .parse::<u32>()
+                        .ok()
+                })
+                .min()
+        });
+        let pci = read_trim(&dev.join("uevent")).and_then(|u| {
+            u.lines()
+                .find_map(|l| l.strip_prefix("PCI_SLOT_NAME=").map(str::to_string))
+        });
+        gpus.push(Gpu {
+            index,
+            source: Source::Sysfs,
+            vendor: Vendor::Amd,
+            name: format!("{AMD_PCI_VENDOR}:{device_id}"),
+            uuid: read_trim(&dev.join("unique_id")),
+            vram_total_mib: vram_bytes >> 20,
+            vram_free_mib: read_trim(&dev.join("mem_info_vram_used"))
+                .and_then(|s| s.parse::<u64>().ok())
+                .map(|used| vram_bytes.saturating_sub(used) >> 20),
+            compute_capability: None,
+            gfx_target: render_minor.and_then(|m| kfd.get(&m).cloned()),
+            render_node: render_minor.map(|m| format!("/dev/dri/renderD{m}")),
+            pci_bus_id: pci,
+            pcie_gen: None,
+            pcie_width: read_trim(&dev.join("current_link_width")).and_then(|s| s.parse().ok()),
+            nvlink_peers: Vec::new(),
+            mig_enabled: None,
+            utilization_pct: read_trim(&dev.join("gpu_busy_percent")).and_then(|s| s.parse().ok()),
+            temperature_c: None,
+            power_limit_mw: None,
+            processes: None,
+            driver_version: None,
+            cuda_driver_version: None,
+        });
+    }
+    Ok(gpus)
+}
+
+/// `drm_render_minor → gfx target` for every GPU node of the KFD topology.
+fn kfd_gfx_targets(root: &Path) -> HashMap<u32, String> {
+    let mut out = HashMap::new();
+    let Ok(nodes) = fs::read_dir(root.join("class/kfd/kfd/topology/nodes")) else {
+        return out;
+    };
+    for node in nodes.filter_map(Result::ok) {
+        let Ok(text) = fs::read_to_string(node.path().join("properties")) else {
+            continue;
+        };
+        let props: HashMap<&str, u64> = text
+            .lines()
+            .filter_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                Some((k, v.trim().parse().ok()?))
+            })
+            .collect();
+        let (Some(&v), Some(&minor)) = (
+            props.get("gfx_target_version"),
+            props.get("drm_render_minor"),
+        ) else {
+            continue;
+        };
+        if v == 0 {
+            continue; // a CPU node
+        }
+        if let (Some(target), Ok(minor)) = (gfx_target(v), u32::try_from(minor)) {
+            out.insert(minor, target);
+        }
+    }
+    out
+}
+
+/// `gfx_target_version` → target name: 90010 → `gfx90a`, 90402 → `gfx942`, 110000 → `gfx1100`.
+pub fn gfx_target(version: u64) -> Option<String> {
+    let (major, minor, step) = (version / 10000, version / 100 % 100, version % 100);
+    (major > 0 && minor < 16 && step < 16).then(|| format!("gfx{major}{minor:x}{step:x}"))
+}
+
+fn read_trim(path: &Path) -> Option<String> {
+    fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A test double of sysfs: the real file names and formats of an amdgpu machine with an
+    /// MI210-class card (gfx90a, 64 GiB, 256 MiB BAR window), a consumer RX 7900 XTX (gfx1100),
+    /// an Intel iGPU, a connector entry, and the KFD CPU node.
+    fn fake_sysfs() -> tempfile::TempDir {
+        let t = tempfile::tempdir().expect("tempdir");
+        let w = |rel: &str, text: &str| {
+            let p = t.path().join(rel);
+            fs::create_dir_all(p.parent().expect("has parent")).expect("mkdir");
+            fs::write(p, text).expect("write");
+        };
+        w("class/drm/card0/device/vendor", "0x1002\n");
+        w("class/drm/card0/device/device", "0x740f\n");
+        w(
+            "class/drm/card0/device/mem_info_vram_total",
+            "68702699520\n",
+        );
+        w(
+            "class/drm/card0/device/mem_info_vis_vram_total",
+            "268435456\n",
+        );
+        w("class/drm/card0/device/mem_info_vram_used", "1073741824\n");
+        w(
+            "class/drm/card0/device/uevent",
+            "DRIVER=amdgpu\nPCI_CLASS=38000\nPCI_SLOT_NAME=0000:41:00.0\n",
+        );
+        w("class/drm/card0/device/drm/renderD128/dev", "226:128\n");
+        w("class/drm/card0/device/drm/card0/dev", "226:0\n");
+        w("class/drm/card0-DP-1/status", "disconnected\n");
+        w("class/drm/card1/device/vendor", "0x8086\n");
+        w("class/drm/card1/device/device", "0x4680\n");
+        w("class/drm/card2/device/vendor", "0x1002\n");
+        w("class/drm/card2/device/device", "0x744c\n");
+        w(
+            "class/drm/card2/device/mem_info_vram_total",
+            "25753026560\n",
+        );
+        w(
+            "class/drm/card2/device/mem_info_vis_vram_total",
+            "268435456\n",
+        );
+        w("class/drm/card2/device/drm/renderD130/dev", "226:130\n");
+        w(
+            "class/kfd/kfd/topology/nodes/0/properties",
+            "cpu_cores_count 32\nsimd_count 0\ngfx_target_version 0\nvendor_id 0\ndevice_id 0\ndrm_render_minor 0\n",
+        );
+        w(
+            "class/kfd/kfd/topology/nodes/1/properties",
+            "cpu_cores_count 0\nsimd_count 416\nmem_banks_count 1\ngfx_target_version 90010\nvendor_id 4098\ndevice_id 29711\nlocation_id 16640\ndrm_render_minor 128\nnum_xcc 1\n",
+        );
+        w(
+            "class/kfd/kfd/topology/nodes/2/properties",
+            "cpu_cores_count 0\nsimd_count 192\ngfx_target_version 110000\nvendor_id 4098\ndevice_id 29772\ndrm_render_minor 130\n",
+        );
+        t
+    }
+
+    #[test]
+    fn reads_total_vram_not_the_bar_window_and_ties_kfd_to_render_node() {
+        let t = fake_sysfs();
+        let gpus = detect(t.path()).expect("scan");
+        assert_eq!(
+            gpus.len(),
+            2,
+            "Intel card and connector entry skipped: {gpus:?}"
+        );
+        let mi = &gpus[0];
+        assert_eq!(mi.index, 0);
+        assert_eq!(mi.name, "0x1002:0x740f");
+        assert_eq!(mi.vram_total_mib, 65520, "64 GiB class, not 256 MiB");
+        assert_eq!(mi.vram_free_mib, Some(65520 - 1024));
+        assert_eq!(mi.gfx_target.as_deref(), Some("gfx90a"));
+        assert_eq!(mi.render_node.as_deref(), Some("/dev/dri/renderD128"));
+        assert_eq!(mi.pci_bus_id.as_deref(), Some("0000:41:00.0"));
+        let rx = &gpus[1];
+        assert_eq!(rx.index, 2);
+        assert_eq!(rx.gfx_target.as_deref(), Some("gfx1100"));
+        assert_eq!(rx.vram_total_mib, 24560);
+    }
+
+    #[test]
+    fn no_drm_directory_means_no_amd_gpus() {
+        let t = tempfile::tempdir().expect("tempdir");
+        assert!(detect(t.path()).expect("scan").is_empty());
+    }
+
+    #[test]
+    fn gfx_target_names() {
+        assert_eq!(gfx_target(90010).as_deref(), Some("gfx90a"));
+        assert_eq!(gfx_target(90402).as_deref(), Some("gfx942"));
+        assert_eq!(gfx_target(110000).as_deref(), Some("gfx1100"));
+        assert_eq!(gfx_target(100300).as_deref(), Some("gfx1030"));
+        assert_eq!(gfx_target(0), None);
+    }
+}

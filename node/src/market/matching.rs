@@ -1,0 +1,645 @@
+//! The gang matcher: a pure, deterministic function from requirements and a market snapshot to
+//! a placement plan, or to a no-fit report that says which constraint excluded how much.
+//!
+//! # Objective
+//! Among plans that satisfy every constraint, the matcher returns the one with the smallest key
+//! 1. number of nodes (one machine first, then the fewest machines),
+//! 2. total price, NTX base units per hour (Σ gpus × rate),
+//! 3. GPU-weighted score, highest first (Σ gpus × score),
+//! 4. the ranks of the chosen providers, ascending, compared lexicographically (a provider's
+//!    rank is its position in the snapshot's order: price ↑, score ↓, key hash ↑).
+//!
+//! Key 4 makes the answer a function of the inputs alone, so every node computes the same plan.
+//!
+//! # Constraints
+//! Provider: live bond (`bond_gpus > 0`), price ≤ `max_rate`, accepts the duration, and for a
+//! multi-node plan: uplink ≥ `min_bandwidth_mbps`, accepts that many nodes, and pairwise
+//! measured RTT ≤ `max_rtt_ms` (an unmeasured pair is out of bound). Per GPU: vendor, VRAM,
+//! compute capability or gfx target, model globs, interconnect. Per node: `min_gpus_per_node ≤
+//! gpus ≤ min(eligible free, bond_gpus, max_gpus_per_node)`; with an interconnect requirement
+//! a node's GPUs come from a single fabric domain (one offered group). Nodes ≤ `max_nodes`.
+//!
+//! # Search
+//! One node: the first provider in rank order with enough eligible GPUs is optimal (early exit).
+//! k nodes (k = 2, 3, … up to `max_nodes`): a depth-first search over rank-ordered combinations;
+//! with an RTT bound, members after the first come from the first member's neighbour list. A
+//! price lower bound (members after the current one cost at least its price) stops a level as
+//! soon as it cannot beat the best plan. For a fixed set, filling each node's minimum and then
+//! the cheapest (then best-scoring) nodes first is optimal for keys 2–3 (exchange argument). The
+//! search is exact; [`MAX_SEARCH_STEPS`] bounds pathological markets, and a plan found after
+//! the budget ran out says so ([`Plan::exhaustive`] = false).
+
+use std::fmt;
+
+use serde::Serialize;
+
+use super::glob;
+use super::snapshot::{GpuModel, MarketSnapshot, ProviderId};
+use super::spec::{ComputeCapability, Ensemble, Interconnect, Vendor};
+
+/// Candidate visits after which the multi-node search stops and returns the best plan so far.
+/// Deterministic (a count, not a clock). Synthetic 10 000-provider markets need < 10 000.
+pub const MAX_SEARCH_STEPS: u64 = 2_000_000;
+
+/// What the matcher needs from an [`Ensemble`], in the snapshot's units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirements {
+    /// GPUs in total (≥ 1).
+    pub count: u32,
+    /// Vendor filter.
+    pub vendor: Vendor,
+    /// Minimum VRAM per GPU, MiB.
+    pub min_vram_mib: u64,
+    /// Minimum CUDA compute capability.
+    pub min_compute_capability: Option<ComputeCapability>,
+    /// Accepted gfx targets; empty = any.
+    pub rocm_arch: Vec<String>,
+    /// Model-name globs; empty = any.
+    pub models: Vec<String>,
+    /// Fabric between a node's GPUs.
+    pub interconnect: Interconnect,
+    /// Fewest GPUs on one node (≥ 1).
+    pub min_gpus_per_node: u32,
+    /// Most GPUs on one node.
+    pub max_gpus_per_node: Option<u32>,
+    /// Most nodes (≥ 1).
+    pub max_nodes: u32,
+    /// Pairwise RTT bound, µs.
+    pub max_rtt_us: Option<u32>,
+    /// Minimum uplink of every node of a multi-node plan, Mbit/s.
+    pub min_bandwidth_mbps: Option<u32>,
+    /// Highest rate, NTX base units per GPU-hour.
+    pub max_rate: u64,
+    /// Job length the provider must accept, seconds.
+    pub max_duration_s: u64,
+}
+
+impl Requirements {
+    /// The requirements of a validated spec.
+    pub fn from_ensemble(spec: &Ensemble) -> Self {
+        let (g, p) = (&spec.gpus, &spec.placement);
+        Self {
+            count: g.count,
+            vendor: g.vendor,
+            min_vram_mib: u64::from(g.min_vram_gib) * 1024,
+            min_compute_capability: g.min_compute_capability,
+            rocm_arch: g.rocm_arch.clone(),
+            models: g.models.clone(),
+            interconnect: g.interconnect,
+            min_gpus_per_node: p.min_gpus_per_node,
+            max_gpus_per_node: p.max_gpus_per_node,
+            max_nodes: p.max_nodes,
+            max_rtt_us: p.max_rtt_ms.map(|ms| ms.saturating_mul(1000)),
+            min_bandwidth_mbps: p.min_bandwidth_mbps,
+            max_rate: spec.limits.max_rate_ntx_per_gpu_hour,
+            max_duration_s: spec.limits.max_duration_s,
+        }
+    }
+
+    /// The first per-GPU constraint that `model` fails, or `None` when it is eligible.
+    pub fn rejects_model(&self, model: &GpuModel) -> Option<Constraint> {
+        if self.vendor != Vendor::Any && model.vendor != self.vendor {
+            return Some(Constraint::Vendor);
+        }
+        if model.vram_mib < self.min_vram_mib {
+            return Some(Constraint::Vram);
+        }
+        if let Some(min) = self.min_compute_capability
+            && model.compute_capability.is_none_or(|cc| cc < min)
+        {
+            return Some(Constraint::ComputeCapability);
+        }
+        if !self.rocm_arch.is_empty()
+            && !model
+                .gfx_target
+                .as_ref()
+                .is_some_and(|t| self.rocm_arch.iter().any(|a| a.eq_ignore_ascii_case(t)))
+        {
+            return Some(Constraint::RocmArch);
+        }
+        if !self.models.is_empty() && !self.models.iter().any(|p| glob::matches(p, &model.name)) {
+            return Some(Constraint::Model);
+        }
+        if self.interconnect != Interconnect::Any && model.interconnect != self.interconnect {
+            return Some(Constraint::Interconnect);
+        }
+        None
+    }
+}
+
+/// A constraint, as named in a no-fit report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Constraint {
+    /// The provider has no live bond.
+    NoBond,
+    /// The provider's price is above `limits.max_rate_ntx_per_gpu_hour`.
+    MaxRate,
+    /// The provider refuses jobs as long as `limits.max_duration_s`.
+    Duration,
+    /// `gpus.vendor`.
+    Vendor,
+    /// `gpus.min_vram_gib`.
+    Vram,
+    /// `gpus.min_compute_capability`.
+    ComputeCapability,
+    /// `gpus.rocm_arch`.
+    RocmArch,
+    /// `gpus.models`.
+    Model,
+    /// `gpus.interconnect` (including GPUs outside a node's largest fabric domain).
+    Interconnect,
+    /// Free GPUs beyond what the provider's bond covers.
+    BondSize,
+    /// A provider with fewer eligible GPUs than `placement.min_gpus_per_node`.
+    MinGpusPerNode,
+    /// Enough eligible GPUs exist, but no set of at most `placement.max_nodes` providers
+    /// satisfies `max_rtt_ms`, `min_bandwidth_mbps` and the providers' own node limits.
+    Placement,
+}
+
+impl fmt::Display for Constraint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NoBond => "no live bond",
+            Self::MaxRate => "price above limits.max_rate_ntx_per_gpu_hour",
+            Self::Duration => "provider refuses limits.max_duration_s",
+            Self::Vendor => "gpus.vendor",
+            Self::Vram => "gpus.min_vram_gib",
+            Self::ComputeCapability => "gpus.min_compute_capability",
+            Self::RocmArch => "gpus.rocm_arch",
+            Self::Model => "gpus.models",
+            Self::Interconnect => "gpus.interconnect",
+            Self::BondSize => "bond too small",
+            Self::MinGpusPerNode => "placement.min_gpus_per_node",
+            Self::Placement => {
+                "placement (max_nodes, max_rtt_ms, min_bandwidth_mbps, provider node limits)"
+            }
+        })
+    }
+}
+
+/// One node of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodePlan {
+    /// The provider.
+    #[serde(with = "hex::serde")]
+    pub provider: ProviderId,
+    /// GPUs placed on it.
+    pub gpus: u32,
+    /// Its rate, NTX base units per GPU-hour (the assignment's `rate`).
+    pub rate: u64,
+    /// Its score per GPU.
+    pub score: u32,
+    /// Its rank in the snapshot (tie-break key).
+    pub rank: u32,
+}
+
+/// A placement: nodes in rank order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    /// The nodes, ascending rank.
+    pub nodes: Vec<NodePlan>,
+    /// Σ gpus × rate, NTX base units per hour.
+    pub price_per_hour: u128,
+    /// Σ gpus × score.
+    pub score: u64,
+    /// False when [`MAX_SEARCH_STEPS`] cut the search (the plan is valid, maybe not optimal).
+    pub exhaustive: bool,
+}
+
+impl Plan {
+    /// GPUs placed in total.
+    pub fn gpus(&self) -> u32 {
+        self.nodes.iter().map(|n| n.gpus).sum()
+    }
+}
+
+/// GPUs and providers that one constraint excluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Excluded {
+    /// The constraint.
+    pub constraint: Constraint,
+    /// Providers it removed entirely.
+    pub providers: u32,
+    /// Free GPUs it removed.
+    pub gpus: u64,
+}
+
+/// Why nothing fits: each free GPU is charged to the first constraint (in [`Constraint`]
+/// order) that excludes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+pub struct NoFit {
+    /// GPUs requested.
+    pub requested: u32,
+    /// Free GPUs in the snapshot.
+    pub free_gpus: u64,
+    /// Eligible GPUs left after every per-provider and per-GPU constraint.
+    pub eligible_gpus: u64,
+    /// Providers with eligible GPUs.
+    pub eligible_providers: u32,
+    /// Exclusions with a non-zero count, in constraint order.
+    pub excluded: Vec<Excluded>,
+}
+
+impl fmt::Display for NoFit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "no plan for {} GPUs: {} of {} free GPUs eligible on {} providers",
+            self.requested, self.eligible_gpus, self.free_gpus, self.eligible_providers
+        )?;
+        for e in &self.excluded {
+            write!(
+                f,
+                "; {}: {} GPUs ({} providers)",
+                e.constraint, e.gpus, e.providers
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Finds the best plan for `req` in `market` (see the module docs for the order and rules).
+///
+/// Pure and deterministic: the same inputs give the same plan on every machine.
+///
+/// # Errors
+/// [`NoFit`] when no plan satisfies every constraint.
+pub fn match_gang(req: &Requirements, market: &MarketSnapshot) -> Result<Plan, NoFit> {
+    let model_ok: Vec<bool> = market
+        .models
+        .iter()
+        .map(|m| req.rejects_model(m).is_none())
+        .collect();
+    let mask = model_ok
+        .iter()
+        .enumerate()
+        .filter(|(_, ok)| **ok)
+        .fold(0u64, |m, (i, _)| m | 1 << i.min(63));
+    let ctx = Ctx {
+        req,
+        market,
+        model_ok: &model_ok,
+        mask,
+    };
+    if req.count == 0 || req.min_gpus_per_node == 0 {
+        return Err(ctx.no_fit());
+    }
+    // One machine.
+    for &rank in market.with_free(req.count) {
+        if market.model_masks[rank as usize] & mask != 0 && ctx.eligible(rank) >= req.count {
+            let p = &market.providers[rank as usize];
+            return Ok(Plan {
+                nodes: vec![NodePlan {
+                    provider: p.id,
+                    gpus: req.count,
+                    rate: p.price,
+                    score: p.score,
+                    rank,
+                }],
+                price_per_hour: u128::from(req.count) * u128::from(p.price),
+                score: u64::from(req.count) * u64::from(p.score),
+                exhaustive: true,
+            });
+        }
+    }
+    // Fewest machines.
+    let cap = ctx.max_eligible();
+    let mut steps = 0u64;
+    for k in 2..=req.max_nodes {
+        if u64::from(k) * u64::from(req.min_gpus_per_node) > u64::from(req.count) {
+            break;
+        }
+        if u64::from(k) * u64::from(cap) < u64::from(req.count) {
+            continue;
+        }
+        let mut search = Search {
+            ctx: &ctx,
+            k,
+            cap,
+            chosen: Vec::with_capacity(k as usize),
+            best: None,
+            steps,
+        };
+        search.level();
+        steps = search.steps;
+        if let Some(best) = search.best {
+            return Ok(ctx.plan(&best.set, steps <= MAX_SEARCH_STEPS));
+        }
+        if steps > MAX_SEARCH_STEPS {
+            break;
+        }
+    }
+    Err(ctx.no_fit())
+}
+
+struct Ctx<'a> {
+    req: &'a Requirements,
+    market: &'a MarketSnapshot,
+    model_ok: &'a [bool],
+    /// Bit `min(model, 63)` for each eligible model: a provider whose mask misses it has none.
+    mask: u64,
+}
+
+impl Ctx<'_> {
+    /// GPUs `rank` can contribute to one node, 0 if below `min_gpus_per_node` or refused.
+    fn eligible(&self, rank: u32) -> u32 {
+        let req = self.req;
+        let p = &self.market.providers[rank as usize];
+        if p.bond_gpus == 0
+            || p.price > req.max_rate
+            || p.max_job_duration_s < req.max_duration_s
+            || p.free_total < req.min_gpus_per_node
+        {
+            return 0;
+        }
+        let groups = &self.market.groups[p.groups.0 as usize..p.groups.1 as usize];
+        let ok = groups.iter().filter(|g| self.model_ok[g.model as usize]);
+        let e = if req.interconnect == Interconnect::Any {
+            ok.map(|g| g.free).sum::<u32>()
+        } else {
+            ok.map(|g| g.free).max().unwrap_or(0)
+        };
+        let e = e
+            .min(p.bond_gpus)
+            .min(req.max_gpus_per_node.unwrap_or(u32::MAX));
+        if e < req.min_gpus_per_node { 0 } else { e }
+    }
+
+    /// The largest [`Ctx::eligible`] of any provider, scanning the `by_free` levels from the top
+    /// and stopping as soon as no provider further down can have more.
+    fn max_eligible(&self) -> u32 {
+        let levels = self.market.by_free.len();
+        for j in (0..levels).rev() {
+            let floor = 1u32 << j;
+            let c = self.market.by_free[j]
+                .iter()
+                .filter(|&&r| self.market.model_masks[r as usize] & self.mask != 0)
+                .map(|&r| self.eligible(r))
+                .max()
+                .unwrap_or(0);
+            // Providers outside level j have fewer than `floor` free GPUs.
+            if c >= floor - 1 {
+                return c;
+            }
+        }
+        0
+    }
+
+    /// Whether `rank` may be one of `k ≥ 2` nodes.
+    fn joins_multi(&self, rank: u32, k: u32) -> bool {
+        let p = &self.market.providers[rank as usize];
+        p.max_job_nodes >= k
+            && self
+                .req
+                .min_bandwidth_mbps
+                .is_none_or(|b| p.uplink_mbps >= b)
+    }
+
+    /// Greedy allocation over `set` (ascending rank, each with its eligible count): minimum
+    /// first, then cheapest first. Returns (gpus per node, cost, score) or `None` if short.
+    fn allocate(&self, set: &[(u32, u32)], out: &mut Vec<u32>) -> Option<(u128, u64)> {
+        let m = self.req.min_gpus_per_node;
+        let mut left = self.req.count.checked_sub(m * set.len() as u32)?;
+        out.clear();
+        let (mut cost, mut score) = (0u128, 0u64);
+        for &(rank, e) in set {
+            let extra = left.min(e - m);
+            left -= extra;
+            let g = m + extra;
+            let p = &self.market.providers[rank as usize];
+            cost += u128::from(g) * u128::from(p.price);
+            score += u64::from(g) * u64::from(p.score);
+            out.push(g);
+        }
+        (left == 0).then_some((cost, score))
+    }
+
+    fn plan(&self, set: &[(u32, u32)], exhaustive: bool) -> Plan {
+        let mut gpus = Vec::with_capacity(set.len());
+        let (price_per_hour, score) = self.allocate(set, &mut gpus).unwrap_or((0, 0));
+        let nodes = set
+            .iter()
+            .zip(gpus)
+            .map(|(&(rank, _), g)| {
+                let p = &self.market.providers[rank as usize];
+                NodePlan {
+                    provider: p.id,
+                    gpus: g,
+                    rate: p.price,
+                    score: p.score,
+                    rank,
+                }
+            })
+            .collect();
+        Plan {
+            nodes,
+            price_per_hour,
+            score,
+            exhaustive,
+        }
+    }
+
+    /// Charges every free GPU to the first constraint that excludes it.
+    fn no_fit(&self) -> NoFit {
+        use std::collections::BTreeMap;
+        let req = self.req;
+        let mut by: BTreeMap<Constraint, (u32, u64)> = BTreeMap::new();
+        let mut charge = |c: Constraint, whole: bool, gpus: u64| {
+            if gpus > 0 {
+                let e = by.entry(c).or_default();
+                e.0 += u32::from(whole);
+                e.1 += gpus;
+            }
+        };
+        let (mut free_gpus, mut eligible_gpus, mut eligible_providers) = (0u64, 0u64, 0u32);
+        for p in &self.market.providers {
+            let free = u64::from(p.free_total);
+            free_gpus += free;
+            let provider_level = if p.bond_gpus == 0 {
+                Some(Constraint::NoBond)
+            } else if p.price > req.max_rate {
+                Some(Constraint::MaxRate)
+            } else if p.max_job_duration_s < req.max_duration_s {
+                Some(Constraint::Duration)
+            } else {
+                None
+            };
+            if let Some(c) = provider_level {
+                charge(c, true, free);
+                continue;
+            }
+            let groups = &self.market.groups[p.groups.0 as usize..p.groups.1 as usize];
+            let (mut ok_sum, mut ok_max) = (0u32, 0u32);
+            for g in groups {
+                match req.rejects_model(&self.market.models[g.model as usize]) {
+                    Some(c) => charge(c, false, u64::from(g.free)),
+                    None => {
+                        ok_sum += g.free;
+                        ok_max = ok_max.max(g.free);
+                    }
+                }
+            }
+            let mut e = ok_sum;
+            if req.interconnect != Interconnect::Any {
+                charge(Constraint::Interconnect, false, u64::from(ok_sum - ok_max));
+                e = ok_max;
+            }
+            if e > p.bond_gpus {
+                charge(Constraint::BondSize, false, u64::from(e - p.bond_gpus));
+                e = p.bond_gpus;
+            }
+            let capped = e.min(req.max_gpus_per_node.unwrap_or(u32::MAX));
+            if capped < req.min_gpus_per_node {
+                charge(Constraint::MinGpusPerNode, true, u64::from(e));
+                continue;
+            }
+            if e > 0 {
+                eligible_gpus += u64::from(e);
+                eligible_providers += 1;
+            }
+        }
+        if eligible_gpus >= u64::from(req.count) {
+            by.insert(Constraint::Placement, (eligible_providers, eligible_gpus));
+        }
+        NoFit {
+            requested: req.count,
+            free_gpus,
+            eligible_gpus,
+            eligible_providers,
+            excluded: by
+                .into_iter()
+                .map(|(constraint, (providers, gpus))| Excluded {
+                    constraint,
+                    providers,
+                    gpus,
+                })
+                .collect(),
+        }
+    }
+}
+
+struct Best {
+    set: Vec<(u32, u32)>,
+    cost: u128,
+    score: u64,
+}
+
+/// Depth-first search for the best `k`-node plan.
+struct Search<'a, 'c> {
+    ctx: &'a Ctx<'c>,
+    k: u32,
+    /// Upper bound on one node's eligible GPUs.
+    cap: u32,
+    /// Chosen (rank, eligible) pairs, ascending rank.
+    chosen: Vec<(u32, u32)>,
+    best: Option<Best>,
+    steps: u64,
+}
+
+impl Search<'_, '_> {
+    fn level(&mut self) {
+        let ctx = self.ctx;
+        let req = ctx.req;
+        let m = req.min_gpus_per_node;
+        let d = self.chosen.len() as u32;
+        let rem_after = self.k - d - 1;
+        // Lower bound pieces independent of the next member x (all later members cost ≥ p_x):
+        // chosen minimums plus the cheapest fill of chosen extras; the rest costs ≥ p_x each.
+        let mut fixed = 0u128;
+        let mut fill_left = req.count - self.k * m;
+        let mut have = 0u32;
+        for &(rank, e) in &self.chosen {
+            let price = u128::from(ctx.market.providers[rank as usize].price);
+            let extra = fill_left.min(e - m);
+            fill_left -= extra;
+            fixed += u128::from(m + extra) * price;
+            have += e;
+        }
+        let at_x = u128::from(req.count - d * m - (req.count - self.k * m - fill_left));
+        let last = self.chosen.last().map(|c| c.0);
+        let anchor = self.chosen.first().map(|c| c.0);
+        let pool = ctx.market.with_free(m);
+        let mut i = 0usize;
+        let mut next = pool.partition_point(|&r| last.is_some_and(|l| r <= l));
+        loop {
+            // Next candidate in rank order (from the anchor's neighbours when RTT-bounded).
+            let x = match (anchor, req.max_rtt_us) {
+                (Some(a), Some(bound)) => {
+                    let list = &ctx.market.neighbours[a as usize];
+                    if i == 0 {
+                        let start = last.map_or(0, |l| l + 1);
+                        i = list.partition_point(|e| e.0 < start);
+                    }
+                    let Some(&(r, rtt)) = list.get(i) else { break };
+                    i += 1;
+                    if rtt > bound {
+                        continue;
+                    }
+                    r
+                }
+                _ => {
+                    let Some(&r) = pool.get(next) else { break };
+                    next += 1;
+                    r
+                }
+            };
+            self.steps += 1;
+            if self.steps > MAX_SEARCH_STEPS && self.best.is_some() {
+                return;
+            }
+            if self.steps > MAX_SEARCH_STEPS.saturating_mul(2) {
+                return;
+            }
+            if ctx.market.model_masks[x as usize] & ctx.mask == 0 {
+                continue;
+            }
+            let px = ctx.market.providers[x as usize].price;
+            if let Some(best) = &self.best
+                && fixed + at_x * u128::from(px) > best.cost
+            {
+                break;
+            }
+            let e = ctx.eligible(x);
+            if e == 0 || !ctx.joins_multi(x, self.k) {
+                continue;
+            }
+            if u64::from(have + e) + u64::from(rem_after) * u64::from(self.cap)
+                < u64::from(req.count)
+            {
+                continue;
+            }
+            if let Some(bound) = req.max_rtt_us
+                && self
+                    .chosen
+                    .iter()
+                    .skip(1)
+                    .any(|&(c, _)| ctx.market.rtt_us(c, x).is_none_or(|r| r > bound))
+            {
+                continue;
+            }
+            self.chosen.push((x, e));
+            if rem_after == 0 {
+                let mut g = Vec::new();
+                if let Some((cost, score)) = ctx.allocate(&self.chosen, &mut g) {
+                    let better = self
+                        .best
+                        .as_ref()
+                        .is_none_or(|b| cost < b.cost || (cost == b.cost && score > b.score));
+                    if better {
+                        self.best = Some(Best {
+                            set: self.chosen.clone(),
+                            cost,
+                            score,
+                        });
+                    }
+                }
+            } else {
+                self.level();
+            }
+            self.chosen.pop();
+        }
+    }
+}

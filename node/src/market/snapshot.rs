@@ -1,0 +1,273 @@
+//! A market snapshot: the live offers and the RTT matrix, indexed once for many match decisions.
+//!
+//! Built from gossip offers (DESIGN §5) whose bond the indexer confirmed, and from the ping
+//! RTTs between providers. Building sorts providers into *rank order* — price per GPU-hour
+//! ascending, score descending, provider key hash ascending — interns identical GPU models, and
+//! turns the RTT samples into per-provider neighbour lists sorted by rank. The matcher then never
+//! allocates anything proportional to the market.
+
+use std::collections::HashMap;
+
+use ganglion_contracts::params::KeyHash;
+use serde::{Deserialize, Serialize};
+
+use super::spec::{ComputeCapability, Interconnect, Vendor};
+
+/// A provider, named by its payment key hash (the `provider` of its bond and assignments).
+pub type ProviderId = KeyHash;
+
+/// One GPU model as offered: every GPU of an [`OfferedGpus`] group shares it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GpuModel {
+    /// Vendor ([`Vendor::Nvidia`] or [`Vendor::Amd`]; `Any` = unknown vendor, matches only `any`).
+    pub vendor: Vendor,
+    /// Marketing name as the driver reports it, e.g. `NVIDIA A100-SXM4-80GB`.
+    pub name: String,
+    /// Total VRAM per GPU, MiB (2^20 bytes).
+    pub vram_mib: u64,
+    /// CUDA compute capability (NVIDIA).
+    pub compute_capability: Option<ComputeCapability>,
+    /// gfx target, e.g. `gfx90a` (AMD).
+    pub gfx_target: Option<String>,
+    /// Link shared by all GPUs of the group: `Nvlink`/`Xgmi` = one fabric domain, `Any` = PCIe.
+    pub interconnect: Interconnect,
+}
+
+/// A group of identical GPUs in one offer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OfferedGpus {
+    /// The model.
+    pub model: GpuModel,
+    /// GPUs of this group free for new jobs (after the provider's pooling limits).
+    pub free: u32,
+    /// Declared (not detected) GPUs: only usable on a devnet, see [`SnapshotOptions`].
+    pub declared: bool,
+}
+
+/// The matcher's view of one signed offer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Offer {
+    /// The provider.
+    pub provider: ProviderId,
+    /// GPUs the provider's live bond covers for one job (`stake / min_bond_per_gpu`); 0 = no
+    /// live bond. The escrow's `Assign` rule requires stake ≥ min bond × gpus.
+    pub bond_gpus: u32,
+    /// Price, NTX base units per GPU-hour (becomes the assignment's `rate`).
+    pub price_per_gpu_hour: u64,
+    /// Unified benchmark score per GPU (`gpu::score`), higher is better.
+    pub score: u32,
+    /// Advertised uplink, Mbit/s.
+    pub uplink_mbps: u32,
+    /// Longest job the provider accepts, seconds; `None` = any.
+    pub max_job_duration_s: Option<u64>,
+    /// Most nodes of a job the provider joins; `None` = any.
+    pub max_job_nodes: Option<u32>,
+    /// GPUs by model.
+    pub gpus: Vec<OfferedGpus>,
+}
+
+/// A measured round trip between two providers (libp2p ping), µs. Symmetric: if both directions
+/// are given, the larger counts. A pair without a sample is treated as out of any RTT bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RttSample {
+    /// One end.
+    pub a: ProviderId,
+    /// The other end.
+    pub b: ProviderId,
+    /// Round-trip time, µs.
+    pub rtt_us: u32,
+}
+
+/// How offers are admitted into a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SnapshotOptions {
+    /// Keep declared GPUs (devnet only). On any other network declared GPUs are dropped, so they
+    /// can never be matched as real hardware.
+    pub allow_declared: bool,
+}
+
+/// Why a snapshot could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// Two offers from one provider.
+    #[error("provider {} has two offers", hex::encode(.0))]
+    DuplicateProvider(ProviderId),
+    /// More GPU groups than the index holds (2^32).
+    #[error("too many GPU groups in one snapshot")]
+    TooLarge,
+}
+
+/// A provider in rank order.
+#[derive(Debug, Clone)]
+pub(crate) struct Provider {
+    pub id: ProviderId,
+    pub bond_gpus: u32,
+    pub price: u64,
+    pub score: u32,
+    pub uplink_mbps: u32,
+    pub max_job_duration_s: u64,
+    pub max_job_nodes: u32,
+    /// Range into `MarketSnapshot::groups`.
+    pub groups: (u32, u32),
+    /// Free GPUs over all groups (before filters).
+    pub free_total: u32,
+}
+
+/// An interned GPU group: model index and free count.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Group {
+    pub model: u32,
+    pub free: u32,
+}
+
+/// Offers and RTTs, indexed for matching. Immutable once built.
+#[derive(Debug, Clone)]
+pub struct MarketSnapshot {
+    pub(crate) models: Vec<GpuModel>,
+    /// Providers in rank order; a provider's rank is its index here.
+    pub(crate) providers: Vec<Provider>,
+    pub(crate) groups: Vec<Group>,
+    /// Per rank: (neighbour rank, RTT µs), sorted by neighbour rank.
+    pub(crate) neighbours: Vec<Vec<(u32, u32)>>,
+    /// Per rank: bit `min(model, 63)` set for each offered model (bit 63 = "model ≥ 63").
+    pub(crate) model_masks: Vec<u64>,
+    /// `by_free[j]`: ranks (ascending) of providers with `free_total ≥ 2^j`.
+    pub(crate) by_free: Vec<Vec<u32>>,
+}
+
+impl MarketSnapshot {
+    /// Indexes `offers` and `rtts`. Offers without a live bond or free GPUs are kept (the
+    /// no-fit report counts them); RTT samples naming unknown providers are ignored.
+    ///
+    /// # Errors
+    /// [`SnapshotError::DuplicateProvider`] when a provider appears twice.
+    pub fn build(
+        offers: &[Offer],
+        rtts: &[RttSample],
+        options: SnapshotOptions,
+    ) -> Result<Self, SnapshotError> {
+        let mut order: Vec<&Offer> = offers.iter().collect();
+        order.sort_by(|x, y| {
+            (x.price_per_gpu_hour, std::cmp::Reverse(x.score), x.provider).cmp(&(
+                y.price_per_gpu_hour,
+                std::cmp::Reverse(y.score),
+                y.provider,
+            ))
+        });
+        if let Some(w) = order.windows(2).find(|w| w[0].provider == w[1].provider) {
+            return Err(SnapshotError::DuplicateProvider(w[0].provider));
+        }
+        let mut model_ids: HashMap<&GpuModel, u32> = HashMap::new();
+        let mut models = Vec::new();
+        let mut groups = Vec::new();
+        let mut providers = Vec::with_capacity(order.len());
+        let mut rank_of: HashMap<ProviderId, u32> = HashMap::with_capacity(order.len());
+        let mut max_free = 0;
+        for (rank, offer) in order.iter().enumerate() {
+            let start = u32::try_from(groups.len()).map_err(|_| SnapshotError::TooLarge)?;
+            let mut free_total = 0u32;
+            for g in &offer.gpus {
+                if (g.declared && !options.allow_declared) || g.free == 0 {
+                    continue;
+                }
+                let next = u32::try_from(models.len()).map_err(|_| SnapshotError::TooLarge)?;
+                let id = *model_ids.entry(&g.model).or_insert_with(|| {
+                    models.push(g.model.clone());
+                    next
+                });
+                groups.push(Group {
+                    model: id,
+                    free: g.free,
+                });
+                free_total = free_total.saturating_add(g.free);
+            }
+            let end = u32::try_from(groups.len()).map_err(|_| SnapshotError::TooLarge)?;
+            max_free = max_free.max(free_total);
+            rank_of.insert(offer.provider, rank as u32);
+            providers.push(Provider {
+                id: offer.provider,
+                bond_gpus: offer.bond_gpus,
+                price: offer.price_per_gpu_hour,
+                score: offer.score,
+                uplink_mbps: offer.uplink_mbps,
+                max_job_duration_s: offer.max_job_duration_s.unwrap_or(u64::MAX),
+                max_job_nodes: offer.max_job_nodes.unwrap_or(u32::MAX),
+                groups: (start, end),
+                free_total,
+            });
+        }
+        let mut neighbours: Vec<Vec<(u32, u32)>> = vec![Vec::new(); providers.len()];
+        for s in rtts {
+            let (Some(&a), Some(&b)) = (rank_of.get(&s.a), rank_of.get(&s.b)) else {
+                continue;
+            };
+            if a == b {
+                continue;
+            }
+            neighbours[a as usize].push((b, s.rtt_us));
+            neighbours[b as usize].push((a, s.rtt_us));
+        }
+        for list in &mut neighbours {
+            // Sort by rank, then keep the larger RTT of duplicate samples.
+            list.sort_unstable_by(|x, y| x.0.cmp(&y.0).then(y.1.cmp(&x.1)));
+            list.dedup_by_key(|e| e.0);
+            list.shrink_to_fit();
+        }
+        let model_masks = providers
+            .iter()
+            .map(|p| {
+                groups[p.groups.0 as usize..p.groups.1 as usize]
+                    .iter()
+                    .fold(0u64, |m, g| m | 1 << g.model.min(63))
+            })
+            .collect();
+        let levels = (u32::BITS - max_free.leading_zeros()) as usize;
+        let mut by_free: Vec<Vec<u32>> = vec![Vec::new(); levels];
+        for (rank, p) in providers.iter().enumerate() {
+            for (j, list) in by_free.iter_mut().enumerate() {
+                if p.free_total >= 1 << j {
+                    list.push(rank as u32);
+                }
+            }
+        }
+        Ok(Self {
+            models,
+            providers,
+            groups,
+            neighbours,
+            model_masks,
+            by_free,
+        })
+    }
+
+    /// Number of providers.
+    pub fn len(&self) -> usize {
+        self.providers.len()
+    }
+
+    /// Free GPUs over all providers (declared ones only when admitted).
+    pub fn free_gpus(&self) -> u64 {
+        self.providers.iter().map(|p| u64::from(p.free_total)).sum()
+    }
+
+    /// Whether there are no providers.
+    pub fn is_empty(&self) -> bool {
+        self.providers.is_empty()
+    }
+
+    /// Ranks (ascending) of every provider with at least `gpus` free GPUs, and possibly some
+    /// with fewer (down to the power of two below `gpus`).
+    pub(crate) fn with_free(&self, gpus: u32) -> &[u32] {
+        let j = (u32::BITS - 1 - gpus.max(1).leading_zeros()) as usize;
+        self.by_free.get(j).map_or(&[], Vec::as_slice)
+    }
+
+    /// RTT between two ranks, µs, if measured.
+    pub(crate) fn rtt_us(&self, a: u32, b: u32) -> Option<u32> {
+        let list = &self.neighbours[a as usize];
+        list.binary_search_by_key(&b, |e| e.0)
+            .ok()
+            .map(|i| list[i].1)
+    }
+}

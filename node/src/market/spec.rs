@@ -1,0 +1,826 @@
+//! The ensemble spec: what an orchestrator asks for, parsed strictly.
+//!
+//! The schema is documented field by field in `docs/ensemble-spec.md`; this module is its
+//! executable form. YAML is the field's convention (Kubernetes, Compose, Slurm front-ends);
+//! JSON is accepted too. Units are in the field names: GiB, ms, seconds (`_s`), Mbit/s
+//! (`_mbps`) and NTX base units (`_ntx`).
+//!
+//! YAML goes through [`serde_norway`], the maintained fork of `serde_yaml` 0.9 (same API and
+//! error positions; `serde_yaml` itself is archived and `serde_yml` now declares itself
+//! deprecated). Both formats are read through `serde_path_to_error`, so a syntax or type error
+//! names the field path (`gpus.min_vram_gib`) as well as the reason. Every struct is
+//! `deny_unknown_fields`: a misspelt key is an error, never silently ignored.
+//!
+//! Parsing is two steps: serde builds an [`Ensemble`], then [`Ensemble::validate`] rejects what
+//! cannot be satisfied (rules listed on [`Rule`]); [`Ensemble::parse`] does both.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use ganglion_contracts::datum::{EscrowDatum, JobId, JobState};
+use ganglion_contracts::params::KeyHash;
+use serde::{Deserialize, Serialize};
+
+/// Environment variables the node sets itself for every rank (DESIGN §6); a spec may not.
+pub const RESERVED_ENV: &[&str] = &[
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "GLOO_SOCKET_IFNAME",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_IB_DISABLE",
+];
+
+/// A job's complete request: image, command, GPUs, placement, I/O, limits and payment terms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ensemble {
+    /// The container image to run on every node.
+    pub image: Image,
+    /// argv of the workload; the first element is the program. Must not be empty.
+    pub command: Vec<String>,
+    /// Extra environment; names must match `[A-Za-z_][A-Za-z0-9_]*` and not be in [`RESERVED_ENV`].
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Which GPUs and how many.
+    pub gpus: GpuRequest,
+    /// How the GPUs may be spread over provider machines.
+    #[serde(default)]
+    pub placement: Placement,
+    /// Host resources reserved per GPU.
+    #[serde(default)]
+    pub resources_per_gpu: ResourcesPerGpu,
+    /// Collective framework and rendezvous port.
+    #[serde(default)]
+    pub distributed: Distributed,
+    /// Content-addressed inputs, mounted read-only under `/inputs`.
+    #[serde(default)]
+    pub inputs: Vec<Input>,
+    /// Directories under `/outputs` to collect, pin and optionally deal to Filecoin.
+    #[serde(default)]
+    pub outputs: Vec<Output>,
+    /// Wall-clock and price ceilings.
+    pub limits: Limits,
+    /// NTX base units locked in the escrow; must be > 0. Maps to `EscrowDatum::budget`.
+    pub budget_ntx: u64,
+    /// POSIX time in ms after which the job can only expire; must be in the future.
+    /// Maps to `EscrowDatum::deadline_ms`.
+    pub deadline_ms: u64,
+}
+
+/// Where the image comes from: exactly one of `local` and `archive`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Image {
+    /// An image the provider's engine already has, e.g. `pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<String>,
+    /// An image archive fetched by CID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<ImageArchive>,
+}
+
+/// An image archive by CID.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageArchive {
+    /// CID of the archive file (CIDv0 or CIDv1).
+    pub cid: ContentId,
+    /// How the archive was made.
+    pub format: ArchiveFormat,
+}
+
+/// Kind of image archive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArchiveFormat {
+    /// `docker save` output, loaded with `docker load` (Engine API `import_image`).
+    DockerSave,
+    /// A root filesystem tarball, loaded with `docker import` (`create_image` from `-`).
+    Rootfs,
+}
+
+/// A CID, parsed on input (so an invalid one fails naming its field).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ContentId(pub cid::Cid);
+
+impl TryFrom<String> for ContentId {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        cid::Cid::try_from(s.as_str())
+            .map(ContentId)
+            .map_err(|e| format!("invalid CID `{s}`: {e}"))
+    }
+}
+
+impl From<ContentId> for String {
+    fn from(c: ContentId) -> String {
+        c.0.to_string()
+    }
+}
+
+/// GPU vendor.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Vendor {
+    /// Either vendor.
+    #[default]
+    Any,
+    /// NVIDIA (CUDA).
+    Nvidia,
+    /// AMD (ROCm).
+    Amd,
+}
+
+/// Required link between the GPUs of one node.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Interconnect {
+    /// No requirement (PCIe is enough).
+    #[default]
+    Any,
+    /// All of a node's GPUs for this job share one NVLink/NVSwitch domain (NVIDIA only).
+    Nvlink,
+    /// All of a node's GPUs for this job share one Infinity Fabric (xGMI) hive (AMD only).
+    Xgmi,
+}
+
+/// CUDA compute capability `MAJOR.MINOR`, e.g. `8.0` (A100), `9.0` (H100); ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ComputeCapability {
+    /// Major version.
+    pub major: u8,
+    /// Minor version.
+    pub minor: u8,
+}
+
+impl FromStr for ComputeCapability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("`{s}` is not a compute capability (expected MAJOR.MINOR, e.g. 8.0)");
+        let (maj, min) = s.trim().split_once('.').ok_or_else(bad)?;
+        Ok(Self {
+            major: maj.parse().map_err(|_| bad())?,
+            minor: min.parse().map_err(|_| bad())?,
+        })
+    }
+}
+
+impl TryFrom<String> for ComputeCapability {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<ComputeCapability> for String {
+    fn from(c: ComputeCapability) -> String {
+        c.to_string()
+    }
+}
+
+impl fmt::Display for ComputeCapability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// Which GPUs and how many.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuRequest {
+    /// Total GPUs for the job (≥ 1). Maps to `EscrowDatum::gpus`.
+    pub count: u32,
+    /// Vendor; `any` by default.
+    #[serde(default)]
+    pub vendor: Vendor,
+    /// Minimum total VRAM per GPU, GiB (2^30 bytes); 0 = no minimum.
+    #[serde(default)]
+    pub min_vram_gib: u32,
+    /// Minimum CUDA compute capability (NVIDIA only), e.g. `"8.0"`.
+    #[serde(default)]
+    pub min_compute_capability: Option<ComputeCapability>,
+    /// Accepted AMD gfx targets, e.g. `[gfx90a, gfx942]` (AMD only); empty = any.
+    #[serde(default)]
+    pub rocm_arch: Vec<String>,
+    /// Model-name globs (`*` any run, `?` one char, case-insensitive), e.g. `["*A100*"]`;
+    /// empty = any model.
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// Link between a node's GPUs.
+    #[serde(default)]
+    pub interconnect: Interconnect,
+}
+
+/// How GPUs may be spread over provider machines.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Placement {
+    /// Never place fewer than this many GPUs on one node (≥ 1, ≤ `gpus.count`). Default 1.
+    pub min_gpus_per_node: u32,
+    /// Never place more than this many GPUs on one node; absent = no cap.
+    pub max_gpus_per_node: Option<u32>,
+    /// Most provider machines the job may span (≥ 1). Default 1 (single machine).
+    pub max_nodes: u32,
+    /// Highest round-trip time between any two chosen nodes, ms; absent = no bound.
+    pub max_rtt_ms: Option<u32>,
+    /// Lowest advertised uplink of every node of a multi-node plan, Mbit/s; absent = none.
+    pub min_bandwidth_mbps: Option<u32>,
+}
+
+impl Default for Placement {
+    fn default() -> Self {
+        Self {
+            min_gpus_per_node: 1,
+            max_gpus_per_node: None,
+            max_nodes: 1,
+            max_rtt_ms: None,
+            min_bandwidth_mbps: None,
+        }
+    }
+}
+
+/// Host resources reserved per GPU (a node with `g` GPUs of the job reserves `g ×` these).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResourcesPerGpu {
+    /// CPU cores (may be fractional).
+    pub cpu_cores: f64,
+    /// Memory, GiB.
+    pub mem_gib: f64,
+    /// `/dev/shm` size, GiB (collectives use it).
+    pub shm_gib: f64,
+    /// Scratch disk, GiB.
+    pub disk_gib: f64,
+}
+
+/// Collective framework; decides which rendezvous environment the node writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Framework {
+    /// torch.distributed (`torchrun` env: RANK, WORLD_SIZE, MASTER_ADDR…).
+    Torch,
+    /// Horovod with the gloo controller.
+    Horovod,
+    /// JAX (`coordinator_address`, `num_processes`, `process_id`).
+    Jax,
+    /// MPI.
+    Mpi,
+    /// No collectives: independent ranks.
+    #[default]
+    None,
+}
+
+/// Collective framework and rendezvous port.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Distributed {
+    /// Framework.
+    pub framework: Framework,
+    /// TCP port of rank 0's rendezvous on the overlay; 1024–65535. Default 29500 (torch's).
+    pub master_port: u16,
+}
+
+impl Default for Distributed {
+    fn default() -> Self {
+        Self {
+            framework: Framework::None,
+            master_port: 29500,
+        }
+    }
+}
+
+/// One content-addressed input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    /// CID of a file or UnixFS directory.
+    pub cid: ContentId,
+    /// Absolute mount path under `/inputs/`.
+    pub path: String,
+}
+
+/// Where a finished output goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PinTarget {
+    /// The provider node's embedded blockstore.
+    Embedded,
+    /// A Kubo node over its HTTP RPC.
+    Kubo,
+}
+
+/// One output directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Output {
+    /// Absolute path under `/outputs/`.
+    pub path: String,
+    /// Pin targets; default `[embedded]`.
+    #[serde(default = "default_pin")]
+    pub pin: Vec<PinTarget>,
+    /// Also compute the Filecoin piece CID (CommP) for a storage deal.
+    #[serde(default)]
+    pub filecoin: bool,
+}
+
+fn default_pin() -> Vec<PinTarget> {
+    vec![PinTarget::Embedded]
+}
+
+/// Wall-clock and price ceilings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Longest run, seconds (> 0); stragglers are killed.
+    pub max_duration_s: u64,
+    /// Highest acceptable rate, NTX base units per GPU-hour (> 0). Maps to `EscrowDatum::max_rate`.
+    pub max_rate_ntx_per_gpu_hour: u64,
+}
+
+/// Why a spec is rejected. Every variant names the field (a dotted path such as
+/// `placement.min_gpus_per_node`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// Not valid YAML/JSON for the schema: syntax, wrong type, unknown or missing field.
+    #[error("{field}: {source}")]
+    Syntax {
+        /// Dotted path of the field (`.` = the document itself).
+        field: String,
+        /// The parser's error.
+        #[source]
+        source: FormatError,
+    },
+    /// Well-formed but impossible or forbidden.
+    #[error("{field}: {rule}")]
+    Invalid {
+        /// Dotted path of the field.
+        field: String,
+        /// The rule broken.
+        rule: Rule,
+    },
+}
+
+impl SpecError {
+    /// The field the error is about.
+    pub fn field(&self) -> &str {
+        match self {
+            Self::Syntax { field, .. } | Self::Invalid { field, .. } => field,
+        }
+    }
+}
+
+/// The underlying parser error.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    /// From the YAML parser.
+    #[error(transparent)]
+    Yaml(#[from] serde_norway::Error),
+    /// From the JSON parser.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+/// A validation rule that a spec broke.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Rule {
+    /// Must be greater than zero.
+    #[error("must be greater than 0")]
+    Zero,
+    /// Must not be empty.
+    #[error("must not be empty")]
+    Empty,
+    /// Exceeds `gpus.count`.
+    #[error("{value} is more than gpus.count ({count})")]
+    ExceedsCount {
+        /// The value given.
+        value: u32,
+        /// `gpus.count`.
+        count: u32,
+    },
+    /// `min_gpus_per_node` above `max_gpus_per_node`.
+    #[error("{min} is more than placement.max_gpus_per_node ({max})")]
+    MinAboveMax {
+        /// `min_gpus_per_node`.
+        min: u32,
+        /// `max_gpus_per_node`.
+        max: u32,
+    },
+    /// `max_nodes × max_gpus_per_node` cannot hold `gpus.count`.
+    #[error("{max_nodes} nodes × {per_node} GPUs per node cannot hold gpus.count ({count})")]
+    MaxNodesTooSmall {
+        /// `placement.max_nodes`.
+        max_nodes: u32,
+        /// GPUs per node at most.
+        per_node: u32,
+        /// `gpus.count`.
+        count: u32,
+    },
+    /// The deadline is not in the future.
+    #[error("deadline {deadline_ms} ms is not after now ({now_ms} ms POSIX)")]
+    DeadlineInPast {
+        /// Given, POSIX ms.
+        deadline_ms: u64,
+        /// Now, POSIX ms.
+        now_ms: u64,
+    },
+    /// The field only makes sense for another vendor than the one asked for.
+    #[error("only applies to {needs:?} GPUs, but gpus.vendor is {vendor:?}")]
+    WrongVendor {
+        /// Vendor the field needs.
+        needs: Vendor,
+        /// `gpus.vendor`.
+        vendor: Vendor,
+    },
+    /// Two fields exclude each other.
+    #[error("cannot be combined with {other}")]
+    Conflicts {
+        /// The other field.
+        other: &'static str,
+    },
+    /// Not a gfx target name.
+    #[error("`{0}` is not a gfx target (expected e.g. gfx90a, gfx942, gfx1100)")]
+    BadGfxTarget(String),
+    /// Path not under the required root, not absolute, or containing `..`.
+    #[error("`{path}` must be an absolute path under {root} without `..`")]
+    BadPath {
+        /// Given.
+        path: String,
+        /// Required root.
+        root: &'static str,
+    },
+    /// Same path twice.
+    #[error("`{0}` appears twice")]
+    Duplicate(String),
+    /// Not a POSIX environment variable name.
+    #[error("`{0}` is not a valid environment variable name")]
+    BadEnvName(String),
+    /// Set by the node for every rank.
+    #[error("`{0}` is set by the node (rank environment) and may not be overridden")]
+    ReservedEnv(String),
+    /// Port out of range.
+    #[error("port {0} must be between 1024 and 65535")]
+    BadPort(u16),
+    /// Negative or not finite.
+    #[error("{0} must be a finite number ≥ 0")]
+    Negative(f64),
+}
+
+/// Payment terms of a spec as they go on chain (`EscrowDatum`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EscrowTerms {
+    /// GPUs the job needs in total.
+    pub gpus: u64,
+    /// NTX base units per GPU-hour, at most.
+    pub max_rate: u64,
+    /// NTX base units locked.
+    pub budget: u64,
+    /// POSIX ms.
+    pub deadline_ms: u64,
+}
+
+impl Ensemble {
+    /// Parses YAML or JSON (a document whose first non-blank character is `{` is read as
+    /// JSON), then validates it against `now_ms` (POSIX ms).
+    ///
+    /// # Errors
+    /// [`SpecError::Syntax`] or [`SpecError::Invalid`], naming the field.
+    pub fn parse(text: &str, now_ms: u64) -> Result<Self, SpecError> {
+        let spec = if text.trim_start().starts_with('{') {
+            Self::from_json_str(text)?
+        } else {
+            Self::from_yaml_str(text)?
+        };
+        spec.validate(now_ms)?;
+        Ok(spec)
+    }
+
+    /// Deserializes YAML without validating.
+    ///
+    /// # Errors
+    /// [`SpecError::Syntax`] naming the field.
+    pub fn from_yaml_str(text: &str) -> Result<Self, SpecError> {
+        let de = serde_norway::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(de).map_err(|e| SpecError::Syntax {
+            field: e.path().to_string(),
+            source: FormatError::Yaml(e.into_inner()),
+        })
+    }
+
+    /// Deserializes JSON without validating.
+    ///
+    /// # Errors
+    /// [`SpecError::Syntax`] naming the field.
+    pub fn from_json_str(text: &str) -> Result<Self, SpecError> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let spec = serde_path_to_error::deserialize(&mut de).map_err(|e| SpecError::Syntax {
+            field: e.path().to_string(),
+            source: FormatError::Json(e.into_inner()),
+        })?;
+        de.end().map_err(|e| SpecError::Syntax {
+            field: ".".into(),
+            source: FormatError::Json(e),
+        })?;
+        Ok(spec)
+    }
+
+    /// Checks every rule of [`Rule`]; returns the first broken one, in document order.
+    ///
+    /// # Errors
+    /// [`SpecError::Invalid`] naming the field.
+    pub fn validate(&self, now_ms: u64) -> Result<(), SpecError> {
+        let bad = |field: &str, rule: Rule| {
+            Err(SpecError::Invalid {
+                field: field.to_string(),
+                rule,
+            })
+        };
+        match (&self.image.local, &self.image.archive) {
+            (Some(name), None) if name.trim().is_empty() => return bad("image.local", Rule::Empty),
+            (Some(_), Some(_)) => {
+                return bad(
+                    "image.local",
+                    Rule::Conflicts {
+                        other: "image.archive",
+                    },
+                );
+            }
+            (None, None) => return bad("image", Rule::Empty),
+            _ => {}
+        }
+        if self.command.is_empty() || self.command[0].trim().is_empty() {
+            return bad("command", Rule::Empty);
+        }
+        for name in self.env.keys() {
+            let mut chars = name.chars();
+            let ok = chars
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok {
+                return bad(&format!("env.{name}"), Rule::BadEnvName(name.clone()));
+            }
+            if RESERVED_ENV.contains(&name.as_str()) {
+                return bad(&format!("env.{name}"), Rule::ReservedEnv(name.clone()));
+            }
+        }
+        self.validate_gpus()?;
+        self.validate_placement()?;
+        let r = &self.resources_per_gpu;
+        for (field, v) in [
+            ("resources_per_gpu.cpu_cores", r.cpu_cores),
+            ("resources_per_gpu.mem_gib", r.mem_gib),
+            ("resources_per_gpu.shm_gib", r.shm_gib),
+            ("resources_per_gpu.disk_gib", r.disk_gib),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return bad(field, Rule::Negative(v));
+            }
+        }
+        if self.distributed.master_port < 1024 {
+            return bad(
+                "distributed.master_port",
+                Rule::BadPort(self.distributed.master_port),
+            );
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, input) in self.inputs.iter().enumerate() {
+            let field = format!("inputs[{i}].path");
+            if !path_under(&input.path, "/inputs/") {
+                return bad(
+                    &field,
+                    Rule::BadPath {
+                        path: input.path.clone(),
+                        root: "/inputs/",
+                    },
+                );
+            }
+            if !seen.insert(input.path.as_str()) {
+                return bad(&field, Rule::Duplicate(input.path.clone()));
+            }
+        }
+        for (i, output) in self.outputs.iter().enumerate() {
+            let field = format!("outputs[{i}].path");
+            if !path_under(&output.path, "/outputs/") {
+                return bad(
+                    &field,
+                    Rule::BadPath {
+                        path: output.path.clone(),
+                        root: "/outputs/",
+                    },
+                );
+            }
+            if !seen.insert(output.path.as_str()) {
+                return bad(&field, Rule::Duplicate(output.path.clone()));
+            }
+            if output.pin.is_empty() {
+                return bad(&format!("outputs[{i}].pin"), Rule::Empty);
+            }
+        }
+        if self.limits.max_duration_s == 0 {
+            return bad("limits.max_duration_s", Rule::Zero);
+        }
+        if self.limits.max_rate_ntx_per_gpu_hour == 0 {
+            return bad("limits.max_rate_ntx_per_gpu_hour", Rule::Zero);
+        }
+        if self.budget_ntx == 0 {
+            return bad("budget_ntx", Rule::Zero);
+        }
+        if self.deadline_ms <= now_ms {
+            return bad(
+                "deadline_ms",
+                Rule::DeadlineInPast {
+                    deadline_ms: self.deadline_ms,
+                    now_ms,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    fn validate_gpus(&self) -> Result<(), SpecError> {
+        let g = &self.gpus;
+        let bad = |field: &str, rule: Rule| {
+            Err(SpecError::Invalid {
+                field: field.to_string(),
+                rule,
+            })
+        };
+        if g.count == 0 {
+            return bad("gpus.count", Rule::Zero);
+        }
+        if g.min_compute_capability.is_some() {
+            if g.vendor == Vendor::Amd {
+                return bad(
+                    "gpus.min_compute_capability",
+                    Rule::WrongVendor {
+                        needs: Vendor::Nvidia,
+                        vendor: g.vendor,
+                    },
+                );
+            }
+            if !g.rocm_arch.is_empty() {
+                return bad(
+                    "gpus.min_compute_capability",
+                    Rule::Conflicts {
+                        other: "gpus.rocm_arch",
+                    },
+                );
+            }
+        }
+        if !g.rocm_arch.is_empty() && g.vendor == Vendor::Nvidia {
+            return bad(
+                "gpus.rocm_arch",
+                Rule::WrongVendor {
+                    needs: Vendor::Amd,
+                    vendor: g.vendor,
+                },
+            );
+        }
+        for (i, arch) in g.rocm_arch.iter().enumerate() {
+            let ok = arch.strip_prefix("gfx").is_some_and(|rest| {
+                !rest.is_empty() && rest.chars().all(|c| c.is_ascii_hexdigit())
+            });
+            if !ok {
+                return bad(
+                    &format!("gpus.rocm_arch[{i}]"),
+                    Rule::BadGfxTarget(arch.clone()),
+                );
+            }
+        }
+        for (i, glob) in g.models.iter().enumerate() {
+            if glob.trim().is_empty() {
+                return bad(&format!("gpus.models[{i}]"), Rule::Empty);
+            }
+        }
+        match (g.interconnect, g.vendor) {
+            (Interconnect::Nvlink, Vendor::Amd) => bad(
+                "gpus.interconnect",
+                Rule::WrongVendor {
+                    needs: Vendor::Nvidia,
+                    vendor: g.vendor,
+                },
+            ),
+            (Interconnect::Xgmi, Vendor::Nvidia) => bad(
+                "gpus.interconnect",
+                Rule::WrongVendor {
+                    needs: Vendor::Amd,
+                    vendor: g.vendor,
+                },
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    fn validate_placement(&self) -> Result<(), SpecError> {
+        let p = &self.placement;
+        let count = self.gpus.count;
+        let bad = |field: &str, rule: Rule| {
+            Err(SpecError::Invalid {
+                field: field.to_string(),
+                rule,
+            })
+        };
+        if p.min_gpus_per_node == 0 {
+            return bad("placement.min_gpus_per_node", Rule::Zero);
+        }
+        if p.min_gpus_per_node > count {
+            return bad(
+                "placement.min_gpus_per_node",
+                Rule::ExceedsCount {
+                    value: p.min_gpus_per_node,
+                    count,
+                },
+            );
+        }
+        if let Some(max) = p.max_gpus_per_node {
+            if max == 0 {
+                return bad("placement.max_gpus_per_node", Rule::Zero);
+            }
+            if p.min_gpus_per_node > max {
+                return bad(
+                    "placement.min_gpus_per_node",
+                    Rule::MinAboveMax {
+                        min: p.min_gpus_per_node,
+                        max,
+                    },
+                );
+            }
+        }
+        if p.max_nodes == 0 {
+            return bad("placement.max_nodes", Rule::Zero);
+        }
+        let per_node = p.max_gpus_per_node.unwrap_or(count).min(count);
+        if u64::from(p.max_nodes) * u64::from(per_node) < u64::from(count) {
+            return bad(
+                "placement.max_nodes",
+                Rule::MaxNodesTooSmall {
+                    max_nodes: p.max_nodes,
+                    per_node,
+                    count,
+                },
+            );
+        }
+        if p.max_rtt_ms == Some(0) {
+            return bad("placement.max_rtt_ms", Rule::Zero);
+        }
+        if p.min_bandwidth_mbps == Some(0) {
+            return bad("placement.min_bandwidth_mbps", Rule::Zero);
+        }
+        Ok(())
+    }
+
+    /// The spec's payment terms in escrow units.
+    pub fn escrow_terms(&self) -> EscrowTerms {
+        EscrowTerms {
+            gpus: u64::from(self.gpus.count),
+            max_rate: self.limits.max_rate_ntx_per_gpu_hour,
+            budget: self.budget_ntx,
+            deadline_ms: self.deadline_ms,
+        }
+    }
+
+    /// The `Open` escrow datum for this spec, given the job id, the orchestrator's key hash
+    /// and the binary CID of the pinned spec.
+    pub fn escrow_datum(
+        &self,
+        job_id: JobId,
+        orchestrator: KeyHash,
+        spec_cid: Vec<u8>,
+    ) -> EscrowDatum {
+        let t = self.escrow_terms();
+        EscrowDatum {
+            job_id,
+            orchestrator,
+            spec: spec_cid,
+            gpus: t.gpus,
+            max_rate: t.max_rate,
+            budget: t.budget,
+            deadline_ms: t.deadline_ms,
+            state: JobState::Open,
+        }
+    }
+}
+
+/// `path` is absolute, strictly below `root` (which ends in `/`), and has no `..` or `.` part.
+fn path_under(path: &str, root: &str) -> bool {
+    path.strip_prefix(root).is_some_and(|rest| {
+        let rest = rest.trim_end_matches('/');
+        !rest.is_empty()
+            && rest
+                .split('/')
+                .all(|c| !c.is_empty() && c != ".." && c != ".")
+    })
+}

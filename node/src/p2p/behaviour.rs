@@ -1,0 +1,52 @@
+//! The node's one composed libp2p behaviour.
+//!
+//! Every protocol of the node is a field here, driven by the one swarm the
+//! [`super::EventLoop`] owns. Optional parts sit in a [`Toggle`]: the relay *server* (opt-in,
+//! [`super::Config::relay_server`]) and the reserved `storage` slot, where the storage crate's
+//! bitswap behaviour (`beetswap` 0.5, built on libp2p-swarm 0.47 = libp2p 0.56) will go; until
+//! then it holds the no-op `dummy` behaviour and is always off.
+
+use libp2p::swarm::NetworkBehaviour;
+use libp2p::swarm::behaviour::toggle::Toggle;
+use libp2p::{autonat, dcutr, gossipsub, identify, kad, ping, relay, request_response};
+
+use super::protocols::{
+    AcceptRequest, AcceptResponse, AttestMessage, AttestResponse, CborCodec, ClusterHello,
+    ClusterResponse,
+};
+
+/// `accept` behaviour (orchestrator → provider).
+pub type AcceptBehaviour = request_response::Behaviour<CborCodec<AcceptRequest, AcceptResponse>>;
+/// `cluster` behaviour (between the nodes of a job).
+pub type ClusterBehaviour = request_response::Behaviour<CborCodec<ClusterHello, ClusterResponse>>;
+/// `attest` behaviour (provider → the other peers of a job).
+pub type AttestBehaviour = request_response::Behaviour<CborCodec<AttestMessage, AttestResponse>>;
+
+/// The composed behaviour. Field order is poll order.
+#[derive(NetworkBehaviour)]
+pub struct Behaviour {
+    /// Circuit relay v2 client: reservations on relays, dialing through them.
+    pub relay_client: relay::client::Behaviour,
+    /// Circuit relay v2 server: opt-in.
+    pub relay_server: Toggle<relay::Behaviour>,
+    /// Hole punching over a relayed connection.
+    pub dcutr: dcutr::Behaviour,
+    /// Reachability probes (v1).
+    pub autonat: autonat::Behaviour,
+    /// Peer discovery (`/ganglion/kad/1`).
+    pub kad: kad::Behaviour<kad::store::MemoryStore>,
+    /// Listen and observed addresses, protocols (`/ganglion/id/1`).
+    pub identify: identify::Behaviour,
+    /// RTT samples for the latency matrix.
+    pub ping: ping::Behaviour,
+    /// Signed offers, one topic per network magic.
+    pub gossipsub: gossipsub::Behaviour,
+    /// `/ganglion/accept/1`.
+    pub accept: AcceptBehaviour,
+    /// `/ganglion/cluster/1`.
+    pub cluster: ClusterBehaviour,
+    /// `/ganglion/attest/1`.
+    pub attest: AttestBehaviour,
+    /// Reserved for the storage crate's bitswap (`beetswap` 0.5); off until that issue lands.
+    pub storage: Toggle<libp2p::swarm::dummy::Behaviour>,
+}

@@ -1,0 +1,218 @@
+//! The handle the rest of the node uses: commands to the [`super::EventLoop`], oneshot replies.
+//!
+//! Every method is cancel-safe in the sense that dropping its future never corrupts the loop: a
+//! dropped reply channel is ignored there. A command already sent is still carried out.
+
+use libp2p::{Multiaddr, PeerId};
+use tokio::sync::{mpsc, oneshot};
+
+use ganglion_contracts::datum::JobId;
+
+use super::Error;
+use super::offers::{BondSnapshot, SignedOffer};
+use super::protocols::{
+    AcceptRequest, AcceptResponse, AttestMessage, AttestResponse, ClusterHello, ClusterResponse,
+};
+use super::rtt::Rtt;
+
+/// A command for the event loop.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Listen(Multiaddr, oneshot::Sender<Result<Multiaddr, Error>>),
+    Dial(Multiaddr, oneshot::Sender<Result<PeerId, Error>>),
+    AddPeer(PeerId, Multiaddr, oneshot::Sender<()>),
+    AddExternalAddress(Multiaddr, oneshot::Sender<()>),
+    PublishOffer(Box<SignedOffer>, oneshot::Sender<Result<(), Error>>),
+    SetBonds(BondSnapshot, oneshot::Sender<()>),
+    Market(oneshot::Sender<Vec<SignedOffer>>),
+    Rtts(oneshot::Sender<Vec<(PeerId, Rtt)>>),
+    PeerScore(PeerId, oneshot::Sender<Option<f64>>),
+    ConnectedPeers(oneshot::Sender<Vec<PeerId>>),
+    Accept(
+        PeerId,
+        AcceptRequest,
+        oneshot::Sender<Result<AcceptResponse, Error>>,
+    ),
+    Cluster(
+        PeerId,
+        Box<ClusterHello>,
+        oneshot::Sender<Result<ClusterResponse, Error>>,
+    ),
+    RegisterCluster(Box<ClusterHello>, oneshot::Sender<()>),
+    Attest(
+        PeerId,
+        Box<AttestMessage>,
+        oneshot::Sender<Result<AttestResponse, Error>>,
+    ),
+    Attestations(JobId, oneshot::Sender<Vec<AttestMessage>>),
+    RawGossip(Vec<u8>, oneshot::Sender<Result<(), Error>>),
+}
+
+/// Cloneable handle to the p2p event loop.
+#[derive(Debug, Clone)]
+pub struct Client {
+    tx: mpsc::Sender<Command>,
+}
+
+impl Client {
+    pub(crate) fn new(tx: mpsc::Sender<Command>) -> Self {
+        Self { tx }
+    }
+
+    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Error> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(make(tx)).await.map_err(|_| Error::Stopped)?;
+        rx.await.map_err(|_| Error::Stopped)
+    }
+
+    /// Listens on `addr`; returns the first concrete address (port 0 resolved).
+    ///
+    /// # Errors
+    /// [`Error::Listen`], [`Error::ListenerClosed`], [`Error::Stopped`].
+    pub async fn listen(&self, addr: Multiaddr) -> Result<Multiaddr, Error> {
+        self.ask(|r| Command::Listen(addr, r)).await?
+    }
+
+    /// Dials `addr` (which may end in `/p2p/<id>`); returns the peer once connected.
+    ///
+    /// # Errors
+    /// [`Error::Dial`], [`Error::Stopped`].
+    pub async fn dial(&self, addr: Multiaddr) -> Result<PeerId, Error> {
+        self.ask(|r| Command::Dial(addr, r)).await?
+    }
+
+    /// Adds a known address of `peer` to Kademlia.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn add_peer(&self, peer: PeerId, addr: Multiaddr) -> Result<(), Error> {
+        self.ask(|r| Command::AddPeer(peer, addr, r)).await
+    }
+
+    /// Declares `addr` a confirmed external address of this node (a public address from the
+    /// config, or one AutoNAT confirmed). A relay server only serves reservations once it has one.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn add_external_address(&self, addr: Multiaddr) -> Result<(), Error> {
+        self.ask(|r| Command::AddExternalAddress(addr, r)).await
+    }
+
+    /// Publishes this node's signed offer on the network's topic (and keeps it in its own
+    /// market view).
+    ///
+    /// # Errors
+    /// [`Error::Publish`] (e.g. `NoPeersSubscribedToTopic` before any peer joined), [`Error::Stopped`].
+    pub async fn publish_offer(&self, offer: SignedOffer) -> Result<(), Error> {
+        self.ask(|r| Command::PublishOffer(Box::new(offer), r))
+            .await?
+    }
+
+    /// Publishes arbitrary bytes on the offer topic. Only for tests of the validators (forged
+    /// offers, garbage); never used by the node itself.
+    ///
+    /// # Errors
+    /// [`Error::Publish`], [`Error::Stopped`].
+    #[doc(hidden)]
+    pub async fn publish_raw(&self, bytes: Vec<u8>) -> Result<(), Error> {
+        self.ask(|r| Command::RawGossip(bytes, r)).await?
+    }
+
+    /// Replaces the live-bond snapshot (from the indexer's `active_bonds()`); offers whose bond
+    /// left it drop out of the market at once.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn set_bonds(&self, bonds: BondSnapshot) -> Result<(), Error> {
+        self.ask(|r| Command::SetBonds(bonds, r)).await
+    }
+
+    /// The live market: one verified, unexpired offer per provider.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn market(&self) -> Result<Vec<SignedOffer>, Error> {
+        self.ask(Command::Market).await
+    }
+
+    /// The latency matrix row of this node: RTT to each peer pinged, with the sample's time.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn rtts(&self) -> Result<Vec<(PeerId, Rtt)>, Error> {
+        self.ask(Command::Rtts).await
+    }
+
+    /// Gossipsub score of `peer` as this node sees it.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn peer_score(&self, peer: PeerId) -> Result<Option<f64>, Error> {
+        self.ask(|r| Command::PeerScore(peer, r)).await
+    }
+
+    /// Peers with an open connection.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn connected_peers(&self) -> Result<Vec<PeerId>, Error> {
+        self.ask(Command::ConnectedPeers).await
+    }
+
+    /// Asks provider `peer` to accept its share of a job.
+    ///
+    /// # Errors
+    /// [`Error::Request`] (dial failure, timeout, protocol or codec error), [`Error::Stopped`].
+    pub async fn accept(&self, peer: PeerId, req: AcceptRequest) -> Result<AcceptResponse, Error> {
+        self.ask(|r| Command::Accept(peer, req, r)).await?
+    }
+
+    /// Registers this node's overlay info for a job: peers sending their hello get it back.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn register_cluster(&self, hello: ClusterHello) -> Result<(), Error> {
+        self.ask(|r| Command::RegisterCluster(Box::new(hello), r))
+            .await
+    }
+
+    /// Sends this node's cluster hello to a peer of the job; returns the peer's answer.
+    ///
+    /// # Errors
+    /// [`Error::Request`], [`Error::Stopped`].
+    pub async fn cluster_hello(
+        &self,
+        peer: PeerId,
+        hello: ClusterHello,
+    ) -> Result<ClusterResponse, Error> {
+        self.ask(|r| Command::Cluster(peer, Box::new(hello), r))
+            .await?
+    }
+
+    /// Sends a signed attestation to one peer.
+    ///
+    /// # Errors
+    /// [`Error::Request`], [`Error::Stopped`].
+    pub async fn attest(&self, peer: PeerId, msg: AttestMessage) -> Result<AttestResponse, Error> {
+        self.ask(|r| Command::Attest(peer, Box::new(msg), r))
+            .await?
+    }
+
+    /// Sends a signed attestation to every peer of a job, concurrently; one result per peer, in
+    /// order.
+    pub async fn attest_all(
+        &self,
+        peers: &[PeerId],
+        msg: &AttestMessage,
+    ) -> Vec<Result<AttestResponse, Error>> {
+        futures::future::join_all(peers.iter().map(|p| self.attest(*p, msg.clone()))).await
+    }
+
+    /// Attestations stored for `job` (verified on receipt).
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn attestations(&self, job: JobId) -> Result<Vec<AttestMessage>, Error> {
+        self.ask(|r| Command::Attestations(job, r)).await
+    }
+}

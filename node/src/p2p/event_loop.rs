@@ -1,0 +1,747 @@
+//! The event loop: sole owner of the [`Swarm`]; selects over swarm events, client commands and
+//! the market prune timer.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
+
+use futures::StreamExt;
+use ganglion_contracts::datum::JobId;
+use ganglion_contracts::params::KeyHash;
+use libp2p::gossipsub::{self, MessageAcceptance};
+use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport};
+use libp2p::swarm::dial_opts::DialOpts;
+use libp2p::swarm::{ConnectionId, SwarmEvent};
+use libp2p::{
+    Multiaddr, PeerId, StreamProtocol, Swarm, autonat, core::transport::ListenerId, dcutr,
+    identify, kad, noise, ping, relay, tcp, yamux,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use super::behaviour::{Behaviour, BehaviourEvent};
+use super::client::Command;
+use super::limits::RateLimiter;
+use super::offers::{BondSnapshot, Market, SignedOffer, verify_offer};
+use super::protocols::{
+    self, ACCEPT_PROTOCOL, ATTEST_PROTOCOL, AcceptResponse, AttestMessage, AttestResponse,
+    CLUSTER_PROTOCOL, CborCodec, ClusterHello, ClusterResponse, RefusalReason,
+};
+use super::provider::{Provider, ProviderConfig};
+use super::rtt::RttMatrix;
+use super::{Config, Error, Event, INVALID_OFFER_WEIGHT, MAX_ATTEST_JOBS, MAX_CLUSTER_JOBS};
+
+type Reply<T> = oneshot::Sender<Result<T, Error>>;
+
+/// Builds the swarm: TCP + QUIC + relay client transports, noise, yamux, and [`Behaviour`].
+pub(crate) fn build_swarm(
+    keypair: libp2p::identity::Keypair,
+    config: &Config,
+) -> Result<Swarm<Behaviour>, Error> {
+    let cfg = config.clone();
+    let swarm = libp2p::SwarmBuilder::with_existing_identity(keypair)
+        .with_tokio()
+        .with_tcp(
+            tcp::Config::default().nodelay(true),
+            noise::Config::new,
+            yamux::Config::default,
+        )
+        .map_err(|e| Error::Build(Box::new(e)))?
+        .with_quic()
+        .with_relay_client(noise::Config::new, yamux::Config::default)
+        .map_err(|e| Error::Build(Box::new(e)))?
+        .with_behaviour(|key, relay_client| make_behaviour(key, relay_client, &cfg))
+        .map_err(|e| Error::Build(e.to_string().into()))?
+        .with_swarm_config(|c| c.with_idle_connection_timeout(cfg.idle_timeout))
+        .build();
+    Ok(swarm)
+}
+
+fn make_behaviour(
+    key: &libp2p::identity::Keypair,
+    relay_client: relay::client::Behaviour,
+    cfg: &Config,
+) -> Result<Behaviour, Box<dyn std::error::Error + Send + Sync>> {
+    let peer_id = key.public().to_peer_id();
+    let topic = protocols::offer_topic(cfg.network_magic);
+    let gossip_config = gossipsub::ConfigBuilder::default()
+        .heartbeat_interval(cfg.gossip_heartbeat)
+        .validation_mode(gossipsub::ValidationMode::Strict)
+        .validate_messages()
+        .max_transmit_size(super::offers::MAX_OFFER_BYTES)
+        .message_id_fn(|m: &gossipsub::Message| {
+            use std::hash::{DefaultHasher, Hash, Hasher};
+            let mut h = DefaultHasher::new();
+            m.data.hash(&mut h);
+            m.source.hash(&mut h);
+            gossipsub::MessageId::from(h.finish().to_be_bytes().to_vec())
+        })
+        .build()?;
+    let mut gossipsub = gossipsub::Behaviour::new(
+        gossipsub::MessageAuthenticity::Signed(key.clone()),
+        gossip_config,
+    )?;
+    let mut score = gossipsub::PeerScoreParams::default();
+    let topic_score = gossipsub::TopicScoreParams {
+        topic_weight: 1.0,
+        mesh_message_deliveries_weight: 0.0,
+        mesh_failure_penalty_weight: 0.0,
+        invalid_message_deliveries_weight: INVALID_OFFER_WEIGHT,
+        invalid_message_deliveries_decay: 0.5,
+        ..Default::default()
+    };
+    score.topics.insert(topic.hash(), topic_score);
+    // Loopback tests and devnets run many peers on one IP.
+    score.ip_colocation_factor_weight = 0.0;
+    gossipsub.with_peer_score(score, gossipsub::PeerScoreThresholds::default())?;
+
+    let rr_config = request_response::Config::default()
+        .with_request_timeout(cfg.request_timeout)
+        .with_max_concurrent_streams(super::MAX_CONCURRENT_STREAMS);
+    let mut kad = kad::Behaviour::with_config(
+        peer_id,
+        kad::store::MemoryStore::new(peer_id),
+        kad::Config::new(StreamProtocol::new("/ganglion/kad/1")),
+    );
+    kad.set_mode(Some(kad::Mode::Server));
+    Ok(Behaviour {
+        relay_client,
+        relay_server: cfg
+            .relay_server
+            .then(|| relay::Behaviour::new(peer_id, relay::Config::default()))
+            .into(),
+        dcutr: dcutr::Behaviour::new(peer_id),
+        autonat: autonat::Behaviour::new(peer_id, autonat::Config::default()),
+        kad,
+        identify: identify::Behaviour::new(identify::Config::new(
+            "/ganglion/id/1".into(),
+            key.public(),
+        )),
+        ping: ping::Behaviour::new(ping::Config::new().with_interval(cfg.ping_interval)),
+        gossipsub,
+        accept: request_response::Behaviour::with_codec(
+            CborCodec::new(protocols::MAX_ACCEPT_BYTES),
+            [(ACCEPT_PROTOCOL, ProtocolSupport::Full)],
+            rr_config.clone(),
+        ),
+        cluster: request_response::Behaviour::with_codec(
+            CborCodec::new(protocols::MAX_CLUSTER_BYTES),
+            [(CLUSTER_PROTOCOL, ProtocolSupport::Full)],
+            rr_config.clone(),
+        ),
+        attest: request_response::Behaviour::with_codec(
+            CborCodec::new(protocols::MAX_ATTEST_BYTES),
+            [(ATTEST_PROTOCOL, ProtocolSupport::Full)],
+            rr_config,
+        ),
+        storage: None.into(),
+    })
+}
+
+/// Owns the swarm. Run it with [`EventLoop::run`].
+pub struct EventLoop {
+    swarm: Swarm<Behaviour>,
+    config: Config,
+    topic: gossipsub::IdentTopic,
+    commands: mpsc::Receiver<Command>,
+    events: mpsc::Sender<Event>,
+    dropped_events: u64,
+    bonds: BondSnapshot,
+    market: Market,
+    rtts: RttMatrix,
+    provider: Option<Provider>,
+    limiter: RateLimiter,
+    pending_listen: HashMap<ListenerId, Reply<Multiaddr>>,
+    pending_dial: HashMap<ConnectionId, Reply<PeerId>>,
+    pending_accept: HashMap<OutboundRequestId, (PeerId, Reply<AcceptResponse>)>,
+    pending_cluster: HashMap<OutboundRequestId, (PeerId, Reply<ClusterResponse>)>,
+    pending_attest: HashMap<OutboundRequestId, (PeerId, Reply<AttestResponse>)>,
+    clusters: HashMap<JobId, ClusterHello>,
+    attestations: HashMap<JobId, HashMap<KeyHash, AttestMessage>>,
+    attestation_order: VecDeque<JobId>,
+}
+
+impl EventLoop {
+    pub(crate) fn new(
+        mut swarm: Swarm<Behaviour>,
+        config: Config,
+        bonds: BondSnapshot,
+        provider: Option<ProviderConfig>,
+        commands: mpsc::Receiver<Command>,
+        events: mpsc::Sender<Event>,
+    ) -> Result<Self, Error> {
+        let topic = protocols::offer_topic(config.network_magic);
+        swarm.behaviour_mut().gossipsub.subscribe(&topic)?;
+        Ok(Self {
+            swarm,
+            limiter: RateLimiter::new(config.inbound_burst, config.inbound_per_second),
+            config,
+            topic,
+            commands,
+            events,
+            dropped_events: 0,
+            bonds,
+            market: Market::default(),
+            rtts: RttMatrix::default(),
+            provider: provider.map(Provider::new),
+            pending_listen: HashMap::new(),
+            pending_dial: HashMap::new(),
+            pending_accept: HashMap::new(),
+            pending_cluster: HashMap::new(),
+            pending_attest: HashMap::new(),
+            clusters: HashMap::new(),
+            attestations: HashMap::new(),
+            attestation_order: VecDeque::new(),
+        })
+    }
+
+    /// This node's peer id.
+    pub fn local_peer_id(&self) -> PeerId {
+        *self.swarm.local_peer_id()
+    }
+
+    /// Runs until every [`super::Client`] is dropped. Listens on `config.listen` and dials
+    /// `config.bootstrap` first (failures there are logged, not fatal).
+    pub async fn run(mut self) {
+        for addr in self.config.listen.clone() {
+            if let Err(e) = self.swarm.listen_on(addr.clone()) {
+                tracing::warn!(target: "p2p", %addr, error = %e, "cannot listen");
+            }
+        }
+        for addr in self.config.bootstrap.clone() {
+            if let Some(libp2p::multiaddr::Protocol::P2p(peer)) = addr.iter().last() {
+                self.swarm
+                    .behaviour_mut()
+                    .kad
+                    .add_address(&peer, addr.clone());
+            }
+            if let Err(e) = self.swarm.dial(addr.clone()) {
+                tracing::warn!(target: "p2p", %addr, error = %e, "cannot dial bootstrap peer");
+            }
+        }
+        if !self.config.bootstrap.is_empty() {
+            let _ = self.swarm.behaviour_mut().kad.bootstrap();
+        }
+        let mut prune = tokio::time::interval(self.config.prune_interval);
+        prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                event = self.swarm.select_next_some() => self.on_swarm_event(event),
+                command = self.commands.recv() => match command {
+                    Some(c) => self.on_command(c),
+                    None => break,
+                },
+                _ = prune.tick() => self.prune(),
+            }
+        }
+        tracing::debug!(target: "p2p", "event loop stopped: no client left");
+    }
+
+    fn emit(&mut self, event: Event) {
+        if self.events.try_send(event).is_err() {
+            self.dropped_events += 1;
+            if self.dropped_events.is_power_of_two() {
+                tracing::warn!(target: "p2p", dropped = self.dropped_events, "event channel full or closed; events dropped");
+            }
+        }
+    }
+
+    fn prune(&mut self) {
+        for provider in self.market.prune((self.config.clock)(), &self.bonds) {
+            self.emit(Event::OfferExpired { provider });
+        }
+    }
+
+    fn on_command(&mut self, command: Command) {
+        match command {
+            Command::Listen(addr, reply) => match self.swarm.listen_on(addr) {
+                Ok(id) => {
+                    self.pending_listen.insert(id, reply);
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e.into()));
+                }
+            },
+            Command::Dial(addr, reply) => {
+                let opts = DialOpts::from(addr);
+                let id = opts.connection_id();
+                match self.swarm.dial(opts) {
+                    Ok(()) => {
+                        self.pending_dial.insert(id, reply);
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e.into()));
+                    }
+                }
+            }
+            Command::AddPeer(peer, addr, reply) => {
+                self.swarm.behaviour_mut().kad.add_address(&peer, addr);
+                let _ = reply.send(());
+            }
+            Command::AddExternalAddress(addr, reply) => {
+                self.swarm.add_external_address(addr);
+                let _ = reply.send(());
+            }
+            Command::PublishOffer(offer, reply) => {
+                let bytes = offer.encode();
+                let res = self
+                    .swarm
+                    .behaviour_mut()
+                    .gossipsub
+                    .publish(self.topic.clone(), bytes)
+                    .map(|_| ())
+                    .map_err(Error::from);
+                if res.is_ok() {
+                    self.market.insert(*offer);
+                }
+                let _ = reply.send(res);
+            }
+            Command::RawGossip(bytes, reply) => {
+                let res = self
+                    .swarm
+                    .behaviour_mut()
+                    .gossipsub
+                    .publish(self.topic.clone(), bytes)
+                    .map(|_| ())
+                    .map_err(Error::from);
+                let _ = reply.send(res);
+            }
+            Command::SetBonds(bonds, reply) => {
+                self.bonds = bonds;
+                self.prune();
+                let _ = reply.send(());
+            }
+            Command::Market(reply) => {
+                let now = (self.config.clock)();
+                let live = self
+                    .market
+                    .offers()
+                    .filter(|o| o.body.expires_ms > now)
+                    .cloned()
+                    .collect();
+                let _ = reply.send(live);
+            }
+            Command::Rtts(reply) => {
+                let _ = reply.send(self.rtts.iter().map(|(p, r)| (*p, *r)).collect());
+            }
+            Command::PeerScore(peer, reply) => {
+                let _ = reply.send(self.swarm.behaviour().gossipsub.peer_score(&peer));
+            }
+            Command::ConnectedPeers(reply) => {
+                let _ = reply.send(self.swarm.connected_peers().copied().collect());
+            }
+            Command::Accept(peer, req, reply) => {
+                let id = self.swarm.behaviour_mut().accept.send_request(&peer, req);
+                self.pending_accept.insert(id, (peer, reply));
+            }
+            Command::Cluster(peer, hello, reply) => {
+                let id = self
+                    .swarm
+                    .behaviour_mut()
+                    .cluster
+                    .send_request(&peer, *hello);
+                self.pending_cluster.insert(id, (peer, reply));
+            }
+            Command::RegisterCluster(hello, reply) => {
+                if self.clusters.len() >= MAX_CLUSTER_JOBS
+                    && !self.clusters.contains_key(&hello.job_id)
+                {
+                    // Drop an arbitrary old registration; jobs this old are long settled.
+                    if let Some(k) = self.clusters.keys().next().copied() {
+                        self.clusters.remove(&k);
+                    }
+                }
+                self.clusters.insert(hello.job_id, *hello);
+                let _ = reply.send(());
+            }
+            Command::Attest(peer, msg, reply) => {
+                let id = self.swarm.behaviour_mut().attest.send_request(&peer, *msg);
+                self.pending_attest.insert(id, (peer, reply));
+            }
+            Command::Attestations(job, reply) => {
+                let list = self
+                    .attestations
+                    .get(&job)
+                    .map(|m| m.values().cloned().collect())
+                    .unwrap_or_default();
+                let _ = reply.send(list);
+            }
+        }
+    }
+
+    fn on_swarm_event(&mut self, event: SwarmEvent<BehaviourEvent>) {
+        match event {
+            SwarmEvent::NewListenAddr {
+                listener_id,
+                address,
+            } => {
+                tracing::info!(target: "p2p", %address, "listening");
+                if let Some(reply) = self.pending_listen.remove(&listener_id) {
+                    let _ = reply.send(Ok(address));
+                }
+            }
+            SwarmEvent::ListenerClosed { listener_id, .. } => {
+                if let Some(reply) = self.pending_listen.remove(&listener_id) {
+                    let _ = reply.send(Err(Error::ListenerClosed));
+                }
+            }
+            SwarmEvent::ConnectionEstablished {
+                peer_id,
+                connection_id,
+                num_established,
+                endpoint,
+                ..
+            } => {
+                if let Some(reply) = self.pending_dial.remove(&connection_id) {
+                    let _ = reply.send(Ok(peer_id));
+                }
+                if endpoint.is_dialer() {
+                    let addr = endpoint.get_remote_address().clone();
+                    self.swarm.behaviour_mut().kad.add_address(&peer_id, addr);
+                }
+                if num_established.get() == 1 {
+                    self.emit(Event::PeerConnected { peer: peer_id });
+                }
+                if endpoint.is_relayed() {
+                    self.emit(Event::RelayedConnection { peer: peer_id });
+                }
+            }
+            SwarmEvent::OutgoingConnectionError {
+                connection_id,
+                error,
+                ..
+            } => {
+                if let Some(reply) = self.pending_dial.remove(&connection_id) {
+                    let _ = reply.send(Err(error.into()));
+                }
+            }
+            SwarmEvent::ConnectionClosed {
+                peer_id,
+                num_established: 0,
+                ..
+            } => {
+                self.limiter.forget(&peer_id);
+                self.emit(Event::PeerDisconnected { peer: peer_id });
+            }
+            SwarmEvent::Behaviour(event) => self.on_behaviour_event(event),
+            _ => {}
+        }
+    }
+
+    fn on_behaviour_event(&mut self, event: BehaviourEvent) {
+        match event {
+            BehaviourEvent::Gossipsub(e) => self.on_gossip(e),
+            BehaviourEvent::Ping(ping::Event {
+                peer,
+                result: Ok(rtt),
+                ..
+            }) => {
+                self.rtts.record(peer, rtt, Instant::now());
+                self.emit(Event::RttMeasured { peer, rtt });
+            }
+            BehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. }) => {
+                for addr in info.listen_addrs {
+                    if is_routable_for_kad(&addr) {
+                        self.swarm.behaviour_mut().kad.add_address(&peer_id, addr);
+                    }
+                }
+            }
+            BehaviourEvent::Accept(e) => self.on_accept(e),
+            BehaviourEvent::Cluster(e) => self.on_cluster(e),
+            BehaviourEvent::Attest(e) => self.on_attest(e),
+            BehaviourEvent::Dcutr(e) => {
+                let succeeded = e.result.is_ok();
+                match &e.result {
+                    Ok(_) => {
+                        tracing::info!(target: "p2p", peer = %e.remote_peer_id, "hole punch succeeded")
+                    }
+                    Err(error) => {
+                        tracing::info!(target: "p2p", peer = %e.remote_peer_id, %error, "hole punch failed")
+                    }
+                }
+                self.emit(Event::HolePunchFinished {
+                    peer: e.remote_peer_id,
+                    succeeded,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    fn on_gossip(&mut self, event: gossipsub::Event) {
+        match event {
+            gossipsub::Event::Message {
+                propagation_source,
+                message_id,
+                message,
+            } => {
+                let verdict = SignedOffer::decode(&message.data).and_then(|offer| {
+                    verify_offer(
+                        &offer,
+                        self.config.network_magic,
+                        message.source.as_ref(),
+                        &self.bonds,
+                        (self.config.clock)(),
+                    )
+                    .map(|()| offer)
+                });
+                let acceptance = match verdict {
+                    Ok(offer) => {
+                        let provider = offer.body.market.provider;
+                        let peer = message.source.unwrap_or(propagation_source);
+                        self.market.insert(offer);
+                        self.emit(Event::OfferAccepted {
+                            provider,
+                            peer,
+                            via: propagation_source,
+                        });
+                        MessageAcceptance::Accept
+                    }
+                    Err(reason) => {
+                        tracing::debug!(target: "p2p", peer = %propagation_source, %reason, "offer rejected");
+                        self.emit(Event::OfferRejected {
+                            via: propagation_source,
+                            reason,
+                        });
+                        MessageAcceptance::Reject
+                    }
+                };
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .gossipsub
+                    .report_message_validation_result(&message_id, &propagation_source, acceptance);
+            }
+            gossipsub::Event::Subscribed { peer_id, topic } if topic == self.topic.hash() => {
+                self.emit(Event::TopicPeerJoined { peer: peer_id });
+            }
+            _ => {}
+        }
+    }
+
+    fn allow(&mut self, peer: PeerId) -> bool {
+        let ok = self.limiter.allow(peer, Instant::now());
+        if !ok {
+            self.emit(Event::RateLimited { peer });
+        }
+        ok
+    }
+
+    fn on_accept(
+        &mut self,
+        event: request_response::Event<protocols::AcceptRequest, AcceptResponse>,
+    ) {
+        match event {
+            request_response::Event::Message {
+                peer,
+                message:
+                    request_response::Message::Request {
+                        request, channel, ..
+                    },
+                ..
+            } => {
+                let response = if !self.allow(peer) {
+                    AcceptResponse::Refused(RefusalReason::RateLimited)
+                } else {
+                    match self.provider.as_mut() {
+                        Some(p) => p.handle(&request, (self.config.clock)()),
+                        None => AcceptResponse::Refused(RefusalReason::NotProvider),
+                    }
+                };
+                let accepted = matches!(response, AcceptResponse::Accepted { .. });
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .accept
+                    .send_response(channel, response);
+                self.emit(Event::AcceptAnswered {
+                    peer,
+                    job_id: request.job_id,
+                    accepted,
+                });
+            }
+            request_response::Event::Message {
+                message:
+                    request_response::Message::Response {
+                        request_id,
+                        response,
+                    },
+                ..
+            } => {
+                if let Some((_, reply)) = self.pending_accept.remove(&request_id) {
+                    let _ = reply.send(Ok(response));
+                }
+            }
+            request_response::Event::OutboundFailure {
+                peer,
+                request_id,
+                error,
+                ..
+            } => {
+                if let Some((_, reply)) = self.pending_accept.remove(&request_id) {
+                    let _ = reply.send(Err(Error::Request {
+                        peer,
+                        source: error,
+                    }));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_cluster(&mut self, event: request_response::Event<ClusterHello, ClusterResponse>) {
+        match event {
+            request_response::Event::Message {
+                peer,
+                message:
+                    request_response::Message::Request {
+                        request, channel, ..
+                    },
+                ..
+            } => {
+                let response = if !self.allow(peer) {
+                    ClusterResponse::RateLimited
+                } else {
+                    match self.clusters.get(&request.job_id) {
+                        Some(own) => {
+                            let own = own.clone();
+                            self.emit(Event::ClusterHelloReceived {
+                                peer,
+                                hello: request,
+                            });
+                            ClusterResponse::Hello(own)
+                        }
+                        None => ClusterResponse::UnknownJob,
+                    }
+                };
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .cluster
+                    .send_response(channel, response);
+            }
+            request_response::Event::Message {
+                message:
+                    request_response::Message::Response {
+                        request_id,
+                        response,
+                    },
+                ..
+            } => {
+                if let Some((_, reply)) = self.pending_cluster.remove(&request_id) {
+                    let _ = reply.send(Ok(response));
+                }
+            }
+            request_response::Event::OutboundFailure {
+                peer,
+                request_id,
+                error,
+                ..
+            } => {
+                if let Some((_, reply)) = self.pending_cluster.remove(&request_id) {
+                    let _ = reply.send(Err(Error::Request {
+                        peer,
+                        source: error,
+                    }));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_attest(&mut self, event: request_response::Event<AttestMessage, AttestResponse>) {
+        match event {
+            request_response::Event::Message {
+                peer,
+                message:
+                    request_response::Message::Request {
+                        request, channel, ..
+                    },
+                ..
+            } => {
+                let response = if !self.allow(peer) {
+                    AttestResponse::RateLimited
+                } else if self.verify_attestation(&request) {
+                    let (job_id, provider) = (request.job_id, request.provider);
+                    self.store_attestation(request);
+                    self.emit(Event::AttestationStored {
+                        peer,
+                        job_id,
+                        provider,
+                    });
+                    AttestResponse::Stored
+                } else {
+                    self.emit(Event::AttestationRejected {
+                        peer,
+                        job_id: request.job_id,
+                    });
+                    AttestResponse::Invalid
+                };
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .attest
+                    .send_response(channel, response);
+            }
+            request_response::Event::Message {
+                message:
+                    request_response::Message::Response {
+                        request_id,
+                        response,
+                    },
+                ..
+            } => {
+                if let Some((_, reply)) = self.pending_attest.remove(&request_id) {
+                    let _ = reply.send(Ok(response));
+                }
+            }
+            request_response::Event::OutboundFailure {
+                peer,
+                request_id,
+                error,
+                ..
+            } => {
+                if let Some((_, reply)) = self.pending_attest.remove(&request_id) {
+                    let _ = reply.send(Err(Error::Request {
+                        peer,
+                        source: error,
+                    }));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// An attestation counts when it verifies with the attest key of one of the provider's live
+    /// bonds.
+    fn verify_attestation(&self, msg: &AttestMessage) -> bool {
+        let bytes = msg.body().signed_bytes();
+        self.bonds
+            .attest_keys_of(&msg.provider)
+            .any(|k| ganglion_contracts::signed::verify(k, &bytes, &msg.signature).is_ok())
+    }
+
+    fn store_attestation(&mut self, msg: AttestMessage) {
+        if !self.attestations.contains_key(&msg.job_id) {
+            if self.attestation_order.len() >= MAX_ATTEST_JOBS
+                && let Some(old) = self.attestation_order.pop_front()
+            {
+                self.attestations.remove(&old);
+            }
+            self.attestation_order.push_back(msg.job_id);
+        }
+        self.attestations
+            .entry(msg.job_id)
+            .or_default()
+            .insert(msg.provider, msg);
+    }
+}
+
+/// Kademlia gets every address but unspecified ones (`0.0.0.0`) and relayed circuits.
+fn is_routable_for_kad(addr: &Multiaddr) -> bool {
+    use libp2p::multiaddr::Protocol;
+    !addr.iter().any(|p| match p {
+        Protocol::Ip4(ip) => ip.is_unspecified(),
+        Protocol::Ip6(ip) => ip.is_unspecified(),
+        Protocol::P2pCircuit => true,
+        _ => false,
+    })
+}

@@ -1,0 +1,309 @@
+//! The node's peer-to-peer layer (issue 7): one libp2p swarm, one event loop, a cloneable client.
+//!
+//! **libp2p version.** The workspace uses libp2p **0.56** throughout (lead's decision, DESIGN §9):
+//! bitswap will be `beetswap` 0.5, built on libp2p-swarm 0.47, and must join this same swarm. The
+//! composed [`behaviour::Behaviour`](crate::p2p::behaviour::Behaviour) keeps a `storage` [`Toggle`](libp2p::swarm::behaviour::toggle::Toggle)
+//! slot for it (now the no-op `dummy` behaviour, off).
+//!
+//! **Shape** (rust-libp2p `examples/file-sharing`, STYLE §1): [`new`](crate::p2p::new) builds the swarm and returns
+//! a [`Client`](crate::p2p::Client) (cloneable; commands with oneshot replies over a bounded channel), an
+//! [`EventLoop`](crate::p2p::EventLoop) (owns the `Swarm`; spawn [`EventLoop::run`](crate::p2p::EventLoop::run)) and a bounded receiver of
+//! [`Event`](crate::p2p::Event)s. The loop ends when every `Client` is dropped.
+//!
+//! **Transports**: TCP and QUIC, noise, yamux, plus the circuit-relay v2 client transport.
+//! **Protocols**: identify, ping (RTT matrix, [`rtt`](crate::p2p::rtt)), Kademlia (`/ganglion/kad/1`), AutoNAT
+//! v1, DCUtR, relay client (server opt-in), gossipsub offers ([`offers`](crate::p2p::offers)) on
+//! `ganglion/offers/1/<magic>`, and the request-response protocols of [`protocols`](crate::p2p::protocols):
+//! `/ganglion/accept/1`, `/ganglion/cluster/1`, `/ganglion/attest/1`.
+//!
+//! **Validation.** Gossipsub runs in strict signed mode with application validation: an offer is
+//! forwarded only after [`offers::verify_offer`](crate::p2p::offers::verify_offer) passed against the [`offers::BondSnapshot`](crate::p2p::offers::BondSnapshot)
+//! (from the indexer's `active_bonds()`, refreshed with [`Client::set_bonds`](crate::p2p::Client::set_bonds)); a failing offer
+//! is reported `Reject`, which lowers the sender's gossipsub peer score (P4, weight
+//! [`INVALID_OFFER_WEIGHT`](crate::p2p::INVALID_OFFER_WEIGHT)).
+//!
+//! **Caps.** Offers ≤ [`offers::MAX_OFFER_BYTES`](crate::p2p::offers::MAX_OFFER_BYTES); request-response frames ≤ the per-protocol
+//! caps in [`protocols`](crate::p2p::protocols), refused before being buffered; inbound requests per peer are limited
+//! by a token bucket ([`limits`](crate::p2p::limits)); at most [`MAX_CONCURRENT_STREAMS`](crate::p2p::MAX_CONCURRENT_STREAMS) concurrent streams per
+//! request-response protocol; stored attestations and cluster registrations are capped.
+//!
+//! **Tests and numbers.** `cargo nextest run -p ganglion-node p2p` (swarms on loopback TCP,
+//! port 0, waits on events under a timeout); `cargo run -p ganglion-node --example p2p_bench`
+//! (offer propagation over a 5-node line, offers verified per second); NAT: `cargo build -p
+//! ganglion-node --example p2p_peer && node/tests/p2p_nat.sh` (root: two nodes behind
+//! MASQUERADE NATs in network namespaces meet through a relay, then DCUtR upgrades them).
+//!
+//! Modules: [`behaviour`](crate::p2p::behaviour) (the derive), [`event_loop`](crate::p2p::event_loop) (owns the swarm), [`client`](crate::p2p::client) (commands),
+//! [`offers`](crate::p2p::offers) (signed gossip, live market), [`protocols`](crate::p2p::protocols) (codecs and messages), [`provider`](crate::p2p::provider)
+//! (accept policy, reservations), [`rtt`](crate::p2p::rtt) (latency matrix), [`limits`](crate::p2p::limits) (rate limits),
+//! [`identity`](crate::p2p::identity) (the node key in the data dir).
+
+pub mod behaviour;
+pub mod client;
+pub mod event_loop;
+pub mod identity;
+pub mod limits;
+pub mod offers;
+pub mod protocols;
+pub mod provider;
+pub mod rtt;
+
+use std::time::Duration;
+
+use libp2p::{Multiaddr, PeerId};
+
+pub use client::Client;
+pub use event_loop::EventLoop;
+
+use ganglion_contracts::datum::JobId;
+use ganglion_contracts::params::KeyHash;
+
+/// Capacity of the command channel (Client → EventLoop). Commands are small and the loop handles
+/// each in microseconds; 256 absorbs a burst of parallel requests while still applying
+/// back-pressure to a runaway caller.
+pub const COMMAND_CHANNEL: usize = 256;
+/// Capacity of the event channel (EventLoop → application). Events are notifications; the state
+/// they announce stays queryable through the [`Client`], so when the application falls 1024
+/// events behind, newer events are dropped (counted in the log) rather than stalling the swarm.
+pub const EVENT_CHANNEL: usize = 1024;
+/// Concurrent inbound + outbound streams per request-response protocol and connection.
+pub const MAX_CONCURRENT_STREAMS: usize = 32;
+/// Gossipsub P4 weight for an invalid offer (score −10 × count² per offence; graylisted at −80).
+pub const INVALID_OFFER_WEIGHT: f64 = -10.0;
+/// Most jobs whose attestations are kept in memory (oldest job evicted first).
+pub const MAX_ATTEST_JOBS: usize = 1024;
+/// Most jobs with registered cluster info.
+pub const MAX_CLUSTER_JOBS: usize = 256;
+
+/// P2P configuration. Defaults in [`Config::default`].
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Cardano network magic: selects the offer topic and the offers accepted.
+    pub network_magic: u64,
+    /// Addresses to listen on (default `/ip4/0.0.0.0/tcp/0` and `/ip4/0.0.0.0/udp/0/quic-v1`).
+    pub listen: Vec<Multiaddr>,
+    /// Bootstrap peers for Kademlia, each ending in `/p2p/<peer id>` (a devnet provides them).
+    pub bootstrap: Vec<Multiaddr>,
+    /// Serve as a circuit-relay v2 relay for others (default off).
+    pub relay_server: bool,
+    /// Interval between pings on each connection (default 5 s).
+    pub ping_interval: Duration,
+    /// Gossipsub heartbeat (default 1 s).
+    pub gossip_heartbeat: Duration,
+    /// Timeout of one request-response exchange (default 10 s).
+    pub request_timeout: Duration,
+    /// How often expired offers are pruned from the market (default 1 s).
+    pub prune_interval: Duration,
+    /// Inbound requests a peer may send at once, over all request-response protocols (default 20).
+    pub inbound_burst: u32,
+    /// Sustained inbound requests per second per peer (default 10).
+    pub inbound_per_second: u32,
+    /// Idle connection timeout (default 60 s).
+    pub idle_timeout: Duration,
+    /// The clock offers, reservations and deadlines are judged by, POSIX ms (default the system
+    /// clock; a devnet or a test may run on its own chain time).
+    pub clock: fn() -> u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            network_magic: 42,
+            listen: vec![
+                "/ip4/0.0.0.0/tcp/0".parse().expect("valid literal"),
+                "/ip4/0.0.0.0/udp/0/quic-v1".parse().expect("valid literal"),
+            ],
+            bootstrap: Vec::new(),
+            relay_server: false,
+            ping_interval: Duration::from_secs(5),
+            gossip_heartbeat: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(10),
+            prune_interval: Duration::from_secs(1),
+            inbound_burst: 20,
+            inbound_per_second: 10,
+            idle_timeout: Duration::from_secs(60),
+            clock: now_ms,
+        }
+    }
+}
+
+/// Errors of the p2p layer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The swarm could not be built (transport or behaviour configuration).
+    #[error("building the swarm: {0}")]
+    Build(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// Listening failed.
+    #[error("listen: {0}")]
+    Listen(#[from] libp2p::TransportError<std::io::Error>),
+    /// A listener closed before reporting an address.
+    #[error("listener closed before it had an address")]
+    ListenerClosed,
+    /// Dialing failed.
+    #[error("dial: {0}")]
+    Dial(#[from] libp2p::swarm::DialError),
+    /// Publishing an offer failed (e.g. no peer on the topic yet).
+    #[error("publish: {0}")]
+    Publish(#[from] libp2p::gossipsub::PublishError),
+    /// Subscribing to the offer topic failed.
+    #[error("subscribe: {0}")]
+    Subscribe(#[from] libp2p::gossipsub::SubscriptionError),
+    /// A request to a peer failed (dial, timeout, unsupported protocol, connection closed, codec).
+    #[error("request to {peer}: {source}")]
+    Request {
+        /// The peer.
+        peer: PeerId,
+        /// Why.
+        #[source]
+        source: libp2p::request_response::OutboundFailure,
+    },
+    /// The event loop has stopped.
+    #[error("the p2p event loop has stopped")]
+    Stopped,
+    /// Reading or writing the node key.
+    #[error("node key {path}: {source}")]
+    Key {
+        /// The key file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The node key file does not hold a valid key.
+    #[error("node key {path}: {source}")]
+    KeyDecode {
+        /// The key file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: libp2p::identity::DecodingError,
+    },
+}
+
+/// What the p2p layer tells the application. Past tense.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Event {
+    /// A verified offer entered (or refreshed) the live market.
+    OfferAccepted {
+        /// The provider.
+        provider: KeyHash,
+        /// The offer's peer.
+        peer: PeerId,
+        /// The gossip neighbour that delivered it.
+        via: PeerId,
+    },
+    /// An offer failed verification; the neighbour's score went down.
+    OfferRejected {
+        /// The gossip neighbour that delivered it.
+        via: PeerId,
+        /// Why.
+        reason: offers::OfferRejection,
+    },
+    /// A provider's offer expired (or its bond went) and it left the market.
+    OfferExpired {
+        /// The provider.
+        provider: KeyHash,
+    },
+    /// A peer joined the offer topic (gossip can now reach it).
+    TopicPeerJoined {
+        /// The peer.
+        peer: PeerId,
+    },
+    /// A connection to a peer was established (first connection only).
+    PeerConnected {
+        /// The peer.
+        peer: PeerId,
+    },
+    /// The last connection to a peer closed.
+    PeerDisconnected {
+        /// The peer.
+        peer: PeerId,
+    },
+    /// A ping round trip was measured.
+    RttMeasured {
+        /// The peer.
+        peer: PeerId,
+        /// Round-trip time.
+        rtt: Duration,
+    },
+    /// This node (as a provider) answered an accept request.
+    AcceptAnswered {
+        /// The orchestrator.
+        peer: PeerId,
+        /// The job.
+        job_id: JobId,
+        /// Whether it accepted.
+        accepted: bool,
+    },
+    /// A peer of a job sent its cluster hello.
+    ClusterHelloReceived {
+        /// The peer.
+        peer: PeerId,
+        /// Its hello.
+        hello: protocols::ClusterHello,
+    },
+    /// An attestation verified and was stored.
+    AttestationStored {
+        /// Who sent it.
+        peer: PeerId,
+        /// The job.
+        job_id: JobId,
+        /// The attesting provider.
+        provider: KeyHash,
+    },
+    /// An attestation failed verification and was dropped.
+    AttestationRejected {
+        /// Who sent it.
+        peer: PeerId,
+        /// The job.
+        job_id: JobId,
+    },
+    /// A DCUtR hole punch over a relayed connection finished.
+    HolePunchFinished {
+        /// The remote peer.
+        peer: PeerId,
+        /// Whether a direct connection was established.
+        succeeded: bool,
+    },
+    /// A connection was established through a relay (`/p2p-circuit`).
+    RelayedConnection {
+        /// The remote peer.
+        peer: PeerId,
+    },
+    /// An inbound request was refused by the rate limit.
+    RateLimited {
+        /// The peer.
+        peer: PeerId,
+    },
+}
+
+/// Builds the swarm and returns its client, event loop and event stream.
+///
+/// `provider` makes the node answer `accept` requests; `bonds` is the initial live-bond snapshot.
+/// Spawn [`EventLoop::run`] on a tokio runtime; it subscribes to the offer topic, listens on
+/// `config.listen` and dials `config.bootstrap`.
+///
+/// # Errors
+/// [`Error::Build`] when the transports or behaviours cannot be configured.
+pub fn new(
+    keypair: libp2p::identity::Keypair,
+    config: Config,
+    bonds: offers::BondSnapshot,
+    provider: Option<provider::ProviderConfig>,
+) -> Result<(Client, EventLoop, tokio::sync::mpsc::Receiver<Event>), Error> {
+    let swarm = event_loop::build_swarm(keypair, &config)?;
+    let (cmd_tx, cmd_rx) = tokio::sync::mpsc::channel(COMMAND_CHANNEL);
+    let (ev_tx, ev_rx) = tokio::sync::mpsc::channel(EVENT_CHANNEL);
+    let event_loop = EventLoop::new(swarm, config, bonds, provider, cmd_rx, ev_tx)?;
+    Ok((Client::new(cmd_tx), event_loop, ev_rx))
+}
+
+/// Now, POSIX ms.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

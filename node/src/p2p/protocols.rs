@@ -1,0 +1,515 @@
+//! Request-response protocols: `accept`, `cluster`, `attest`. Names, messages, CBOR codec, caps.
+//!
+//! Every protocol name carries its version (`/ganglion/accept/1`); a breaking change gets a new
+//! name and both are served while old nodes remain. Messages are CBOR (`ciborium`, serde) framed
+//! by an unsigned-varint length prefix; a frame larger than the protocol's cap is refused before
+//! its bytes are read, so a peer cannot make the node buffer more than the cap.
+
+use std::io;
+use std::marker::PhantomData;
+
+use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use ganglion_contracts::datum::JobId;
+use ganglion_contracts::params::KeyHash;
+use libp2p::StreamProtocol;
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+/// The `accept` protocol: orchestrator → provider.
+pub const ACCEPT_PROTOCOL: StreamProtocol = StreamProtocol::new("/ganglion/accept/1");
+/// The `cluster` protocol: between the providers of an assigned job.
+pub const CLUSTER_PROTOCOL: StreamProtocol = StreamProtocol::new("/ganglion/cluster/1");
+/// The `attest` protocol: provider → the other peers of a job (and the settler).
+pub const ATTEST_PROTOCOL: StreamProtocol = StreamProtocol::new("/ganglion/attest/1");
+
+/// Cap on an `accept` request or response, bytes (the messages are < 300 bytes).
+pub const MAX_ACCEPT_BYTES: usize = 4 * 1024;
+/// Cap on a `cluster` message, bytes (keys + up to 32 candidates of ≤ 128 bytes each).
+pub const MAX_CLUSTER_BYTES: usize = 16 * 1024;
+/// Cap on an `attest` message, bytes (two CIDs, numbers and a signature: < 1 KiB).
+pub const MAX_ATTEST_BYTES: usize = 8 * 1024;
+/// Most endpoint candidates or addresses in a [`ClusterHello`].
+pub const MAX_CLUSTER_CANDIDATES: usize = 32;
+
+/// The gossipsub topic for offers on one network: `ganglion/offers/1/<magic>`.
+pub fn offer_topic(network_magic: u64) -> libp2p::gossipsub::IdentTopic {
+    libp2p::gossipsub::IdentTopic::new(format!("ganglion/offers/1/{network_magic}"))
+}
+
+/// An orchestrator asks a provider for GPUs on a job. The provider signs
+/// `ganglion_contracts::signed::Acceptance { job_id, gpus, rate, deadline_ms }` if it accepts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcceptRequest {
+    /// The job (escrow thread-token name).
+    pub job_id: JobId,
+    /// The bond the orchestrator will reference for this provider.
+    pub bond: ganglion_contracts::tx::TxoRef,
+    /// GPUs asked for.
+    pub gpus: u64,
+    /// NTX base units per GPU-hour offered.
+    pub rate: u64,
+    /// The escrow's deadline, POSIX ms.
+    pub deadline_ms: u64,
+}
+
+/// Why a provider refused an [`AcceptRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[non_exhaustive]
+pub enum RefusalReason {
+    /// Fewer free, unreserved GPUs than asked.
+    #[error("only {free} GPUs free")]
+    NoCapacity {
+        /// Free GPUs now.
+        free: u64,
+    },
+    /// Rate under the provider's price.
+    #[error("rate below the price of {price} NTX/GPU-hour")]
+    RateTooLow {
+        /// The provider's price, NTX base units per GPU-hour.
+        price: u64,
+    },
+    /// Deadline already past or further out than the provider's limit.
+    #[error("deadline outside the provider's limits")]
+    Deadline,
+    /// The bond named is not this provider's.
+    #[error("unknown bond")]
+    UnknownBond,
+    /// The request was zero GPUs.
+    #[error("zero GPUs asked")]
+    ZeroGpus,
+    /// The provider is busy with too many requests.
+    #[error("rate limited")]
+    RateLimited,
+    /// The node does not act as a provider.
+    #[error("not a provider")]
+    NotProvider,
+}
+
+/// A provider's answer to an [`AcceptRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AcceptResponse {
+    /// Accepted: the GPUs are reserved until `reserved_until_ms`.
+    Accepted {
+        /// ed25519 signature (64 bytes) by the bond's attest key over
+        /// `Acceptance::signed_bytes()`: the escrow's `Assign` checks it.
+        signature: Vec<u8>,
+        /// The attest key that signed (the bond's).
+        attest_key: [u8; 32],
+        /// The provider's payment key hash (the assignment's `provider`).
+        provider: KeyHash,
+        /// Reservation end, POSIX ms: assign before it.
+        reserved_until_ms: u64,
+    },
+    /// Refused.
+    Refused(RefusalReason),
+}
+
+/// Overlay information one node of a job gives the others (the overlay itself is issue 9's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterHello {
+    /// The job.
+    pub job_id: JobId,
+    /// WireGuard-protocol public key (x25519), 32 bytes.
+    pub overlay_key: [u8; 32],
+    /// The node's overlay address(es), as text (`100.64.0.2/32`).
+    pub overlay_addrs: Vec<String>,
+    /// UDP endpoint candidates for the tunnel, as text (`203.0.113.5:51820`).
+    pub endpoints: Vec<String>,
+}
+
+/// Answer to a [`ClusterHello`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClusterResponse {
+    /// The receiver's own hello for the same job.
+    Hello(ClusterHello),
+    /// The receiver is not in that job (or has not registered its overlay info yet).
+    UnknownJob,
+    /// Rate limited.
+    RateLimited,
+}
+
+/// A provider's signed attestation for a job, as the escrow's `Settle` takes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttestMessage {
+    /// The body whose `signed_bytes()` were signed (PlutusData, see
+    /// `ganglion_contracts::signed::AttestationBody`).
+    pub job_id: JobId,
+    /// Provider payment key hash.
+    pub provider: KeyHash,
+    /// CID bytes of the outputs.
+    pub result: Vec<u8>,
+    /// CID bytes of the logs.
+    pub logs: Vec<u8>,
+    /// GPU-seconds used.
+    pub gpu_seconds: u64,
+    /// Container exit code.
+    pub exit_code: i64,
+    /// ed25519 signature (64 bytes) by the provider's attest key.
+    pub signature: Vec<u8>,
+}
+
+impl AttestMessage {
+    /// The contracts' body for this message.
+    pub fn body(&self) -> ganglion_contracts::signed::AttestationBody {
+        ganglion_contracts::signed::AttestationBody {
+            job_id: self.job_id,
+            provider: self.provider,
+            result: self.result.clone(),
+            logs: self.logs.clone(),
+            gpu_seconds: self.gpu_seconds,
+            exit_code: self.exit_code,
+        }
+    }
+}
+
+/// Answer to an [`AttestMessage`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AttestResponse {
+    /// Verified and stored.
+    Stored,
+    /// Did not verify against any live bond of the provider.
+    Invalid,
+    /// Rate limited.
+    RateLimited,
+}
+
+/// Why a frame did not decode.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// Declared or actual length over the cap.
+    #[error("frame of {size} bytes, more than {max}")]
+    TooLarge {
+        /// Frame size, bytes.
+        size: usize,
+        /// Cap, bytes.
+        max: usize,
+    },
+    /// The length prefix is not a valid varint.
+    #[error("bad length prefix")]
+    BadLength,
+    /// The body is not CBOR of the expected message.
+    #[error("bad CBOR: {0}")]
+    Cbor(String),
+    /// Bytes left after the message.
+    #[error("{0} trailing bytes")]
+    Trailing(usize),
+    /// The message is well-formed but breaks a cap on its contents.
+    #[error("too many entries in {0}")]
+    TooManyEntries(&'static str),
+}
+
+impl From<DecodeError> for io::Error {
+    fn from(e: DecodeError) -> Self {
+        io::Error::new(io::ErrorKind::InvalidData, e)
+    }
+}
+
+/// A message with contents caps checked after decoding.
+pub trait Bounded {
+    /// Checks caps on the decoded contents.
+    ///
+    /// # Errors
+    /// [`DecodeError::TooManyEntries`].
+    fn check(&self) -> Result<(), DecodeError> {
+        Ok(())
+    }
+}
+impl Bounded for AcceptRequest {}
+impl Bounded for AcceptResponse {}
+impl Bounded for AttestMessage {}
+impl Bounded for AttestResponse {}
+impl Bounded for ClusterHello {
+    fn check(&self) -> Result<(), DecodeError> {
+        if self.endpoints.len() > MAX_CLUSTER_CANDIDATES {
+            return Err(DecodeError::TooManyEntries("endpoints"));
+        }
+        if self.overlay_addrs.len() > MAX_CLUSTER_CANDIDATES {
+            return Err(DecodeError::TooManyEntries("overlay_addrs"));
+        }
+        Ok(())
+    }
+}
+impl Bounded for ClusterResponse {
+    fn check(&self) -> Result<(), DecodeError> {
+        match self {
+            ClusterResponse::Hello(h) => h.check(),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Encodes `msg` as CBOR (no length prefix).
+pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    // Writing to a Vec cannot fail; our types always serialise.
+    if ciborium::into_writer(msg, &mut out).is_err() {
+        out.clear();
+    }
+    out
+}
+
+/// Decodes one CBOR message that must fill `bytes` exactly and fit `max` bytes.
+///
+/// # Errors
+/// [`DecodeError`] for oversized input, bad CBOR, trailing bytes or broken content caps.
+pub fn decode<T: DeserializeOwned + Bounded>(bytes: &[u8], max: usize) -> Result<T, DecodeError> {
+    if bytes.len() > max {
+        return Err(DecodeError::TooLarge {
+            size: bytes.len(),
+            max,
+        });
+    }
+    let mut rest = bytes;
+    let msg: T = ciborium::from_reader(&mut rest).map_err(|e| DecodeError::Cbor(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(DecodeError::Trailing(rest.len()));
+    }
+    msg.check()?;
+    Ok(msg)
+}
+
+/// Reads an unsigned-varint length prefix, then that many bytes (≤ `max`), then decodes.
+async fn read_frame<T, R>(io: &mut R, max: usize) -> io::Result<T>
+where
+    T: DeserializeOwned + Bounded,
+    R: AsyncRead + Unpin + Send,
+{
+    let mut len: u64 = 0;
+    let mut shift = 0u32;
+    loop {
+        let mut b = [0u8; 1];
+        io.read_exact(&mut b).await?;
+        len |= u64::from(b[0] & 0x7f) << shift;
+        if b[0] & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+        if shift > 28 {
+            return Err(DecodeError::BadLength.into());
+        }
+    }
+    let size = usize::try_from(len).map_err(|_| DecodeError::BadLength)?;
+    if size > max {
+        return Err(DecodeError::TooLarge { size, max }.into());
+    }
+    let mut buf = vec![0u8; size];
+    io.read_exact(&mut buf).await?;
+    Ok(decode(&buf, max)?)
+}
+
+/// Writes `body` (an encoded message) with its length prefix, then closes the write side.
+async fn write_frame<W>(io: &mut W, body: Vec<u8>, max: usize) -> io::Result<()>
+where
+    W: AsyncWrite + Unpin + Send,
+{
+    if body.len() > max {
+        return Err(DecodeError::TooLarge {
+            size: body.len(),
+            max,
+        }
+        .into());
+    }
+    let mut len = body.len();
+    let mut prefix = Vec::with_capacity(5);
+    loop {
+        let byte = (len & 0x7f) as u8;
+        len >>= 7;
+        if len == 0 {
+            prefix.push(byte);
+            break;
+        }
+        prefix.push(byte | 0x80);
+    }
+    io.write_all(&prefix).await?;
+    io.write_all(&body).await?;
+    io.close().await
+}
+
+/// A length-prefixed CBOR codec for one request/response pair, with one size cap for both.
+pub struct CborCodec<Req, Resp> {
+    max_bytes: usize,
+    _types: PhantomData<fn() -> (Req, Resp)>,
+}
+
+impl<Req, Resp> CborCodec<Req, Resp> {
+    /// A codec refusing frames over `max_bytes`.
+    pub fn new(max_bytes: usize) -> Self {
+        Self {
+            max_bytes,
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<Req, Resp> Clone for CborCodec<Req, Resp> {
+    fn clone(&self) -> Self {
+        Self::new(self.max_bytes)
+    }
+}
+
+#[async_trait::async_trait]
+impl<Req, Resp> libp2p::request_response::Codec for CborCodec<Req, Resp>
+where
+    Req: Serialize + DeserializeOwned + Bounded + Send + 'static,
+    Resp: Serialize + DeserializeOwned + Bounded + Send + 'static,
+{
+    type Protocol = StreamProtocol;
+    type Request = Req;
+    type Response = Resp;
+
+    async fn read_request<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<Req>
+    where
+        T: AsyncRead + Unpin + Send,
+    {
+        read_frame(io, self.max_bytes).await
+    }
+
+    async fn read_response<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<Resp>
+    where
+        T: AsyncRead + Unpin + Send,
+    {
+        read_frame(io, self.max_bytes).await
+    }
+
+    async fn write_request<T>(&mut self, _: &StreamProtocol, io: &mut T, req: Req) -> io::Result<()>
+    where
+        T: AsyncWrite + Unpin + Send,
+    {
+        write_frame(io, encode(&req), self.max_bytes).await
+    }
+
+    async fn write_response<T>(
+        &mut self,
+        _: &StreamProtocol,
+        io: &mut T,
+        res: Resp,
+    ) -> io::Result<()>
+    where
+        T: AsyncWrite + Unpin + Send,
+    {
+        write_frame(io, encode(&res), self.max_bytes).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn accept_request() -> AcceptRequest {
+        AcceptRequest {
+            job_id: JobId([1; 32]),
+            bond: ganglion_contracts::tx::TxoRef {
+                tx_hash: [2; 32],
+                index: 3,
+            },
+            gpus: 4,
+            rate: 5,
+            deadline_ms: 6,
+        }
+    }
+
+    fn read<T: DeserializeOwned + Bounded>(bytes: &[u8], max: usize) -> io::Result<T> {
+        futures::executor::block_on(read_frame(&mut futures::io::Cursor::new(bytes), max))
+    }
+
+    fn frame<T: Serialize>(msg: &T) -> Vec<u8> {
+        let mut out = Vec::new();
+        futures::executor::block_on(write_frame(
+            &mut futures::io::Cursor::new(&mut out),
+            encode(msg),
+            1 << 20,
+        ))
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn frames_round_trip() {
+        let req = accept_request();
+        assert_eq!(
+            read::<AcceptRequest>(&frame(&req), MAX_ACCEPT_BYTES).unwrap(),
+            req
+        );
+        let resp = AcceptResponse::Refused(RefusalReason::NoCapacity { free: 2 });
+        assert_eq!(
+            read::<AcceptResponse>(&frame(&resp), MAX_ACCEPT_BYTES).unwrap(),
+            resp
+        );
+    }
+
+    #[test]
+    fn an_oversized_length_prefix_is_refused_before_reading_the_body() {
+        // Prefix says 1 GiB; only the prefix is present. The reader must refuse on the prefix
+        // alone (an attempt to read the body would report UnexpectedEof instead).
+        let mut bytes = Vec::new();
+        let mut len: u64 = 1 << 30;
+        loop {
+            let b = (len & 0x7f) as u8;
+            len >>= 7;
+            if len == 0 {
+                bytes.push(b);
+                break;
+            }
+            bytes.push(b | 0x80);
+        }
+        let err = read::<AcceptRequest>(&bytes, MAX_ACCEPT_BYTES).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("more than"), "{err}");
+    }
+
+    #[test]
+    fn too_many_candidates_are_refused() {
+        let hello = ClusterHello {
+            job_id: JobId([0; 32]),
+            overlay_key: [0; 32],
+            overlay_addrs: vec![],
+            endpoints: vec!["x".into(); MAX_CLUSTER_CANDIDATES + 1],
+        };
+        assert!(matches!(
+            decode::<ClusterHello>(&encode(&hello), MAX_CLUSTER_BYTES),
+            Err(DecodeError::TooManyEntries("endpoints"))
+        ));
+    }
+
+    #[test]
+    fn trailing_bytes_are_refused() {
+        let mut bytes = encode(&accept_request());
+        bytes.push(0);
+        assert!(matches!(
+            decode::<AcceptRequest>(&bytes, MAX_ACCEPT_BYTES),
+            Err(DecodeError::Trailing(1))
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_never_panics_any_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+            let _ = decode::<AcceptRequest>(&bytes, MAX_ACCEPT_BYTES);
+            let _ = decode::<AcceptResponse>(&bytes, MAX_ACCEPT_BYTES);
+            let _ = decode::<ClusterHello>(&bytes, MAX_CLUSTER_BYTES);
+            let _ = decode::<ClusterResponse>(&bytes, MAX_CLUSTER_BYTES);
+            let _ = decode::<AttestMessage>(&bytes, MAX_ATTEST_BYTES);
+            let _ = decode::<AttestResponse>(&bytes, MAX_ATTEST_BYTES);
+            let _ = read::<AcceptRequest>(&bytes, MAX_ACCEPT_BYTES);
+            let _ = read::<ClusterHello>(&bytes, MAX_CLUSTER_BYTES);
+            let _ = crate::p2p::offers::SignedOffer::decode(&bytes);
+        }
+
+        #[test]
+        fn mutated_valid_frames_decode_or_error(idx in any::<prop::sample::Index>(), byte in any::<u8>(), cut in any::<prop::sample::Index>()) {
+            let mut bytes = encode(&accept_request());
+            let i = idx.index(bytes.len());
+            bytes[i] = byte;
+            let _ = decode::<AcceptRequest>(&bytes, MAX_ACCEPT_BYTES);
+            let n = cut.index(bytes.len());
+            prop_assert!(decode::<AcceptRequest>(&encode(&accept_request())[..n], MAX_ACCEPT_BYTES).is_err());
+        }
+
+        #[test]
+        fn accept_requests_round_trip(gpus in any::<u64>(), rate in any::<u64>(), deadline_ms in any::<u64>(), job in any::<[u8; 32]>()) {
+            let req = AcceptRequest { job_id: JobId(job), gpus, rate, deadline_ms, ..accept_request() };
+            prop_assert_eq!(decode::<AcceptRequest>(&encode(&req), MAX_ACCEPT_BYTES).unwrap(), req);
+        }
+    }
+}

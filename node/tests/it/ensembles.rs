@@ -1,0 +1,159 @@
+//! Every file in `examples/ensembles/` parses; every file in `examples/ensembles/invalid/`
+//! fails with the error its first line (`# expect: …`) names.
+
+use std::path::PathBuf;
+
+use ganglion_node::market::spec::{Rule, SpecError};
+use ganglion_node::market::{Ensemble, Requirements};
+
+/// 2026-01-01T00:00:00Z, POSIX ms: "now" for validation, fixed so the tests do not age.
+const NOW_MS: u64 = 1_767_225_600_000;
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/ensembles")
+}
+
+fn files(dir: PathBuf) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("examples/ensembles exists")
+        .map(|e| e.expect("readable entry").path())
+        .filter(|p| p.is_file())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_example_parses_and_maps_to_escrow() {
+    let files = files(dir());
+    assert!(
+        files.len() >= 5,
+        "expected the 1/4/8/16-GPU examples, got {files:?}"
+    );
+    let mut counts = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).expect("readable");
+        let spec =
+            Ensemble::parse(&text, NOW_MS).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let terms = spec.escrow_terms();
+        assert_eq!(terms.gpus, u64::from(spec.gpus.count));
+        assert_eq!(terms.budget, spec.budget_ntx);
+        let datum = spec.escrow_datum(
+            ganglion_contracts::datum::JobId([7; 32]),
+            [1; 28],
+            vec![1, 85, 0],
+        );
+        assert_eq!(datum.max_rate, spec.limits.max_rate_ntx_per_gpu_hour);
+        assert_eq!(datum.deadline_ms, spec.deadline_ms);
+        let req = Requirements::from_ensemble(&spec);
+        assert_eq!(req.min_vram_mib, u64::from(spec.gpus.min_vram_gib) * 1024);
+        counts.push(spec.gpus.count);
+    }
+    counts.sort_unstable();
+    for needed in [1, 4, 8, 16] {
+        assert!(
+            counts.contains(&needed),
+            "no {needed}-GPU example: {counts:?}"
+        );
+    }
+}
+
+#[test]
+fn every_invalid_example_fails_naming_its_field() {
+    let files = files(dir().join("invalid"));
+    assert!(files.len() >= 10);
+    for path in files {
+        let text = std::fs::read_to_string(&path).expect("readable");
+        let expect = text
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("# expect: "))
+            .unwrap_or_else(|| panic!("{}: first line must be `# expect: …`", path.display()));
+        let err = Ensemble::parse(&text, NOW_MS)
+            .err()
+            .unwrap_or_else(|| panic!("{} parsed but should fail", path.display()));
+        let shown = err.to_string();
+        assert!(
+            err.field() == expect || shown.contains(expect),
+            "{}: expected `{expect}`, got field `{}`: {shown}",
+            path.display(),
+            err.field()
+        );
+    }
+}
+
+fn base() -> String {
+    std::fs::read_to_string(dir().join("single-gpu-1.yaml")).expect("readable")
+}
+
+fn invalid(text: &str) -> (String, Rule) {
+    match Ensemble::parse(text, NOW_MS) {
+        Err(SpecError::Invalid { field, rule }) => (field, rule),
+        other => panic!("expected a validation error, got {other:?}"),
+    }
+}
+
+#[test]
+fn zero_gpus_rejected() {
+    let (field, rule) = invalid(&base().replace("  count: 1", "  count: 0"));
+    assert_eq!((field.as_str(), rule), ("gpus.count", Rule::Zero));
+}
+
+#[test]
+fn deadline_equal_to_now_rejected() {
+    let text = base().replace(
+        "deadline_ms: 4102444800000",
+        &format!("deadline_ms: {NOW_MS}"),
+    );
+    let (field, _) = invalid(&text);
+    assert_eq!(field, "deadline_ms");
+}
+
+#[test]
+fn output_path_with_dotdot_rejected() {
+    let text = base().replace("/outputs/checkpoints", "/outputs/../etc");
+    let (field, rule) = invalid(&text);
+    assert_eq!(field, "outputs[0].path");
+    assert!(matches!(rule, Rule::BadPath { .. }));
+}
+
+#[test]
+fn nvlink_on_amd_rejected() {
+    let text = base().replace(
+        "  min_vram_gib: 16",
+        "  vendor: amd\n  interconnect: nvlink",
+    );
+    let (field, rule) = invalid(&text);
+    assert_eq!(field, "gpus.interconnect");
+    assert!(matches!(rule, Rule::WrongVendor { .. }));
+}
+
+#[test]
+fn unknown_top_level_field_rejected_in_yaml_and_json() {
+    let yaml = format!("{}\ngpu_count: 3\n", base());
+    let err = Ensemble::parse(&yaml, NOW_MS).expect_err("unknown field");
+    assert!(
+        err.to_string().contains("unknown field `gpu_count`"),
+        "{err}"
+    );
+    let json = std::fs::read_to_string(dir().join("cpu-devnet-2.json")).expect("readable");
+    let json = json.replacen('{', "{ \"colour\": \"blue\",", 1);
+    let err = Ensemble::parse(&json, NOW_MS).expect_err("unknown field");
+    assert!(err.to_string().contains("unknown field `colour`"), "{err}");
+}
+
+#[test]
+fn json_nested_error_names_the_path() {
+    let json = std::fs::read_to_string(dir().join("cpu-devnet-2.json")).expect("readable");
+    let json = json.replace("\"count\": 2", "\"count\": -2");
+    let err = Ensemble::parse(&json, NOW_MS).expect_err("negative count");
+    assert_eq!(err.field(), "gpus.count", "{err}");
+}
+
+#[test]
+fn yaml_and_json_give_the_same_spec() {
+    let yaml = base();
+    let spec = Ensemble::parse(&yaml, NOW_MS).expect("valid");
+    let json = serde_json::to_string(&spec).expect("serializable");
+    assert_eq!(Ensemble::parse(&json, NOW_MS).expect("valid json"), spec);
+}

@@ -1,0 +1,5 @@
+//! Integration tests of `ganglion-node`, one binary (STYLE §3).
+
+mod ensembles;
+mod matching_props;
+mod matching_rules;

@@ -1,0 +1,672 @@
+//! The p2p layer with real swarms on loopback TCP (port 0): offers, rejection, accept round
+//! trip through the escrow validator, cluster hellos, attestations, expiry, RTT, rate limits.
+//!
+//! Every wait is for an event or a reply under [`TIMEOUT`]; nothing sleeps for correctness.
+
+use std::time::Duration;
+
+use ed25519_dalek::SigningKey;
+use ganglion_contracts::datum::JobId;
+use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::signed::{AttestationBody, sign};
+use ganglion_contracts::tx::TxoRef;
+use ganglion_node::market::snapshot::Offer as MarketOffer;
+use ganglion_node::p2p::offers::{BondSnapshot, LiveBond, OfferBody, OfferRejection};
+use ganglion_node::p2p::protocols::{
+    AcceptRequest, AcceptResponse, AttestMessage, AttestResponse, ClusterHello, ClusterResponse,
+    RefusalReason,
+};
+use ganglion_node::p2p::provider::ProviderConfig;
+use ganglion_node::p2p::{self, Client, Config, Event};
+use libp2p::identity::Keypair;
+use libp2p::{Multiaddr, PeerId};
+use tokio::sync::mpsc::Receiver;
+use tokio::task::JoinHandle;
+
+/// Upper bound on any single wait. Generous for a loaded 2-core CI machine; a healthy run
+/// takes well under a second per wait.
+const TIMEOUT: Duration = Duration::from_secs(30);
+const MAGIC: u64 = 42;
+
+/// Identity of test node `i`: its libp2p key, attest key, provider hash and bond.
+#[derive(Clone)]
+struct Ident {
+    key: Keypair,
+    peer: PeerId,
+    attest: SigningKey,
+    provider: KeyHash,
+    bond: TxoRef,
+}
+
+fn ident(i: u8) -> Ident {
+    let key = Keypair::ed25519_from_bytes([i + 1; 32]).expect("32-byte seed");
+    Ident {
+        peer: key.public().to_peer_id(),
+        key,
+        attest: SigningKey::from_bytes(&[0x80 + i; 32]),
+        provider: [i; 28],
+        bond: TxoRef {
+            tx_hash: [i; 32],
+            index: 0,
+        },
+    }
+}
+
+fn live_bond(id: &Ident) -> LiveBond {
+    LiveBond {
+        bond: id.bond,
+        provider: id.provider,
+        attest_key: id.attest.verifying_key().to_bytes(),
+        peer_id: id.peer.to_bytes(),
+        free_gpus: 4,
+    }
+}
+
+fn test_config() -> Config {
+    Config {
+        network_magic: MAGIC,
+        listen: vec![],
+        ping_interval: Duration::from_millis(200),
+        gossip_heartbeat: Duration::from_millis(100),
+        prune_interval: Duration::from_millis(100),
+        ..Config::default()
+    }
+}
+
+struct Node {
+    id: Ident,
+    client: Client,
+    events: Receiver<Event>,
+    addr: Multiaddr,
+    task: JoinHandle<()>,
+}
+
+async fn start(
+    id: Ident,
+    bonds: BondSnapshot,
+    provider: Option<ProviderConfig>,
+    config: Config,
+) -> Node {
+    let (client, event_loop, events) =
+        p2p::new(id.key.clone(), config, bonds, provider).expect("swarm builds");
+    let task = tokio::spawn(event_loop.run());
+    let addr = client
+        .listen("/ip4/127.0.0.1/tcp/0".parse().unwrap())
+        .await
+        .expect("listens")
+        .with(libp2p::multiaddr::Protocol::P2p(id.peer));
+    Node {
+        id,
+        client,
+        events,
+        addr,
+        task,
+    }
+}
+
+/// Waits for the first event `f` maps to `Some`, under [`TIMEOUT`].
+async fn wait_for<T>(events: &mut Receiver<Event>, mut f: impl FnMut(&Event) -> Option<T>) -> T {
+    tokio::time::timeout(TIMEOUT, async {
+        loop {
+            let e = events.recv().await.expect("event loop alive");
+            if let Some(t) = f(&e) {
+                return t;
+            }
+        }
+    })
+    .await
+    .expect("timed out waiting for an event")
+}
+
+/// Waits until `node` has seen `n` distinct peers join the offer topic.
+async fn wait_topic_peers(node: &mut Node, n: usize) {
+    let mut seen = std::collections::HashSet::new();
+    while seen.len() < n {
+        let p = wait_for(&mut node.events, |e| match e {
+            Event::TopicPeerJoined { peer } => Some(*peer),
+            _ => None,
+        })
+        .await;
+        seen.insert(p);
+    }
+}
+
+fn offer_body(id: &Ident, now_ms: u64, ttl_ms: u64) -> OfferBody {
+    OfferBody {
+        network_magic: MAGIC,
+        bond: id.bond,
+        peer_id: id.peer.to_bytes(),
+        addrs: vec![],
+        market: MarketOffer {
+            provider: id.provider,
+            bond_gpus: 4,
+            price_per_gpu_hour: 1_000_000,
+            score: 100,
+            uplink_mbps: 1000,
+            max_job_duration_s: None,
+            max_job_nodes: None,
+            gpus: vec![],
+        },
+        issued_ms: now_ms,
+        expires_ms: now_ms + ttl_ms,
+    }
+}
+
+/// Starts `n` nodes, all bonded, connected in a line (i dials i−1), and waits until each sees
+/// its neighbours on the offer topic.
+async fn line(n: u8) -> Vec<Node> {
+    let ids: Vec<Ident> = (0..n).map(ident).collect();
+    let bonds = BondSnapshot::new(ids.iter().map(live_bond));
+    let mut nodes = Vec::new();
+    for id in ids {
+        nodes.push(start(id, bonds.clone(), None, test_config()).await);
+    }
+    for i in 1..nodes.len() {
+        let prev = nodes[i - 1].addr.clone();
+        nodes[i].client.dial(prev).await.expect("dials");
+    }
+    let last = nodes.len() - 1;
+    for (i, node) in nodes.iter_mut().enumerate() {
+        let degree = if i == 0 || i == last { 1 } else { 2 };
+        wait_topic_peers(node, degree).await;
+    }
+    nodes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_offers_propagate_across_five_nodes_in_a_line() {
+    let mut nodes = line(5).await;
+    let now = p2p::now_ms();
+    let offer = offer_body(&nodes[4].id, now, 60_000).sign(&nodes[4].id.attest);
+    nodes[4]
+        .client
+        .publish_offer(offer)
+        .await
+        .expect("publishes");
+    let provider = nodes[4].id.provider;
+    for node in nodes.iter_mut().take(4) {
+        wait_for(&mut node.events, |e| match e {
+            Event::OfferAccepted { provider: p, .. } if *p == provider => Some(()),
+            Event::OfferRejected { reason, .. } => panic!("valid offer rejected: {reason}"),
+            _ => None,
+        })
+        .await;
+        let market = node.client.market().await.unwrap();
+        assert_eq!(market.len(), 1);
+        assert_eq!(market[0].body.market.provider, provider);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_forged_and_unbonded_offers_are_rejected_not_forwarded_and_cost_score() {
+    // 1 (forger, bonded) — 0 — 2: node 2 hears node 1 only through node 0.
+    let ids: Vec<Ident> = (0..3).map(ident).collect();
+    let bonds = BondSnapshot::new(ids.iter().map(live_bond));
+    let mut n0 = start(ids[0].clone(), bonds.clone(), None, test_config()).await;
+    let mut n1 = start(ids[1].clone(), bonds.clone(), None, test_config()).await;
+    let mut n2 = start(ids[2].clone(), bonds.clone(), None, test_config()).await;
+    n1.client.dial(n0.addr.clone()).await.unwrap();
+    n2.client.dial(n0.addr.clone()).await.unwrap();
+    wait_topic_peers(&mut n0, 2).await;
+    wait_topic_peers(&mut n1, 1).await;
+    wait_topic_peers(&mut n2, 1).await;
+    let now = p2p::now_ms();
+
+    // Forged: signed with a key that is not the bond's attest key.
+    let forged = offer_body(&n1.id, now, 60_000).sign(&SigningKey::from_bytes(&[7; 32]));
+    n1.client.publish_raw(forged.encode()).await.unwrap();
+    let r = wait_for(&mut n0.events, |e| match e {
+        Event::OfferRejected { via, reason } if *via == n1.id.peer => Some(reason.clone()),
+        Event::OfferAccepted { .. } => panic!("forged offer accepted"),
+        _ => None,
+    })
+    .await;
+    assert_eq!(r, OfferRejection::BadSignature);
+
+    // Unbonded: a bond reference the snapshot does not hold, correctly signed.
+    let mut body = offer_body(&n1.id, now + 1, 60_000);
+    body.bond.index = 99;
+    n1.client
+        .publish_raw(body.sign(&n1.id.attest).encode())
+        .await
+        .unwrap();
+    let r = wait_for(&mut n0.events, |e| match e {
+        Event::OfferRejected { via, reason } if *via == n1.id.peer => Some(reason.clone()),
+        Event::OfferAccepted { .. } => panic!("unbonded offer accepted"),
+        _ => None,
+    })
+    .await;
+    assert!(matches!(r, OfferRejection::Unbonded(_)), "{r:?}");
+    assert!(n0.client.market().await.unwrap().is_empty());
+    let score = n0
+        .client
+        .peer_score(n1.id.peer)
+        .await
+        .unwrap()
+        .expect("scored");
+    assert!(score < 0.0, "forger's score {score}");
+
+    // A valid offer from the same peer still flows, and it is the first offer event node 2
+    // ever sees: the rejected ones were not forwarded.
+    let good = offer_body(&n1.id, now + 2, 60_000).sign(&n1.id.attest);
+    n1.client.publish_offer(good).await.unwrap();
+    let provider = n1.id.provider;
+    wait_for(&mut n2.events, |e| match e {
+        Event::OfferAccepted { provider: p, .. } if *p == provider => Some(()),
+        Event::OfferRejected { reason, .. } => panic!("node 2 saw a forwarded bad offer: {reason}"),
+        _ => None,
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_a_node_that_goes_away_drops_out_after_its_offer_expires() {
+    let mut nodes = line(3).await;
+    let now = p2p::now_ms();
+    let offer = offer_body(&nodes[2].id, now, 1_500).sign(&nodes[2].id.attest);
+    nodes[2].client.publish_offer(offer).await.unwrap();
+    let provider = nodes[2].id.provider;
+    let gone_peer = nodes[2].id.peer;
+    wait_for(&mut nodes[0].events, |e| match e {
+        Event::OfferAccepted { provider: p, .. } if *p == provider => Some(()),
+        _ => None,
+    })
+    .await;
+    // Node 2 goes away.
+    let n2 = nodes.pop().unwrap();
+    n2.task.abort();
+    drop(n2);
+    wait_for(&mut nodes[1].events, |e| match e {
+        Event::PeerDisconnected { peer } if *peer == gone_peer => Some(()),
+        _ => None,
+    })
+    .await;
+    wait_for(&mut nodes[0].events, |e| match e {
+        Event::OfferExpired { provider: p } if *p == provider => Some(()),
+        _ => None,
+    })
+    .await;
+    assert!(nodes[0].client.market().await.unwrap().is_empty());
+    assert!(p2p::now_ms() >= now + 1_500, "dropped before expiry");
+}
+
+/// The harness world's clock: its deadlines are in chain time, starting 2026-01-01.
+fn harness_clock() -> u64 {
+    ganglion_contracts::test_utils::harness::ZERO_TIME
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_acceptance_round_trip_is_accepted_by_the_escrow_validator() {
+    use ganglion_contracts::build;
+    use ganglion_contracts::test_utils::harness::{Harness, NTX, assert_script_fails};
+
+    let mut h = Harness::new(1);
+    h.post_bonds();
+    let (job, _) = h.lock(10 * NTX, 3600);
+    let mut req = h.assign_request(&job);
+    let a = req.assignments[0].clone();
+
+    let (orch_id, prov_id) = (ident(0), ident(1));
+    let config = Config {
+        clock: harness_clock,
+        ..test_config()
+    };
+    let provider = ProviderConfig {
+        bond: prov_id.bond,
+        provider: h.providers[0].party.hash,
+        attest: h.providers[0].attest.clone(),
+        gpus: h.providers[0].gpus,
+        min_rate: a.rate,
+        reservation_ttl_ms: 60_000,
+        max_deadline_ahead_ms: 30 * 24 * 3_600_000,
+    };
+    let prov = start(
+        prov_id.clone(),
+        BondSnapshot::default(),
+        Some(provider),
+        config.clone(),
+    )
+    .await;
+    let orch = start(orch_id, BondSnapshot::default(), None, config).await;
+    orch.client.dial(prov.addr.clone()).await.unwrap();
+
+    let ask = AcceptRequest {
+        job_id: job.id,
+        bond: prov_id.bond,
+        gpus: a.gpus,
+        rate: a.rate,
+        deadline_ms: job.deadline_ms,
+    };
+    let resp = orch
+        .client
+        .accept(prov_id.peer, ask.clone())
+        .await
+        .expect("answer");
+    let AcceptResponse::Accepted {
+        signature,
+        attest_key,
+        provider,
+        ..
+    } = resp
+    else {
+        panic!("refused: {resp:?}");
+    };
+    assert_eq!(attest_key, a.attest_key);
+    assert_eq!(provider, a.provider);
+
+    // The GPUs are now reserved: another job asking for them is refused.
+    let mut other = ask.clone();
+    other.job_id = JobId([0xee; 32]);
+    assert_eq!(
+        orch.client.accept(prov_id.peer, other).await.unwrap(),
+        AcceptResponse::Refused(RefusalReason::NoCapacity { free: 0 })
+    );
+
+    // The signature from the wire goes into the assign tx; the validator accepts it.
+    req.acceptances[0] = signature.clone();
+    let draft = build::assign(&h.dep, h.env(), &req).expect("assign draft");
+    let orch_party = h.orch.clone();
+    h.run(draft, &orch_party, &[])
+        .expect("escrow validator accepts the p2p acceptance");
+
+    // And one flipped bit makes it fail.
+    let (job2, _) = h.lock(10 * NTX, 3600);
+    let mut req2 = h.assign_request(&job2);
+    let mut bad = signature;
+    bad[0] ^= 1;
+    req2.acceptances[0] = bad;
+    let draft = build::assign(&h.dep, h.env(), &req2).expect("assign draft");
+    assert_script_fails(h.balance(draft, &h.orch));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_attestations_reach_every_peer_of_a_job_and_forgeries_are_refused() {
+    let ids: Vec<Ident> = (0..4).map(ident).collect();
+    let bonds = BondSnapshot::new(ids.iter().map(live_bond));
+    let mut nodes = Vec::new();
+    for id in &ids {
+        nodes.push(start(id.clone(), bonds.clone(), None, test_config()).await);
+    }
+    for i in 1..4 {
+        let addr = nodes[i].addr.clone();
+        nodes[0].client.dial(addr).await.unwrap();
+    }
+    let job = JobId([5; 32]);
+    let body = AttestationBody {
+        job_id: job,
+        provider: ids[0].provider,
+        result: vec![1, 2, 3],
+        logs: vec![4, 5],
+        gpu_seconds: 7_200,
+        exit_code: 0,
+    };
+    let msg = AttestMessage {
+        job_id: job,
+        provider: body.provider,
+        result: body.result.clone(),
+        logs: body.logs.clone(),
+        gpu_seconds: body.gpu_seconds,
+        exit_code: body.exit_code,
+        signature: sign(&ids[0].attest, &body.signed_bytes()),
+    };
+    let peers: Vec<PeerId> = ids[1..].iter().map(|i| i.peer).collect();
+    let results = nodes[0].client.attest_all(&peers, &msg).await;
+    for r in results {
+        assert_eq!(r.expect("delivered"), AttestResponse::Stored);
+    }
+    for node in nodes.iter_mut().skip(1) {
+        wait_for(&mut node.events, |e| match e {
+            Event::AttestationStored {
+                job_id, provider, ..
+            } if *job_id == job && *provider == ids[0].provider => Some(()),
+            _ => None,
+        })
+        .await;
+        assert_eq!(
+            node.client.attestations(job).await.unwrap(),
+            vec![msg.clone()]
+        );
+    }
+
+    // Claiming another provider's identity, or changing a field after signing, is refused.
+    let mut forged = msg.clone();
+    forged.provider = ids[1].provider;
+    assert_eq!(
+        nodes[0].client.attest(ids[2].peer, forged).await.unwrap(),
+        AttestResponse::Invalid
+    );
+    let mut tampered = msg.clone();
+    tampered.gpu_seconds += 1;
+    assert_eq!(
+        nodes[0].client.attest(ids[2].peer, tampered).await.unwrap(),
+        AttestResponse::Invalid
+    );
+    assert_eq!(nodes[2].client.attestations(job).await.unwrap(), vec![msg]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_cluster_hellos_are_exchanged_between_the_nodes_of_a_job() {
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        nodes.push(start(ident(i), BondSnapshot::default(), None, test_config()).await);
+    }
+    let job = JobId([9; 32]);
+    let hello = |i: u8| ClusterHello {
+        job_id: job,
+        overlay_key: [i; 32],
+        overlay_addrs: vec![format!("100.64.0.{}/32", i + 1)],
+        endpoints: vec![format!("127.0.0.1:{}", 51820 + u16::from(i))],
+    };
+    for (i, node) in nodes.iter().enumerate() {
+        node.client.register_cluster(hello(i as u8)).await.unwrap();
+    }
+    for i in 1..3 {
+        let addr = nodes[i].addr.clone();
+        nodes[0].client.dial(addr).await.unwrap();
+        let peer = nodes[i].id.peer;
+        let resp = nodes[0].client.cluster_hello(peer, hello(0)).await.unwrap();
+        assert_eq!(resp, ClusterResponse::Hello(hello(i as u8)));
+        let got = wait_for(&mut nodes[i].events, |e| match e {
+            Event::ClusterHelloReceived { hello, .. } => Some(hello.clone()),
+            _ => None,
+        })
+        .await;
+        assert_eq!(got, hello(0));
+    }
+    let mut unknown = hello(0);
+    unknown.job_id = JobId([10; 32]);
+    let peer = nodes[1].id.peer;
+    assert_eq!(
+        nodes[0].client.cluster_hello(peer, unknown).await.unwrap(),
+        ClusterResponse::UnknownJob
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_ping_fills_the_rtt_matrix() {
+    let mut nodes = line(3).await;
+    let middle = nodes[1].id.peer;
+    let rtt = wait_for(&mut nodes[0].events, |e| match e {
+        Event::RttMeasured { peer, rtt } if *peer == middle => Some(*rtt),
+        _ => None,
+    })
+    .await;
+    assert!(rtt < Duration::from_secs(1), "loopback RTT {rtt:?}");
+    let row = nodes[0].client.rtts().await.unwrap();
+    assert!(
+        row.iter()
+            .any(|(p, r)| *p == middle && r.rtt < Duration::from_secs(1))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_a_request_flood_is_rate_limited_and_the_node_keeps_serving() {
+    let config = Config {
+        inbound_burst: 5,
+        inbound_per_second: 1,
+        ..test_config()
+    };
+    let target = start(ident(0), BondSnapshot::default(), None, config).await;
+    let flooder = start(ident(1), BondSnapshot::default(), None, test_config()).await;
+    let other = start(ident(2), BondSnapshot::default(), None, test_config()).await;
+    flooder.client.dial(target.addr.clone()).await.unwrap();
+    other.client.dial(target.addr.clone()).await.unwrap();
+    let ask = AcceptRequest {
+        job_id: JobId([1; 32]),
+        bond: ident(0).bond,
+        gpus: 1,
+        rate: 1,
+        deadline_ms: u64::MAX,
+    };
+    let answers = futures::future::join_all(
+        (0..40).map(|_| flooder.client.accept(target.id.peer, ask.clone())),
+    )
+    .await;
+    let limited = answers
+        .iter()
+        .filter(|a| matches!(a, Ok(AcceptResponse::Refused(RefusalReason::RateLimited))))
+        .count();
+    let served = answers
+        .iter()
+        .filter(|a| matches!(a, Ok(AcceptResponse::Refused(RefusalReason::NotProvider))))
+        .count();
+    let refused_by_stream_cap = answers.iter().filter(|a| a.is_err()).count();
+    // The bucket lets the burst (5) through, plus at most one refill token while the flood
+    // lasts; the rest is refused by the bucket or, past MAX_CONCURRENT_STREAMS, by yamux.
+    assert!(served <= 6, "{served} of 40 served: {answers:?}");
+    assert_eq!(limited + served + refused_by_stream_cap, 40);
+    assert!(limited >= 20, "only {limited} of 40 rate limited");
+    // Another peer is still served (this node is no provider, so the answer is NotProvider).
+    assert_eq!(
+        other.client.accept(target.id.peer, ask).await.unwrap(),
+        AcceptResponse::Refused(RefusalReason::NotProvider)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_two_nodes_connect_through_a_relay_node_on_loopback() {
+    // R serves as relay; A reserves a slot on R and listens on the circuit; B dials A through R.
+    let relay_config = Config {
+        relay_server: true,
+        ..test_config()
+    };
+    let r = start(ident(0), BondSnapshot::default(), None, relay_config).await;
+    let a = Node::without_listen(ident(1)).await;
+    let mut b = start(ident(2), BondSnapshot::default(), None, test_config()).await;
+    // A relay serves reservations only with a confirmed external address (here: loopback).
+    r.client.add_external_address(r.addr.clone()).await.unwrap();
+    a.client
+        .dial(r.addr.clone())
+        .await
+        .expect("A reaches the relay");
+    let circuit = r.addr.clone().with(libp2p::multiaddr::Protocol::P2pCircuit);
+    let reserved = a
+        .client
+        .listen(circuit.clone())
+        .await
+        .expect("reservation on the relay");
+    assert!(reserved.to_string().contains("/p2p-circuit"), "{reserved}");
+    let via_relay = circuit.with(libp2p::multiaddr::Protocol::P2p(a.id.peer));
+    let peer = b
+        .client
+        .dial(via_relay)
+        .await
+        .expect("B reaches A via the relay");
+    assert_eq!(peer, a.id.peer);
+    wait_for(&mut b.events, |e| match e {
+        Event::RelayedConnection { peer } if *peer == a.id.peer => Some(()),
+        _ => None,
+    })
+    .await;
+    // A request travels over the relayed connection.
+    let hello = ClusterHello {
+        job_id: JobId([3; 32]),
+        overlay_key: [1; 32],
+        overlay_addrs: vec![],
+        endpoints: vec![],
+    };
+    assert_eq!(
+        b.client.cluster_hello(a.id.peer, hello).await.unwrap(),
+        ClusterResponse::UnknownJob
+    );
+}
+
+impl Node {
+    /// A node that listens nowhere directly (as behind a NAT): reachable only through a relay.
+    async fn without_listen(id: Ident) -> Node {
+        Self::without_listen_with(id, test_config()).await
+    }
+
+    /// A node with `config` that listens nowhere directly.
+    async fn without_listen_with(id: Ident, config: Config) -> Node {
+        let (client, event_loop, events) =
+            p2p::new(id.key.clone(), config, BondSnapshot::default(), None).expect("swarm builds");
+        let task = tokio::spawn(event_loop.run());
+        Node {
+            addr: Multiaddr::empty(),
+            id,
+            client,
+            events,
+            task,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_a_relayed_connection_is_upgraded_by_dcutr_on_loopback() {
+    // Without a NAT the "punch" is a plain simultaneous dial, but the DCUtR exchange (observed
+    // addresses over identify, CONNECT/SYNC over the relayed stream) is the real one.
+    let relay_config = Config {
+        relay_server: true,
+        ..test_config()
+    };
+    let r = start(ident(0), BondSnapshot::default(), None, relay_config).await;
+    r.client.add_external_address(r.addr.clone()).await.unwrap();
+    let mut a = start(ident(1), BondSnapshot::default(), None, test_config()).await;
+    let mut b = start(ident(2), BondSnapshot::default(), None, test_config()).await;
+    a.client.dial(r.addr.clone()).await.unwrap();
+    b.client.dial(r.addr.clone()).await.unwrap();
+    let circuit = r.addr.clone().with(libp2p::multiaddr::Protocol::P2pCircuit);
+    a.client.listen(circuit.clone()).await.expect("reservation");
+    let via_relay = circuit.with(libp2p::multiaddr::Protocol::P2p(a.id.peer));
+    b.client.dial(via_relay).await.expect("relayed connection");
+    let a_peer = a.id.peer;
+    let b_peer = b.id.peer;
+    // Whichever side reports first: the initiator (A, which accepted the relayed connection)
+    // or B.
+    let succeeded = tokio::select! {
+        s = wait_for(&mut a.events, |e| match e {
+            Event::HolePunchFinished { peer, succeeded } if *peer == b_peer => Some(*succeeded),
+            _ => None,
+        }) => s,
+        s = wait_for(&mut b.events, |e| match e {
+            Event::HolePunchFinished { peer, succeeded } if *peer == a_peer => Some(*succeeded),
+            _ => None,
+        }) => s,
+    };
+    assert!(succeeded, "DCUtR did not upgrade the relayed connection");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_bootstrap_peers_from_config_are_dialed_at_start() {
+    let seed = start(ident(0), BondSnapshot::default(), None, test_config()).await;
+    let config = Config {
+        bootstrap: vec![seed.addr.clone()],
+        ..test_config()
+    };
+    let mut joiner = Node::without_listen_with(ident(1), config).await;
+    let seed_peer = seed.id.peer;
+    wait_for(&mut joiner.events, |e| match e {
+        Event::PeerConnected { peer } if *peer == seed_peer => Some(()),
+        _ => None,
+    })
+    .await;
+    assert!(
+        joiner
+            .client
+            .connected_peers()
+            .await
+            .unwrap()
+            .contains(&seed_peer)
+    );
+}
