@@ -7,9 +7,10 @@
 //! - [`gpu`]: GPU inventory (NVIDIA via NVML, AMD via sysfs/KFD, declared from config), the CPU
 //!   benchmark and unified score, and the Docker GPU-support probe.
 //! - [`config`]: the node's TOML configuration (only the sections above exist so far).
+//! - [`p2p`]: one libp2p swarm (0.56, so beetswap can join it), signed offers over gossipsub,
+//!   the accept/cluster/attest protocols, RTT matrix, relay and DCUtR.
 //!
-//! Wallet, p2p, dispatch, overlay, job state machines, settlement and RPC arrive with
-//! issues 7–11.
+//! Wallet, dispatch, overlay, job state machines, settlement and RPC arrive with issues 8–11.
 
 pub mod config;
 pub mod gpu;
