@@ -7,15 +7,13 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ganglion_contracts::build::{self, LockRequest};
-use ganglion_contracts::time::slot_to_posix_ms;
 use ganglion_indexer::follow::Source;
 use ganglion_indexer::store::{Kv, MemoryKv, SledKv};
 use ganglion_indexer::sync::{SyncConfig, run};
 use ganglion_indexer::{Event, Indexer};
 use tokio_util::sync::CancellationToken;
 
-use crate::devnet::{Chain, caught_up, deploy, dev_party};
+use crate::devnet::{Chain, caught_up, deploy, dev_party, lock_small};
 
 /// A small LCG: reproducible kill points from a printed seed.
 fn next(state: &mut u64) -> u64 {
@@ -69,24 +67,7 @@ async fn sigkill_during_sync_loses_and_duplicates_nothing() {
     // 30 blocks, one lock each.
     let orch = dev_party(&chain.env, 2);
     for _ in 0..30 {
-        let seed = chain
-            .utxos(&orch.address)
-            .into_iter()
-            .max_by_key(|u| u.output.value.lovelace)
-            .expect("funds");
-        let slot = chain.slot();
-        let req = LockRequest {
-            orchestrator: orch.hash,
-            spec: vec![1, 85],
-            gpus: 1,
-            max_rate: 1,
-            budget: 1,
-            deadline_ms: slot_to_posix_ms(&chain.env.slot_config, slot + 3600),
-            seed,
-            valid_until_slot: slot + 300,
-        };
-        let (draft, _) = build::lock(&dep, &chain.env, &req).expect("lock");
-        chain.run(draft, &orch, &[]).await;
+        lock_small(&chain, &dep, &orch).await;
     }
     let tip = chain.handle.tip().expect("tip").number;
 

@@ -165,3 +165,34 @@ pub async fn deploy(chain: &Chain) -> (Deployment, Watch) {
         watch,
     )
 }
+
+/// Locks a small job (1 GPU, 1 NTX base unit, deadline in an hour) from `orchestrator`'s
+/// largest UTxO and forges it into a block.
+pub async fn lock_small(
+    chain: &Chain,
+    dep: &Deployment,
+    orchestrator: &Party,
+) -> ganglion_contracts::datum::JobId {
+    let seed = chain
+        .utxos(&orchestrator.address)
+        .into_iter()
+        .max_by_key(|u| u.output.value.lovelace)
+        .expect("funds");
+    let slot = chain.slot();
+    let req = build::LockRequest {
+        orchestrator: orchestrator.hash,
+        spec: vec![1, 85],
+        gpus: 1,
+        max_rate: 1,
+        budget: 1,
+        deadline_ms: ganglion_contracts::time::slot_to_posix_ms(
+            &chain.env.slot_config,
+            slot + 3600,
+        ),
+        seed,
+        valid_until_slot: slot + 300,
+    };
+    let (draft, job) = build::lock(dep, &chain.env, &req).expect("lock");
+    chain.run(draft, orchestrator, &[]).await;
+    job
+}

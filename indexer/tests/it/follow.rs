@@ -16,7 +16,7 @@ use ganglion_indexer::sync::{SyncConfig, run};
 use ganglion_indexer::{Event, Indexer};
 use tokio_util::sync::CancellationToken;
 
-use crate::devnet::{Chain, caught_up, deploy, dev_party};
+use crate::devnet::{Chain, caught_up, deploy, dev_party, lock_small};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
@@ -299,27 +299,7 @@ async fn random_devnet_rollbacks_leave_the_same_state_as_a_fresh_replay() {
                 )
                 .await;
         } else {
-            let seed = chain
-                .utxos(&orch.address)
-                .into_iter()
-                .max_by_key(|u| u.output.value.lovelace)
-                .expect("funds");
-            let slot = chain.slot();
-            let req = LockRequest {
-                orchestrator: orch.hash,
-                spec: vec![1, 85],
-                gpus: 1,
-                max_rate: 1,
-                budget: 1,
-                deadline_ms: ganglion_contracts::time::slot_to_posix_ms(
-                    &chain.env.slot_config,
-                    slot + 3600,
-                ),
-                seed,
-                valid_until_slot: slot + 300,
-            };
-            let (draft, _) = build::lock(&dep, &chain.env, &req).expect("lock");
-            chain.run(draft, &orch, &[]).await;
+            lock_small(&chain, &dep, &orch).await;
         }
         if next() % 3 == 0 {
             let height = chain.handle.tip().map_or(0, |t| t.number);
@@ -422,27 +402,7 @@ async fn a_fresh_indexer_starts_at_the_tip_or_a_point() {
     }
     // One more block (a lock) after both started.
     let orch = dev_party(&chain.env, 2);
-    let seed = chain
-        .utxos(&orch.address)
-        .into_iter()
-        .next()
-        .expect("funds");
-    let slot = chain.slot();
-    let req = LockRequest {
-        orchestrator: orch.hash,
-        spec: vec![1],
-        gpus: 1,
-        max_rate: 1,
-        budget: 1,
-        deadline_ms: ganglion_contracts::time::slot_to_posix_ms(
-            &chain.env.slot_config,
-            slot + 3600,
-        ),
-        seed,
-        valid_until_slot: slot + 300,
-    };
-    let (draft, _) = build::lock(&dep, &chain.env, &req).expect("lock");
-    chain.run(draft, &orch, &[]).await;
+    lock_small(&chain, &dep, &orch).await;
     for (i, (ix, rx, _)) in started.iter().enumerate() {
         caught_up(rx, &chain, ix).await;
         let events: Vec<Event> = ix
