@@ -1,4 +1,4 @@
-//! Fee and ExUnits table for every action (`cargo run -p ganglion-contracts --example bench
+//! Fee and ExUnits table for every action (`cargo run -p ganglion-contracts --example fees
 //! --features test-utils --release`).
 //!
 //! Every row is a real transaction: built, balanced (scripts run in uplc, fee at its exact

@@ -1,5 +1,5 @@
 //! Indexer throughput against bare block decoding, measured in the same run
-//! (`cargo run -p ganglion-indexer --example bench --release`).
+//! (`cargo run -p ganglion-indexer --example replay --release`).
 //!
 //! Two workloads: the real blocks in `shared/fixtures/cardano/` (repeated; each applied to a
 //! fresh in-memory indexer, since they do not chain) and a chain of devnet-assembled Conway
