@@ -4,16 +4,14 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ganglion_indexer::follow::Source;
 use ganglion_indexer::store::{Kv, MemoryKv, SledKv};
-use ganglion_indexer::sync::{SyncConfig, run};
+use ganglion_indexer::sync::SyncConfig;
 use ganglion_indexer::{Event, Indexer};
 use tokio_util::sync::CancellationToken;
 
-use crate::devnet::{Chain, caught_up, deploy, dev_party, lock_small};
+use crate::devnet::{Chain, caught_up, deploy, dev_party, lock_small, spawn_follower};
 
 /// A small LCG: reproducible kill points from a printed seed.
 fn next(state: &mut u64) -> u64 {
@@ -107,24 +105,21 @@ async fn sigkill_during_sync_loses_and_duplicates_nothing() {
     }
 
     // Catch up in-process on the same store, then compare with a fresh replay.
-    let crashed = Arc::new(Indexer::new(
-        SledKv::open(&db).expect("store reopens after kill -9"),
-        watch.clone(),
-        10,
-    ));
-    let fresh = Arc::new(Indexer::new(MemoryKv::new(), watch, 10));
-    let (rx1, rx2) = (crashed.subscribe(), fresh.subscribe());
     let cancel = CancellationToken::new();
-    let source = Source::N2cTcp {
-        addr: n2c,
-        magic: chain.handle.magic(),
-    };
-    let s1 = tokio::spawn(run(
-        crashed.clone(),
-        SyncConfig::new(source.clone()),
-        cancel.clone(),
-    ));
-    let s2 = tokio::spawn(run(fresh.clone(), SyncConfig::new(source), cancel.clone()));
+    let (crashed, rx1, s1) = spawn_follower(
+        Indexer::new(
+            SledKv::open(&db).expect("store reopens after kill -9"),
+            watch.clone(),
+            10,
+        ),
+        SyncConfig::new(chain.n2c()),
+        &cancel,
+    );
+    let (fresh, rx2, s2) = spawn_follower(
+        Indexer::new(MemoryKv::new(), watch, 10),
+        SyncConfig::new(chain.n2c()),
+        &cancel,
+    );
     caught_up(&rx1, &chain, &crashed).await;
     caught_up(&rx2, &chain, &fresh).await;
     let locks = fresh

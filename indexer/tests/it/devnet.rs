@@ -196,3 +196,44 @@ pub async fn lock_small(
     chain.run(draft, orchestrator, &[]).await;
     job
 }
+
+impl Chain {
+    /// The devnet's N2N endpoint as a follower source.
+    pub fn n2n(&self) -> ganglion_indexer::follow::Source {
+        ganglion_indexer::follow::Source::N2n {
+            addr: self.handle.n2n_addr().to_string(),
+            magic: self.handle.magic(),
+        }
+    }
+
+    /// The devnet's N2C-over-TCP endpoint as a follower source.
+    pub fn n2c(&self) -> ganglion_indexer::follow::Source {
+        ganglion_indexer::follow::Source::N2cTcp {
+            addr: self.handle.n2c_tcp_addr().expect("n2c tcp").to_string(),
+            magic: self.handle.magic(),
+        }
+    }
+}
+
+/// A running sync loop: its indexer, its notifications and its task.
+pub type Following<S> = (
+    std::sync::Arc<Indexer<S>>,
+    std::sync::mpsc::Receiver<Notification>,
+    tokio::task::JoinHandle<ganglion_indexer::Result<()>>,
+);
+
+/// Subscribes to `ix`, then spawns the sync loop feeding it until `cancel` fires.
+pub fn spawn_follower<S: Kv + 'static>(
+    ix: Indexer<S>,
+    config: ganglion_indexer::sync::SyncConfig,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Following<S> {
+    let ix = std::sync::Arc::new(ix);
+    let rx = ix.subscribe();
+    let task = tokio::spawn(ganglion_indexer::sync::run(
+        ix.clone(),
+        config,
+        cancel.clone(),
+    ));
+    (ix, rx, task)
+}

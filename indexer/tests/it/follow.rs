@@ -2,21 +2,18 @@
 //! transactions built by `ganglion-contracts`, validated by the devnet's ledger (phase-1 and
 //! uplc), forged into blocks, served over the Ouroboros mini-protocols.
 
-use std::sync::Arc;
-
 use ed25519_dalek::SigningKey;
 use ganglion_contracts::build::{self, AssignRequest, BondRequest, LockRequest, SettleRequest};
 use ganglion_contracts::datum::{Assignment, JobId};
 use ganglion_contracts::redeemer::Attestation;
 use ganglion_contracts::signed::{self, Acceptance, AttestationBody};
 use ganglion_contracts::tx::{Draft, Output, Utxo};
-use ganglion_indexer::follow::Source;
 use ganglion_indexer::store::{Kv, MemoryKv};
-use ganglion_indexer::sync::{SyncConfig, run};
+use ganglion_indexer::sync::SyncConfig;
 use ganglion_indexer::{Event, Indexer};
 use tokio_util::sync::CancellationToken;
 
-use crate::devnet::{Chain, caught_up, deploy, dev_party, lock_small};
+use crate::devnet::{Chain, caught_up, deploy, dev_party, lock_small, spawn_follower};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
@@ -25,14 +22,12 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
     let (dep, watch) = deploy(&chain).await;
 
     // Follower 1: N2N, from origin, following live.
-    let live = Arc::new(Indexer::new(MemoryKv::new(), watch.clone(), 10));
-    let live_rx = live.subscribe();
     let cancel = CancellationToken::new();
-    let n2n = Source::N2n {
-        addr: chain.handle.n2n_addr().to_string(),
-        magic: chain.handle.magic(),
-    };
-    let sync = tokio::spawn(run(live.clone(), SyncConfig::new(n2n), cancel.clone()));
+    let (live, live_rx, sync) = spawn_follower(
+        Indexer::new(MemoryKv::new(), watch.clone(), 10),
+        SyncConfig::new(chain.n2n()),
+        &cancel,
+    );
 
     // Bond, lock, rollback, lock + cancel, lock + assign + settle.
     let provider = dev_party(&chain.env, 1);
@@ -206,13 +201,11 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
     );
 
     // Follower 2: N2C over TCP, from origin, after the fact.
-    let fresh = Arc::new(Indexer::new(MemoryKv::new(), watch.clone(), 10));
-    let fresh_rx = fresh.subscribe();
-    let n2c = Source::N2cTcp {
-        addr: chain.handle.n2c_tcp_addr().expect("n2c tcp").to_string(),
-        magic: chain.handle.magic(),
-    };
-    let sync2 = tokio::spawn(run(fresh.clone(), SyncConfig::new(n2c), cancel.clone()));
+    let (fresh, fresh_rx, sync2) = spawn_follower(
+        Indexer::new(MemoryKv::new(), watch.clone(), 10),
+        SyncConfig::new(chain.n2c()),
+        &cancel,
+    );
     caught_up(&fresh_rx, &chain, &fresh).await;
 
     let events: Vec<Event> = fresh
@@ -254,14 +247,12 @@ async fn random_devnet_rollbacks_leave_the_same_state_as_a_fresh_replay() {
     let dir = tempfile::tempdir().expect("tempdir");
     let chain = Chain::start(dir.path()).await;
     let (dep, watch) = deploy(&chain).await;
-    let live = Arc::new(Indexer::new(MemoryKv::new(), watch.clone(), 10));
-    let live_rx = live.subscribe();
     let cancel = CancellationToken::new();
-    let n2n = Source::N2n {
-        addr: chain.handle.n2n_addr().to_string(),
-        magic: chain.handle.magic(),
-    };
-    let sync = tokio::spawn(run(live.clone(), SyncConfig::new(n2n), cancel.clone()));
+    let (live, live_rx, sync) = spawn_follower(
+        Indexer::new(MemoryKv::new(), watch.clone(), 10),
+        SyncConfig::new(chain.n2n()),
+        &cancel,
+    );
 
     let mut rng: u64 = std::env::var("GANGLION_ROLLBACK_SEED")
         .ok()
@@ -316,13 +307,11 @@ async fn random_devnet_rollbacks_leave_the_same_state_as_a_fresh_replay() {
     }
     eprintln!("{rollbacks} rollbacks injected");
 
-    let fresh = Arc::new(Indexer::new(MemoryKv::new(), watch, 10));
-    let fresh_rx = fresh.subscribe();
-    let n2c = Source::N2cTcp {
-        addr: chain.handle.n2c_tcp_addr().expect("n2c").to_string(),
-        magic: chain.handle.magic(),
-    };
-    let sync2 = tokio::spawn(run(fresh.clone(), SyncConfig::new(n2c), cancel.clone()));
+    let (fresh, fresh_rx, sync2) = spawn_follower(
+        Indexer::new(MemoryKv::new(), watch, 10),
+        SyncConfig::new(chain.n2c()),
+        &cancel,
+    );
     caught_up(&fresh_rx, &chain, &fresh).await;
     assert!(!fresh.events(0, u64::MAX).expect("events").is_empty());
     assert_eq!(
@@ -367,21 +356,18 @@ async fn a_fresh_indexer_starts_at_the_tip_or_a_point() {
         .expect("block 1");
     let at_bond = chain.handle.tip().expect("tip");
     let cancel = CancellationToken::new();
-    let source = Source::N2n {
-        addr: chain.handle.n2n_addr().to_string(),
-        magic: chain.handle.magic(),
-    };
     let mut started = Vec::new();
     for start in [
         Start::Tip,
         Start::Point(deploy_block.at.slot, *deploy_block.at.hash),
     ] {
-        let ix = Arc::new(Indexer::new(MemoryKv::new(), watch.clone(), 10));
-        let rx = ix.subscribe();
-        let mut config = SyncConfig::new(source.clone());
+        let mut config = SyncConfig::new(chain.n2n());
         config.start = start;
-        let task = tokio::spawn(run(ix.clone(), config, cancel.clone()));
-        started.push((ix, rx, task));
+        started.push(spawn_follower(
+            Indexer::new(MemoryKv::new(), watch.clone(), 10),
+            config,
+            &cancel,
+        ));
     }
     // Both followers have found their start before the next block.
     for (ix, rx, _) in &started {
