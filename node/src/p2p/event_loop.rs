@@ -31,6 +31,44 @@ use super::{Config, Error, Event, INVALID_OFFER_WEIGHT, MAX_ATTEST_JOBS, MAX_CLU
 
 type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
+/// Hands a response (or an outbound failure) to the command waiting for it. Returns the
+/// event when it is something else (an inbound request) for the protocol's handler.
+fn complete_outbound<Req, Resp>(
+    pending: &mut HashMap<OutboundRequestId, (PeerId, Reply<Resp>)>,
+    event: request_response::Event<Req, Resp>,
+) -> Option<request_response::Event<Req, Resp>> {
+    match event {
+        request_response::Event::Message {
+            message:
+                request_response::Message::Response {
+                    request_id,
+                    response,
+                },
+            ..
+        } => {
+            if let Some((_, reply)) = pending.remove(&request_id) {
+                let _ = reply.send(Ok(response));
+            }
+            None
+        }
+        request_response::Event::OutboundFailure {
+            peer,
+            request_id,
+            error,
+            ..
+        } => {
+            if let Some((_, reply)) = pending.remove(&request_id) {
+                let _ = reply.send(Err(Error::Request {
+                    peer,
+                    source: error,
+                }));
+            }
+            None
+        }
+        other => Some(other),
+    }
+}
+
 /// Builds the swarm: TCP + QUIC + relay client transports, noise, yamux, and [`Behaviour`].
 pub(crate) fn build_swarm(
     keypair: libp2p::identity::Keypair,
@@ -529,184 +567,112 @@ impl EventLoop {
         &mut self,
         event: request_response::Event<protocols::AcceptRequest, AcceptResponse>,
     ) {
-        match event {
-            request_response::Event::Message {
-                peer,
-                message:
-                    request_response::Message::Request {
-                        request, channel, ..
-                    },
-                ..
-            } => {
-                let response = if !self.allow(peer) {
-                    AcceptResponse::Refused(RefusalReason::RateLimited)
-                } else {
-                    match self.provider.as_mut() {
-                        Some(p) => p.handle(&request, (self.config.clock)()),
-                        None => AcceptResponse::Refused(RefusalReason::NotProvider),
-                    }
-                };
-                let accepted = matches!(response, AcceptResponse::Accepted { .. });
-                let _ = self
-                    .swarm
-                    .behaviour_mut()
-                    .accept
-                    .send_response(channel, response);
-                self.emit(Event::AcceptAnswered {
-                    peer,
-                    job_id: request.job_id,
-                    accepted,
-                });
-            }
-            request_response::Event::Message {
-                message:
-                    request_response::Message::Response {
-                        request_id,
-                        response,
-                    },
-                ..
-            } => {
-                if let Some((_, reply)) = self.pending_accept.remove(&request_id) {
-                    let _ = reply.send(Ok(response));
+        let Some(event) = complete_outbound(&mut self.pending_accept, event) else {
+            return;
+        };
+        if let request_response::Event::Message {
+            peer,
+            message:
+                request_response::Message::Request {
+                    request, channel, ..
+                },
+            ..
+        } = event
+        {
+            let response = if !self.allow(peer) {
+                AcceptResponse::Refused(RefusalReason::RateLimited)
+            } else {
+                match self.provider.as_mut() {
+                    Some(p) => p.handle(&request, (self.config.clock)()),
+                    None => AcceptResponse::Refused(RefusalReason::NotProvider),
                 }
-            }
-            request_response::Event::OutboundFailure {
+            };
+            let accepted = matches!(response, AcceptResponse::Accepted { .. });
+            let _ = self
+                .swarm
+                .behaviour_mut()
+                .accept
+                .send_response(channel, response);
+            self.emit(Event::AcceptAnswered {
                 peer,
-                request_id,
-                error,
-                ..
-            } => {
-                if let Some((_, reply)) = self.pending_accept.remove(&request_id) {
-                    let _ = reply.send(Err(Error::Request {
-                        peer,
-                        source: error,
-                    }));
-                }
-            }
-            _ => {}
+                job_id: request.job_id,
+                accepted,
+            });
         }
     }
 
     fn on_cluster(&mut self, event: request_response::Event<ClusterHello, ClusterResponse>) {
-        match event {
-            request_response::Event::Message {
-                peer,
-                message:
-                    request_response::Message::Request {
-                        request, channel, ..
-                    },
-                ..
-            } => {
-                let response = if !self.allow(peer) {
-                    ClusterResponse::RateLimited
-                } else {
-                    match self.clusters.get(&request.job_id) {
-                        Some(own) => {
-                            let own = own.clone();
-                            self.emit(Event::ClusterHelloReceived {
-                                peer,
-                                hello: request,
-                            });
-                            ClusterResponse::Hello(own)
-                        }
-                        None => ClusterResponse::UnknownJob,
+        let Some(event) = complete_outbound(&mut self.pending_cluster, event) else {
+            return;
+        };
+        if let request_response::Event::Message {
+            peer,
+            message:
+                request_response::Message::Request {
+                    request, channel, ..
+                },
+            ..
+        } = event
+        {
+            let response = if !self.allow(peer) {
+                ClusterResponse::RateLimited
+            } else {
+                match self.clusters.get(&request.job_id) {
+                    Some(own) => {
+                        let own = own.clone();
+                        self.emit(Event::ClusterHelloReceived {
+                            peer,
+                            hello: request,
+                        });
+                        ClusterResponse::Hello(own)
                     }
-                };
-                let _ = self
-                    .swarm
-                    .behaviour_mut()
-                    .cluster
-                    .send_response(channel, response);
-            }
-            request_response::Event::Message {
-                message:
-                    request_response::Message::Response {
-                        request_id,
-                        response,
-                    },
-                ..
-            } => {
-                if let Some((_, reply)) = self.pending_cluster.remove(&request_id) {
-                    let _ = reply.send(Ok(response));
+                    None => ClusterResponse::UnknownJob,
                 }
-            }
-            request_response::Event::OutboundFailure {
-                peer,
-                request_id,
-                error,
-                ..
-            } => {
-                if let Some((_, reply)) = self.pending_cluster.remove(&request_id) {
-                    let _ = reply.send(Err(Error::Request {
-                        peer,
-                        source: error,
-                    }));
-                }
-            }
-            _ => {}
+            };
+            let _ = self
+                .swarm
+                .behaviour_mut()
+                .cluster
+                .send_response(channel, response);
         }
     }
 
     fn on_attest(&mut self, event: request_response::Event<AttestMessage, AttestResponse>) {
-        match event {
-            request_response::Event::Message {
-                peer,
-                message:
-                    request_response::Message::Request {
-                        request, channel, ..
-                    },
-                ..
-            } => {
-                let response = if !self.allow(peer) {
-                    AttestResponse::RateLimited
-                } else if self.verify_attestation(&request) {
-                    let (job_id, provider) = (request.job_id, request.provider);
-                    self.store_attestation(request);
-                    self.emit(Event::AttestationStored {
-                        peer,
-                        job_id,
-                        provider,
-                    });
-                    AttestResponse::Stored
-                } else {
-                    self.emit(Event::AttestationRejected {
-                        peer,
-                        job_id: request.job_id,
-                    });
-                    AttestResponse::Invalid
-                };
-                let _ = self
-                    .swarm
-                    .behaviour_mut()
-                    .attest
-                    .send_response(channel, response);
-            }
-            request_response::Event::Message {
-                message:
-                    request_response::Message::Response {
-                        request_id,
-                        response,
-                    },
-                ..
-            } => {
-                if let Some((_, reply)) = self.pending_attest.remove(&request_id) {
-                    let _ = reply.send(Ok(response));
-                }
-            }
-            request_response::Event::OutboundFailure {
-                peer,
-                request_id,
-                error,
-                ..
-            } => {
-                if let Some((_, reply)) = self.pending_attest.remove(&request_id) {
-                    let _ = reply.send(Err(Error::Request {
-                        peer,
-                        source: error,
-                    }));
-                }
-            }
-            _ => {}
+        let Some(event) = complete_outbound(&mut self.pending_attest, event) else {
+            return;
+        };
+        if let request_response::Event::Message {
+            peer,
+            message:
+                request_response::Message::Request {
+                    request, channel, ..
+                },
+            ..
+        } = event
+        {
+            let response = if !self.allow(peer) {
+                AttestResponse::RateLimited
+            } else if self.verify_attestation(&request) {
+                let (job_id, provider) = (request.job_id, request.provider);
+                self.store_attestation(request);
+                self.emit(Event::AttestationStored {
+                    peer,
+                    job_id,
+                    provider,
+                });
+                AttestResponse::Stored
+            } else {
+                self.emit(Event::AttestationRejected {
+                    peer,
+                    job_id: request.job_id,
+                });
+                AttestResponse::Invalid
+            };
+            let _ = self
+                .swarm
+                .behaviour_mut()
+                .attest
+                .send_response(channel, response);
         }
     }
 
