@@ -379,7 +379,11 @@ impl<S: Kv> Indexer<S> {
     /// is the tip. Nothing changes when the target cannot be reached.
     ///
     /// # Errors
-    /// [`Error::RollbackTooDeep`] when the target is older than the undo window,
+    /// [`Error::RollbackTooDeep`] when the target is older than the undo window. The
+    /// window is the last `k` blocks below the highest block ever applied, not below the
+    /// current tip: like a node's immutable tip it never moves back, so a rollback
+    /// followed by another cannot reach further than `k` blocks from the longest chain
+    /// seen (Ouroboros common prefix).
     /// [`Error::UnknownPoint`] when no applied block matches it, store errors.
     pub fn roll_back_to(&self, target: Option<(u64, [u8; 32])>) -> Result<Option<Point>> {
         let unknown = |(slot, hash): (u64, [u8; 32])| Error::UnknownPoint {

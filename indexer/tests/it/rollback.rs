@@ -33,18 +33,21 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     /// `ops`: each op applies `n` more blocks (or as many as are left), then rolls back
-    /// `depth` blocks.
+    /// `depth` blocks. Like a node's immutable tip, the undo window is counted from the
+    /// highest block ever applied: a rollback past it is refused and changes nothing.
     #[test]
     fn rollback_equals_replay(ops in prop::collection::vec((1usize..6, 1u64..=10), 1..12)) {
         let (watch, blocks) = scenario();
         let k = 10;
         let ix = Indexer::new(MemoryKv::new(), watch.clone(), k);
         let mut height = 0usize;
+        let mut highest = 0usize;
         for (n, depth) in ops {
             for b in blocks.iter().skip(height).take(n) {
                 ix.apply_block(b).expect("applies");
                 height += 1;
             }
+            highest = highest.max(height);
             let depth = (depth as usize).min(height);
             let target = height - depth;
             let point = if target == 0 {
@@ -53,6 +56,13 @@ proptest! {
                 let tip = replay(watch, &blocks[..target], k).tip().expect("tip").expect("some");
                 Some((tip.slot, tip.hash))
             };
+            if target + (k as usize) < highest {
+                let before = all(&ix);
+                let refused = ix.roll_back_to(point);
+                prop_assert!(matches!(refused, Err(Error::RollbackTooDeep { .. })), "{refused:?}");
+                prop_assert_eq!(all(&ix), before);
+                continue;
+            }
             ix.roll_back_to(point).expect("rollback within k");
             height = target;
         }
