@@ -24,7 +24,8 @@
 //! - [`cli`]: the storage subcommands (`add`, `cat`, `export-car`, `piece-cid`, `pin`, `gc`) as
 //!   typed commands and outcomes for the node's CLI.
 //!
-//! Not here yet: bitswap (waits for the workspace's libp2p version decision, DESIGN §9).
+//! - [`bitswap`]: the blockstore as `beetswap` sees it (the node's swarm serves and fetches
+//!   blocks over bitswap through it; every block written is checked against its CID).
 //!
 //! Feature `test-utils`: input generators and fixture paths for tests and benches.
 
@@ -32,6 +33,7 @@
 // them; errors are the cold path, so their size does not matter for speed.
 #![allow(clippy::result_large_err)]
 
+pub mod bitswap;
 pub mod block;
 pub mod blockstore;
 pub mod car;

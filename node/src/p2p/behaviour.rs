@@ -2,9 +2,8 @@
 //!
 //! Every protocol of the node is a field here, driven by the one swarm the
 //! [`super::EventLoop`] owns. Optional parts sit in a [`Toggle`]: the relay *server* (opt-in,
-//! [`super::Config::relay_server`]) and the reserved `storage` slot, where the storage crate's
-//! bitswap behaviour (`beetswap` 0.5, built on libp2p-swarm 0.47 = libp2p 0.56) will go; until
-//! then it holds the no-op `dummy` behaviour and is always off.
+//! [`super::Config::relay_server`]) and bitswap (`beetswap` 0.5, built on libp2p-swarm 0.47 =
+//! libp2p 0.56, over the storage crate's blockstore; on when [`super::Config::blockstore`] is set).
 
 use libp2p::swarm::NetworkBehaviour;
 use libp2p::swarm::behaviour::toggle::Toggle;
@@ -47,6 +46,6 @@ pub struct Behaviour {
     pub cluster: ClusterBehaviour,
     /// `/ganglion/attest/1`.
     pub attest: AttestBehaviour,
-    /// Reserved for the storage crate's bitswap (`beetswap` 0.5); off until that issue lands.
-    pub storage: Toggle<libp2p::swarm::dummy::Behaviour>,
+    /// Bitswap (`/ipfs/bitswap/1.2.0`): serves the blockstore, fetches DAGs ([`super::bitswap`]).
+    pub bitswap: Toggle<super::bitswap::Bitswap>,
 }

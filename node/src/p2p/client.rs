@@ -46,6 +46,11 @@ pub(crate) enum Command {
     ),
     Attestations(JobId, oneshot::Sender<Vec<AttestMessage>>),
     RawGossip(Vec<u8>, oneshot::Sender<Result<(), Error>>),
+    FetchDag(
+        cid::Cid,
+        PeerId,
+        oneshot::Sender<Result<super::bitswap::FetchedDag, Error>>,
+    ),
 }
 
 /// Cloneable handle to the p2p event loop.
@@ -214,5 +219,23 @@ impl Client {
     /// [`Error::Stopped`].
     pub async fn attestations(&self, job: JobId) -> Result<Vec<AttestMessage>, Error> {
         self.ask(|r| Command::Attestations(job, r)).await
+    }
+
+    /// Fetches the whole DAG under `root` into the node's blockstore over bitswap, every block
+    /// checked against its CID ([`super::bitswap`]). `peer` is dialled (from known addresses)
+    /// when not connected; blocks may also come from other connected peers that have them.
+    /// Blocks already stored are read from the store, not fetched. Pin `root` afterwards to keep
+    /// the DAG through GC.
+    ///
+    /// # Errors
+    /// [`Error::Fetch`] ([`super::bitswap::FetchError`]: no blockstore, stalled for
+    /// [`super::Config::fetch_timeout`], a block that does not match its CID, a store failure),
+    /// [`Error::Dial`], [`Error::Stopped`].
+    pub async fn fetch_dag(
+        &self,
+        root: cid::Cid,
+        peer: PeerId,
+    ) -> Result<super::bitswap::FetchedDag, Error> {
+        self.ask(|r| Command::FetchDag(root, peer, r)).await?
     }
 }

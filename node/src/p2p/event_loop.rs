@@ -18,6 +18,7 @@ use libp2p::{
 use tokio::sync::{mpsc, oneshot};
 
 use super::behaviour::{Behaviour, BehaviourEvent};
+use super::bitswap::DagFetches;
 use super::client::Command;
 use super::limits::RateLimiter;
 use super::offers::{BondSnapshot, Market, SignedOffer, verify_offer};
@@ -170,7 +171,7 @@ fn make_behaviour(
             [(ATTEST_PROTOCOL, ProtocolSupport::Full)],
             rr_config,
         ),
-        storage: None.into(),
+        bitswap: cfg.blockstore.clone().map(super::bitswap::behaviour).into(),
     })
 }
 
@@ -195,6 +196,7 @@ pub struct EventLoop {
     clusters: HashMap<JobId, ClusterHello>,
     attestations: HashMap<JobId, HashMap<KeyHash, AttestMessage>>,
     attestation_order: VecDeque<JobId>,
+    fetches: DagFetches,
 }
 
 impl EventLoop {
@@ -208,6 +210,7 @@ impl EventLoop {
     ) -> Result<Self, Error> {
         let topic = protocols::offer_topic(config.network_magic);
         swarm.behaviour_mut().gossipsub.subscribe(&topic)?;
+        let fetches = DagFetches::new(config.blockstore.as_ref().map(|b| b.store().clone()));
         Ok(Self {
             swarm,
             limiter: RateLimiter::new(config.inbound_burst, config.inbound_per_second),
@@ -228,6 +231,7 @@ impl EventLoop {
             clusters: HashMap::new(),
             attestations: HashMap::new(),
             attestation_order: VecDeque::new(),
+            fetches,
         })
     }
 
@@ -285,6 +289,11 @@ impl EventLoop {
     fn prune(&mut self) {
         for provider in self.market.prune((self.config.clock)(), &self.bonds) {
             self.emit(Event::OfferExpired { provider });
+        }
+        if self.fetches.len() > 0 {
+            let timeout = self.config.fetch_timeout;
+            let bitswap = self.swarm.behaviour_mut().bitswap.as_mut();
+            self.fetches.expire(Instant::now(), timeout, bitswap);
         }
     }
 
@@ -394,6 +403,16 @@ impl EventLoop {
                 let id = self.swarm.behaviour_mut().attest.send_request(&peer, *msg);
                 self.pending_attest.insert(id, (peer, reply));
             }
+            Command::FetchDag(root, peer, reply) => {
+                if !self.swarm.is_connected(&peer)
+                    && let Err(e) = self.swarm.dial(peer)
+                {
+                    let _ = reply.send(Err(e.into()));
+                    return;
+                }
+                let bitswap = self.swarm.behaviour_mut().bitswap.as_mut();
+                self.fetches.start(root, reply, bitswap, Instant::now());
+            }
             Command::Attestations(job, reply) => {
                 let list = self
                     .attestations
@@ -485,6 +504,11 @@ impl EventLoop {
             BehaviourEvent::Accept(e) => self.on_accept(e),
             BehaviourEvent::Cluster(e) => self.on_cluster(e),
             BehaviourEvent::Attest(e) => self.on_attest(e),
+            BehaviourEvent::Bitswap(e) => {
+                if let Some(bitswap) = self.swarm.behaviour_mut().bitswap.as_mut() {
+                    self.fetches.on_event(e, bitswap, Instant::now());
+                }
+            }
             BehaviourEvent::Dcutr(e) => {
                 let succeeded = e.result.is_ok();
                 match &e.result {

@@ -1,9 +1,8 @@
 //! The node's peer-to-peer layer (issue 7): one libp2p swarm, one event loop, a cloneable client.
 //!
 //! **libp2p version.** The workspace uses libp2p **0.56** throughout (lead's decision, DESIGN §9):
-//! bitswap will be `beetswap` 0.5, built on libp2p-swarm 0.47, and must join this same swarm. The
-//! composed [`behaviour::Behaviour`](crate::p2p::behaviour::Behaviour) keeps a `storage` [`Toggle`](libp2p::swarm::behaviour::toggle::Toggle)
-//! slot for it (now the no-op `dummy` behaviour, off).
+//! bitswap is `beetswap` 0.5, built on libp2p-swarm 0.47, in this same swarm
+//! ([`bitswap`](crate::p2p::bitswap); on when [`Config::blockstore`](crate::p2p::Config::blockstore) is set).
 //!
 //! **Shape** (rust-libp2p `examples/file-sharing`, STYLE §1): [`new`](crate::p2p::new) builds the swarm and returns
 //! a [`Client`](crate::p2p::Client) (cloneable; commands with oneshot replies over a bounded channel), an
@@ -14,7 +13,14 @@
 //! **Protocols**: identify, ping (RTT matrix, [`rtt`](crate::p2p::rtt)), Kademlia (`/ganglion/kad/1`), AutoNAT
 //! v1, DCUtR, relay client (server opt-in), gossipsub offers ([`offers`](crate::p2p::offers)) on
 //! `ganglion/offers/1/<magic>`, and the request-response protocols of [`protocols`](crate::p2p::protocols):
-//! `/ganglion/accept/1`, `/ganglion/cluster/1`, `/ganglion/attest/1`.
+//! `/ganglion/accept/1`, `/ganglion/cluster/1`, `/ganglion/attest/1`; bitswap
+//! (`/ipfs/bitswap/1.2.0`, [`bitswap`](crate::p2p::bitswap)) over the storage crate's blockstore.
+//!
+//! **Artifact hand-over (`fetch`)** is bitswap: job inputs, image archives and outputs are
+//! UnixFS DAGs in the blockstore; a peer fetches one by root CID with
+//! [`Client::fetch_dag`](crate::p2p::Client::fetch_dag) from the orchestrator's node, a provider's
+//! node or any IPFS node, every block verified against its CID. There is no separate `fetch`
+//! protocol.
 //!
 //! **Validation.** Gossipsub runs in strict signed mode with application validation: an offer is
 //! forwarded only after [`offers::verify_offer`](crate::p2p::offers::verify_offer) passed against the [`offers::BondSnapshot`](crate::p2p::offers::BondSnapshot)
@@ -33,12 +39,13 @@
 //! ganglion-node --example p2p_peer && node/tests/p2p_nat.sh` (root: two nodes behind
 //! MASQUERADE NATs in network namespaces meet through a relay, then DCUtR upgrades them).
 //!
-//! Modules: [`behaviour`](crate::p2p::behaviour) (the derive), [`event_loop`](crate::p2p::event_loop) (owns the swarm), [`client`](crate::p2p::client) (commands),
+//! Modules: [`behaviour`](crate::p2p::behaviour) (the derive), [`bitswap`](crate::p2p::bitswap) (serve and fetch blocks), [`event_loop`](crate::p2p::event_loop) (owns the swarm), [`client`](crate::p2p::client) (commands),
 //! [`offers`](crate::p2p::offers) (signed gossip, live market), [`protocols`](crate::p2p::protocols) (codecs and messages), [`provider`](crate::p2p::provider)
 //! (accept policy, reservations), [`rtt`](crate::p2p::rtt) (latency matrix), [`limits`](crate::p2p::limits) (rate limits),
 //! [`identity`](crate::p2p::identity) (the node key in the data dir).
 
 pub mod behaviour;
+pub mod bitswap;
 pub mod client;
 pub mod event_loop;
 pub mod identity;
@@ -103,6 +110,10 @@ pub struct Config {
     /// The clock offers, reservations and deadlines are judged by, POSIX ms (default the system
     /// clock; a devnet or a test may run on its own chain time).
     pub clock: fn() -> u64,
+    /// The blockstore bitswap serves from and fetches into (default none: bitswap off).
+    pub blockstore: Option<ganglion_storage::bitswap::BitswapStore>,
+    /// A DAG fetch fails when no block arrived for this long (default 30 s).
+    pub fetch_timeout: Duration,
 }
 
 impl Default for Config {
@@ -123,6 +134,8 @@ impl Default for Config {
             inbound_per_second: 10,
             idle_timeout: Duration::from_secs(60),
             clock: now_ms,
+            blockstore: None,
+            fetch_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -158,6 +171,9 @@ pub enum Error {
         #[source]
         source: libp2p::request_response::OutboundFailure,
     },
+    /// A DAG fetch over bitswap failed.
+    #[error("fetch: {0}")]
+    Fetch(Box<bitswap::FetchError>),
     /// The event loop has stopped.
     #[error("the p2p event loop has stopped")]
     Stopped,
@@ -179,6 +195,12 @@ pub enum Error {
         #[source]
         source: libp2p::identity::DecodingError,
     },
+}
+
+impl From<bitswap::FetchError> for Error {
+    fn from(e: bitswap::FetchError) -> Self {
+        Error::Fetch(Box::new(e))
+    }
 }
 
 /// What the p2p layer tells the application. Past tense.
