@@ -46,6 +46,8 @@ pub(crate) enum Command {
     ),
     Attestations(JobId, oneshot::Sender<Vec<AttestMessage>>),
     RawGossip(Vec<u8>, oneshot::Sender<Result<(), Error>>),
+    FindPeer(PeerId, oneshot::Sender<Vec<Multiaddr>>),
+    NatStatus(oneshot::Sender<libp2p::autonat::NatStatus>),
     FetchDag(
         cid::Cid,
         PeerId,
@@ -237,5 +239,23 @@ impl Client {
         peer: PeerId,
     ) -> Result<super::bitswap::FetchedDag, Error> {
         self.ask(|r| Command::FetchDag(root, peer, r)).await?
+    }
+
+    /// Looks `peer` up in the Kademlia DHT (`/ganglion/kad/1`, a closest-peers query from the
+    /// bootstrap peers outward); returns the addresses learnt for it, empty when not found. Then
+    /// [`Client::dial`] one of them.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn find_peer(&self, peer: PeerId) -> Result<Vec<Multiaddr>, Error> {
+        self.ask(|r| Command::FindPeer(peer, r)).await
+    }
+
+    /// AutoNAT's current view of this node's reachability.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn nat_status(&self) -> Result<libp2p::autonat::NatStatus, Error> {
+        self.ask(Command::NatStatus).await
     }
 }

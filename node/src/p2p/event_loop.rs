@@ -148,12 +148,23 @@ fn make_behaviour(
             .then(|| relay::Behaviour::new(peer_id, relay::Config::default()))
             .into(),
         dcutr: dcutr::Behaviour::new(peer_id),
-        autonat: autonat::Behaviour::new(peer_id, autonat::Config::default()),
+        autonat: autonat::Behaviour::new(
+            peer_id,
+            autonat::Config {
+                boot_delay: cfg.autonat_boot_delay,
+                only_global_ips: cfg.autonat_only_global_ips,
+                // Serving is opt-in: with no dial-back budget every probe is refused.
+                throttle_clients_global_max: if cfg.autonat_server { 30 } else { 0 },
+                ..autonat::Config::default()
+            },
+        ),
         kad,
-        identify: identify::Behaviour::new(identify::Config::new(
-            "/ganglion/id/1".into(),
-            key.public(),
-        )),
+        // Pushing listen-address changes keeps Kademlia's view of a peer right when it starts
+        // listening after it dialled its bootstrap peers.
+        identify: identify::Behaviour::new(
+            identify::Config::new("/ganglion/id/1".into(), key.public())
+                .with_push_listen_addr_updates(true),
+        ),
         ping: ping::Behaviour::new(ping::Config::new().with_interval(cfg.ping_interval)),
         gossipsub,
         accept: request_response::Behaviour::with_codec(
@@ -197,6 +208,7 @@ pub struct EventLoop {
     attestations: HashMap<JobId, HashMap<KeyHash, AttestMessage>>,
     attestation_order: VecDeque<JobId>,
     fetches: DagFetches,
+    pending_find: HashMap<kad::QueryId, (PeerId, oneshot::Sender<Vec<Multiaddr>>)>,
 }
 
 impl EventLoop {
@@ -232,6 +244,7 @@ impl EventLoop {
             attestations: HashMap::new(),
             attestation_order: VecDeque::new(),
             fetches,
+            pending_find: HashMap::new(),
         })
     }
 
@@ -403,6 +416,13 @@ impl EventLoop {
                 let id = self.swarm.behaviour_mut().attest.send_request(&peer, *msg);
                 self.pending_attest.insert(id, (peer, reply));
             }
+            Command::FindPeer(peer, reply) => {
+                let id = self.swarm.behaviour_mut().kad.get_closest_peers(peer);
+                self.pending_find.insert(id, (peer, reply));
+            }
+            Command::NatStatus(reply) => {
+                let _ = reply.send(self.swarm.behaviour().autonat.nat_status());
+            }
             Command::FetchDag(root, peer, reply) => {
                 if !self.swarm.is_connected(&peer)
                     && let Err(e) = self.swarm.dial(peer)
@@ -504,6 +524,16 @@ impl EventLoop {
             BehaviourEvent::Accept(e) => self.on_accept(e),
             BehaviourEvent::Cluster(e) => self.on_cluster(e),
             BehaviourEvent::Attest(e) => self.on_attest(e),
+            BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
+                id,
+                result: kad::QueryResult::GetClosestPeers(result),
+                step,
+                ..
+            }) => self.on_closest_peers(id, result, step.last),
+            BehaviourEvent::Autonat(autonat::Event::StatusChanged { old, new }) => {
+                tracing::info!(target: "p2p", ?old, ?new, "AutoNAT status changed");
+                self.emit(Event::NatStatusChanged { status: new });
+            }
             BehaviourEvent::Bitswap(e) => {
                 if let Some(bitswap) = self.swarm.behaviour_mut().bitswap.as_mut() {
                     self.fetches.on_event(e, bitswap, Instant::now());
@@ -576,6 +606,33 @@ impl EventLoop {
                 self.emit(Event::TopicPeerJoined { peer: peer_id });
             }
             _ => {}
+        }
+    }
+
+    /// Answers a [`Command::FindPeer`] as soon as a step of its query names the peer with
+    /// addresses; with no addresses when the query ends without it.
+    fn on_closest_peers(
+        &mut self,
+        id: kad::QueryId,
+        result: kad::GetClosestPeersResult,
+        last: bool,
+    ) {
+        let Some((target, _)) = self.pending_find.get(&id) else {
+            return;
+        };
+        let peers = match result {
+            Ok(ok) => ok.peers,
+            Err(kad::GetClosestPeersError::Timeout { peers, .. }) => peers,
+        };
+        let found: Vec<Multiaddr> = peers
+            .into_iter()
+            .filter(|p| p.peer_id == *target)
+            .flat_map(|p| p.addrs)
+            .collect();
+        if (!found.is_empty() || last)
+            && let Some((_, reply)) = self.pending_find.remove(&id)
+        {
+            let _ = reply.send(found);
         }
     }
 

@@ -114,6 +114,14 @@ pub struct Config {
     pub blockstore: Option<ganglion_storage::bitswap::BitswapStore>,
     /// A DAG fetch fails when no block arrived for this long (default 30 s).
     pub fetch_timeout: Duration,
+    /// AutoNAT v1: answer other peers' dial-back probes (default off: serving is opt-in, as it
+    /// makes this node dial addresses others name). The client side always runs.
+    pub autonat_server: bool,
+    /// AutoNAT: probe and dial back global IPs only (default true; a loopback test or a private
+    /// devnet sets false).
+    pub autonat_only_global_ips: bool,
+    /// AutoNAT: delay before the first probe (default 15 s, libp2p's default).
+    pub autonat_boot_delay: Duration,
 }
 
 impl Default for Config {
@@ -136,6 +144,9 @@ impl Default for Config {
             clock: now_ms,
             blockstore: None,
             fetch_timeout: Duration::from_secs(30),
+            autonat_server: false,
+            autonat_only_global_ips: true,
+            autonat_boot_delay: Duration::from_secs(15),
         }
     }
 }
@@ -288,6 +299,12 @@ pub enum Event {
         peer: PeerId,
         /// Whether a direct connection was established.
         succeeded: bool,
+    },
+    /// AutoNAT's view of this node's reachability changed (`Public(addr)`: a peer dialled `addr`
+    /// back; `Private`: probes failed).
+    NatStatusChanged {
+        /// The new status.
+        status: libp2p::autonat::NatStatus,
     },
     /// A connection was established through a relay (`/p2p-circuit`).
     RelayedConnection {
