@@ -24,7 +24,7 @@
 //!
 //! **Validation.** Gossipsub runs in strict signed mode with application validation: an offer is
 //! forwarded only after [`offers::verify_offer`](crate::p2p::offers::verify_offer) passed against the [`offers::BondSnapshot`](crate::p2p::offers::BondSnapshot)
-//! (from the indexer's `active_bonds()`, refreshed with [`Client::set_bonds`](crate::p2p::Client::set_bonds)); a failing offer
+//! (from the indexer's `active_bonds()` through [`bonds`](crate::p2p::bonds), refreshed with [`bonds::refresh`](crate::p2p::bonds::refresh)); a failing offer
 //! is reported `Reject`, which lowers the sender's gossipsub peer score (P4, weight
 //! [`INVALID_OFFER_WEIGHT`](crate::p2p::INVALID_OFFER_WEIGHT)).
 //!
@@ -39,13 +39,14 @@
 //! ganglion-node --example p2p_peer && node/tests/p2p_nat.sh` (root: two nodes behind
 //! MASQUERADE NATs in network namespaces meet through a relay, then DCUtR upgrades them).
 //!
-//! Modules: [`behaviour`](crate::p2p::behaviour) (the derive), [`bitswap`](crate::p2p::bitswap) (serve and fetch blocks), [`event_loop`](crate::p2p::event_loop) (owns the swarm), [`client`](crate::p2p::client) (commands),
+//! Modules: [`behaviour`](crate::p2p::behaviour) (the derive), [`bitswap`](crate::p2p::bitswap) (serve and fetch blocks), [`bonds`](crate::p2p::bonds) (indexer → bond snapshot), [`event_loop`](crate::p2p::event_loop) (owns the swarm), [`client`](crate::p2p::client) (commands),
 //! [`offers`](crate::p2p::offers) (signed gossip, live market), [`protocols`](crate::p2p::protocols) (codecs and messages), [`provider`](crate::p2p::provider)
 //! (accept policy, reservations), [`rtt`](crate::p2p::rtt) (latency matrix), [`limits`](crate::p2p::limits) (rate limits),
 //! [`identity`](crate::p2p::identity) (the node key in the data dir).
 
 pub mod behaviour;
 pub mod bitswap;
+pub mod bonds;
 pub mod client;
 pub mod event_loop;
 pub mod identity;
@@ -185,6 +186,9 @@ pub enum Error {
     /// A DAG fetch over bitswap failed.
     #[error("fetch: {0}")]
     Fetch(Box<bitswap::FetchError>),
+    /// Reading the live bonds from the indexer failed.
+    #[error("bonds from the indexer: {0}")]
+    Bonds(#[source] Box<ganglion_indexer::Error>),
     /// The event loop has stopped.
     #[error("the p2p event loop has stopped")]
     Stopped,

@@ -1,0 +1,158 @@
+//! Offers are checked against the indexer's active bonds: real Conway blocks (the contracts
+//! harness's bond and unbond transactions, assembled by the testnet producer) applied to an
+//! indexer over `MemoryKv`, read through `p2p::bonds` (issue 7).
+
+use ganglion_contracts::build::{self, BondRequest};
+use ganglion_contracts::test_utils::harness::Harness;
+use ganglion_indexer::store::MemoryKv;
+use ganglion_indexer::{Indexer, Watch};
+use ganglion_node::market::snapshot::Offer as MarketOffer;
+use ganglion_node::p2p::offers::{OfferBody, OfferRejection, verify_offer};
+use ganglion_node::p2p::{self, bonds};
+use libp2p::PeerId;
+use libp2p::identity::Keypair;
+
+const MAGIC: u64 = 42;
+
+/// Wraps each transaction in its own Conway block, chained from height 1.
+fn blocks_of(txs: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut prev = None;
+    txs.iter()
+        .enumerate()
+        .map(|(i, tx)| {
+            let b = ganglion_testnet::producer::assemble(
+                i as u64 + 1,
+                100 + 2 * i as u64,
+                prev,
+                (10, 0),
+                &[tx.as_slice()],
+            )
+            .expect("block assembles");
+            prev = Some(b.hash);
+            b.wrapped
+        })
+        .collect()
+}
+
+fn offer(h: &Harness, i: usize, peer: PeerId, now_ms: u64) -> OfferBody {
+    let p = &h.providers[i];
+    OfferBody {
+        network_magic: MAGIC,
+        bond: p.bond.as_ref().expect("bonded").reference,
+        peer_id: peer.to_bytes(),
+        addrs: vec![],
+        market: MarketOffer {
+            provider: p.party.hash,
+            bond_gpus: u32::try_from(p.gpus).expect("few GPUs"),
+            price_per_gpu_hour: 1_000_000,
+            score: 100,
+            uplink_mbps: 1000,
+            max_job_duration_s: None,
+            max_job_nodes: None,
+            gpus: vec![],
+        },
+        issued_ms: now_ms,
+        expires_ms: now_ms + 60_000,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_offers_are_checked_against_the_indexers_active_bonds() {
+    let mut h = Harness::new(2);
+    let peers: Vec<PeerId> = (0..2u8)
+        .map(|i| {
+            Keypair::ed25519_from_bytes([i + 1; 32])
+                .expect("seed")
+                .public()
+                .to_peer_id()
+        })
+        .collect();
+    for (i, peer) in peers.iter().enumerate() {
+        let p = &h.providers[i];
+        let req = BondRequest {
+            provider: p.party.hash,
+            attest_key: p.attest_key(),
+            peer_id: peer.to_bytes(),
+            gpus: p.gpus,
+            stake: h.dep.params.min_bond_per_gpu * p.gpus,
+        };
+        let draft = build::post_bond(&h.dep, h.env(), &req).expect("bond draft");
+        let party = p.party.clone();
+        let b = h.run(draft, &party, &[]).expect("bond posts");
+        h.providers[i].bond = Some(h.output(&b, 0));
+    }
+    let bonded_txs = h.world.applied.len();
+    // Provider 1 starts unbonding: its bond stops counting.
+    let p1 = h.providers[1].party.clone();
+    let bond1 = h.providers[1].bond.clone().expect("bond");
+    let until = h.world.slot + 60;
+    h.run(
+        build::unbond(&h.dep, h.env(), &bond1, until).expect("unbond draft"),
+        &p1,
+        &[],
+    )
+    .expect("unbond");
+    let blocks = blocks_of(&h.world.applied);
+
+    let watch = Watch {
+        script_hash: h.dep.script.hash,
+        params: h.dep.params.clone(),
+    };
+    let ix = Indexer::new(MemoryKv::new(), watch, 10);
+    for b in &blocks[..bonded_txs] {
+        ix.apply_block(b).expect("block applies");
+    }
+
+    // Both bonds are live, and the snapshot carries what the datum says.
+    let snap = bonds::snapshot(&ix).expect("snapshot");
+    assert_eq!(snap.len(), 2);
+    for (i, peer) in peers.iter().enumerate() {
+        let p = &h.providers[i];
+        let live = snap
+            .get(&p.bond.as_ref().expect("bond").reference)
+            .expect("bond in the snapshot");
+        assert_eq!(live.provider, p.party.hash);
+        assert_eq!(live.attest_key, p.attest_key());
+        assert_eq!(live.peer_id, peer.to_bytes());
+        assert_eq!(live.free_gpus, p.gpus);
+    }
+    let now = 1_000_000;
+    for (i, peer) in peers.iter().enumerate() {
+        let signed = offer(&h, i, *peer, now).sign(&h.providers[i].attest);
+        verify_offer(&signed, MAGIC, Some(peer), &snap, now).expect("bonded offer verifies");
+    }
+    // Signed with another provider's key: refused.
+    let forged = offer(&h, 0, peers[0], now).sign(&h.providers[1].attest);
+    assert!(matches!(
+        verify_offer(&forged, MAGIC, Some(&peers[0]), &snap, now),
+        Err(OfferRejection::BadSignature)
+    ));
+
+    // After the unbond block, provider 1's offers are unbonded; provider 0's still pass.
+    for b in &blocks[bonded_txs..] {
+        ix.apply_block(b).expect("block applies");
+    }
+    let snap = bonds::snapshot(&ix).expect("snapshot");
+    assert_eq!(snap.len(), 1);
+    let signed = offer(&h, 1, peers[1], now).sign(&h.providers[1].attest);
+    assert!(matches!(
+        verify_offer(&signed, MAGIC, Some(&peers[1]), &snap, now),
+        Err(OfferRejection::Unbonded(r)) if r == bond1.reference
+    ));
+    let signed = offer(&h, 0, peers[0], now).sign(&h.providers[0].attest);
+    verify_offer(&signed, MAGIC, Some(&peers[0]), &snap, now).expect("still bonded");
+
+    // `refresh` hands the indexer's view to a running p2p layer.
+    let (client, event_loop, _events) = p2p::new(
+        Keypair::generate_ed25519(),
+        p2p::Config {
+            listen: vec![],
+            ..p2p::Config::default()
+        },
+        Default::default(),
+        None,
+    )
+    .expect("swarm builds");
+    tokio::spawn(event_loop.run());
+    assert_eq!(bonds::refresh(&ix, &client).await.expect("refresh"), 1);
+}
