@@ -3,6 +3,7 @@
 # other through a relay node on the "public" network, then try to upgrade to a direct
 # connection with DCUtR. Needs root, `ip netns`, iptables. Usage:
 #   cargo build -p ganglion-node --example p2p_peer && sudo node/tests/p2p_nat.sh
+# (node/tests/p2p_nat.rs runs it as part of the test suite when run as root.)
 # Prints RESULT relayed=<yes|no> direct=<yes|no>; exits non-zero when the relayed path fails.
 set -euo pipefail
 BIN=${BIN:-target/debug/examples/p2p_peer}
