@@ -33,11 +33,14 @@
 //! by a token bucket ([`limits`](crate::p2p::limits)); at most [`MAX_CONCURRENT_STREAMS`](crate::p2p::MAX_CONCURRENT_STREAMS) concurrent streams per
 //! request-response protocol; stored attestations and cluster registrations are capped.
 //!
-//! **Tests and numbers.** `cargo nextest run -p ganglion-node p2p` (swarms on loopback TCP,
-//! port 0, waits on events under a timeout); `cargo run -p ganglion-node --example p2p_bench`
-//! (offer propagation over a 5-node line, offers verified per second); NAT: `cargo build -p
-//! ganglion-node --example p2p_peer && node/tests/p2p_nat.sh` (root: two nodes behind
-//! MASQUERADE NATs in network namespaces meet through a relay, then DCUtR upgrades them).
+//! **Tests and numbers.** `cargo nextest run -p ganglion-node p2p` (swarms on loopback, port 0,
+//! waits on events under a timeout): `tests/p2p.rs` (offers, accept, cluster, attest, relay,
+//! DCUtR, rate limits), `tests/p2p_discovery.rs` (QUIC, Kademlia lookup, AutoNAT),
+//! `tests/p2p_bonds.rs` (offers against the indexer's bonds over real devnet blocks),
+//! `tests/p2p_bitswap.rs` (DAG hand-over between nodes and with Kubo's core), `tests/p2p_nat.rs`
+//! (root: runs `tests/p2p_nat.sh`, two nodes behind MASQUERADE NATs in network namespaces meet
+//! through a relay, then DCUtR upgrades them); `cargo run --release -p ganglion-node --example
+//! p2p_bench` (offer propagation over a 5-node line, offers verified per second).
 //!
 //! Modules: [`behaviour`](crate::p2p::behaviour) (the derive), [`bitswap`](crate::p2p::bitswap) (serve and fetch blocks), [`bonds`](crate::p2p::bonds) (indexer → bond snapshot), [`event_loop`](crate::p2p::event_loop) (owns the swarm), [`client`](crate::p2p::client) (commands),
 //! [`offers`](crate::p2p::offers) (signed gossip, live market), [`protocols`](crate::p2p::protocols) (codecs and messages), [`provider`](crate::p2p::provider)
