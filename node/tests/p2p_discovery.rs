@@ -196,3 +196,40 @@ async fn p2p_autonat_confirms_a_reachable_address_through_an_opt_in_server() {
             .is_public()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_autonat_serving_is_opt_in_a_default_node_refuses_to_dial_back() {
+    let plain = start(
+        Config {
+            autonat_only_global_ips: false,
+            ..config()
+        },
+        "/ip4/127.0.0.1/tcp/0",
+    )
+    .await;
+    let mut client = start(
+        Config {
+            autonat_only_global_ips: false,
+            autonat_boot_delay: Duration::from_millis(300),
+            ..config()
+        },
+        "/ip4/127.0.0.1/tcp/0",
+    )
+    .await;
+    client.client.dial(plain.addr.clone()).await.expect("dials");
+    let plain_peer = plain.peer;
+    let reason = wait_for(&mut client.events, |e| match e {
+        Event::NatProbeFailed {
+            peer: Some(p),
+            reason,
+        } if *p == plain_peer => Some(reason.clone()),
+        Event::NatStatusChanged { status } => panic!("a default node served a probe: {status:?}"),
+        _ => None,
+    })
+    .await;
+    assert!(reason.contains("DialRefused"), "{reason}");
+    assert_eq!(
+        client.client.nat_status().await.expect("status"),
+        NatStatus::Unknown
+    );
+}

@@ -534,6 +534,15 @@ impl EventLoop {
                 tracing::info!(target: "p2p", ?old, ?new, "AutoNAT status changed");
                 self.emit(Event::NatStatusChanged { status: new });
             }
+            BehaviourEvent::Autonat(autonat::Event::OutboundProbe(
+                autonat::OutboundProbeEvent::Error { peer, error, .. },
+            )) => {
+                tracing::debug!(target: "p2p", ?peer, ?error, "AutoNAT probe failed");
+                self.emit(Event::NatProbeFailed {
+                    peer,
+                    reason: format!("{error:?}"),
+                });
+            }
             BehaviourEvent::Bitswap(e) => {
                 if let Some(bitswap) = self.swarm.behaviour_mut().bitswap.as_mut() {
                     self.fetches.on_event(e, bitswap, Instant::now());

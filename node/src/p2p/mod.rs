@@ -313,6 +313,14 @@ pub enum Event {
         /// The new status.
         status: libp2p::autonat::NatStatus,
     },
+    /// An AutoNAT probe of this node's addresses failed (the peer refused to dial back, as a
+    /// node without [`Config::autonat_server`] does, or could not reach us).
+    NatProbeFailed {
+        /// The peer asked, if any was.
+        peer: Option<PeerId>,
+        /// Why, in libp2p's words.
+        reason: String,
+    },
     /// A connection was established through a relay (`/p2p-circuit`).
     RelayedConnection {
         /// The remote peer.
