@@ -1,4 +1,4 @@
-//! The bridge between this crate's [`Blockstore`](crate::blockstore::Blockstore) and bitswap:
+//! The bridge between this crate's [`Blockstore`] and bitswap:
 //! [`BitswapStore`] implements the `blockstore` crate's trait, which `beetswap` (bitswap for
 //! rust-libp2p, DESIGN §9) serves blocks from and stores fetched blocks into.
 //!

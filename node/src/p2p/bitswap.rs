@@ -8,7 +8,7 @@
 //! [`Config::blockstore`](super::Config::blockstore) is set.
 //!
 //! **Serving** is beetswap's server: any block in the store is sent to a peer that wants it.
-//! **Fetching** ([`super::Client::fetch_dag`]) is [`DagFetches`]: from a root CID, want the
+//! **Fetching** ([`super::Client::fetch_dag`]) is `DagFetches`: from a root CID, want the
 //! root, decode each block that arrives ([`ganglion_storage::dag::links`]: dag-pb and raw), want
 //! its children, until the whole DAG is stored. Every block is checked against its CID here
 //! ([`ganglion_storage::block::verify`]) before it is stored or its links are followed, whatever
