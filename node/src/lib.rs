@@ -13,6 +13,8 @@
 //! Wallet, dispatch, overlay, job state machines, settlement and RPC arrive with issues 8–11.
 
 pub mod config;
+/// Dispatch: jobs' containers through the Docker Engine (sandbox, GPUs, rendezvous, outputs).
+pub mod executor;
 pub mod gpu;
 pub mod market;
 /// Peer to peer: one libp2p swarm, signed offers, accept/cluster/attest exchange, RTT matrix.
