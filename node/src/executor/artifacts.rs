@@ -103,30 +103,72 @@ pub async fn prepare_rank<S: Blockstore + 'static>(
     }
     for input in inputs {
         let path = input_dir.join(&input.path);
-        if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| io(parent, e))?;
-        }
-        let file = tokio::fs::File::create(&path)
+        let store = std::sync::Arc::clone(pinner.store());
+        let cid = input.cid;
+        tokio::task::spawn_blocking(move || materialize(&*store, &cid, &path))
             .await
-            .map_err(|e| io(&path, e))?;
-        pinner
-            .cat(&input.cid, file)
-            .await
+            .map_err(|e| storage(format!("input {}: {e}", input.cid)))?
             .map_err(|e| storage(format!("input {}: {e}", input.cid)))?;
     }
     if let RunAs::User(user) = run_as {
-        if let Some((uid, gid)) = numeric_user(user) {
-            std::os::unix::fs::chown(&output_dir, Some(uid), Some(gid))
-                .map_err(|e| io(&output_dir, e))?;
-        } else {
-            // A named user: its uid is only known inside the image; let anyone write.
+        let owned = numeric_user(user).is_some_and(|(uid, gid)| {
+            std::os::unix::fs::chown(&output_dir, Some(uid), Some(gid)).is_ok()
+        });
+        if !owned {
+            // A named user (its uid is only known inside the image), or a node not running as
+            // root (cannot chown): let anyone write. The dir is only mounted into this rank.
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&output_dir, std::fs::Permissions::from_mode(0o777))
                 .map_err(|e| io(&output_dir, e))?;
         }
     }
+    Ok(())
+}
+
+/// Writes the UnixFS file or directory `cid` from `store` at `path` (directories recursively;
+/// HAMT-sharded directories and symlinks are refused).
+///
+/// # Errors
+/// Missing blocks, unsupported node types, I/O.
+pub fn materialize(
+    store: &impl Blockstore,
+    cid: &cid::Cid,
+    path: &Path,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    use ganglion_storage::block::DAG_PB;
+    use ganglion_storage::dagpb::{self, UnixFsType};
+    if cid.codec() == DAG_PB {
+        let block = store
+            .get(cid)?
+            .ok_or_else(|| format!("block {cid} is not in the blockstore"))?;
+        let node = dagpb::decode(&block)?;
+        match node.unixfs_type {
+            Some(UnixFsType::Directory) => {
+                std::fs::create_dir_all(path)?;
+                for link in node.links {
+                    let name = Path::new(&link.name);
+                    let plain = matches!(
+                        name.components().collect::<Vec<_>>()[..],
+                        [std::path::Component::Normal(_)]
+                    );
+                    if !plain {
+                        return Err(
+                            format!("directory entry {:?} is not a plain name", link.name).into(),
+                        );
+                    }
+                    materialize(store, &link.cid, &path.join(name))?;
+                }
+                return Ok(());
+            }
+            Some(UnixFsType::File) | Some(UnixFsType::Raw) | None => {}
+            Some(other) => return Err(format!("{cid}: unsupported UnixFS node {other:?}").into()),
+        }
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    ganglion_storage::unixfs::cat(store, cid, file)?;
     Ok(())
 }
 
@@ -209,4 +251,62 @@ pub async fn pin_outputs<S: Blockstore + 'static>(
             deal,
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ganglion_storage::blockstore::MemoryBlockstore;
+    use ganglion_storage::unixfs;
+
+    #[test]
+    fn directory_and_file_cids_materialize_as_imported() {
+        let src = tempfile::tempdir().expect("tmp");
+        let root = src.path().join("data");
+        std::fs::create_dir_all(root.join("nested")).expect("mkdir");
+        let big: Vec<u8> = (0..700_000u32).map(|i| (i % 253) as u8).collect();
+        std::fs::write(root.join("nested/big.bin"), &big).expect("write");
+        std::fs::write(root.join("small.txt"), b"hello").expect("write");
+        std::fs::write(root.join("empty"), b"").expect("write");
+        let store = MemoryBlockstore::new();
+        let dir = unixfs::import_dir(&root, &import_options(), &store).expect("import");
+
+        let out = tempfile::tempdir().expect("tmp");
+        materialize(&store, &dir.root, &out.path().join("in")).expect("materialize");
+        assert_eq!(
+            std::fs::read(out.path().join("in/nested/big.bin")).expect("read"),
+            big
+        );
+        assert_eq!(
+            std::fs::read(out.path().join("in/small.txt")).expect("read"),
+            b"hello"
+        );
+        assert_eq!(
+            std::fs::read(out.path().join("in/empty")).expect("read"),
+            b""
+        );
+        // Re-importing the materialized tree gives the same CID.
+        let again = unixfs::import_dir(
+            &out.path().join("in"),
+            &import_options(),
+            &MemoryBlockstore::new(),
+        )
+        .expect("import again");
+        assert_eq!(again.root, dir.root);
+
+        let unknown =
+            cid::Cid::try_from("bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy")
+                .expect("cid");
+        assert!(materialize(&store, &unknown, &out.path().join("missing")).is_err());
+    }
+
+    #[test]
+    fn dir_bytes_counts_regular_files_recursively() {
+        let d = tempfile::tempdir().expect("tmp");
+        std::fs::create_dir_all(d.path().join("a/b")).expect("mkdir");
+        std::fs::write(d.path().join("a/b/x"), vec![0u8; 1000]).expect("write");
+        std::fs::write(d.path().join("y"), vec![0u8; 24]).expect("write");
+        std::os::unix::fs::symlink("/etc/passwd", d.path().join("link")).expect("symlink");
+        assert_eq!(dir_bytes(d.path()).expect("size"), 1024);
+    }
 }

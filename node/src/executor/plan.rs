@@ -395,3 +395,107 @@ pub(crate) mod cid_string {
         Cid::try_from(text.as_str()).map_err(serde::de::Error::custom)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ensemble() -> Ensemble {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ensembles/cpu-devnet-2.json"),
+        )
+        .expect("example spec");
+        Ensemble::from_json_str(&text).expect("valid spec")
+    }
+
+    fn world(gpus: &[usize]) -> Vec<ContainerSlot> {
+        gpus.iter()
+            .enumerate()
+            .map(|(i, n)| ContainerSlot {
+                node_rank: i as u32,
+                gpus: (0..*n)
+                    .map(|g| GpuAttachment::Declared {
+                        id: format!("d{i}{g}"),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn plan_from_the_spec_maps_image_inputs_framework_and_limits() {
+        let spec = ensemble();
+        let plan = JobPlan::from_ensemble(
+            JobId::new("j1").expect("id"),
+            &spec,
+            world(&[1, 1]),
+            vec![1],
+        )
+        .expect("plan");
+        assert!(matches!(plan.image, ImageSource::Rootfs { .. }));
+        assert_eq!(plan.inputs[0].path, PathBuf::from("code"));
+        assert_eq!(plan.framework, Framework::Torch);
+        assert_eq!(plan.max_duration_s, 600);
+        assert_eq!(plan.world_size(), 2);
+        assert_eq!(plan.run_as, RunAs::User("65534:65534".into()));
+        // JSON round trip (the job table) keeps CIDs as strings.
+        let json = serde_json::to_string(&plan).expect("json");
+        assert!(json.contains("\"cid\":\"Qm"), "{json}");
+        assert_eq!(
+            serde_json::from_str::<JobPlan>(&json).expect("decode"),
+            plan
+        );
+    }
+
+    #[test]
+    fn resources_scale_with_gpus_and_fall_back_to_defaults() {
+        let mut spec = ensemble();
+        spec.resources_per_gpu.cpu_cores = 2.0;
+        spec.resources_per_gpu.mem_gib = 8.0;
+        let plan = JobPlan::from_ensemble(
+            JobId::new("j2").expect("id"),
+            &spec,
+            world(&[4, 0]),
+            vec![0, 1],
+        )
+        .expect("plan");
+        let d = ResourceDefaults::default();
+        let r = plan.resources(&plan.world[0], &d);
+        assert_eq!(r.cpu_cores, 8.0);
+        assert_eq!(r.memory_bytes, 32 << 30);
+        assert_eq!(r.shm_bytes, 4 * d.shm_bytes, "shm: default per GPU");
+        assert_eq!(r.outputs_bytes, 4 * d.outputs_bytes);
+        let r = plan.resources(&plan.world[1], &d);
+        assert_eq!(r.cpu_cores, 2.0, "a GPU-less container counts as one unit");
+    }
+
+    #[test]
+    fn bad_plans_are_refused_with_the_reason() {
+        let spec = ensemble();
+        let id = || JobId::new("j3").expect("id");
+        let err = |r: Result<JobPlan, ExecError>| r.expect_err("refused").to_string();
+        assert!(
+            err(JobPlan::from_ensemble(id(), &spec, world(&[1]), vec![2])).contains("not in world")
+        );
+        assert!(
+            err(JobPlan::from_ensemble(id(), &spec, world(&[1]), vec![])).contains("no container")
+        );
+        let mut w = world(&[1, 1]);
+        w[1].node_rank = 5;
+        assert!(err(JobPlan::from_ensemble(id(), &spec, w, vec![0])).contains("node ranks"));
+        let mut bad = spec.clone();
+        bad.inputs[0].path = "/etc/passwd".into();
+        assert!(
+            err(JobPlan::from_ensemble(id(), &bad, world(&[1]), vec![0]))
+                .contains("not under /inputs")
+        );
+        let mut bad = spec;
+        bad.inputs[0].path = "/inputs/../etc".into();
+        assert!(
+            err(JobPlan::from_ensemble(id(), &bad, world(&[1]), vec![0])).contains("without `..`")
+        );
+        for bad_id in ["", "Upper", "-lead", &"x".repeat(65), "a/b"] {
+            assert!(JobId::new(bad_id).is_err(), "{bad_id:?}");
+        }
+    }
+}

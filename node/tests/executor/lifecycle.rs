@@ -30,6 +30,15 @@ async fn inputs_in_outputs_and_logs_out_pinned_with_matching_cids() {
         .add_file(&src, &ImportOptions::cid_v1())
         .await
         .expect("add input");
+    // And a directory input.
+    let tree = node.dir.path().join("tree");
+    std::fs::create_dir_all(tree.join("nested")).expect("mkdir");
+    std::fs::write(tree.join("nested/n.txt"), b"nested input\n").expect("write");
+    let tree_cid = pinner
+        .add_dir(&tree, &ImportOptions::cid_v1())
+        .await
+        .expect("add dir")
+        .root;
     let exec = node.executor(pinner.clone()).await;
     let job = support::job_id("life");
     let mut plan = support::plan(
@@ -39,6 +48,9 @@ async fn inputs_in_outputs_and_logs_out_pinned_with_matching_cids() {
             "copy",
             "/inputs/data/in.bin",
             "/outputs/copy.bin",
+            "copy",
+            "/inputs/tree/nested/n.txt",
+            "/outputs/n.txt",
             "write",
             "sub/a.txt",
             "1000",
@@ -54,10 +66,16 @@ async fn inputs_in_outputs_and_logs_out_pinned_with_matching_cids() {
         ],
         1,
     );
-    plan.inputs = vec![InputFile {
-        cid: added.root,
-        path: "data/in.bin".into(),
-    }];
+    plan.inputs = vec![
+        InputFile {
+            cid: added.root,
+            path: "data/in.bin".into(),
+        },
+        InputFile {
+            cid: tree_cid,
+            path: "tree".into(),
+        },
+    ];
     let report = exec.run(plan.clone()).await.expect("run");
     assert!(report.failure().is_none(), "{:?}", report.outcome);
     let rank = &report.ranks[0];
@@ -68,13 +86,14 @@ async fn inputs_in_outputs_and_logs_out_pinned_with_matching_cids() {
     let out = expected.path().join("outputs");
     std::fs::create_dir_all(out.join("sub")).expect("mkdir");
     std::fs::write(out.join("copy.bin"), &input).expect("write");
+    std::fs::write(out.join("n.txt"), b"nested input\n").expect("write");
     std::fs::write(out.join("sub/a.txt"), pattern("sub/a.txt", 1000)).expect("write");
     std::fs::write(out.join("b.bin"), pattern("b.bin", 300_000)).expect("write");
     let independent = unixfs::import_dir(&out, &ImportOptions::cid_v1(), &MemoryBlockstore::new())
         .expect("independent import");
     let outputs = rank.outputs.as_ref().expect("outputs pinned");
     assert_eq!(outputs.cid, independent.root.to_string());
-    assert_eq!(outputs.bytes, 600_000 + 1000 + 300_000);
+    assert_eq!(outputs.bytes, 600_000 + 13 + 1000 + 300_000);
     assert!(
         pinner
             .pins()
