@@ -10,7 +10,7 @@
 //! (still running: supervised to the end) or collected (exited); jobs that never started are
 //! failed as interrupted; failed cleanups are retried. Nothing is created or started again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -27,7 +27,6 @@ use futures::stream::FuturesUnordered;
 use ganglion_storage::blockstore::Blockstore;
 use ganglion_storage::pin::Embedded;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::Mutex;
 use tokio::task::JoinSet;
 
 use super::Executor;
@@ -73,8 +72,9 @@ pub struct DockerExecutor<S, N = DockerBridge> {
     pinner: Embedded<S>,
     table: JobTable,
     config: ExecutorConfig,
-    /// Serialises a job's `run`/`recover` so a job is supervised by one task at a time.
-    supervising: Mutex<()>,
+    /// Jobs supervised by a task of this process right now: `recover` leaves them alone, so a
+    /// job is never supervised twice (jobs themselves run concurrently).
+    active: Arc<std::sync::Mutex<HashSet<JobId>>>,
 }
 
 impl<S: Blockstore + 'static> DockerExecutor<S, DockerBridge> {
@@ -112,7 +112,7 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
             pinner,
             table,
             config,
-            supervising: Mutex::new(()),
+            active: Arc::default(),
         })
     }
 
@@ -157,6 +157,10 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
         let t0 = Instant::now();
         let mut timings = Timings::default();
         let result = self.create_inner(plan, &mut record, &mut timings, t0).await;
+        if let Ok(image) = &result {
+            record.image = Some(image.clone());
+            self.table.put(&record)?;
+        }
         Ok(result.map(|image| (record, image, timings)))
     }
 
@@ -252,7 +256,12 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
     }
 
     async fn run_inner(&self, plan: JobPlan) -> Result<JobReport, ExecError> {
-        let _one = self.supervising.lock().await;
+        let Some(_active) = Active::claim(&self.active, &plan.job) else {
+            return Err(ExecError::AlreadyKnown {
+                job: plan.job.to_string(),
+                phase: "being supervised".into(),
+            });
+        };
         let t0 = Instant::now();
         let (mut record, image, mut timings) = match self.create(&plan).await? {
             Ok(created) => created,
@@ -274,8 +283,17 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
                     .await;
             }
         };
-        for (_, id) in &record.containers {
-            if let Err(e) = self.docker().start_container(id, None).await {
+        // Start every container at once: the engine's start (namespaces, mounts, network
+        // endpoint) dominates "all running", and the ranks wait for each other anyway.
+        let starts = futures::future::join_all(
+            record
+                .containers
+                .iter()
+                .map(|(_, id)| self.docker().start_container(id, None)),
+        )
+        .await;
+        for result in starts {
+            if let Err(e) = result {
                 let reason = engine_failure("start container", e);
                 return self
                     .finish(
@@ -612,10 +630,12 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
     }
 
     async fn recover_inner(&self) -> Result<Vec<JobReport>, ExecError> {
-        let _one = self.supervising.lock().await;
         let mut reports = vec![];
         for mut record in self.table.all()? {
             let t0 = Instant::now();
+            let Some(_active) = Active::claim(&self.active, &record.plan.job) else {
+                continue; // supervised by a `run` of this process
+            };
             if record.phase.is_terminal() {
                 if !record.cleaned {
                     record.cleaned = self.cleanup(&record).await;
@@ -627,7 +647,7 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
                 .job_containers(&record.plan.job)
                 .await
                 .map_err(ExecError::engine("list containers"))?;
-            let image = None;
+            let image = record.image.clone();
             match record.phase {
                 Phase::Running if !found.is_empty() => {
                     tracing::info!(job = %record.plan.job, containers = found.len(), "adopting");
@@ -685,6 +705,35 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> Executor for DockerExecutor<S, 
 
     fn record(&self, job: &JobId) -> Result<Option<JobRecord>, ExecError> {
         self.table.get(job)
+    }
+}
+
+/// Marks a job as supervised by this task until dropped.
+struct Active {
+    set: Arc<std::sync::Mutex<HashSet<JobId>>>,
+    job: JobId,
+}
+
+impl Active {
+    /// `None` when another task supervises `job`.
+    fn claim(set: &Arc<std::sync::Mutex<HashSet<JobId>>>, job: &JobId) -> Option<Self> {
+        let mut jobs = set
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        jobs.insert(job.clone()).then(|| Self {
+            set: Arc::clone(set),
+            job: job.clone(),
+        })
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        let mut jobs = self
+            .set
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        jobs.remove(&self.job);
     }
 }
 

@@ -8,6 +8,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::ExecError;
+use super::image::ImageRecord;
 use super::plan::{JobId, JobPlan};
 use super::report::JobReport;
 
@@ -52,6 +53,9 @@ pub struct JobRecord {
     pub phase: Phase,
     /// Container ids by node rank (filled at create).
     pub containers: Vec<(u32, String)>,
+    /// The image, once resolved.
+    #[serde(default)]
+    pub image: Option<ImageRecord>,
     /// Unix time (ms) when the last container was started: the wall-clock limit counts from
     /// here, also after a restart.
     pub started_at_unix_ms: Option<u64>,
@@ -68,6 +72,7 @@ impl JobRecord {
             plan,
             phase: Phase::Preparing,
             containers: vec![],
+            image: None,
             started_at_unix_ms: None,
             report: None,
             cleaned: false,

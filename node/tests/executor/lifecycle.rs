@@ -240,3 +240,41 @@ async fn images_load_from_docker_save_and_rootfs_archives_by_cid() {
     }
     assert!(Path::new(&saved).exists());
 }
+
+#[tokio::test]
+async fn jobs_run_side_by_side_on_one_executor() {
+    let node = Node::new();
+    let exec = node.executor(node.pinner()).await;
+    let a = support::plan(
+        support::job_id("par-a"),
+        &support::probe_image(),
+        &["sleep", "2"],
+        1,
+    );
+    let b = support::plan(
+        support::job_id("par-b"),
+        &support::probe_image(),
+        &["sleep", "2"],
+        1,
+    );
+    // Both runs start at the same instant (join polls both at once), so their timings share
+    // an origin: each was running before the other's 2 s sleep ended.
+    let (ra, rb) = tokio::join!(exec.run(a), exec.run(b));
+    let (ra, rb) = (ra.expect("a"), rb.expect("b"));
+    for r in [&ra, &rb] {
+        assert!(r.failure().is_none(), "{:?}", r.outcome);
+        support::assert_no_leftovers(&exec, &r.job).await;
+    }
+    assert!(
+        ra.timings.all_running_ms < rb.timings.exited_ms,
+        "{:?} {:?}",
+        ra.timings,
+        rb.timings
+    );
+    assert!(
+        rb.timings.all_running_ms < ra.timings.exited_ms,
+        "{:?} {:?}",
+        ra.timings,
+        rb.timings
+    );
+}

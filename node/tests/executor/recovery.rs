@@ -43,6 +43,10 @@ async fn a_job_running_when_the_executor_dies_finishes_exactly_once_after_restar
     assert_eq!(reports.len(), 1);
     let report = &reports[0];
     assert!(report.adopted);
+    assert!(
+        report.image.is_some(),
+        "the image record survives the restart"
+    );
     assert!(report.failure().is_none(), "{:?}", report.outcome);
     let ids: Vec<_> = report
         .ranks
