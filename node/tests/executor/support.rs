@@ -109,18 +109,28 @@ impl Node {
     }
 
     pub fn pinner(&self) -> Embedded<SledBlockstore> {
-        let store = SledBlockstore::open(self.dir.path().join("blocks")).expect("blockstore");
-        Embedded::new(Arc::new(store))
+        pinner_at(self.dir.path())
     }
 
     pub fn config(&self) -> ExecutorConfig {
-        ExecutorConfig::new(self.dir.path().join("work"))
+        config_at(self.dir.path())
     }
 
     /// An executor on the default engine.
     pub async fn executor(&self, pinner: Embedded<SledBlockstore>) -> Exec {
         DockerExecutor::new(engine().await, pinner, self.config()).expect("executor")
     }
+}
+
+/// The blockstore of the node whose state lives in `dir`.
+pub fn pinner_at(dir: &Path) -> Embedded<SledBlockstore> {
+    let store = SledBlockstore::open(dir.join("blocks")).expect("blockstore");
+    Embedded::new(Arc::new(store))
+}
+
+/// The executor config of the node whose state lives in `dir`.
+pub fn config_at(dir: &Path) -> ExecutorConfig {
+    ExecutorConfig::new(dir.join("work"))
 }
 
 /// A plan of `ranks` containers of `image` running `command`, one declared GPU each.
