@@ -52,6 +52,9 @@ pub struct ExecutorConfig {
     pub defaults: ResourceDefaults,
     /// How long to wait for log streams to drain after the containers exit.
     pub log_drain: Duration,
+    /// How often `/outputs` sizes are checked while the job runs (a job over its allowance
+    /// is stopped then, not only at the end).
+    pub outputs_check: Duration,
 }
 
 impl ExecutorConfig {
@@ -61,6 +64,7 @@ impl ExecutorConfig {
             work_dir: work_dir.into(),
             defaults: ResourceDefaults::default(),
             log_drain: Duration::from_secs(5),
+            outputs_check: Duration::from_secs(1),
         }
     }
 }
@@ -354,6 +358,17 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
         }
 
         let mut failure: Option<FailureReason> = None;
+        let watched: Vec<(u32, PathBuf, u64)> = record
+            .containers
+            .iter()
+            .filter_map(|(rank, _)| {
+                let slot = plan.slot(*rank)?;
+                let limit = plan.resources(slot, &self.config.defaults).outputs_bytes;
+                Some((*rank, dirs.outputs(*rank), limit))
+            })
+            .collect();
+        let over_limit = watch_outputs(watched, self.config.outputs_check);
+        tokio::pin!(over_limit);
         let mut waits: FuturesUnordered<_> = record
             .containers
             .iter()
@@ -381,6 +396,11 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
                         break;
                     }
                 },
+                reason = &mut over_limit, if failure.is_none() => {
+                    tracing::info!(job = %plan.job, "{reason}; stopping the job");
+                    self.kill_all(&record).await;
+                    failure = Some(reason);
+                }
                 () = tokio::time::sleep_until(deadline) => {
                     self.kill_all(&record).await;
                     failure = Some(FailureReason::WallClockExceeded { limit_s: plan.max_duration_s });
@@ -756,6 +776,31 @@ async fn wait_exit(docker: &Docker, id: &str) -> Result<i64, DockerError> {
         None => Err(DockerError::DockerStreamError {
             error: "wait stream ended without a status".into(),
         }),
+    }
+}
+
+/// Resolves when a rank's `/outputs` grows over its allowance (checked every `every`); never
+/// resolves otherwise. Unreadable dirs are skipped here (the final check reports them).
+async fn watch_outputs(watched: Vec<(u32, PathBuf, u64)>, every: Duration) -> FailureReason {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let dirs = watched.clone();
+        let over = tokio::task::spawn_blocking(move || {
+            dirs.into_iter().find_map(|(rank, dir, limit)| {
+                let bytes = artifacts::dir_bytes(&dir).ok()?;
+                (bytes > limit).then_some(FailureReason::OutputsTooLarge {
+                    node_rank: rank,
+                    bytes,
+                    limit_bytes: limit,
+                })
+            })
+        })
+        .await;
+        if let Ok(Some(reason)) = over {
+            return reason;
+        }
     }
 }
 

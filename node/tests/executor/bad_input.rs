@@ -148,23 +148,29 @@ async fn a_container_that_never_finishes_is_killed_at_the_wall_clock_limit() {
 async fn outputs_larger_than_the_spec_allows() {
     let node = Node::new();
     let exec = node.executor(node.pinner()).await;
-    let mut plan = support::plan(
-        support::job_id("bigout"),
-        &support::probe_image(),
-        &["write", "big.bin", "10000"],
-        1,
-    );
-    plan.per_gpu.disk_gib = 4096.0 / f64::from(1u32 << 30); // 4 KiB
-    let (report, _) = run_failing(&exec, plan).await;
-    assert_eq!(
-        report.failure(),
-        Some(&FailureReason::OutputsTooLarge {
-            node_rank: 0,
-            bytes: 10_000,
-            limit_bytes: 4096
-        })
-    );
-    assert!(report.ranks[0].outputs.is_none());
+    // Written and exited: caught by the final check. Written and still running: caught while
+    // it runs, the job stopped well before its 60 s sleep ends.
+    for (prefix, command) in [
+        ("bigout", &["write", "big.bin", "10000"][..]),
+        (
+            "bigout-live",
+            &["write", "big.bin", "10000", "sleep", "60"][..],
+        ),
+    ] {
+        let mut plan = support::plan(support::job_id(prefix), &support::probe_image(), command, 1);
+        plan.per_gpu.disk_gib = 4096.0 / f64::from(1u32 << 30); // 4 KiB
+        let (report, took) = run_failing(&exec, plan).await;
+        match report.failure() {
+            Some(FailureReason::OutputsTooLarge {
+                node_rank: 0,
+                bytes,
+                limit_bytes: 4096,
+            }) => assert!(*bytes > 4096 && *bytes <= 10_000, "{bytes}"),
+            other => panic!("{prefix}: {other:?}"),
+        }
+        assert!(report.ranks[0].outputs.is_none());
+        assert!(took < Duration::from_secs(30), "{prefix}: {took:?}");
+    }
 }
 
 /// A unix-socket proxy in front of the real engine; `kill` drops the listener and every
