@@ -144,12 +144,16 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
         &self.engine.docker
     }
 
-    /// Sets the job up and creates its containers without starting them: the sandbox
-    /// inspection tests use this (and GPU containers, which cannot start here).
+    /// Accepts the job into the table, resolves its image, attaches its network, prepares its
+    /// dirs and creates (and sandbox-checks) its containers without starting them. `run` goes
+    /// on from here; the inspection tests stop here. Finish such a job with
+    /// [`DockerExecutor::abandon`].
+    ///
+    /// Returns `Ok(Err(reason))` when the job was accepted but its setup failed (the record
+    /// stays in phase `preparing` until `run` or `abandon` finishes it).
     ///
     /// # Errors
-    /// As [`Executor::run`]; a setup failure is returned as [`ExecError::InvalidPlan`]-free
-    /// `Err(FailureReason)` inside `Ok`.
+    /// As [`Executor::run`]: invalid plan, no GPU runtime, already known, job table.
     pub async fn create(
         &self,
         plan: &JobPlan,
