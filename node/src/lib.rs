@@ -6,13 +6,16 @@
 //!   snapshot and the pure, deterministic gang matcher.
 //! - [`gpu`]: GPU inventory (NVIDIA via NVML, AMD via sysfs/KFD, declared from config), the CPU
 //!   benchmark and unified score, and the Docker GPU-support probe.
+//! - [`executor`]: dispatch — a job's containers through the Docker Engine (sandbox, GPUs,
+//!   rendezvous env, outputs pinned, crash recovery).
 //! - [`config`]: the node's TOML configuration (only the sections above exist so far).
 //! - [`p2p`]: one libp2p swarm (0.56, so beetswap can join it), signed offers over gossipsub,
 //!   the accept/cluster/attest protocols, RTT matrix, relay and DCUtR.
 //!
-//! Wallet, dispatch, overlay, job state machines, settlement and RPC arrive with issues 8–11.
+//! Wallet, overlay, job state machines, settlement and RPC arrive with issues 9–11.
 
 pub mod config;
+pub mod executor;
 pub mod gpu;
 pub mod market;
 /// Peer to peer: one libp2p swarm, signed offers, accept/cluster/attest exchange, RTT matrix.

@@ -1,0 +1,64 @@
+//! Dispatch (issue 8, DESIGN §6): turn an assignment into locked-down running containers,
+//! supervise them, and collect and pin every output.
+//!
+//! - [`plan`]: what to run — job id, image source, one container per provider with its GPUs,
+//!   resources from the spec, inputs, limits.
+//! - [`rendezvous`]: per-container env for torch (env:// and torchrun static), Horovod (gloo),
+//!   JAX, and the socket interface.
+//! - [`network`]: the [`network::ClusterNetwork`] interface and the single-host
+//!   [`network::DockerBridge`] (the overlay of issue 9 replaces it).
+//! - [`sandbox`]: the container create request: sandbox, limits, GPUs, mounts, labels.
+//! - [`engine`]: connect, negotiate the API version, probe runtimes/CDI.
+//! - [`image`]: local name, rootfs archive (`docker import`), `docker save` archive (`docker
+//!   load`), by CID from the storage crate.
+//! - [`artifacts`]: `/inputs` from CIDs, `/outputs` and logs pinned (CID, CAR, piece CID).
+//! - [`state`]: the durable job table (sled) that makes restarts safe.
+//! - [`report`]: outcomes, accounting, timings.
+//! - [`docker`]: [`docker::DockerExecutor`], the [`Executor`] over the Docker Engine.
+//! - [`labels`], [`error`].
+
+pub mod artifacts;
+pub mod docker;
+pub mod engine;
+pub mod error;
+pub mod image;
+pub mod labels;
+pub mod network;
+pub mod plan;
+pub mod rendezvous;
+pub mod report;
+pub mod sandbox;
+pub mod state;
+
+use std::future::Future;
+
+pub use self::error::{ExecError, FailureReason};
+pub use self::plan::{JobId, JobPlan};
+pub use self::report::{JobReport, Outcome};
+pub use self::state::{JobRecord, Phase};
+
+/// Runs jobs' containers on this node.
+pub trait Executor: Send + Sync {
+    /// Runs `plan` to the end: creates and starts its containers, supervises them under the
+    /// wall-clock limit, collects logs and outputs, cleans up. A job that fails is an
+    /// `Ok(report)` with [`Outcome::Failed`] and its reason.
+    ///
+    /// # Errors
+    /// [`ExecError::AlreadyKnown`] for a job id seen before (never started twice),
+    /// [`ExecError::NoGpuRuntime`], [`ExecError::InvalidPlan`], job table failures.
+    fn run(&self, plan: JobPlan) -> impl Future<Output = Result<JobReport, ExecError>> + Send;
+
+    /// After a restart: adopts still-running jobs and collects finished ones from their
+    /// labelled containers, fails jobs that never started, retries unfinished cleanups.
+    /// Returns the reports of the jobs it brought to an end.
+    ///
+    /// # Errors
+    /// Engine or job table failures.
+    fn recover(&self) -> impl Future<Output = Result<Vec<JobReport>, ExecError>> + Send;
+
+    /// The durable record of `job`.
+    ///
+    /// # Errors
+    /// Job table failures.
+    fn record(&self, job: &JobId) -> Result<Option<JobRecord>, ExecError>;
+}
