@@ -134,6 +134,10 @@ pub struct MarketSnapshot {
     pub(crate) model_masks: Vec<u64>,
     /// `by_free[j]`: ranks (ascending) of providers with `free_total ≥ 2^j`.
     pub(crate) by_free: Vec<Vec<u32>>,
+    /// `by_model[m]`: ranks of providers offering model `m`, by free GPUs descending, then rank.
+    pub(crate) by_model: Vec<Vec<u32>>,
+    /// `model_ranks[m]`: ranks (ascending) of providers offering model `m`.
+    pub(crate) model_ranks: Vec<Vec<u32>>,
 }
 
 impl MarketSnapshot {
@@ -231,6 +235,19 @@ impl MarketSnapshot {
                 }
             }
         }
+        let mut by_model: Vec<Vec<u32>> = vec![Vec::new(); models.len()];
+        for (rank, p) in providers.iter().enumerate() {
+            for g in &groups[p.groups.0 as usize..p.groups.1 as usize] {
+                let list = &mut by_model[g.model as usize];
+                if list.last() != Some(&(rank as u32)) {
+                    list.push(rank as u32);
+                }
+            }
+        }
+        let model_ranks = by_model.clone();
+        for list in &mut by_model {
+            list.sort_by_key(|&r| (std::cmp::Reverse(providers[r as usize].free_total), r));
+        }
         Ok(Self {
             models,
             providers,
@@ -238,6 +255,8 @@ impl MarketSnapshot {
             neighbours,
             model_masks,
             by_free,
+            by_model,
+            model_ranks,
         })
     }
 
