@@ -12,7 +12,7 @@
 //! Key 4 makes the answer a function of the inputs alone, so every node computes the same plan.
 //!
 //! # Constraints
-//! Provider: live bond (`bond_gpus > 0`), price ≤ `max_rate`, accepts the duration, and for a
+//! Provider: live bond (`bond_gpus > 0`), below its `max_concurrent_jobs`, price ≤ `max_rate`, accepts the duration, and for a
 //! multi-node plan: uplink ≥ `min_bandwidth_mbps`, accepts that many nodes, and pairwise
 //! measured RTT ≤ `max_rtt_ms` (an unmeasured pair is out of bound). Per GPU: vendor, VRAM,
 //! compute capability or gfx target, model globs, interconnect. Per node: `min_gpus_per_node ≤
@@ -134,6 +134,8 @@ impl Requirements {
 pub enum Constraint {
     /// The provider has no live bond.
     NoBond,
+    /// The provider already runs its `max_concurrent_jobs`.
+    ConcurrentJobs,
     /// The provider's price is above `limits.max_rate_ntx_per_gpu_hour`.
     MaxRate,
     /// The provider refuses jobs as long as `limits.max_duration_s`.
@@ -163,6 +165,7 @@ impl fmt::Display for Constraint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::NoBond => "no live bond",
+            Self::ConcurrentJobs => "provider at its max_concurrent_jobs",
             Self::MaxRate => "price above limits.max_rate_ntx_per_gpu_hour",
             Self::Duration => "provider refuses limits.max_duration_s",
             Self::Vendor => "gpus.vendor",
@@ -351,6 +354,7 @@ impl Ctx<'_> {
         let req = self.req;
         let p = &self.market.providers[rank as usize];
         if p.bond_gpus == 0
+            || p.jobs_full
             || p.price > req.max_rate
             || p.max_job_duration_s < req.max_duration_s
             || p.free_total < req.min_gpus_per_node
@@ -502,6 +506,8 @@ impl Ctx<'_> {
             free_gpus += free;
             let provider_level = if p.bond_gpus == 0 {
                 Some(Constraint::NoBond)
+            } else if p.jobs_full {
+                Some(Constraint::ConcurrentJobs)
             } else if p.price > req.max_rate {
                 Some(Constraint::MaxRate)
             } else if p.max_job_duration_s < req.max_duration_s {

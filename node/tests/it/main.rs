@@ -3,3 +3,4 @@
 mod ensembles;
 mod matching_props;
 mod matching_rules;
+mod gpus_cli;

@@ -2,8 +2,8 @@
 
 use ganglion_node::market::spec::{ComputeCapability, Interconnect, Vendor};
 use ganglion_node::market::{
-    Constraint, GpuModel, MarketSnapshot, Offer, OfferedGpus, Requirements, RttSample,
-    SnapshotOptions, match_gang,
+    Constraint, GpuModel, MarketSnapshot, Offer, OfferedGpus, ProviderLoad, Requirements,
+    RttSample, SnapshotOptions, match_gang,
 };
 
 pub fn id(i: u8) -> [u8; 28] {
@@ -291,6 +291,41 @@ fn bond_price_duration_and_node_limits() {
     let mut r2 = req(2);
     r2.max_rate = 100;
     assert_eq!(match_gang(&r2, &m).expect("fits").nodes[0].provider[0], 2);
+}
+
+#[test]
+fn provider_at_max_concurrent_jobs_is_excluded_and_reported() {
+    let offers = [offer(1, a100(), 8, 1), offer(2, a100(), 8, 5)];
+    let load = |i: u8, active: u32| ProviderLoad {
+        provider: id(i),
+        active_jobs: active,
+        max_concurrent_jobs: 2,
+    };
+    // Provider 1 is the cheapest but already runs its two jobs: provider 2 gets the job.
+    let m = MarketSnapshot::build_with_loads(
+        &offers,
+        &[],
+        &[load(1, 2), load(2, 1)],
+        SnapshotOptions::default(),
+    )
+    .expect("distinct providers");
+    assert_eq!(
+        match_gang(&req(4), &m).expect("fits").nodes[0].provider[0],
+        2
+    );
+    // Both full: the no-fit report names the limit and the capacity it took.
+    let m = MarketSnapshot::build_with_loads(
+        &offers,
+        &[],
+        &[load(1, 2), load(2, 3)],
+        SnapshotOptions::default(),
+    )
+    .expect("distinct providers");
+    let no = match_gang(&req(4), &m).expect_err("both full");
+    assert_eq!(no.excluded.len(), 1);
+    assert_eq!(no.excluded[0].constraint, Constraint::ConcurrentJobs);
+    assert_eq!((no.excluded[0].providers, no.excluded[0].gpus), (2, 16));
+    assert!(no.to_string().contains("max_concurrent_jobs"), "{no}");
 }
 
 #[test]
