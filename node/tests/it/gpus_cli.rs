@@ -47,7 +47,9 @@ fn gpus_table_lists_declared_gpus_and_explains_missing_sources() {
     assert!(stdout.contains("declared"), "marked declared:\n{stdout}");
     let detected = std::path::Path::new("/dev/nvidiactl").exists();
     if detected {
-        eprintln!("SKIPPED part: this machine has an NVIDIA device; the no-GPU note is not checked");
+        eprintln!(
+            "SKIPPED part: this machine has an NVIDIA device; the no-GPU note is not checked"
+        );
     } else {
         assert!(
             stderr.contains("note: NVML:"),
@@ -61,7 +63,11 @@ fn gpus_table_lists_declared_gpus_and_explains_missing_sources() {
 fn gpus_json_is_one_document_with_the_inventory() {
     let cfg = config();
     let out = ganglion(&["gpus", "--json"], cfg.path());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     let gpus = v["inventory"]["gpus"].as_array().expect("inventory.gpus");
     let declared: Vec<_> = gpus.iter().filter(|g| g["source"] == "declared").collect();
