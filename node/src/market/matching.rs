@@ -20,14 +20,26 @@
 //! a node's GPUs come from a single fabric domain (one offered group). Nodes ≤ `max_nodes`.
 //!
 //! # Search
-//! One node: the first provider in rank order with enough eligible GPUs is optimal (early exit).
-//! k nodes (k = 2, 3, … up to `max_nodes`): a depth-first search over rank-ordered combinations;
-//! with an RTT bound, members after the first come from the first member's neighbour list. A
-//! price lower bound (members after the current one cost at least its price) stops a level as
-//! soon as it cannot beat the best plan. For a fixed set, filling each node's minimum and then
-//! the cheapest (then best-scoring) nodes first is optimal for keys 2–3 (exchange argument). The
-//! search is exact; [`MAX_SEARCH_STEPS`] bounds pathological markets, and a plan found after
-//! the budget ran out says so ([`Plan::exhaustive`] = false).
+//! One node: the first provider in rank order with enough eligible GPUs is optimal (early exit);
+//! it is looked for in the snapshot's free-GPU level or in the eligible models' rank lists,
+//! whichever is shorter.
+//!
+//! k nodes (k = 2, 3, … up to `max_nodes`): a depth-first search over sets in ascending rank.
+//! The first member (the *anchor*) comes from the eligible models' rank lists or from the
+//! providers with at least the GPUs the other k−1 cannot bring; with an RTT bound the others
+//! come from the anchor's *candidates* (its later neighbours within the bound that are eligible
+//! and join a k-node job), collected once per anchor, and an anchor whose candidates cannot
+//! reach the count is dropped before any search. Eligibility is computed at most once per
+//! provider and decision (a cache), and the largest eligible count (a bound used to skip
+//! hopeless k) comes from per-model lists sorted by free GPUs, read only down to that count.
+//! Price lower bounds (the members after the current one cost at least its price; an anchor's
+//! partners cost at least its first later neighbour's price) cut a level or an anchor as soon
+//! as it cannot beat the best plan, never cutting an equal one. Plans are compared in the total
+//! order above (key 4 included), so the result does not depend on the order sets are met.
+//! For a fixed set, filling each node's minimum and then the cheapest (then best-scoring) nodes
+//! first is optimal for keys 2–3 (exchange argument). The search is exact; [`MAX_SEARCH_STEPS`]
+//! bounds pathological markets, and a plan found after the budget ran out says so
+//! ([`Plan::exhaustive`] = false).
 
 use std::fmt;
 
@@ -569,6 +581,16 @@ impl Ctx<'_> {
     }
 }
 
+/// Where anchors come from.
+#[derive(Clone, Copy)]
+enum AnchorList {
+    /// Providers with enough free GPUs, any model: skip those without an eligible model.
+    Wide,
+    /// One eligible model's providers: skip those also offering an eligible model whose list
+    /// came earlier (mask `earlier`), as they were tried there.
+    Model { earlier: u64 },
+}
+
 /// Marks a provider whose eligibility this decision has not computed yet.
 const UNKNOWN: u32 = u32::MAX;
 
@@ -685,7 +707,7 @@ impl Search<'_, '_> {
             .map(|(l, _)| l.len())
             .sum();
         if wide.len() <= by_model {
-            self.anchors_from(wide, ctx.mask, need);
+            self.anchors_from(wide, AnchorList::Wide, need);
             return;
         }
         for (model, list) in ctx.market.model_ranks.iter().enumerate() {
@@ -698,28 +720,30 @@ impl Search<'_, '_> {
             } else {
                 0
             };
-            self.anchors_from(list, earlier, need);
+            self.anchors_from(list, AnchorList::Model { earlier }, need);
             if self.out_of_steps() {
                 return;
             }
         }
     }
 
-    /// Tries each provider of `list` (ascending rank) as the anchor, skipping those whose model
-    /// mask meets `skip` (or misses `ctx.mask` when `skip == ctx.mask`, i.e. for the wide list).
-    fn anchors_from(&mut self, list: &[u32], skip: u64, need: u32) {
+    /// Tries each provider of `list` (ascending rank) as the anchor.
+    fn anchors_from(&mut self, list: &[u32], kind: AnchorList, need: u32) {
         let ctx = self.ctx;
         let req = ctx.req;
         let rem_after = self.k - 1;
         let count = u128::from(req.count);
-        let wide = skip == ctx.mask;
         for &x in list {
             self.steps += 1;
             if self.out_of_steps() {
                 return;
             }
             let mm = ctx.market.model_masks[x as usize];
-            if (wide && mm & ctx.mask == 0) || (!wide && mm & skip != 0) {
+            let skip = match kind {
+                AnchorList::Wide => mm & ctx.mask == 0,
+                AnchorList::Model { earlier } => mm & earlier != 0,
+            };
+            if skip {
                 continue;
             }
             let p = &ctx.market.providers[x as usize];
