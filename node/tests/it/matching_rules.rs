@@ -404,3 +404,56 @@ fn duplicate_provider_rejected() {
     );
     assert!(e.is_err());
 }
+
+/// A plan met later that only ties on price but scores higher must win: the search's price
+/// bounds may cut plans that cost more, never ones that cost the same.
+#[test]
+fn equal_cost_plan_with_higher_score_found_later_wins() {
+    let with_score = |i: u8, price: u64, score: u32| {
+        let mut o = offer(i, a100(), 2, price);
+        o.score = score;
+        o
+    };
+    // Rank order A(1), B(2, score 10), C(2, score 9), D(3). A's only measured neighbour is D,
+    // B's is C: {A, D} is met first (cost 2·1 + 2·3 = 8, score 4), {B, C} later (cost 8,
+    // score 38), and B's bound (2·2 + 2·p_C = 8) equals the best cost.
+    let m = snap(
+        &[
+            with_score(1, 1, 1),
+            with_score(2, 2, 10),
+            with_score(3, 2, 9),
+            with_score(4, 3, 1),
+        ],
+        &[rtt(1, 4, 1), rtt(2, 3, 1)],
+    );
+    let mut r = req(4);
+    r.max_nodes = 2;
+    r.max_rtt_us = Some(5_000);
+    let plan = match_gang(&r, &m).expect("two 2-node plans fit");
+    assert_eq!(providers(&plan), vec![(2, 2), (3, 2)]);
+    assert_eq!((plan.price_per_hour, plan.score), (8, 38));
+}
+
+/// Among plans equal in nodes, price and score, the lowest ranks win even when the search meets
+/// them last (anchors come model by model, not in global rank order).
+#[test]
+fn full_ties_break_on_ranks_whatever_the_search_order() {
+    let m = snap(
+        &[
+            offer(1, a100(), 2, 5),
+            offer(2, rtx3090(), 2, 5),
+            offer(3, rtx3090(), 2, 5),
+            offer(4, a100(), 2, 5),
+            offer(5, a100(), 2, 5),
+            // Not NVIDIA: makes the per-model lists shorter than the free-GPU level.
+            offer(6, mi250(), 2, 5),
+        ],
+        &[rtt(4, 5, 1), rtt(2, 3, 1)],
+    );
+    let mut r = req(4);
+    r.vendor = Vendor::Nvidia;
+    r.max_nodes = 2;
+    r.max_rtt_us = Some(5_000);
+    let plan = match_gang(&r, &m).expect("two 2-node plans fit");
+    assert_eq!(providers(&plan), vec![(2, 2), (3, 2)]);
+}
