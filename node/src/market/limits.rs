@@ -2,17 +2,19 @@
 //! and which jobs it refuses (issue 6, "Provider limits").
 //!
 //! Written by the provider in the `[provider]` section of the node config
-//! ([`crate::config::NodeConfig::provider`]). Two pure functions apply them:
-//! [`ProviderLimits::pooled`] picks the GPUs that may be offered, and [`ProviderLimits::admit`]
-//! decides whether one job is taken. The matcher sees the same rules through the offer (price,
+//! ([`crate::config::NodeConfig::provider`]). Pure functions apply them:
+//! [`ProviderLimits::pooled`] picks the GPUs that may be offered, [`ProviderLimits::offer`]
+//! turns them into the matcher's [`Offer`] (groups per model and NVLink domain, price, limits),
+//! and [`ProviderLimits::admit`] decides whether one job is taken. The matcher sees the same rules through the offer (price,
 //! `max_job_duration_s`, `max_job_nodes`) and the snapshot's [`super::snapshot::ProviderLoad`]
 //! (concurrent jobs), so a plan never names a provider that would refuse it on these grounds.
 
 use serde::{Deserialize, Serialize};
 
 use super::glob;
-use super::spec::Ensemble;
-use crate::gpu::Gpu;
+use super::snapshot::{GpuModel, Offer, OfferedGpus, ProviderId};
+use super::spec::{Ensemble, Interconnect, Vendor};
+use crate::gpu::{Gpu, Source};
 
 /// `[provider]`: a provider's own rules. Units in the field names.
 ///
@@ -227,6 +229,106 @@ impl ProviderLimits {
     }
 }
 
+/// What an offer says besides the GPUs and the limits: who, under which bond, how fast.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OfferTerms {
+    /// The provider (the bond's `provider`).
+    pub provider: ProviderId,
+    /// GPUs the live bond covers for one job (`stake / min_bond_per_gpu`).
+    pub bond_gpus: u32,
+    /// Unified benchmark score per GPU ([`crate::gpu::bench::score`]).
+    pub score: u32,
+    /// Advertised uplink, Mbit/s.
+    pub uplink_mbps: u32,
+}
+
+impl ProviderLimits {
+    /// The matcher's view of this provider's offer: the pooled GPUs (`pooled`, see
+    /// [`ProviderLimits::pooled`]) grouped into identical models per fabric domain, those whose
+    /// UUID is in `in_use` not free, priced and limited as configured. NVIDIA GPUs joined by
+    /// active NVLinks (by PCI bus id, transitively) form one `nvlink` group; every other GPU
+    /// is PCIe (`any`). Declared GPUs stay marked declared.
+    pub fn offer(&self, terms: OfferTerms, pooled: &[&Gpu], in_use: &[String]) -> Offer {
+        let domain = nvlink_domains(pooled);
+        let mut gpus: Vec<OfferedGpus> = Vec::new();
+        // Parallel to `gpus`: the NVLink domain of each group (None = PCIe).
+        let mut keys: Vec<Option<usize>> = Vec::new();
+        for (g, &key) in pooled.iter().zip(&domain) {
+            let model = GpuModel {
+                vendor: g.vendor,
+                name: g.name.clone(),
+                vram_mib: g.vram_total_mib,
+                compute_capability: g.compute_capability,
+                gfx_target: g.gfx_target.clone(),
+                interconnect: if key.is_some() {
+                    Interconnect::Nvlink
+                } else {
+                    Interconnect::Any
+                },
+            };
+            let free = u32::from(!g.uuid.as_ref().is_some_and(|u| in_use.contains(u)));
+            let declared = g.source == Source::Declared;
+            let same = (gpus.iter_mut().zip(&keys))
+                .find(|(o, k)| o.model == model && o.declared == declared && **k == key);
+            match same {
+                Some((o, _)) => o.free += free,
+                None => {
+                    gpus.push(OfferedGpus {
+                        model,
+                        free,
+                        declared,
+                    });
+                    keys.push(key);
+                }
+            }
+        }
+        Offer {
+            provider: terms.provider,
+            bond_gpus: terms.bond_gpus,
+            price_per_gpu_hour: self.price_ntx_per_gpu_hour,
+            score: terms.score,
+            uplink_mbps: terms.uplink_mbps,
+            max_job_duration_s: self.max_job_duration_s,
+            max_job_nodes: self.max_job_nodes,
+            gpus,
+        }
+    }
+}
+
+/// For each pooled GPU, its NVLink domain (the smallest index of the GPUs joined to it by
+/// active NVLinks, transitively), or `None` for a GPU without a pooled NVLink peer.
+fn nvlink_domains(pooled: &[&Gpu]) -> Vec<Option<usize>> {
+    fn find(p: &mut [usize], mut x: usize) -> usize {
+        while p[x] != x {
+            p[x] = p[p[x]];
+            x = p[x];
+        }
+        x
+    }
+    let n = pooled.len();
+    let mut parent: Vec<usize> = (0..n).collect();
+    let mut linked = vec![false; n];
+    for (i, g) in pooled.iter().enumerate() {
+        if g.vendor != Vendor::Nvidia {
+            continue;
+        }
+        for peer in &g.nvlink_peers {
+            let j = pooled.iter().position(|h| {
+                h.vendor == Vendor::Nvidia && h.pci_bus_id.as_deref() == Some(peer.as_str())
+            });
+            if let Some(j) = j {
+                let (a, b) = (find(&mut parent, i), find(&mut parent, j));
+                parent[a.max(b)] = a.min(b);
+                linked[i] = true;
+                linked[j] = true;
+            }
+        }
+    }
+    (0..n)
+        .map(|i| linked[i].then(|| find(&mut parent, i)))
+        .collect()
+}
+
 /// The image reference the globs see: the local name, or `cid:<CID>` for an archive.
 pub fn image_ref(spec: &Ensemble) -> String {
     match (&spec.image.local, &spec.image.archive) {
@@ -388,6 +490,60 @@ deadline_ms: 99999999999999
         l.price_ntx_per_gpu_hour = 0;
         assert_eq!(l.validate(), Err(LimitsError::ZeroPrice));
         assert_eq!(limits().validate(), Ok(()));
+    }
+
+    fn nvlinked(index: u32, bus: &str, peers: &[&str]) -> Gpu {
+        let mut g = two_declared().remove(0);
+        g.source = Source::Nvml;
+        g.index = index;
+        g.uuid = Some(format!("GPU-{index}"));
+        g.pci_bus_id = Some(bus.into());
+        g.nvlink_peers = peers.iter().map(|p| (*p).to_string()).collect();
+        g
+    }
+
+    #[test]
+    fn offer_groups_models_per_nvlink_domain_and_applies_price_and_limits() {
+        // Two NVLink pairs (0-1, 2-3), one PCIe GPU (4); GPU-1 is busy.
+        let gpus = [
+            nvlinked(0, "a", &["b"]),
+            nvlinked(1, "b", &["a"]),
+            nvlinked(2, "c", &["d"]),
+            nvlinked(3, "d", &["c"]),
+            nvlinked(4, "e", &[]),
+        ];
+        let pooled: Vec<&Gpu> = gpus.iter().collect();
+        let terms = OfferTerms {
+            provider: [5; 28],
+            bond_gpus: 16,
+            score: 420,
+            uplink_mbps: 10_000,
+        };
+        let o = limits().offer(terms, &pooled, &["GPU-1".to_string()]);
+        assert_eq!(o.price_per_gpu_hour, 1_500_000);
+        assert_eq!(
+            (o.max_job_duration_s, o.max_job_nodes),
+            (Some(86_400), Some(2))
+        );
+        let groups: Vec<(Interconnect, u32)> = o
+            .gpus
+            .iter()
+            .map(|g| (g.model.interconnect, g.free))
+            .collect();
+        assert_eq!(
+            groups,
+            vec![
+                (Interconnect::Nvlink, 1),
+                (Interconnect::Nvlink, 2),
+                (Interconnect::Any, 1)
+            ]
+        );
+        assert!(o.gpus.iter().all(|g| !g.declared));
+        // Declared GPUs stay declared, in one PCIe group.
+        let decl = two_declared();
+        let o = limits().offer(terms, &decl.iter().collect::<Vec<_>>(), &[]);
+        assert_eq!(o.gpus.len(), 1);
+        assert!(o.gpus[0].declared && o.gpus[0].free == 2);
     }
 
     fn two_declared() -> Vec<Gpu> {
