@@ -58,6 +58,7 @@ fn report(n: u32, snap: &MarketSnapshot, jobs: &[Requirements]) {
         lat.len()
     );
     println!("  plan digest {digest:016x} (equal digests = identical plans and no-fit reports)");
+    no_fit_pass(snap, jobs);
     for (count, (mut l, fit)) in by_count {
         l.sort_unstable();
         let mean = l.iter().sum::<Duration>() / l.len() as u32;
@@ -68,6 +69,32 @@ fn report(n: u32, snap: &MarketSnapshot, jobs: &[Requirements]) {
             l.len()
         );
     }
+}
+
+/// Decisions that end in a no-fit report (which scans the whole market to charge every free GPU
+/// to a constraint): each job of the mix asked as 64 GPUs on one machine, which no synthetic
+/// provider has.
+fn no_fit_pass(snap: &MarketSnapshot, jobs: &[Requirements]) {
+    let mut lat: Vec<Duration> = Vec::with_capacity(jobs.len());
+    let mut no_fits = 0usize;
+    for job in jobs {
+        let mut job = job.clone();
+        job.count = 64;
+        job.max_nodes = 1;
+        job.min_gpus_per_node = job.min_gpus_per_node.min(64);
+        let t = Instant::now();
+        let r = black_box(match_gang(black_box(&job), snap));
+        lat.push(t.elapsed());
+        no_fits += usize::from(r.is_err());
+    }
+    lat.sort_unstable();
+    println!(
+        "  no-fit decisions: p50 {:?}, p99 {:?}, max {:?} ({no_fits}/{} no-fit)",
+        lat[lat.len() / 2],
+        lat[(lat.len() - 1) * 99 / 100],
+        lat[lat.len() - 1],
+        lat.len()
+    );
 }
 
 /// FNV-1a over every plan's nodes (rank, GPUs) and every no-fit report's counts: a change in

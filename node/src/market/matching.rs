@@ -173,6 +173,25 @@ pub enum Constraint {
     Placement,
 }
 
+impl Constraint {
+    /// Every constraint, in declaration (and report) order: `ALL[c as usize] == c`.
+    pub const ALL: [Constraint; 13] = [
+        Self::NoBond,
+        Self::ConcurrentJobs,
+        Self::MaxRate,
+        Self::Duration,
+        Self::Vendor,
+        Self::Vram,
+        Self::ComputeCapability,
+        Self::RocmArch,
+        Self::Model,
+        Self::Interconnect,
+        Self::BondSize,
+        Self::MinGpusPerNode,
+        Self::Placement,
+    ];
+}
+
 impl fmt::Display for Constraint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -502,16 +521,20 @@ impl Ctx<'_> {
 
     /// Charges every free GPU to the first constraint that excludes it.
     fn no_fit(&self) -> NoFit {
-        use std::collections::BTreeMap;
         let req = self.req;
-        let mut by: BTreeMap<Constraint, (u32, u64)> = BTreeMap::new();
+        // (providers, GPUs) per constraint, indexed by its position in `Constraint::ALL`.
+        let mut by: [Option<(u32, u64)>; Constraint::ALL.len()] = [None; Constraint::ALL.len()];
         let mut charge = |c: Constraint, whole: bool, gpus: u64| {
             if gpus > 0 {
-                let e = by.entry(c).or_default();
+                let e = by[c as usize].get_or_insert((0, 0));
                 e.0 += u32::from(whole);
                 e.1 += gpus;
             }
         };
+        // The first per-GPU constraint each model fails, once per model, not per group.
+        let rejects: Vec<Option<Constraint>> = (self.market.models.iter())
+            .map(|m| req.rejects_model(m))
+            .collect();
         let (mut free_gpus, mut eligible_gpus, mut eligible_providers) = (0u64, 0u64, 0u32);
         for p in &self.market.providers {
             let free = u64::from(p.free_total);
@@ -534,7 +557,7 @@ impl Ctx<'_> {
             let groups = &self.market.groups[p.groups.0 as usize..p.groups.1 as usize];
             let (mut ok_sum, mut ok_max) = (0u32, 0u32);
             for g in groups {
-                match req.rejects_model(&self.market.models[g.model as usize]) {
+                match rejects[g.model as usize] {
                     Some(c) => charge(c, false, u64::from(g.free)),
                     None => {
                         ok_sum = ok_sum.saturating_add(g.free);
@@ -562,19 +585,20 @@ impl Ctx<'_> {
             }
         }
         if eligible_gpus >= u64::from(req.count) {
-            by.insert(Constraint::Placement, (eligible_providers, eligible_gpus));
+            by[Constraint::Placement as usize] = Some((eligible_providers, eligible_gpus));
         }
         NoFit {
             requested: req.count,
             free_gpus,
             eligible_gpus,
             eligible_providers,
-            excluded: by
-                .into_iter()
-                .map(|(constraint, (providers, gpus))| Excluded {
-                    constraint,
-                    providers,
-                    gpus,
+            excluded: (Constraint::ALL.iter().zip(by))
+                .filter_map(|(&constraint, e)| {
+                    e.map(|(providers, gpus)| Excluded {
+                        constraint,
+                        providers,
+                        gpus,
+                    })
                 })
                 .collect(),
         }
@@ -903,5 +927,18 @@ impl Search<'_, '_> {
             }
             self.chosen.pop();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Constraint;
+
+    #[test]
+    fn constraint_all_is_in_declaration_order() {
+        for (i, c) in Constraint::ALL.iter().enumerate() {
+            assert_eq!(*c as usize, i, "{c:?}");
+        }
+        assert!(Constraint::ALL.is_sorted());
     }
 }
