@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use ganglion_node::market::synthetic::{self, Rng};
-use ganglion_node::market::{MarketSnapshot, Requirements, SnapshotOptions, match_gang};
+use ganglion_node::market::{
+    MarketSnapshot, NoFit, Plan, Requirements, SnapshotOptions, match_gang,
+};
 
 const JOBS: usize = 2_000;
 
@@ -27,6 +29,7 @@ fn report(n: u32, snap: &MarketSnapshot, jobs: &[Requirements]) {
     let mut lat: Vec<Duration> = Vec::with_capacity(jobs.len() * 5);
     let mut by_count: std::collections::BTreeMap<u32, (Vec<Duration>, usize)> = Default::default();
     let mut fits = 0usize;
+    let mut digest = 0xcbf2_9ce4_8422_2325u64;
     let start = Instant::now();
     for _ in 0..5 {
         for job in jobs {
@@ -34,6 +37,7 @@ fn report(n: u32, snap: &MarketSnapshot, jobs: &[Requirements]) {
             let r = black_box(match_gang(black_box(job), snap));
             let dt = t.elapsed();
             lat.push(dt);
+            digest = fold_plan(digest, &r);
             fits += usize::from(r.is_ok());
             let e = by_count.entry(job.count).or_default();
             e.0.push(dt);
@@ -53,6 +57,8 @@ fn report(n: u32, snap: &MarketSnapshot, jobs: &[Requirements]) {
         fits,
         lat.len()
     );
+    println!("  plan digest {digest:016x} (equal digests = identical plans and no-fit reports)");
+    no_fit_pass(snap, jobs);
     for (count, (mut l, fit)) in by_count {
         l.sort_unstable();
         let mean = l.iter().sum::<Duration>() / l.len() as u32;
@@ -63,6 +69,58 @@ fn report(n: u32, snap: &MarketSnapshot, jobs: &[Requirements]) {
             l.len()
         );
     }
+}
+
+/// Decisions that end in a no-fit report (which scans the whole market to charge every free GPU
+/// to a constraint): each job of the mix asked as 64 GPUs on one machine, which no synthetic
+/// provider has.
+fn no_fit_pass(snap: &MarketSnapshot, jobs: &[Requirements]) {
+    let mut lat: Vec<Duration> = Vec::with_capacity(jobs.len());
+    let mut no_fits = 0usize;
+    for job in jobs {
+        let mut job = job.clone();
+        job.count = 64;
+        job.max_nodes = 1;
+        job.min_gpus_per_node = job.min_gpus_per_node.min(64);
+        let t = Instant::now();
+        let r = black_box(match_gang(black_box(&job), snap));
+        lat.push(t.elapsed());
+        no_fits += usize::from(r.is_err());
+    }
+    lat.sort_unstable();
+    println!(
+        "  no-fit decisions: p50 {:?}, p99 {:?}, max {:?} ({no_fits}/{} no-fit)",
+        lat[lat.len() / 2],
+        lat[(lat.len() - 1) * 99 / 100],
+        lat[lat.len() - 1],
+        lat.len()
+    );
+}
+
+/// FNV-1a over every plan's nodes (rank, GPUs) and every no-fit report's counts: a change in
+/// any decision changes the digest, so two matcher versions can be compared on the whole mix.
+fn fold_plan(mut h: u64, r: &Result<Plan, NoFit>) -> u64 {
+    let mut eat = |x: u64| {
+        for b in x.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    match r {
+        Ok(plan) => {
+            for n in &plan.nodes {
+                eat(u64::from(n.rank) << 32 | u64::from(n.gpus));
+            }
+            eat(u64::from(plan.exhaustive));
+        }
+        Err(nf) => {
+            eat(u64::MAX);
+            eat(nf.eligible_gpus);
+            for e in &nf.excluded {
+                eat(e.gpus);
+            }
+        }
+    }
+    h
 }
 
 fn snap_free(snap: &MarketSnapshot) -> u64 {

@@ -10,6 +10,10 @@
 //! vram_gib = 80
 //! compute_capability = "8.0"
 //! count = 2
+//!
+//! [provider]                    # optional: this node offers GPUs (market::limits)
+//! price_ntx_per_gpu_hour = 1500000
+//! max_concurrent_jobs = 2
 //! ```
 
 use std::fmt;
@@ -18,6 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::gpu::declared::DeclaredGpu;
+use crate::market::limits::{LimitsError, ProviderLimits};
 
 /// Which chain the node is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -50,6 +55,8 @@ pub struct NodeConfig {
     pub network: Network,
     /// `[gpus]`: inventory settings.
     pub gpus: GpusConfig,
+    /// `[provider]`: pooling, price and job limits; absent = this node offers nothing.
+    pub provider: Option<ProviderLimits>,
 }
 
 /// `[gpus]`.
@@ -93,33 +100,50 @@ pub enum Error {
         #[source]
         source: toml::de::Error,
     },
+    /// Parsed, but a `[provider]` value is impossible.
+    #[error("{path}: {source}")]
+    Limits {
+        /// The file.
+        path: PathBuf,
+        /// The rule broken (names the key).
+        #[source]
+        source: LimitsError,
+    },
 }
 
 impl NodeConfig {
     /// Parses TOML text.
     ///
     /// # Errors
-    /// [`Error::Parse`] (with an empty path).
+    /// [`Error::Parse`] or [`Error::Limits`] (with an empty path).
     pub fn from_toml(text: &str) -> Result<Self, Error> {
-        toml::from_str(text).map_err(|source| Error::Parse {
-            path: PathBuf::new(),
+        Self::parse(text, Path::new(""))
+    }
+
+    fn parse(text: &str, path: &Path) -> Result<Self, Error> {
+        let cfg: Self = toml::from_str(text).map_err(|source| Error::Parse {
+            path: path.to_path_buf(),
             source,
-        })
+        })?;
+        if let Some(limits) = &cfg.provider {
+            limits.validate().map_err(|source| Error::Limits {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        }
+        Ok(cfg)
     }
 
     /// Loads a file.
     ///
     /// # Errors
-    /// [`Error::Read`] or [`Error::Parse`].
+    /// [`Error::Read`], [`Error::Parse`] or [`Error::Limits`].
     pub fn load(path: &Path) -> Result<Self, Error> {
         let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        toml::from_str(&text).map_err(|source| Error::Parse {
-            path: path.to_path_buf(),
-            source,
-        })
+        Self::parse(&text, path)
     }
 }
 
@@ -156,6 +180,37 @@ count = 2
             .offerable(Network::Mainnet)
             .expect_err("mainnet refuses");
         assert!(err.to_string().contains("2 declared GPU(s)"), "{err}");
+    }
+
+    #[test]
+    fn provider_section_parses_and_is_validated() {
+        let text = format!(
+            "{DEVNET}\n[provider]\nprice_ntx_per_gpu_hour = 1500000\nmax_concurrent_jobs = 2\n\
+             max_job_duration_s = 86400\nmax_job_nodes = 4\npool = [\"declared:1\"]\n\
+             allow_images = [\"pytorch/*\"]\nrefuse_images = [\"*:latest\"]\n"
+        );
+        let cfg = NodeConfig::from_toml(&text).expect("valid provider section");
+        let p = cfg.provider.expect("present");
+        assert_eq!(p.max_concurrent_jobs, 2);
+        assert_eq!(p.max_job_nodes, Some(4));
+        let gpus = gpu::declared::to_gpus(&cfg.gpus.declared);
+        assert_eq!(p.pooled(&gpus).expect("declared:1 exists").len(), 1);
+
+        let zero = text.replace("max_concurrent_jobs = 2", "max_concurrent_jobs = 0");
+        let err = NodeConfig::from_toml(&zero).expect_err("zero jobs");
+        assert!(
+            err.to_string().contains("provider.max_concurrent_jobs"),
+            "{err}"
+        );
+        let typo = text.replace("max_job_nodes", "max_jobs_nodes");
+        let err = NodeConfig::from_toml(&typo).expect_err("unknown key");
+        assert!(err.to_string().contains("max_jobs_nodes"), "{err}");
+        assert!(
+            NodeConfig::from_toml(DEVNET)
+                .expect("no provider")
+                .provider
+                .is_none()
+        );
     }
 
     #[test]

@@ -33,19 +33,36 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Err(e) = inv.offerable(cfg.network) {
         eprintln!("warning: {e}");
     }
-    let bench = args.bench.then(|| gpu::bench::measure_cpu(512, 256));
+    let bench = args.bench.then(|| {
+        let (results, note) = gpu::bench::measure_onboarding(gpu::cuda::CudaSizes::ONBOARDING);
+        if let Some(note) = note {
+            eprintln!("note: {note}");
+        }
+        results
+    });
     if args.json {
         let out = serde_json::json!({ "inventory": inv, "benchmark": bench });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print!("{}", table(&inv));
-        if let Some(m) = bench {
-            println!(
-                "benchmark (CPU, 1 thread; no GPU numbers measured): fp32 {:.2} GFLOP/s, memory {:.1} GB/s, score {}",
-                m.fp32_tflops * 1000.0,
-                m.mem_gbps,
-                m.score
-            );
+        for m in bench.iter().flatten() {
+            match m.device {
+                gpu::bench::Device::Cpu => println!(
+                    "benchmark (CPU, 1 thread; no GPU numbers measured): fp32 {:.2} GFLOP/s, memory {:.1} GB/s, score {}",
+                    m.fp32_tflops * 1000.0,
+                    m.mem_gbps,
+                    m.score
+                ),
+                gpu::bench::Device::Cuda(ordinal) => println!(
+                    "benchmark (CUDA device {ordinal}): fp32 {:.1} TFLOP/s, fp16 {:.1} TFLOP/s, bf16 {:.1} TFLOP/s, device memory {:.0} GB/s, host-to-device {:.1} GB/s, score {}",
+                    m.fp32_tflops,
+                    m.fp16_tflops.unwrap_or(0.0),
+                    m.bf16_tflops.unwrap_or(0.0),
+                    m.mem_gbps,
+                    m.h2d_gbps.unwrap_or(0.0),
+                    m.score
+                ),
+            }
         }
     }
     Ok(())

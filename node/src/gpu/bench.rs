@@ -1,8 +1,9 @@
 //! Onboarding benchmark and the unified score.
 //!
-//! On a machine without a usable GPU, or with only declared GPUs, the CPU is measured and
-//! reported as such ([`Device::Cpu`]); GPU numbers are never invented. GPU kernels (CUDA/HIP
-//! matmul, device bandwidth, host-to-device copies) need a GPU machine and are not written yet.
+//! NVIDIA GPUs are measured by [`super::cuda`] (cuBLAS GEMM fp32/fp16/bf16, device copy,
+//! pinned host-to-device copy; [`Device::Cuda`]). On a machine without a usable CUDA driver, or
+//! with only declared GPUs, the CPU is measured and reported as such ([`Device::Cpu`]); GPU
+//! numbers are never invented. AMD (HIP) kernels are not written.
 //!
 //! **Score** (per GPU, dimensionless, used for ranking and pricing):
 //! `score = round(1000 × (fp32/F32_REF × mem/MEM_REF)^½)`, the geometric mean of matmul
@@ -26,6 +27,8 @@ pub const MEM_REF_GBPS: f64 = 3350.0;
 pub enum Device {
     /// The host CPU (single thread).
     Cpu,
+    /// A CUDA device, by CUDA ordinal.
+    Cuda(u32),
 }
 
 /// One benchmark run.
@@ -35,8 +38,11 @@ pub struct Measured {
     pub device: Device,
     /// fp32 matrix multiply, TFLOP/s.
     pub fp32_tflops: f64,
-    /// fp16/bf16 matrix multiply, TFLOP/s; `None` where not measured (CPU).
+    /// fp16 matrix multiply (fp32 accumulation), TFLOP/s; `None` where not measured (CPU).
     pub fp16_tflops: Option<f64>,
+    /// bf16 matrix multiply (fp32 accumulation), TFLOP/s; `None` where not measured (CPU).
+    #[serde(default)]
+    pub bf16_tflops: Option<f64>,
     /// Memory bandwidth (copy, read + write bytes), GB/s (10^9 B/s).
     pub mem_gbps: f64,
     /// Host-to-device bandwidth, GB/s; `None` on the CPU.
@@ -80,10 +86,28 @@ pub fn measure_cpu(n: usize, mem_mib: usize) -> Measured {
         device: Device::Cpu,
         fp32_tflops,
         fp16_tflops: None,
+        bf16_tflops: None,
         mem_gbps,
         h2d_gbps: None,
         score: score(fp32_tflops, mem_gbps),
     }
+}
+
+/// The onboarding benchmark: every CUDA device ([`super::cuda::measure_all`]), or the CPU when
+/// CUDA cannot run here (no driver, no cuBLAS, no device, or a failed check). Returns the
+/// results and, when the CPU was measured instead, why (one line).
+pub fn measure_onboarding(sizes: super::cuda::CudaSizes) -> (Vec<Measured>, Option<String>) {
+    let why = match super::cuda::measure_all(sizes) {
+        Ok(list) if !list.is_empty() => return (list, None),
+        Ok(_) => "the CUDA driver reports no device".to_string(),
+        Err(e) => e.to_string(),
+    };
+    (
+        vec![measure_cpu(512, 256)],
+        Some(format!(
+            "GPU benchmark not run ({why}); measured the CPU instead"
+        )),
+    )
 }
 
 /// A benchmark result signed by the provider's attest key.
@@ -170,6 +194,7 @@ mod tests {
             device: Device::Cpu,
             fp32_tflops: 0.05,
             fp16_tflops: None,
+            bf16_tflops: None,
             mem_gbps: 12.0,
             h2d_gbps: None,
             score: score(0.05, 12.0),

@@ -13,6 +13,7 @@
 
 pub mod amd;
 pub mod bench;
+pub mod cuda;
 pub mod declared;
 pub mod docker;
 pub mod nvml;

@@ -12,7 +12,7 @@
 //! Key 4 makes the answer a function of the inputs alone, so every node computes the same plan.
 //!
 //! # Constraints
-//! Provider: live bond (`bond_gpus > 0`), price ≤ `max_rate`, accepts the duration, and for a
+//! Provider: live bond (`bond_gpus > 0`), below its `max_concurrent_jobs`, price ≤ `max_rate`, accepts the duration, and for a
 //! multi-node plan: uplink ≥ `min_bandwidth_mbps`, accepts that many nodes, and pairwise
 //! measured RTT ≤ `max_rtt_ms` (an unmeasured pair is out of bound). Per GPU: vendor, VRAM,
 //! compute capability or gfx target, model globs, interconnect. Per node: `min_gpus_per_node ≤
@@ -20,14 +20,26 @@
 //! a node's GPUs come from a single fabric domain (one offered group). Nodes ≤ `max_nodes`.
 //!
 //! # Search
-//! One node: the first provider in rank order with enough eligible GPUs is optimal (early exit).
-//! k nodes (k = 2, 3, … up to `max_nodes`): a depth-first search over rank-ordered combinations;
-//! with an RTT bound, members after the first come from the first member's neighbour list. A
-//! price lower bound (members after the current one cost at least its price) stops a level as
-//! soon as it cannot beat the best plan. For a fixed set, filling each node's minimum and then
-//! the cheapest (then best-scoring) nodes first is optimal for keys 2–3 (exchange argument). The
-//! search is exact; [`MAX_SEARCH_STEPS`] bounds pathological markets, and a plan found after
-//! the budget ran out says so ([`Plan::exhaustive`] = false).
+//! One node: the first provider in rank order with enough eligible GPUs is optimal (early exit);
+//! it is looked for in the snapshot's free-GPU level or in the eligible models' rank lists,
+//! whichever is shorter.
+//!
+//! k nodes (k = 2, 3, … up to `max_nodes`): a depth-first search over sets in ascending rank.
+//! The first member (the *anchor*) comes from the eligible models' rank lists or from the
+//! providers with at least the GPUs the other k−1 cannot bring; with an RTT bound the others
+//! come from the anchor's *candidates* (its later neighbours within the bound that are eligible
+//! and join a k-node job), collected once per anchor, and an anchor whose candidates cannot
+//! reach the count is dropped before any search. Eligibility is computed at most once per
+//! provider and decision (a cache), and the largest eligible count (a bound used to skip
+//! hopeless k) comes from per-model lists sorted by free GPUs, read only down to that count.
+//! Price lower bounds (the members after the current one cost at least its price; an anchor's
+//! partners cost at least its first later neighbour's price) cut a level or an anchor as soon
+//! as it cannot beat the best plan, never cutting an equal one. Plans are compared in the total
+//! order above (key 4 included), so the result does not depend on the order sets are met.
+//! For a fixed set, filling each node's minimum and then the cheapest (then best-scoring) nodes
+//! first is optimal for keys 2–3 (exchange argument). The search is exact; [`MAX_SEARCH_STEPS`]
+//! bounds pathological markets, and a plan found after the budget ran out says so
+//! ([`Plan::exhaustive`] = false).
 
 use std::fmt;
 
@@ -134,6 +146,8 @@ impl Requirements {
 pub enum Constraint {
     /// The provider has no live bond.
     NoBond,
+    /// The provider already runs its `max_concurrent_jobs`.
+    ConcurrentJobs,
     /// The provider's price is above `limits.max_rate_ntx_per_gpu_hour`.
     MaxRate,
     /// The provider refuses jobs as long as `limits.max_duration_s`.
@@ -159,10 +173,30 @@ pub enum Constraint {
     Placement,
 }
 
+impl Constraint {
+    /// Every constraint, in declaration (and report) order: `ALL[c as usize] == c`.
+    pub const ALL: [Constraint; 13] = [
+        Self::NoBond,
+        Self::ConcurrentJobs,
+        Self::MaxRate,
+        Self::Duration,
+        Self::Vendor,
+        Self::Vram,
+        Self::ComputeCapability,
+        Self::RocmArch,
+        Self::Model,
+        Self::Interconnect,
+        Self::BondSize,
+        Self::MinGpusPerNode,
+        Self::Placement,
+    ];
+}
+
 impl fmt::Display for Constraint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::NoBond => "no live bond",
+            Self::ConcurrentJobs => "provider at its max_concurrent_jobs",
             Self::MaxRate => "price above limits.max_rate_ntx_per_gpu_hour",
             Self::Duration => "provider refuses limits.max_duration_s",
             Self::Vendor => "gpus.vendor",
@@ -288,26 +322,36 @@ pub fn match_gang(req: &Requirements, market: &MarketSnapshot) -> Result<Plan, N
         return Err(ctx.no_fit());
     }
     // One machine.
-    for &rank in market.with_free(req.count) {
-        if market.model_masks[rank as usize] & mask != 0 && ctx.eligible(rank) >= req.count {
-            let p = &market.providers[rank as usize];
-            return Ok(Plan {
-                nodes: vec![NodePlan {
-                    provider: p.id,
-                    gpus: req.count,
-                    rate: p.price,
-                    score: p.score,
-                    rank,
-                }],
-                price_per_hour: u128::from(req.count) * u128::from(p.price),
-                score: u64::from(req.count) * u64::from(p.score),
-                exhaustive: true,
-            });
-        }
+    if let Some(rank) = ctx.first_single() {
+        let p = &market.providers[rank as usize];
+        return Ok(Plan {
+            nodes: vec![NodePlan {
+                provider: p.id,
+                gpus: req.count,
+                rate: p.price,
+                score: p.score,
+                rank,
+            }],
+            price_per_hour: u128::from(req.count) * u128::from(p.price),
+            score: u64::from(req.count) * u64::from(p.score),
+            exhaustive: true,
+        });
     }
     // Fewest machines.
-    let cap = ctx.max_eligible();
-    let mut steps = 0u64;
+    let mut cache = vec![UNKNOWN; market.len()];
+    let cap = ctx.max_eligible(&mut cache);
+    let mut search = Search {
+        ctx: &ctx,
+        cache: &mut cache,
+        k: 0,
+        cap,
+        chosen: Vec::new(),
+        cands: Vec::new(),
+        suffix_cap: Vec::new(),
+        scratch: Vec::new(),
+        best: None,
+        steps: 0,
+    };
     for k in 2..=req.max_nodes {
         if u64::from(k) * u64::from(req.min_gpus_per_node) > u64::from(req.count) {
             break;
@@ -315,20 +359,12 @@ pub fn match_gang(req: &Requirements, market: &MarketSnapshot) -> Result<Plan, N
         if u64::from(k) * u64::from(cap) < u64::from(req.count) {
             continue;
         }
-        let mut search = Search {
-            ctx: &ctx,
-            k,
-            cap,
-            chosen: Vec::with_capacity(k as usize),
-            best: None,
-            steps,
-        };
-        search.level();
-        steps = search.steps;
-        if let Some(best) = search.best {
-            return Ok(ctx.plan(&best.set, steps <= MAX_SEARCH_STEPS));
+        search.k = k;
+        search.anchors();
+        if let Some(best) = search.best.take() {
+            return Ok(ctx.plan(&best.set, search.steps <= MAX_SEARCH_STEPS));
         }
-        if steps > MAX_SEARCH_STEPS {
+        if search.steps > MAX_SEARCH_STEPS {
             break;
         }
     }
@@ -349,6 +385,7 @@ impl Ctx<'_> {
         let req = self.req;
         let p = &self.market.providers[rank as usize];
         if p.bond_gpus == 0
+            || p.jobs_full
             || p.price > req.max_rate
             || p.max_job_duration_s < req.max_duration_s
             || p.free_total < req.min_gpus_per_node
@@ -358,7 +395,7 @@ impl Ctx<'_> {
         let groups = &self.market.groups[p.groups.0 as usize..p.groups.1 as usize];
         let ok = groups.iter().filter(|g| self.model_ok[g.model as usize]);
         let e = if req.interconnect == Interconnect::Any {
-            ok.map(|g| g.free).sum::<u32>()
+            ok.fold(0u32, |s, g| s.saturating_add(g.free))
         } else {
             ok.map(|g| g.free).max().unwrap_or(0)
         };
@@ -368,24 +405,64 @@ impl Ctx<'_> {
         if e < req.min_gpus_per_node { 0 } else { e }
     }
 
-    /// The largest [`Ctx::eligible`] of any provider, scanning the `by_free` levels from the top
-    /// and stopping as soon as no provider further down can have more.
-    fn max_eligible(&self) -> u32 {
-        let levels = self.market.by_free.len();
-        for j in (0..levels).rev() {
-            let floor = 1u32 << j;
-            let c = self.market.by_free[j]
+    /// The first provider in rank order with `count` eligible GPUs. Walks whichever is shorter:
+    /// the providers with enough free GPUs, or the rank lists of the eligible models (a provider
+    /// with eligible GPUs offers an eligible model, so the first hit over all lists is the
+    /// first in rank order).
+    fn first_single(&self) -> Option<u32> {
+        let (req, market) = (self.req, self.market);
+        let wide = market.with_free(req.count);
+        let by_model: usize = (market.model_ranks.iter().zip(self.model_ok))
+            .filter(|(_, ok)| **ok)
+            .map(|(l, _)| l.len())
+            .sum();
+        let fits = |r: u32| {
+            market.providers[r as usize].free_total >= req.count && self.eligible(r) >= req.count
+        };
+        if wide.len() <= by_model {
+            return wide
                 .iter()
-                .filter(|&&r| self.market.model_masks[r as usize] & self.mask != 0)
-                .map(|&r| self.eligible(r))
-                .max()
-                .unwrap_or(0);
-            // Providers outside level j have fewer than `floor` free GPUs.
-            if c >= floor - 1 {
-                return c;
+                .copied()
+                .find(|&r| market.model_masks[r as usize] & self.mask != 0 && fits(r));
+        }
+        let mut first: Option<u32> = None;
+        for (list, _) in (market.model_ranks.iter().zip(self.model_ok)).filter(|(_, ok)| **ok) {
+            let hit = list
+                .iter()
+                .copied()
+                .take_while(|&r| first.is_none_or(|f| r < f))
+                .find(|&r| fits(r));
+            first = hit.or(first);
+        }
+        first
+    }
+
+    /// [`Ctx::eligible`] through a per-decision cache (`UNKNOWN` = not computed yet).
+    fn eligible_cached(&self, cache: &mut [u32], rank: u32) -> u32 {
+        let slot = &mut cache[rank as usize];
+        if *slot == UNKNOWN {
+            *slot = self.eligible(rank).min(UNKNOWN - 1);
+        }
+        *slot
+    }
+
+    /// The largest [`Ctx::eligible`] of any provider. Walks each eligible model's providers in
+    /// descending free-GPU order and stops once no provider further down can have more
+    /// (eligible ≤ free), so only the top of each list is evaluated.
+    fn max_eligible(&self, cache: &mut [u32]) -> u32 {
+        let mut c = 0;
+        for (model, list) in self.market.by_model.iter().enumerate() {
+            if !self.model_ok[model] {
+                continue;
+            }
+            for &r in list {
+                if self.market.providers[r as usize].free_total <= c {
+                    break;
+                }
+                c = c.max(self.eligible_cached(cache, r));
             }
         }
-        0
+        c
     }
 
     /// Whether `rank` may be one of `k ≥ 2` nodes.
@@ -444,22 +521,28 @@ impl Ctx<'_> {
 
     /// Charges every free GPU to the first constraint that excludes it.
     fn no_fit(&self) -> NoFit {
-        use std::collections::BTreeMap;
         let req = self.req;
-        let mut by: BTreeMap<Constraint, (u32, u64)> = BTreeMap::new();
+        // (providers, GPUs) per constraint, indexed by its position in `Constraint::ALL`.
+        let mut by: [Option<(u32, u64)>; Constraint::ALL.len()] = [None; Constraint::ALL.len()];
         let mut charge = |c: Constraint, whole: bool, gpus: u64| {
             if gpus > 0 {
-                let e = by.entry(c).or_default();
+                let e = by[c as usize].get_or_insert((0, 0));
                 e.0 += u32::from(whole);
                 e.1 += gpus;
             }
         };
+        // The first per-GPU constraint each model fails, once per model, not per group.
+        let rejects: Vec<Option<Constraint>> = (self.market.models.iter())
+            .map(|m| req.rejects_model(m))
+            .collect();
         let (mut free_gpus, mut eligible_gpus, mut eligible_providers) = (0u64, 0u64, 0u32);
         for p in &self.market.providers {
             let free = u64::from(p.free_total);
             free_gpus += free;
             let provider_level = if p.bond_gpus == 0 {
                 Some(Constraint::NoBond)
+            } else if p.jobs_full {
+                Some(Constraint::ConcurrentJobs)
             } else if p.price > req.max_rate {
                 Some(Constraint::MaxRate)
             } else if p.max_job_duration_s < req.max_duration_s {
@@ -474,10 +557,10 @@ impl Ctx<'_> {
             let groups = &self.market.groups[p.groups.0 as usize..p.groups.1 as usize];
             let (mut ok_sum, mut ok_max) = (0u32, 0u32);
             for g in groups {
-                match req.rejects_model(&self.market.models[g.model as usize]) {
+                match rejects[g.model as usize] {
                     Some(c) => charge(c, false, u64::from(g.free)),
                     None => {
-                        ok_sum += g.free;
+                        ok_sum = ok_sum.saturating_add(g.free);
                         ok_max = ok_max.max(g.free);
                     }
                 }
@@ -502,24 +585,38 @@ impl Ctx<'_> {
             }
         }
         if eligible_gpus >= u64::from(req.count) {
-            by.insert(Constraint::Placement, (eligible_providers, eligible_gpus));
+            by[Constraint::Placement as usize] = Some((eligible_providers, eligible_gpus));
         }
         NoFit {
             requested: req.count,
             free_gpus,
             eligible_gpus,
             eligible_providers,
-            excluded: by
-                .into_iter()
-                .map(|(constraint, (providers, gpus))| Excluded {
-                    constraint,
-                    providers,
-                    gpus,
+            excluded: (Constraint::ALL.iter().zip(by))
+                .filter_map(|(&constraint, e)| {
+                    e.map(|(providers, gpus)| Excluded {
+                        constraint,
+                        providers,
+                        gpus,
+                    })
                 })
                 .collect(),
         }
     }
 }
+
+/// Where anchors come from.
+#[derive(Clone, Copy)]
+enum AnchorList {
+    /// Providers with enough free GPUs, any model: skip those without an eligible model.
+    Wide,
+    /// One eligible model's providers: skip those also offering an eligible model whose list
+    /// came earlier (mask `earlier`), as they were tried there.
+    Model { earlier: u64 },
+}
+
+/// Marks a provider whose eligibility this decision has not computed yet.
+const UNKNOWN: u32 = u32::MAX;
 
 struct Best {
     set: Vec<(u32, u32)>,
@@ -527,70 +624,189 @@ struct Best {
     score: u64,
 }
 
-/// Depth-first search for the best `k`-node plan.
+/// Depth-first search for the best `k`-node plan, one pass per `k`.
+///
+/// Without an RTT bound every level walks the snapshot's providers in rank order. With one, the
+/// first member (the *anchor*) does, and the others come from the anchor's *candidates*: its
+/// later neighbours within the bound that are eligible and join a `k`-node job, collected once
+/// per anchor. Exploration order, pruning and tie-breaks are those of a rank-ordered walk, so
+/// the plan is the same; the candidate list only avoids re-reading the neighbour list and
+/// re-checking eligibility at every depth.
 struct Search<'a, 'c> {
     ctx: &'a Ctx<'c>,
+    /// [`Ctx::eligible`] per rank for this decision.
+    cache: &'a mut [u32],
     k: u32,
     /// Upper bound on one node's eligible GPUs.
     cap: u32,
     /// Chosen (rank, eligible) pairs, ascending rank.
     chosen: Vec<(u32, u32)>,
+    /// The current anchor's candidates (rank, eligible), ascending rank.
+    cands: Vec<(u32, u32)>,
+    /// `suffix_cap[i]`: the largest eligible count among `cands[i..]` (0 past the end).
+    suffix_cap: Vec<u32>,
+    /// Reused buffer (allocation, capacity bound).
+    scratch: Vec<u32>,
     best: Option<Best>,
     steps: u64,
 }
 
 impl Search<'_, '_> {
-    fn level(&mut self) {
+    /// Whether the step budget says stop.
+    fn out_of_steps(&self) -> bool {
+        (self.steps > MAX_SEARCH_STEPS && self.best.is_some())
+            || self.steps > MAX_SEARCH_STEPS.saturating_mul(2)
+    }
+
+    /// Lower-bound pieces independent of the next member x (all later members cost ≥ p_x):
+    /// the chosen members' minimums plus the cheapest fill of their extras (`fixed`), the GPUs
+    /// that must be bought at p_x or more (`at_x`), and the chosen members' eligible total.
+    fn bound_parts(&self) -> (u128, u128, u64) {
         let ctx = self.ctx;
         let req = ctx.req;
         let m = req.min_gpus_per_node;
         let d = self.chosen.len() as u32;
-        let rem_after = self.k - d - 1;
-        // Lower bound pieces independent of the next member x (all later members cost ≥ p_x):
-        // chosen minimums plus the cheapest fill of chosen extras; the rest costs ≥ p_x each.
         let mut fixed = 0u128;
         let mut fill_left = req.count - self.k * m;
-        let mut have = 0u32;
+        let mut have = 0u64;
         for &(rank, e) in &self.chosen {
             let price = u128::from(ctx.market.providers[rank as usize].price);
             let extra = fill_left.min(e - m);
             fill_left -= extra;
             fixed += u128::from(m + extra) * price;
-            have += e;
+            have += u64::from(e);
         }
         let at_x = u128::from(req.count - d * m - (req.count - self.k * m - fill_left));
-        let last = self.chosen.last().map(|c| c.0);
-        let anchor = self.chosen.first().map(|c| c.0);
-        let pool = ctx.market.with_free(m);
-        let mut i = 0usize;
-        let mut next = pool.partition_point(|&r| last.is_some_and(|l| r <= l));
-        loop {
-            // Next candidate in rank order (from the anchor's neighbours when RTT-bounded).
-            let x = match (anchor, req.max_rtt_us) {
-                (Some(a), Some(bound)) => {
-                    let list = &ctx.market.neighbours[a as usize];
-                    if i == 0 {
-                        let start = last.map_or(0, |l| l + 1);
-                        i = list.partition_point(|e| e.0 < start);
-                    }
-                    let Some(&(r, rtt)) = list.get(i) else { break };
-                    i += 1;
-                    if rtt > bound {
-                        continue;
-                    }
-                    r
-                }
-                _ => {
-                    let Some(&r) = pool.get(next) else { break };
-                    next += 1;
-                    r
-                }
+        (fixed, at_x, have)
+    }
+
+    /// Whether `have + e` plus `rem_after` more members of at most `cap` each can reach the count.
+    fn can_reach(&self, have: u64, e: u32, rem_after: u32, cap: u32) -> bool {
+        have + u64::from(e) + u64::from(rem_after) * u64::from(cap) >= u64::from(self.ctx.req.count)
+    }
+
+    /// Scores the complete set `chosen` and keeps it if it beats the best so far in the total
+    /// order of the module docs (cost, then score, then ranks), whatever order sets come in.
+    fn consider(&mut self) {
+        let Some((cost, score)) = self.ctx.allocate(&self.chosen, &mut self.scratch) else {
+            return;
+        };
+        let better = self.best.as_ref().is_none_or(|b| {
+            (cost, std::cmp::Reverse(score))
+                .cmp(&(b.cost, std::cmp::Reverse(b.score)))
+                .then_with(|| {
+                    self.chosen
+                        .iter()
+                        .map(|c| c.0)
+                        .cmp(b.set.iter().map(|c| c.0))
+                })
+                == std::cmp::Ordering::Less
+        });
+        if better {
+            self.best = Some(Best {
+                set: self.chosen.clone(),
+                cost,
+                score,
+            });
+        }
+    }
+
+    /// The first member (the anchor, lowest rank of the set). Candidates come from whichever is
+    /// shorter: the providers with at least `need` free GPUs, or each eligible model's rank list
+    /// in turn (where a provider already met in an earlier eligible model's list is skipped;
+    /// models past 63 share a mask bit, so such a provider may be tried twice: harmless,
+    /// [`Search::consider`] orders plans totally). The anchor order does not change the plan.
+    fn anchors(&mut self) {
+        let ctx = self.ctx;
+        let req = ctx.req;
+        let rem_after = self.k - 1;
+        // An anchor must bring what k-1 members of at most `cap` GPUs cannot.
+        let need = req
+            .count
+            .saturating_sub(rem_after.saturating_mul(self.cap))
+            .max(req.min_gpus_per_node);
+        let wide = ctx.market.with_free(need);
+        let by_model: usize = (ctx.market.model_ranks.iter().zip(ctx.model_ok))
+            .filter(|(_, ok)| **ok)
+            .map(|(l, _)| l.len())
+            .sum();
+        if wide.len() <= by_model {
+            self.anchors_from(wide, AnchorList::Wide, need);
+            return;
+        }
+        for (model, list) in ctx.market.model_ranks.iter().enumerate() {
+            if !ctx.model_ok[model] {
+                continue;
+            }
+            // Providers with an eligible model listed earlier: already tried.
+            let earlier = if model < 63 {
+                ctx.mask & ((1u64 << model) - 1)
+            } else {
+                0
             };
-            self.steps += 1;
-            if self.steps > MAX_SEARCH_STEPS && self.best.is_some() {
+            self.anchors_from(list, AnchorList::Model { earlier }, need);
+            if self.out_of_steps() {
                 return;
             }
-            if self.steps > MAX_SEARCH_STEPS.saturating_mul(2) {
+        }
+    }
+
+    /// Tries each provider of `list` (ascending rank) as the anchor.
+    fn anchors_from(&mut self, list: &[u32], kind: AnchorList, need: u32) {
+        let ctx = self.ctx;
+        let req = ctx.req;
+        let rem_after = self.k - 1;
+        let count = u128::from(req.count);
+        for &x in list {
+            self.steps += 1;
+            if self.out_of_steps() {
+                return;
+            }
+            let mm = ctx.market.model_masks[x as usize];
+            let skip = match kind {
+                AnchorList::Wide => mm & ctx.mask == 0,
+                AnchorList::Model { earlier } => mm & earlier != 0,
+            };
+            if skip {
+                continue;
+            }
+            let p = &ctx.market.providers[x as usize];
+            if let Some(best) = &self.best
+                && count * u128::from(p.price) > best.cost
+            {
+                break;
+            }
+            // Cheap provider-level checks first: eligible ≤ free GPUs and ≤ bond.
+            if p.free_total.min(p.bond_gpus) < need || !ctx.joins_multi(x, self.k) {
+                continue;
+            }
+            let e = ctx.eligible_cached(self.cache, x);
+            if e == 0 || !self.can_reach(0, e, rem_after, self.cap) {
+                continue;
+            }
+            self.chosen.push((x, e));
+            match req.max_rtt_us {
+                Some(bound) => self.anchored(x, e, bound),
+                None => self.level(),
+            }
+            self.chosen.pop();
+        }
+    }
+
+    /// A level after the anchor without an RTT bound: walks the snapshot in rank order.
+    fn level(&mut self) {
+        let ctx = self.ctx;
+        let req = ctx.req;
+        let d = self.chosen.len() as u32;
+        let rem_after = self.k - d - 1;
+        let (fixed, at_x, have) = self.bound_parts();
+        let last = self.chosen.last().map(|c| c.0);
+        let pool = ctx.market.with_free(req.min_gpus_per_node);
+        let mut next = pool.partition_point(|&r| last.is_some_and(|l| r <= l));
+        while let Some(&x) = pool.get(next) {
+            next += 1;
+            self.steps += 1;
+            if self.out_of_steps() {
                 return;
             }
             if ctx.market.model_masks[x as usize] & ctx.mask == 0 {
@@ -602,44 +818,127 @@ impl Search<'_, '_> {
             {
                 break;
             }
-            let e = ctx.eligible(x);
-            if e == 0 || !ctx.joins_multi(x, self.k) {
-                continue;
-            }
-            if u64::from(have + e) + u64::from(rem_after) * u64::from(self.cap)
-                < u64::from(req.count)
-            {
-                continue;
-            }
-            if let Some(bound) = req.max_rtt_us
-                && self
-                    .chosen
-                    .iter()
-                    .skip(1)
-                    .any(|&(c, _)| ctx.market.rtt_us(c, x).is_none_or(|r| r > bound))
+            let e = ctx.eligible_cached(self.cache, x);
+            if e == 0
+                || !ctx.joins_multi(x, self.k)
+                || !self.can_reach(have, e, rem_after, self.cap)
             {
                 continue;
             }
             self.chosen.push((x, e));
             if rem_after == 0 {
-                let mut g = Vec::new();
-                if let Some((cost, score)) = ctx.allocate(&self.chosen, &mut g) {
-                    let better = self
-                        .best
-                        .as_ref()
-                        .is_none_or(|b| cost < b.cost || (cost == b.cost && score > b.score));
-                    if better {
-                        self.best = Some(Best {
-                            set: self.chosen.clone(),
-                            cost,
-                            score,
-                        });
-                    }
-                }
+                self.consider();
             } else {
                 self.level();
             }
             self.chosen.pop();
         }
+    }
+
+    /// Collects the candidates of `anchor` (already chosen, eligible `e`) and searches them.
+    fn anchored(&mut self, anchor: u32, e: u32, bound: u32) {
+        let ctx = self.ctx;
+        let list = &ctx.market.neighbours[anchor as usize];
+        let start = list.partition_point(|n| n.0 <= anchor);
+        // Every other member is a later neighbour, so costs at least the first one's price, and
+        // the anchor itself takes at most `g` GPUs.
+        let Some(&(first, _)) = list.get(start) else {
+            return;
+        };
+        if let Some(best) = &self.best {
+            let req = ctx.req;
+            let g = e.min(req.count - (self.k - 1) * req.min_gpus_per_node);
+            let pa = u128::from(ctx.market.providers[anchor as usize].price);
+            let pn = u128::from(ctx.market.providers[first as usize].price);
+            if u128::from(g) * pa + u128::from(req.count - g) * pn > best.cost {
+                return;
+            }
+        }
+        self.cands.clear();
+        for &(r, rtt) in &list[start..] {
+            if rtt > bound
+                || ctx.market.model_masks[r as usize] & ctx.mask == 0
+                || !ctx.joins_multi(r, self.k)
+            {
+                continue;
+            }
+            let er = ctx.eligible_cached(self.cache, r);
+            if er > 0 {
+                self.cands.push((r, er));
+            }
+        }
+        // The anchor and its k-1 largest candidates must reach the count.
+        let need = (self.k - 1) as usize;
+        if self.cands.len() < need {
+            return;
+        }
+        self.scratch.clear();
+        self.scratch.extend(self.cands.iter().map(|c| c.1));
+        if need < self.scratch.len() {
+            self.scratch
+                .select_nth_unstable_by(need - 1, |a, b| b.cmp(a));
+        }
+        let top: u64 = self.scratch[..need].iter().map(|&x| u64::from(x)).sum();
+        if top + u64::from(e) < u64::from(ctx.req.count) {
+            return;
+        }
+        self.suffix_cap.clear();
+        self.suffix_cap.resize(self.cands.len() + 1, 0);
+        for i in (0..self.cands.len()).rev() {
+            self.suffix_cap[i] = self.suffix_cap[i + 1].max(self.cands[i].1);
+        }
+        self.deep(0, bound);
+    }
+
+    /// A level after the anchor: walks `cands[from..]`.
+    fn deep(&mut self, from: usize, bound: u32) {
+        let ctx = self.ctx;
+        let d = self.chosen.len() as u32;
+        let rem_after = self.k - d - 1;
+        let (fixed, at_x, have) = self.bound_parts();
+        for i in from..self.cands.len() {
+            let (x, e) = self.cands[i];
+            self.steps += 1;
+            if self.out_of_steps() {
+                return;
+            }
+            let px = ctx.market.providers[x as usize].price;
+            if let Some(best) = &self.best
+                && fixed + at_x * u128::from(px) > best.cost
+            {
+                break;
+            }
+            if !self.can_reach(have, e, rem_after, self.suffix_cap[i + 1]) {
+                continue;
+            }
+            if self
+                .chosen
+                .iter()
+                .skip(1)
+                .any(|&(c, _)| ctx.market.rtt_us(c, x).is_none_or(|r| r > bound))
+            {
+                continue;
+            }
+            self.chosen.push((x, e));
+            if rem_after == 0 {
+                self.consider();
+            } else {
+                self.deep(i + 1, bound);
+            }
+            self.chosen.pop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Constraint;
+
+    #[test]
+    fn constraint_all_is_in_declaration_order() {
+        for (i, c) in Constraint::ALL.iter().enumerate() {
+            assert_eq!(*c as usize, i, "{c:?}");
+        }
+        assert!(Constraint::ALL.is_sorted());
     }
 }

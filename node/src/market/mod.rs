@@ -1,12 +1,16 @@
 //! The market: ensemble specs, market snapshots and the gang matcher.
 
 mod glob;
+pub mod limits;
 pub mod matching;
 pub mod snapshot;
 pub mod spec;
 #[cfg(feature = "test-utils")]
 pub mod synthetic;
 
+pub use limits::{ProviderLimits, Refusal};
 pub use matching::{Constraint, NoFit, Plan, Requirements, match_gang};
-pub use snapshot::{GpuModel, MarketSnapshot, Offer, OfferedGpus, RttSample, SnapshotOptions};
+pub use snapshot::{
+    GpuModel, MarketSnapshot, Offer, OfferedGpus, ProviderLoad, RttSample, SnapshotOptions,
+};
 pub use spec::{Ensemble, SpecError};

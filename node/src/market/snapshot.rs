@@ -78,6 +78,20 @@ pub struct RttSample {
     pub rtt_us: u32,
 }
 
+/// A provider's running jobs against its `max_concurrent_jobs` ([`super::limits::ProviderLimits`]),
+/// as its offer or the dispatcher reports them. A provider at its limit takes no new job: the
+/// matcher excludes it and the no-fit report charges its GPUs to
+/// [`super::Constraint::ConcurrentJobs`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderLoad {
+    /// The provider.
+    pub provider: ProviderId,
+    /// Jobs it runs now.
+    pub active_jobs: u32,
+    /// Most jobs it runs at once.
+    pub max_concurrent_jobs: u32,
+}
+
 /// How offers are admitted into a snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SnapshotOptions {
@@ -108,6 +122,8 @@ pub(crate) struct Provider {
     pub uplink_mbps: u32,
     pub max_job_duration_s: u64,
     pub max_job_nodes: u32,
+    /// At its `max_concurrent_jobs` ([`ProviderLoad`]): takes no new job.
+    pub jobs_full: bool,
     /// Range into `MarketSnapshot::groups`.
     pub groups: (u32, u32),
     /// Free GPUs over all groups (before filters).
@@ -134,6 +150,10 @@ pub struct MarketSnapshot {
     pub(crate) model_masks: Vec<u64>,
     /// `by_free[j]`: ranks (ascending) of providers with `free_total ≥ 2^j`.
     pub(crate) by_free: Vec<Vec<u32>>,
+    /// `by_model[m]`: ranks of providers offering model `m`, by free GPUs descending, then rank.
+    pub(crate) by_model: Vec<Vec<u32>>,
+    /// `model_ranks[m]`: ranks (ascending) of providers offering model `m`.
+    pub(crate) model_ranks: Vec<Vec<u32>>,
 }
 
 impl MarketSnapshot {
@@ -147,6 +167,26 @@ impl MarketSnapshot {
         rtts: &[RttSample],
         options: SnapshotOptions,
     ) -> Result<Self, SnapshotError> {
+        Self::build_with_loads(offers, rtts, &[], options)
+    }
+
+    /// [`MarketSnapshot::build`] plus the providers' job loads: a provider whose load says
+    /// `active_jobs ≥ max_concurrent_jobs` is kept but never matched. Loads naming unknown
+    /// providers are ignored; a provider without a load is taken to have room.
+    ///
+    /// # Errors
+    /// [`SnapshotError::DuplicateProvider`] when a provider appears twice in `offers`.
+    pub fn build_with_loads(
+        offers: &[Offer],
+        rtts: &[RttSample],
+        loads: &[ProviderLoad],
+        options: SnapshotOptions,
+    ) -> Result<Self, SnapshotError> {
+        let full: std::collections::HashSet<ProviderId> = loads
+            .iter()
+            .filter(|l| l.active_jobs >= l.max_concurrent_jobs)
+            .map(|l| l.provider)
+            .collect();
         let mut order: Vec<&Offer> = offers.iter().collect();
         order.sort_by(|x, y| {
             (x.price_per_gpu_hour, std::cmp::Reverse(x.score), x.provider).cmp(&(
@@ -193,6 +233,7 @@ impl MarketSnapshot {
                 uplink_mbps: offer.uplink_mbps,
                 max_job_duration_s: offer.max_job_duration_s.unwrap_or(u64::MAX),
                 max_job_nodes: offer.max_job_nodes.unwrap_or(u32::MAX),
+                jobs_full: full.contains(&offer.provider),
                 groups: (start, end),
                 free_total,
             });
@@ -231,6 +272,19 @@ impl MarketSnapshot {
                 }
             }
         }
+        let mut by_model: Vec<Vec<u32>> = vec![Vec::new(); models.len()];
+        for (rank, p) in providers.iter().enumerate() {
+            for g in &groups[p.groups.0 as usize..p.groups.1 as usize] {
+                let list = &mut by_model[g.model as usize];
+                if list.last() != Some(&(rank as u32)) {
+                    list.push(rank as u32);
+                }
+            }
+        }
+        let model_ranks = by_model.clone();
+        for list in &mut by_model {
+            list.sort_by_key(|&r| (std::cmp::Reverse(providers[r as usize].free_total), r));
+        }
         Ok(Self {
             models,
             providers,
@@ -238,6 +292,8 @@ impl MarketSnapshot {
             neighbours,
             model_masks,
             by_free,
+            by_model,
+            model_ranks,
         })
     }
 

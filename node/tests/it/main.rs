@@ -1,5 +1,7 @@
 //! Integration tests of `ganglion-node`, one binary (STYLE §3).
 
 mod ensembles;
+mod gpu_bench;
+mod gpus_cli;
 mod matching_props;
 mod matching_rules;

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 
 use ganglion_node::market::spec::{Interconnect, Vendor};
 use ganglion_node::market::{
-    MarketSnapshot, Offer, OfferedGpus, Plan, Requirements, RttSample, SnapshotOptions, match_gang,
+    MarketSnapshot, Offer, OfferedGpus, Plan, ProviderLoad, Requirements, RttSample,
+    SnapshotOptions, match_gang,
 };
 use proptest::prelude::*;
 
@@ -293,9 +294,33 @@ proptest! {
     fn plan_is_valid_optimal_and_deterministic(
         (offers, rtts) in arb_market(),
         r in arb_req(),
+        full in prop::collection::vec(prop::sample::select(vec![false, false, false, true]), 6),
     ) {
-        let snap = MarketSnapshot::build(&offers, &rtts, SnapshotOptions::default()).expect("distinct");
+        // Providers at their max_concurrent_jobs: the matcher gets their loads; the brute
+        // force and the validity checks see them as unbonded (never eligible).
+        let loads: Vec<ProviderLoad> = offers
+            .iter()
+            .zip(&full)
+            .map(|(o, &f)| ProviderLoad {
+                provider: o.provider,
+                active_jobs: if f { 2 } else { 1 },
+                max_concurrent_jobs: 2,
+            })
+            .collect();
+        let snap = MarketSnapshot::build_with_loads(&offers, &rtts, &loads, SnapshotOptions::default())
+            .expect("distinct");
         let got = match_gang(&r, &snap);
+        let orig = offers.clone();
+        let offers: Vec<Offer> = offers
+            .into_iter()
+            .zip(&full)
+            .map(|(mut o, &f)| {
+                if f {
+                    o.bond_gpus = 0;
+                }
+                o
+            })
+            .collect();
         let want = brute_force(&offers, &rtts, &r);
         match (&got, &want) {
             (Ok(plan), Some(best)) => {
@@ -309,11 +334,12 @@ proptest! {
             _ => prop_assert!(false, "matcher {:?} vs brute force {:?}", got, want),
         }
         // Deterministic, also when offers and samples arrive in another order.
-        let mut rev = offers.clone();
+        let mut rev = orig;
         rev.reverse();
         let mut rrev = rtts.clone();
         rrev.reverse();
-        let snap2 = MarketSnapshot::build(&rev, &rrev, SnapshotOptions::default()).expect("distinct");
+        let snap2 = MarketSnapshot::build_with_loads(&rev, &rrev, &loads, SnapshotOptions::default())
+            .expect("distinct");
         prop_assert_eq!(match_gang(&r, &snap2), got);
     }
 }

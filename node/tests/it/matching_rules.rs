@@ -2,8 +2,8 @@
 
 use ganglion_node::market::spec::{ComputeCapability, Interconnect, Vendor};
 use ganglion_node::market::{
-    Constraint, GpuModel, MarketSnapshot, Offer, OfferedGpus, Requirements, RttSample,
-    SnapshotOptions, match_gang,
+    Constraint, GpuModel, MarketSnapshot, Offer, OfferedGpus, ProviderLoad, Requirements,
+    RttSample, SnapshotOptions, match_gang,
 };
 
 pub fn id(i: u8) -> [u8; 28] {
@@ -294,6 +294,41 @@ fn bond_price_duration_and_node_limits() {
 }
 
 #[test]
+fn provider_at_max_concurrent_jobs_is_excluded_and_reported() {
+    let offers = [offer(1, a100(), 8, 1), offer(2, a100(), 8, 5)];
+    let load = |i: u8, active: u32| ProviderLoad {
+        provider: id(i),
+        active_jobs: active,
+        max_concurrent_jobs: 2,
+    };
+    // Provider 1 is the cheapest but already runs its two jobs: provider 2 gets the job.
+    let m = MarketSnapshot::build_with_loads(
+        &offers,
+        &[],
+        &[load(1, 2), load(2, 1)],
+        SnapshotOptions::default(),
+    )
+    .expect("distinct providers");
+    assert_eq!(
+        match_gang(&req(4), &m).expect("fits").nodes[0].provider[0],
+        2
+    );
+    // Both full: the no-fit report names the limit and the capacity it took.
+    let m = MarketSnapshot::build_with_loads(
+        &offers,
+        &[],
+        &[load(1, 2), load(2, 3)],
+        SnapshotOptions::default(),
+    )
+    .expect("distinct providers");
+    let no = match_gang(&req(4), &m).expect_err("both full");
+    assert_eq!(no.excluded.len(), 1);
+    assert_eq!(no.excluded[0].constraint, Constraint::ConcurrentJobs);
+    assert_eq!((no.excluded[0].providers, no.excluded[0].gpus), (2, 16));
+    assert!(no.to_string().contains("max_concurrent_jobs"), "{no}");
+}
+
+#[test]
 fn provider_refusing_multi_node_jobs_only_serves_single_node() {
     let mut solo = offer(1, a100(), 4, 1);
     solo.max_job_nodes = Some(1);
@@ -368,4 +403,57 @@ fn duplicate_provider_rejected() {
         SnapshotOptions::default(),
     );
     assert!(e.is_err());
+}
+
+/// A plan met later that only ties on price but scores higher must win: the search's price
+/// bounds may cut plans that cost more, never ones that cost the same.
+#[test]
+fn equal_cost_plan_with_higher_score_found_later_wins() {
+    let with_score = |i: u8, price: u64, score: u32| {
+        let mut o = offer(i, a100(), 2, price);
+        o.score = score;
+        o
+    };
+    // Rank order A(1), B(2, score 10), C(2, score 9), D(3). A's only measured neighbour is D,
+    // B's is C: {A, D} is met first (cost 2·1 + 2·3 = 8, score 4), {B, C} later (cost 8,
+    // score 38), and B's bound (2·2 + 2·p_C = 8) equals the best cost.
+    let m = snap(
+        &[
+            with_score(1, 1, 1),
+            with_score(2, 2, 10),
+            with_score(3, 2, 9),
+            with_score(4, 3, 1),
+        ],
+        &[rtt(1, 4, 1), rtt(2, 3, 1)],
+    );
+    let mut r = req(4);
+    r.max_nodes = 2;
+    r.max_rtt_us = Some(5_000);
+    let plan = match_gang(&r, &m).expect("two 2-node plans fit");
+    assert_eq!(providers(&plan), vec![(2, 2), (3, 2)]);
+    assert_eq!((plan.price_per_hour, plan.score), (8, 38));
+}
+
+/// Among plans equal in nodes, price and score, the lowest ranks win even when the search meets
+/// them last (anchors come model by model, not in global rank order).
+#[test]
+fn full_ties_break_on_ranks_whatever_the_search_order() {
+    let m = snap(
+        &[
+            offer(1, a100(), 2, 5),
+            offer(2, rtx3090(), 2, 5),
+            offer(3, rtx3090(), 2, 5),
+            offer(4, a100(), 2, 5),
+            offer(5, a100(), 2, 5),
+            // Not NVIDIA: makes the per-model lists shorter than the free-GPU level.
+            offer(6, mi250(), 2, 5),
+        ],
+        &[rtt(4, 5, 1), rtt(2, 3, 1)],
+    );
+    let mut r = req(4);
+    r.vendor = Vendor::Nvidia;
+    r.max_nodes = 2;
+    r.max_rtt_us = Some(5_000);
+    let plan = match_gang(&r, &m).expect("two 2-node plans fit");
+    assert_eq!(providers(&plan), vec![(2, 2), (3, 2)]);
 }
