@@ -306,31 +306,29 @@ async fn p2p_bitswap_interop_with_kubo_core_both_directions_cids_agree() {
     );
     assert_eq!(cat(&store, &kubo_cid), theirs);
 
-    // us → Kubo: we add a file (our default profile, CIDv1 raw leaves: what the node stores for
-    // jobs); Kubo connects to us, fetches the DAG over bitswap (Kubo checks every block against
-    // its CID) and writes the same bytes.
-    //
-    // Not covered: serving a CIDv0 (`Qm…`) DAG *to Kubo*. beetswap 0.5.0 encodes a CIDv0 block
-    // prefix as the bare multihash prefix `12 20`, where go-cid's `PrefixFromBytes` expects
-    // `00 70 12 20` (version, codec, hash, length), so Kubo drops the block. Fetching CIDv0 DAGs
-    // *from* Kubo (above) works. See node/src/p2p/bitswap.rs.
+    // us → Kubo: we add files in both profiles (CIDv1 raw leaves: our default, what the node
+    // stores for jobs; CIDv0: Kubo's default); Kubo connects to us, fetches each DAG over
+    // bitswap (Kubo checks every block against its CID) and writes the same bytes. The CIDv0
+    // case needs the vendored beetswap fix (`00 70 12 20` block prefixes, as go-cid writes
+    // them; vendor/beetswap/src/cid_prefix.rs).
     let connected = kubo
         .ask(serde_json::json!({"op": "connect", "addr": node.addr.to_string()}))
         .await;
     assert_eq!(connected["rc"], 0, "Kubo connects to our node: {connected}");
-    let ours = noise(900_000, 3);
-    let root = unixfs::import_bytes(&ours, &ImportOptions::default(), &*store)
-        .expect("import")
-        .root;
-    assert_eq!(root.version(), cid::Version::V1);
-    let dest = dir.path().join("from-us.bin");
-    let got = kubo
-        .ask(serde_json::json!({"op": "get", "cid": root.to_string(), "dest": dest}))
-        .await;
-    assert_eq!(got["rc"], 0, "Kubo downloads {root}: {got}");
-    assert_eq!(
-        std::fs::read(&dest).expect("Kubo wrote the file"),
-        ours,
-        "{root}"
-    );
+    for (seed, options) in [(3, ImportOptions::default()), (4, ImportOptions::kubo_default())] {
+        let ours = noise(900_000, seed);
+        let root = unixfs::import_bytes(&ours, &options, &*store)
+            .expect("import")
+            .root;
+        let dest = dir.path().join(format!("from-us-{seed}.bin"));
+        let got = kubo
+            .ask(serde_json::json!({"op": "get", "cid": root.to_string(), "dest": dest}))
+            .await;
+        assert_eq!(got["rc"], 0, "Kubo downloads {root}: {got}");
+        assert_eq!(
+            std::fs::read(&dest).expect("Kubo wrote the file"),
+            ours,
+            "{root}"
+        );
+    }
 }

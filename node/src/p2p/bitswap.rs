@@ -24,11 +24,10 @@
 //! [`FetchError::Stalled`] when no block arrived for [`Config::fetch_timeout`](super::Config::fetch_timeout).
 //!
 //! **Interop with Kubo** (tested against Kubo v0.22's core, `node/tests/p2p_bitswap.rs`): the
-//! node fetches CIDv0 and CIDv1 DAGs from Kubo, and serves CIDv1 DAGs (our default, raw leaves)
-//! to Kubo. Serving a CIDv0 (`Qm…`) DAG *to Kubo* fails: beetswap 0.5.0 writes a CIDv0 block
-//! prefix as the bare multihash prefix `12 20`, where go-cid expects `00 70 12 20`, so Kubo drops
-//! the block (beetswap peers read either form). Job artifacts are CIDv1, so this only matters for
-//! content imported with Kubo's legacy profile; fixing it needs a beetswap patch.
+//! node fetches and serves CIDv0 and CIDv1 DAGs. beetswap 0.5.0 wrote a CIDv0 block prefix as the
+//! bare multihash prefix `12 20`, where go-cid's `PrefixFromBytes` expects `00 70 12 20`, so Kubo
+//! dropped the CIDv0 blocks we served; the workspace patches beetswap with that one fix
+//! (`vendor/beetswap`, `[patch.crates-io]`). beetswap peers read either form.
 //!
 //! Artifacts (job inputs, image archives, outputs) are handed over this way: the node needs no
 //! separate `fetch` protocol (issue 7).

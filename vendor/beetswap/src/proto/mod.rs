@@ -1,0 +1,2 @@
+// Automatically generated mod.rs
+pub mod message;
