@@ -315,7 +315,10 @@ async fn p2p_bitswap_interop_with_kubo_core_both_directions_cids_agree() {
         .ask(serde_json::json!({"op": "connect", "addr": node.addr.to_string()}))
         .await;
     assert_eq!(connected["rc"], 0, "Kubo connects to our node: {connected}");
-    for (seed, options) in [(3, ImportOptions::default()), (4, ImportOptions::kubo_default())] {
+    for (seed, options) in [
+        (3, ImportOptions::default()),
+        (4, ImportOptions::kubo_default()),
+    ] {
         let ours = noise(900_000, seed);
         let root = unixfs::import_bytes(&ours, &options, &*store)
             .expect("import")
