@@ -44,7 +44,7 @@ struct Netns(String);
 
 impl Netns {
     fn new(name: String) -> Self {
-        let _ = Command::new("ip").args(["netns", "del", &name]).status();
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
         ip(&["netns", "add", &name]);
         ip(&["-n", &name, "link", "set", "lo", "up"]);
         Self(name)

@@ -26,7 +26,13 @@ const BUF: usize = 65_536;
 struct Inner {
     router: Mutex<Router>,
     socket: UdpSocket,
-    tuns: Mutex<HashMap<JobId, (Arc<AsyncFd<OwnedFd>>, JoinHandle<()>)>>,
+    tuns: Mutex<HashMap<JobId, JobTun>>,
+}
+
+/// A job's TUN on this node and the task reading it.
+struct JobTun {
+    fd: Arc<AsyncFd<OwnedFd>>,
+    reader: JoinHandle<()>,
 }
 
 /// The node's overlay: started once, jobs added and removed as they run.
@@ -57,7 +63,7 @@ impl Inner {
                     }
                 }
                 Action::Deliver { job, packet } => {
-                    let fd = lock(&self.tuns).get(&job).map(|(fd, _)| fd.clone());
+                    let fd = lock(&self.tuns).get(&job).map(|t| t.fd.clone());
                     if let Some(fd) = fd {
                         // SAFETY: writes `packet` to an fd we own; a full queue (EAGAIN)
                         // drops the packet as a NIC would.
@@ -186,8 +192,8 @@ impl OverlayNode {
                 }
             }
         });
-        if let Some((_, old)) = lock(&self.inner.tuns).insert(job.clone(), (fd, reader)) {
-            old.abort();
+        if let Some(old) = lock(&self.inner.tuns).insert(job.clone(), JobTun { fd, reader }) {
+            old.reader.abort();
         }
         Ok(())
     }
@@ -196,8 +202,8 @@ impl OverlayNode {
     /// fine.
     pub fn remove_job(&self, job: &JobId) {
         lock(&self.inner.router).remove_job(job);
-        if let Some((_, reader)) = lock(&self.inner.tuns).remove(job) {
-            reader.abort();
+        if let Some(old) = lock(&self.inner.tuns).remove(job) {
+            old.reader.abort();
         }
     }
 }
@@ -207,8 +213,8 @@ impl Drop for OverlayNode {
         for task in &self.tasks {
             task.abort();
         }
-        for (_, (_, reader)) in lock(&self.inner.tuns).drain() {
-            reader.abort();
+        for (_, old) in lock(&self.inner.tuns).drain() {
+            old.reader.abort();
         }
     }
 }

@@ -14,6 +14,8 @@ use super::OverlayError;
 use super::addressing::JobOverlay;
 use super::netns;
 use super::tun::{self, TunDevice};
+use crate::executor::network::Endpoint;
+use crate::executor::rendezvous::RendezvousHosts;
 
 /// The overlay interface's name inside every pod (what `GLOO_SOCKET_IFNAME` and
 /// `NCCL_SOCKET_IFNAME` name).
@@ -53,6 +55,29 @@ pub fn sandbox_body(
 /// The `HostConfig.NetworkMode` a workload uses to join `sandbox`.
 pub fn join_mode(sandbox: &str) -> String {
     format!("container:{sandbox}")
+}
+
+/// How a workload joins `sandbox`, in the executor's terms: `container:<sandbox>` with no
+/// hostname, endpoints or `extra_hosts` of its own (the engine refuses those in a joined
+/// namespace; the sandbox carries them and shares its `/etc/hosts`).
+pub fn workload_endpoint(sandbox: &str) -> Endpoint {
+    Endpoint {
+        network_mode: join_mode(sandbox),
+        hostname: String::new(),
+        endpoints: std::collections::HashMap::new(),
+        extra_hosts: vec![],
+    }
+}
+
+/// The rendezvous view of `overlay`: `rank-<n>` hostnames and [`OVERLAY_IFNAME`] as the
+/// interface `GLOO_SOCKET_IFNAME` / `NCCL_SOCKET_IFNAME` name.
+pub fn rendezvous_hosts(overlay: &JobOverlay) -> RendezvousHosts {
+    RendezvousHosts {
+        hostnames: (0..overlay.addresses.len())
+            .map(|rank| JobOverlay::hostname(u32::try_from(rank).unwrap_or(u32::MAX)))
+            .collect(),
+        interface: OVERLAY_IFNAME.into(),
+    }
 }
 
 /// The network namespace of running container `container` (`/proc/<pid>/ns/net`).
@@ -101,4 +126,33 @@ pub async fn install_tun(
         operation: "install TUN task",
         source: std::io::Error::other(e),
     })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::plan::JobId;
+    use crate::overlay::addressing::OverlayPool;
+
+    #[test]
+    fn sandbox_is_hardened_and_carries_the_hosts() {
+        let job = JobId::new("pod-1").expect("id");
+        let plan = OverlayPool::default()
+            .plan(&job, 3, &std::collections::BTreeSet::new())
+            .expect("plan");
+        let body = sandbox_body(&plan, 1, "img", vec!["sleep".into()], Default::default());
+        assert_eq!(body.hostname.as_deref(), Some("rank-1"));
+        let host = body.host_config.expect("host config");
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(host.readonly_rootfs, Some(true));
+        assert_eq!(host.extra_hosts.map(|h| h.len()), Some(3));
+
+        let joined = workload_endpoint("sb");
+        assert_eq!(joined.network_mode, "container:sb");
+        assert!(joined.hostname.is_empty() && joined.extra_hosts.is_empty());
+        let hosts = rendezvous_hosts(&plan);
+        assert_eq!(hosts.hostnames, vec!["rank-0", "rank-1", "rank-2"]);
+        assert_eq!(hosts.interface, OVERLAY_IFNAME);
+    }
 }
