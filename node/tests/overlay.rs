@@ -3,17 +3,20 @@
 //! TUN; then the pod model with Docker sandboxes. Without root these tests print a loud SKIP;
 //! as root, missing tools (`ip`, Docker, images) fail them.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 
+use ganglion_node::executor::network::ClusterNetwork;
 use ganglion_node::executor::plan::JobId;
 use ganglion_node::overlay::addressing::{JobOverlay, OverlayPool};
 use ganglion_node::overlay::keys::JobKeys;
 use ganglion_node::overlay::netns;
+use ganglion_node::overlay::network::{JobSetup, OverlayNetwork};
 use ganglion_node::overlay::node::OverlayNode;
 use ganglion_node::overlay::pod::{self, OVERLAY_IFNAME};
 use ganglion_node::overlay::router::OverlayPeer;
@@ -279,73 +282,57 @@ async fn overlay_pod_workload_reaches_peer_through_sandbox() {
     let plan = OverlayPool::default()
         .plan(&job, 2, &BTreeSet::new())
         .expect("plan");
-    let mut guard = Containers(vec![]);
-    let mut netns_paths = vec![];
-    for rank in 0..2u32 {
-        let name = format!("ganglion-ovl-{job}-sandbox-{rank}");
-        let body = pod::sandbox_body(
-            &plan,
-            rank,
-            &probe,
-            vec!["sleep".into(), "120".into()],
-            HashMap::from([("ganglion.test".into(), "overlay".into())]),
-        );
-        let opts = CreateContainerOptionsBuilder::new().name(&name).build();
-        docker
-            .create_container(Some(opts), body)
-            .await
-            .expect("create sandbox");
-        guard.0.push(name.clone());
-        docker
-            .start_container(
-                &name,
-                None::<bollard::query_parameters::StartContainerOptions>,
-            )
-            .await
-            .expect("start sandbox");
-        netns_paths.push(pod::sandbox_netns(&docker, &name).await.expect("netns"));
-    }
-    let mut tuns = vec![];
-    for (rank, path) in netns_paths.iter().enumerate() {
-        let net = plan.interface_net(rank as u32).expect("address");
-        tuns.push(
-            pod::install_tun(path.clone(), OVERLAY_IFNAME, net, OVERLAY_MTU)
-                .await
-                .expect("TUN inside the sandbox"),
-        );
-    }
-    // Two nodes on this host's loopback, one UDP socket each; the pods have no route but the
-    // overlay.
-    let node_a = OverlayNode::start(UdpSocket::bind("127.0.0.1:0").expect("udp")).expect("a");
-    let node_b = OverlayNode::start(UdpSocket::bind("127.0.0.1:0").expect("udp")).expect("b");
+    // Two nodes on this host's loopback, one UDP socket each, each with the overlay as its
+    // executor network; the pods have no route but the overlay.
+    let node_a =
+        Arc::new(OverlayNode::start(UdpSocket::bind("127.0.0.1:0").expect("udp")).expect("a"));
+    let node_b =
+        Arc::new(OverlayNode::start(UdpSocket::bind("127.0.0.1:0").expect("udp")).expect("b"));
     let (keys_a, keys_b) = (JobKeys::generate(), JobKeys::generate());
-    let tun_b = tuns.pop().expect("tun b");
-    let tun_a = tuns.pop().expect("tun a");
-    node_a
-        .add_job(
-            &job,
-            keys_a.clone(),
-            &[peer(
+    let sleep = vec!["sleep".to_string(), "120".to_string()];
+    let net_a = OverlayNetwork::new(docker.clone(), node_a.clone(), probe.clone(), sleep.clone());
+    let net_b = OverlayNetwork::new(docker.clone(), node_b.clone(), probe.clone(), sleep);
+    net_a.prepare(
+        &job,
+        JobSetup {
+            overlay: plan.clone(),
+            keys: keys_a.clone(),
+            peers: vec![peer(
                 &keys_b,
                 node_b.local_addr().expect("b"),
                 plan.addresses[1],
             )],
-            tun_a,
-        )
-        .expect("job a");
-    node_b
-        .add_job(
-            &job,
-            keys_b,
-            &[peer(
+        },
+    );
+    net_b.prepare(
+        &job,
+        JobSetup {
+            overlay: plan.clone(),
+            keys: keys_b,
+            peers: vec![peer(
                 &keys_a,
                 node_a.local_addr().expect("a"),
                 plan.addresses[0],
             )],
-            tun_b,
-        )
-        .expect("job b");
-    let port = echo_server(&netns_paths[1], plan.addresses[1]);
+        },
+    );
+    let mut guard = Containers(vec![
+        OverlayNetwork::sandbox_name(&job, 0),
+        OverlayNetwork::sandbox_name(&job, 1),
+    ]);
+    let att_a = net_a.attach(&job, 2, &[0]).await.expect("attach rank 0");
+    let att_b = net_b.attach(&job, 2, &[1]).await.expect("attach rank 1");
+    assert_eq!(att_a.hosts.interface, OVERLAY_IFNAME);
+    assert_eq!(att_b.hosts.hostnames, vec!["rank-0", "rank-1"]);
+    let joined = att_a.endpoints.get(&0).expect("rank 0 endpoint").clone();
+    assert!(
+        net_a.attach(&job, 2, &[0, 1]).await.is_err(),
+        "one pod per node"
+    );
+    let ns_b = pod::sandbox_netns(&docker, &OverlayNetwork::sandbox_name(&job, 1))
+        .await
+        .expect("netns b");
+    let port = echo_server(&ns_b, plan.addresses[1]);
 
     // The workload joins pod A, keeps cap_drop ALL, and reaches rank-1 by hostname; the host's
     // Docker bridge gateway must be unreachable from inside the pod.
@@ -363,7 +350,7 @@ async fn overlay_pod_workload_reaches_peer_through_sandbox() {
         cmd: Some(vec!["python3".into(), "-c".into(), script]),
         user: Some("65534:65534".into()),
         host_config: Some(HostConfig {
-            network_mode: Some(pod::join_mode(&guard.0[0])),
+            network_mode: Some(joined.network_mode.clone()),
             cap_drop: Some(vec!["ALL".into()]),
             security_opt: Some(vec!["no-new-privileges".into()]),
             readonly_rootfs: Some(true),
@@ -407,6 +394,22 @@ async fn overlay_pod_workload_reaches_peer_through_sandbox() {
     assert!(logs.contains("echo: over-the-overlay"), "logs:\n{logs}");
     assert!(logs.contains("host unreachable"), "logs:\n{logs}");
     assert_eq!(node_b.drops().not_allowed, 0);
-    node_a.remove_job(&job);
-    node_b.remove_job(&job);
+    let _ = docker
+        .remove_container(
+            &name,
+            None::<bollard::query_parameters::RemoveContainerOptions>,
+        )
+        .await;
+    net_a.detach(&job).await.expect("detach a");
+    net_b.detach(&job).await.expect("detach b");
+    for rank in 0..2 {
+        let gone = docker
+            .inspect_container(
+                &OverlayNetwork::sandbox_name(&job, rank),
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .is_err();
+        assert!(gone, "sandbox {rank} removed by detach");
+    }
 }

@@ -11,14 +11,16 @@
 //! - [`netns`]: running set-up code inside another network namespace on a dedicated OS thread.
 //! - [`node`]: the I/O driver: one UDP socket per node, one TUN per job, the timer tick.
 //! - [`pod`]: the pod model: the TUN inside a sandbox container's namespace.
+//! - [`network`]: the overlay as the executor's `ClusterNetwork` (sandbox + TUN + tunnels).
 //!
 //! Not here yet: key exchange over the p2p `cluster` protocol, NAT traversal, relay fallback,
-//! the executor's `ClusterNetwork` implementation and teardown of orphans.
+//! and teardown of orphaned pods after a restart.
 
 pub mod addressing;
 pub mod error;
 pub mod keys;
 pub mod netns;
+pub mod network;
 pub mod node;
 pub mod pod;
 pub mod router;
