@@ -11,7 +11,6 @@
 //! - [`config`]: the node's TOML configuration (only the sections above exist so far).
 //! - [`p2p`]: one libp2p swarm (0.56, so beetswap can join it), signed offers over gossipsub,
 //!   the accept/cluster/attest protocols, RTT matrix, relay and DCUtR.
-//!
 //! - [`overlay`]: the per-job private layer-3 overlay: addressing, userspace WireGuard
 //!   (boringtun), TUN and the pod model (first slice of issue 9).
 //!
