@@ -336,13 +336,21 @@ async fn overlay_pod_workload_reaches_peer_through_sandbox() {
 
     // The workload joins pod A, keeps cap_drop ALL, and reaches rank-1 by hostname; the host's
     // Docker bridge gateway must be unreachable from inside the pod.
+    // Another job's overlay address (a different subnet of the same pool): unreachable too.
+    let other = OverlayPool::default()
+        .plan(&job("pod-other"), 1, &BTreeSet::from([plan.subnet]))
+        .expect("other plan")
+        .addresses[0];
+    assert!(!plan.subnet.contains(&other));
     let script = format!(
         "import socket\n\
          s = socket.create_connection(('rank-1', {port}), 5)\n\
          s.sendall(b'over-the-overlay')\n\
          print('echo:', s.recv(64).decode())\n\
          try:\n    socket.create_connection(('172.17.0.1', 80), 2)\n    print('host reachable')\n\
-         except OSError as e:\n    print('host unreachable:', e)\n"
+         except OSError as e:\n    print('host unreachable:', e)\n\
+         try:\n    socket.create_connection(('{other}', 80), 2)\n    print('other job reachable')\n\
+         except OSError as e:\n    print('other job unreachable:', e)\n"
     );
     let name = format!("ganglion-ovl-{job}-rank-0");
     let body = ContainerCreateBody {
@@ -393,6 +401,7 @@ async fn overlay_pod_workload_reaches_peer_through_sandbox() {
     assert_eq!(code, 0, "workload exit; logs:\n{logs}");
     assert!(logs.contains("echo: over-the-overlay"), "logs:\n{logs}");
     assert!(logs.contains("host unreachable"), "logs:\n{logs}");
+    assert!(logs.contains("other job unreachable"), "logs:\n{logs}");
     assert_eq!(node_b.drops().not_allowed, 0);
     let _ = docker
         .remove_container(
