@@ -63,7 +63,7 @@ impl Drop for Netns {
     }
 }
 
-fn job(prefix: &str) -> JobId {
+fn job_id(prefix: &str) -> JobId {
     JobId::new(format!("{prefix}-{}", std::process::id())).expect("job id")
 }
 
@@ -152,7 +152,7 @@ async fn overlay_tunnel_between_two_namespaces() {
     ip(&["-n", &a.0, "link", "set", &va, "up"]);
     ip(&["-n", &b.0, "link", "set", &vb, "up"]);
 
-    let job = job("tunnel");
+    let job = job_id("tunnel");
     let plan: JobOverlay = OverlayPool::default()
         .plan(&job, 2, &BTreeSet::new())
         .expect("plan");
@@ -278,7 +278,7 @@ async fn overlay_pod_workload_reaches_peer_through_sandbox() {
     let probe = image("build-probe-image.sh");
     let torch = image("build-torch-image.sh");
 
-    let job = job("pod");
+    let job = job_id("pod");
     let plan = OverlayPool::default()
         .plan(&job, 2, &BTreeSet::new())
         .expect("plan");
@@ -338,7 +338,7 @@ async fn overlay_pod_workload_reaches_peer_through_sandbox() {
     // Docker bridge gateway must be unreachable from inside the pod.
     // Another job's overlay address (a different subnet of the same pool): unreachable too.
     let other = OverlayPool::default()
-        .plan(&job("pod-other"), 1, &BTreeSet::from([plan.subnet]))
+        .plan(&job_id("pod-other"), 1, &BTreeSet::from([plan.subnet]))
         .expect("other plan")
         .addresses[0];
     assert!(!plan.subnet.contains(&other));
