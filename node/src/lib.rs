@@ -11,12 +11,15 @@
 //! - [`config`]: the node's TOML configuration (only the sections above exist so far).
 //! - [`p2p`]: one libp2p swarm (0.56, so beetswap can join it), signed offers over gossipsub,
 //!   the accept/cluster/attest protocols, RTT matrix, relay and DCUtR.
+//! - [`overlay`]: the per-job private layer-3 overlay: addressing, userspace WireGuard
+//!   (boringtun), TUN and the pod model (first slice of issue 9).
 //!
-//! Wallet, overlay, job state machines, settlement and RPC arrive with issues 9–11.
+//! Wallet, overlay wiring, job state machines, settlement and RPC arrive with issues 9–11.
 
 pub mod config;
 pub mod executor;
 pub mod gpu;
 pub mod market;
+pub mod overlay;
 /// Peer to peer: one libp2p swarm, signed offers, accept/cluster/attest exchange, RTT matrix.
 pub mod p2p;

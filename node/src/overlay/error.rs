@@ -1,0 +1,71 @@
+//! Errors of the overlay.
+
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+
+/// What went wrong building or running a job's overlay.
+#[derive(Debug, thiserror::Error)]
+pub enum OverlayError {
+    /// The configured pool is unusable (the message names the rule).
+    #[error("overlay pool {pool}: {reason}")]
+    Pool {
+        /// The pool as configured.
+        pool: Ipv4Net,
+        /// Which rule it breaks.
+        reason: String,
+    },
+    /// Every subnet of the pool is held by a running job.
+    #[error("overlay pool {pool} is exhausted ({subnets} subnets in use)")]
+    PoolExhausted {
+        /// The pool.
+        pool: Ipv4Net,
+        /// How many subnets it has.
+        subnets: u64,
+    },
+    /// The job has more containers than its subnet has host addresses.
+    #[error("world size {world} does not fit in a /{prefix} subnet ({capacity} addresses)")]
+    WorldTooLarge {
+        /// Containers in the job.
+        world: u32,
+        /// The per-job prefix length.
+        prefix: u8,
+        /// Host addresses in such a subnet.
+        capacity: u64,
+    },
+    /// A peer was configured with an address outside the job's subnet, or twice.
+    #[error("peer address {0} is outside the job subnet or already taken")]
+    BadPeer(Ipv4Addr),
+    /// The job is already (or not) set up on this node.
+    #[error("job {0}: {1}")]
+    Job(String, &'static str),
+    /// The node ran out of 24-bit receiver indices.
+    #[error("no free receiver index")]
+    IndicesExhausted,
+    /// A system call (TUN, ioctl, setns, socket) failed.
+    #[error("{operation}: {source}")]
+    Io {
+        /// What was being done.
+        operation: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The Docker Engine refused a call.
+    #[error("{operation}: {source}")]
+    Engine {
+        /// What was being done.
+        operation: &'static str,
+        /// The engine's error.
+        source: bollard::errors::Error,
+    },
+    /// A sandbox container is not running (no PID, so no namespace to join).
+    #[error("sandbox container {0} is not running")]
+    SandboxNotRunning(String),
+}
+
+impl OverlayError {
+    /// A mapper for `map_err` naming the failed operation.
+    pub(crate) fn io(operation: &'static str) -> impl FnOnce(std::io::Error) -> Self {
+        move |source| Self::Io { operation, source }
+    }
+}

@@ -1,0 +1,29 @@
+//! The per-job private layer-3 overlay (issue 9, DESIGN §6): gloo and NCCL publish each rank's
+//! own interface address and open random ports, so every job gets its own routed subnet carried
+//! by WireGuard-protocol tunnels between the job's nodes.
+//!
+//! - [`addressing`]: the job's subnet from a configurable pool, one address per container
+//!   (rank 0 first), hostnames and `extra_hosts`.
+//! - [`keys`]: ephemeral x25519 keys per job.
+//! - [`router`]: the WireGuard state of one node (boringtun's noise `Tunn` per peer), pure
+//!   (no I/O): one UDP socket's datagrams told apart by receiver index, `allowed_ips` enforced.
+//! - [`tun`]: a TUN interface and its address, MTU and up flag (Linux ioctls).
+//! - [`netns`]: running set-up code inside another network namespace on a dedicated OS thread.
+//! - [`node`]: the I/O driver: one UDP socket per node, one TUN per job, the timer tick.
+//! - [`pod`]: the pod model: the TUN inside a sandbox container's namespace.
+//! - [`network`]: the overlay as the executor's `ClusterNetwork` (sandbox + TUN + tunnels).
+//!
+//! Not here yet: key exchange over the p2p `cluster` protocol, NAT traversal, relay fallback,
+//! and teardown of orphaned pods after a restart.
+
+pub mod addressing;
+pub mod error;
+pub mod keys;
+pub mod netns;
+pub mod network;
+pub mod node;
+pub mod pod;
+pub mod router;
+pub mod tun;
+
+pub use error::OverlayError;

@@ -1,0 +1,208 @@
+//! The overlay behind the executor's [`ClusterNetwork`] interface: `attach` starts the job's
+//! sandbox (pod) here, puts the addressed TUN inside it and starts the job's tunnels on the
+//! node's [`OverlayNode`]; the workload then joins with `network_mode: container:<sandbox>`.
+//!
+//! The job's plan, keys and peers come from the `cluster` exchange before dispatch
+//! ([`OverlayNetwork::prepare`]); that exchange itself is not wired yet.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bollard::Docker;
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
+    StartContainerOptions,
+};
+
+use super::OverlayError;
+use super::addressing::JobOverlay;
+use super::keys::JobKeys;
+use super::node::OverlayNode;
+use super::pod::{self, OVERLAY_IFNAME};
+use super::router::OverlayPeer;
+use super::tun::OVERLAY_MTU;
+use crate::executor::ExecError;
+use crate::executor::network::{Attachment, ClusterNetwork};
+use crate::executor::plan::JobId;
+
+/// Label on sandbox containers: the job id (kept apart from the executor's own labels so its
+/// reconciliation never mistakes a sandbox for a rank container).
+pub const SANDBOX_LABEL: &str = "ganglion.overlay.job";
+
+/// What the `cluster` exchange settled for one job, as seen from this node.
+#[derive(Debug, Clone)]
+pub struct JobSetup {
+    /// The job's subnet and addresses.
+    pub overlay: JobOverlay,
+    /// This node's ephemeral keys for the job.
+    pub keys: JobKeys,
+    /// The job's other nodes.
+    pub peers: Vec<OverlayPeer>,
+}
+
+/// The overlay as a [`ClusterNetwork`].
+#[derive(Clone)]
+pub struct OverlayNetwork {
+    docker: Docker,
+    node: Arc<OverlayNode>,
+    sandbox_image: String,
+    sandbox_cmd: Vec<String>,
+    jobs: Arc<Mutex<HashMap<JobId, JobSetup>>>,
+}
+
+fn exec_error(e: OverlayError) -> ExecError {
+    match e {
+        OverlayError::Engine { operation, source } => ExecError::Engine { operation, source },
+        OverlayError::Io { operation, source } => ExecError::Io {
+            path: operation.to_string(),
+            source,
+        },
+        other => ExecError::InvalidPlan(other.to_string()),
+    }
+}
+
+impl OverlayNetwork {
+    /// An overlay on `node`, with sandboxes from `sandbox_image` running `sandbox_cmd` (a
+    /// process that just waits, e.g. the probe image's `sleep`).
+    pub fn new(
+        docker: Docker,
+        node: Arc<OverlayNode>,
+        sandbox_image: String,
+        sandbox_cmd: Vec<String>,
+    ) -> Self {
+        Self {
+            docker,
+            node,
+            sandbox_image,
+            sandbox_cmd,
+            jobs: Arc::default(),
+        }
+    }
+
+    /// Records `job`'s setup from the `cluster` exchange; `attach` needs it.
+    pub fn prepare(&self, job: &JobId, setup: JobSetup) {
+        self.jobs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(job.clone(), setup);
+    }
+
+    /// The sandbox container of `job`'s rank `rank`.
+    pub fn sandbox_name(job: &JobId, rank: u32) -> String {
+        format!("ganglion-{job}-pod-{rank}")
+    }
+
+    async fn start_sandbox(
+        &self,
+        job: &JobId,
+        setup: &JobSetup,
+        rank: u32,
+    ) -> Result<String, ExecError> {
+        let name = Self::sandbox_name(job, rank);
+        let labels = HashMap::from([(SANDBOX_LABEL.to_string(), job.to_string())]);
+        let body = pod::sandbox_body(
+            &setup.overlay,
+            rank,
+            &self.sandbox_image,
+            self.sandbox_cmd.clone(),
+            labels,
+        );
+        let opts = CreateContainerOptionsBuilder::new().name(&name).build();
+        self.docker
+            .create_container(Some(opts), body)
+            .await
+            .map_err(ExecError::engine("create sandbox"))?;
+        self.docker
+            .start_container(&name, None::<StartContainerOptions>)
+            .await
+            .map_err(ExecError::engine("start sandbox"))?;
+        Ok(name)
+    }
+}
+
+impl ClusterNetwork for OverlayNetwork {
+    async fn attach(
+        &self,
+        job: &JobId,
+        world: u32,
+        local: &[u32],
+    ) -> Result<Attachment, ExecError> {
+        let setup = self
+            .jobs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(job)
+            .cloned()
+            .ok_or_else(|| {
+                ExecError::InvalidPlan(format!(
+                    "job {job}: no overlay setup (cluster exchange missing)"
+                ))
+            })?;
+        if setup.overlay.addresses.len() != world as usize {
+            return Err(ExecError::InvalidPlan(format!(
+                "job {job}: overlay plans {} containers, world is {world}",
+                setup.overlay.addresses.len()
+            )));
+        }
+        let [rank] = local else {
+            return Err(ExecError::InvalidPlan(format!(
+                "job {job}: the overlay runs one pod per node, got local ranks {local:?}"
+            )));
+        };
+        let address = setup.overlay.interface_net(*rank).ok_or_else(|| {
+            ExecError::InvalidPlan(format!("job {job}: no address for rank {rank}"))
+        })?;
+        let sandbox = self.start_sandbox(job, &setup, *rank).await?;
+        let netns = pod::sandbox_netns(&self.docker, &sandbox)
+            .await
+            .map_err(exec_error)?;
+        let tun = pod::install_tun(netns, OVERLAY_IFNAME, address, OVERLAY_MTU)
+            .await
+            .map_err(exec_error)?;
+        self.node
+            .add_job(job, setup.keys.clone(), &setup.peers, tun)
+            .map_err(exec_error)?;
+        Ok(Attachment {
+            endpoints: HashMap::from([(*rank, pod::workload_endpoint(&sandbox))]),
+            hosts: pod::rendezvous_hosts(&setup.overlay),
+        })
+    }
+
+    /// Stops the job's tunnels and force-removes every sandbox of `job` on this engine (found
+    /// by [`SANDBOX_LABEL`], so this also clears pods left by a crashed node); absent is fine.
+    async fn detach(&self, job: &JobId) -> Result<(), ExecError> {
+        self.node.remove_job(job);
+        self.jobs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(job);
+        let filters =
+            HashMap::from([("label".to_string(), vec![format!("{SANDBOX_LABEL}={job}")])]);
+        let sandboxes = self
+            .docker
+            .list_containers(Some(
+                ListContainersOptionsBuilder::new()
+                    .all(true)
+                    .filters(&filters)
+                    .build(),
+            ))
+            .await
+            .map_err(ExecError::engine("list sandboxes"))?;
+        for id in sandboxes.into_iter().filter_map(|c| c.id) {
+            let opts = RemoveContainerOptionsBuilder::new().force(true).build();
+            match self.docker.remove_container(&id, Some(opts)).await {
+                Ok(())
+                | Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => {}
+                Err(source) => {
+                    return Err(ExecError::Engine {
+                        operation: "remove sandbox",
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,220 @@
+//! The overlay's I/O driver on one node: a single UDP socket for every job's tunnels, one TUN
+//! per job pod, and the 250 ms timer tick, all on tokio (the namespace work happens before,
+//! on dedicated threads; see [`super::netns`]).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::net::UdpSocket;
+use tokio::task::JoinHandle;
+
+use super::OverlayError;
+use super::keys::JobKeys;
+use super::router::{Action, Drops, OverlayPeer, Router};
+use super::tun::TunDevice;
+use crate::executor::plan::JobId;
+
+/// The tick of boringtun's timers (handshake retry, keepalive, rekey).
+const TICK: Duration = Duration::from_millis(250);
+/// Read buffer for TUN packets and datagrams.
+const BUF: usize = 65_536;
+
+struct Inner {
+    router: Mutex<Router>,
+    socket: UdpSocket,
+    tuns: Mutex<HashMap<JobId, JobTun>>,
+}
+
+/// A job's TUN on this node and the task reading it.
+struct JobTun {
+    fd: Arc<AsyncFd<OwnedFd>>,
+    reader: JoinHandle<()>,
+}
+
+/// The node's overlay: started once, jobs added and removed as they run.
+pub struct OverlayNode {
+    inner: Arc<Inner>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for OverlayNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OverlayNode")
+            .field("local", &self.inner.socket.local_addr().ok())
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Inner {
+    async fn execute(&self, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::Send { to, datagram } => {
+                    if let Err(e) = self.socket.send_to(&datagram, to).await {
+                        tracing::debug!(%to, error = %e, "overlay send failed");
+                    }
+                }
+                Action::Deliver { job, packet } => {
+                    let fd = lock(&self.tuns).get(&job).map(|t| t.fd.clone());
+                    if let Some(fd) = fd {
+                        // SAFETY: writes `packet` to an fd we own; a full queue (EAGAIN)
+                        // drops the packet as a NIC would.
+                        let n = unsafe {
+                            libc::write(
+                                fd.get_ref().as_raw_fd(),
+                                packet.as_ptr().cast(),
+                                packet.len(),
+                            )
+                        };
+                        if n < 0 {
+                            tracing::debug!(%job, error = %std::io::Error::last_os_error(), "TUN write failed");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl OverlayNode {
+    /// Starts the driver on `socket` (bound wherever the caller chose, possibly inside another
+    /// namespace). Must run inside a tokio runtime.
+    ///
+    /// # Errors
+    /// [`OverlayError::Io`] when the socket cannot be registered with tokio.
+    pub fn start(socket: std::net::UdpSocket) -> Result<Self, OverlayError> {
+        socket
+            .set_nonblocking(true)
+            .map_err(OverlayError::io("socket nonblocking"))?;
+        let socket = UdpSocket::from_std(socket).map_err(OverlayError::io("register socket"))?;
+        let inner = Arc::new(Inner {
+            router: Mutex::new(Router::new()),
+            socket,
+            tuns: Mutex::new(HashMap::new()),
+        });
+        let rx = inner.clone();
+        let recv = tokio::spawn(async move {
+            let mut buf = vec![0u8; BUF];
+            loop {
+                match rx.socket.recv_from(&mut buf).await {
+                    Ok((n, from)) => {
+                        let actions = lock(&rx.router).inbound(from, &buf[..n]);
+                        rx.execute(actions).await;
+                    }
+                    Err(e) => tracing::debug!(error = %e, "overlay recv failed"),
+                }
+            }
+        });
+        let tk = inner.clone();
+        let tick = tokio::spawn(async move {
+            let mut interval = tokio::time::interval(TICK);
+            loop {
+                interval.tick().await;
+                let actions = lock(&tk.router).tick();
+                tk.execute(actions).await;
+            }
+        });
+        Ok(Self {
+            inner,
+            tasks: vec![recv, tick],
+        })
+    }
+
+    /// The UDP endpoint peers send to (a LAN candidate for the `cluster` exchange).
+    ///
+    /// # Errors
+    /// [`OverlayError::Io`] from the socket.
+    pub fn local_addr(&self) -> Result<SocketAddr, OverlayError> {
+        self.inner
+            .socket
+            .local_addr()
+            .map_err(OverlayError::io("local address"))
+    }
+
+    /// Dropped-packet counters.
+    pub fn drops(&self) -> Drops {
+        lock(&self.inner.router).drops()
+    }
+
+    /// Runs `job`'s tunnels: this node's `keys`, the job's other nodes, and the TUN of the
+    /// job's pod here (already addressed, see [`super::pod`]).
+    ///
+    /// # Errors
+    /// From [`Router::add_job`], or [`OverlayError::Io`] when the TUN cannot be registered.
+    pub fn add_job(
+        &self,
+        job: &JobId,
+        keys: JobKeys,
+        peers: &[OverlayPeer],
+        tun: TunDevice,
+    ) -> Result<(), OverlayError> {
+        // SAFETY: an OwnedFd is open and refers to the same TUN for as long as it lives.
+        let fd = unsafe { AsyncFd::register(tun.into_fd()) }.map_err(|e| OverlayError::Io {
+            operation: "register TUN",
+            source: e.into_parts().1,
+        })?;
+        let fd = Arc::new(fd);
+        lock(&self.inner.router).add_job(job, keys, peers)?;
+        let inner = self.inner.clone();
+        let reader_fd = fd.clone();
+        let reader_job = job.clone();
+        let reader = tokio::spawn(async move {
+            let mut buf = vec![0u8; BUF];
+            loop {
+                let Ok(mut guard) = reader_fd.readable().await else {
+                    return;
+                };
+                let read = guard.try_io(|fd| {
+                    // SAFETY: reads into our buffer from an fd we own.
+                    let n = unsafe {
+                        libc::read(fd.get_ref().as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
+                    };
+                    usize::try_from(n).map_err(|_| std::io::Error::last_os_error())
+                });
+                match read {
+                    Ok(Ok(n)) => {
+                        let actions = lock(&inner.router).outbound(&reader_job, &buf[..n]);
+                        inner.execute(actions).await;
+                    }
+                    Ok(Err(e)) => {
+                        tracing::debug!(job = %reader_job, error = %e, "TUN read failed");
+                        return;
+                    }
+                    Err(_would_block) => {}
+                }
+            }
+        });
+        if let Some(old) = lock(&self.inner.tuns).insert(job.clone(), JobTun { fd, reader }) {
+            old.reader.abort();
+        }
+        Ok(())
+    }
+
+    /// Stops `job`'s tunnels and closes its TUN (the interface goes with the fd); absent is
+    /// fine.
+    pub fn remove_job(&self, job: &JobId) {
+        lock(&self.inner.router).remove_job(job);
+        if let Some(old) = lock(&self.inner.tuns).remove(job) {
+            old.reader.abort();
+        }
+    }
+}
+
+impl Drop for OverlayNode {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        for (_, old) in lock(&self.inner.tuns).drain() {
+            old.reader.abort();
+        }
+    }
+}

@@ -1,0 +1,501 @@
+//! The WireGuard state of one node, free of I/O: one noise session ([`Tunn`]) per peer node of
+//! each job, datagrams of the node's single UDP socket told apart by receiver index, and
+//! `allowed_ips` enforced in both directions (a job's peers are exactly the addresses of its
+//! other containers).
+//!
+//! The driver ([`super::node`]) feeds it TUN packets ([`Router::outbound`]), UDP datagrams
+//! ([`Router::inbound`]) and timer ticks ([`Router::tick`]) and carries out the returned
+//! [`Action`]s.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use boringtun::noise::handshake::parse_handshake_anon;
+use boringtun::noise::{Packet, Tunn, TunnResult};
+use boringtun::x25519::PublicKey;
+use ipnet::Ipv4Net;
+
+use super::OverlayError;
+use super::keys::JobKeys;
+use crate::executor::plan::JobId;
+
+/// Scratch buffer size: the largest IP packet plus WireGuard's 32 bytes of framing.
+const BUF: usize = 65_536 + 32;
+/// Receiver indices are 24 bits (boringtun shifts them left by 8 for the session id).
+const MAX_INDEX: u32 = (1 << 24) - 1;
+
+/// One peer node of a job, as announced in the `cluster` exchange.
+#[derive(Debug, Clone)]
+pub struct OverlayPeer {
+    /// The peer's public key for this job.
+    pub public: PublicKey,
+    /// Where the peer's UDP socket is reached (updated when it roams).
+    pub endpoint: SocketAddr,
+    /// The overlay addresses of the peer's containers in this job (each becomes a /32 in
+    /// `allowed_ips`).
+    pub addresses: Vec<Ipv4Addr>,
+    /// Persistent keepalive in seconds (25 behind NAT), or none.
+    pub keepalive_s: Option<u16>,
+}
+
+/// What the driver must do.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Send `datagram` from the node's UDP socket to `to`.
+    Send {
+        /// Destination endpoint.
+        to: SocketAddr,
+        /// The WireGuard message.
+        datagram: Vec<u8>,
+    },
+    /// Write `packet` (a decrypted IPv4 packet) to `job`'s TUN interface.
+    Deliver {
+        /// The job whose pod receives it.
+        job: JobId,
+        /// The IP packet.
+        packet: Vec<u8>,
+    },
+}
+
+/// Packets dropped, by reason (monotonic counters).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Drops {
+    /// Outbound packets to an address that is no peer of the job.
+    pub no_route: u64,
+    /// Decrypted packets whose source is not in the sending peer's `allowed_ips`.
+    pub not_allowed: u64,
+    /// Datagrams that are not WireGuard, name an unknown index or key, or fail to decrypt.
+    pub invalid: u64,
+}
+
+struct Link {
+    job: JobId,
+    tunn: Tunn,
+    public: PublicKey,
+    endpoint: SocketAddr,
+    allowed: Vec<Ipv4Net>,
+}
+
+struct JobState {
+    keys: JobKeys,
+    /// Receiver indices of the job's links.
+    links: Vec<u32>,
+}
+
+/// All WireGuard sessions of one node.
+#[derive(Default)]
+pub struct Router {
+    links: HashMap<u32, Link>,
+    jobs: HashMap<JobId, JobState>,
+    next_index: u32,
+    drops: Drops,
+    buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router")
+            .field("jobs", &self.jobs.len())
+            .field("links", &self.links.len())
+            .field("drops", &self.drops)
+            .finish()
+    }
+}
+
+impl Router {
+    /// An empty router.
+    pub fn new() -> Self {
+        Self {
+            buf: vec![0; BUF],
+            ..Self::default()
+        }
+    }
+
+    /// Counters of dropped packets.
+    pub fn drops(&self) -> Drops {
+        self.drops
+    }
+
+    /// Adds `job` with this node's `keys` and its peer nodes.
+    ///
+    /// # Errors
+    /// [`OverlayError::Job`] when the job exists, [`OverlayError::BadPeer`] when an address
+    /// is claimed twice, [`OverlayError::IndicesExhausted`] when no index is free.
+    pub fn add_job(
+        &mut self,
+        job: &JobId,
+        keys: JobKeys,
+        peers: &[OverlayPeer],
+    ) -> Result<(), OverlayError> {
+        if self.jobs.contains_key(job) {
+            return Err(OverlayError::Job(job.to_string(), "already has an overlay"));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for ip in peers.iter().flat_map(|p| &p.addresses) {
+            if !seen.insert(*ip) {
+                return Err(OverlayError::BadPeer(*ip));
+            }
+        }
+        let mut links = Vec::with_capacity(peers.len());
+        for peer in peers {
+            let index = self.free_index()?;
+            let tunn = Tunn::new(
+                keys.secret().clone(),
+                peer.public,
+                None,
+                peer.keepalive_s,
+                index,
+                None,
+            );
+            self.links.insert(
+                index,
+                Link {
+                    job: job.clone(),
+                    tunn,
+                    public: peer.public,
+                    endpoint: peer.endpoint,
+                    allowed: peer
+                        .addresses
+                        .iter()
+                        .map(|ip| Ipv4Net::new_assert(*ip, 32))
+                        .collect(),
+                },
+            );
+            links.push(index);
+        }
+        self.jobs.insert(job.clone(), JobState { keys, links });
+        Ok(())
+    }
+
+    /// Forgets `job` and its sessions; absent is fine.
+    pub fn remove_job(&mut self, job: &JobId) {
+        if let Some(state) = self.jobs.remove(job) {
+            for index in state.links {
+                self.links.remove(&index);
+            }
+        }
+    }
+
+    fn free_index(&mut self) -> Result<u32, OverlayError> {
+        for _ in 0..=MAX_INDEX {
+            self.next_index = (self.next_index + 1) & MAX_INDEX;
+            if !self.links.contains_key(&self.next_index) {
+                return Ok(self.next_index);
+            }
+        }
+        Err(OverlayError::IndicesExhausted)
+    }
+
+    /// An IP packet read from `job`'s TUN: encrypt it for the peer whose `allowed_ips` hold its
+    /// destination (or start the handshake and queue it); no such peer → dropped.
+    pub fn outbound(&mut self, job: &JobId, packet: &[u8]) -> Vec<Action> {
+        let Some(IpAddr::V4(dst)) = Tunn::dst_address(packet) else {
+            self.drops.no_route += 1;
+            return vec![];
+        };
+        let index = self.jobs.get(job).and_then(|state| {
+            state.links.iter().copied().find(|i| {
+                self.links
+                    .get(i)
+                    .is_some_and(|l| l.allowed.iter().any(|n| n.contains(&dst)))
+            })
+        });
+        let Some(link) = index.and_then(|i| self.links.get_mut(&i)) else {
+            self.drops.no_route += 1;
+            return vec![];
+        };
+        match link.tunn.encapsulate(packet, &mut self.buf) {
+            TunnResult::WriteToNetwork(d) => vec![Action::Send {
+                to: link.endpoint,
+                datagram: d.to_vec(),
+            }],
+            TunnResult::Err(_) => {
+                self.drops.invalid += 1;
+                vec![]
+            }
+            _ => vec![],
+        }
+    }
+
+    /// The link a datagram is meant for: by receiver index, or for a handshake initiation by
+    /// the initiator's static key (tried against every job's key).
+    fn link_for(&self, datagram: &[u8]) -> Option<u32> {
+        match Tunn::parse_incoming_packet(datagram).ok()? {
+            Packet::HandshakeInit(init) => self.jobs.values().find_map(|state| {
+                let half =
+                    parse_handshake_anon(state.keys.secret(), &state.keys.public(), &init).ok()?;
+                state.links.iter().copied().find(|i| {
+                    self.links
+                        .get(i)
+                        .is_some_and(|l| l.public.as_bytes() == &half.peer_static_public)
+                })
+            }),
+            Packet::HandshakeResponse(p) => Some(p.receiver_idx >> 8),
+            Packet::PacketCookieReply(p) => Some(p.receiver_idx >> 8),
+            Packet::PacketData(p) => Some(p.receiver_idx >> 8),
+        }
+    }
+
+    /// A datagram received on the node's UDP socket from `from`.
+    pub fn inbound(&mut self, from: SocketAddr, datagram: &[u8]) -> Vec<Action> {
+        let Some(index) = self
+            .link_for(datagram)
+            .filter(|i| self.links.contains_key(i))
+        else {
+            self.drops.invalid += 1;
+            return vec![];
+        };
+        let Some(link) = self.links.get_mut(&index) else {
+            return vec![];
+        };
+        let mut actions = Vec::new();
+        let mut input = datagram;
+        let mut src = Some(from.ip());
+        loop {
+            match link.tunn.decapsulate(src, input, &mut self.buf) {
+                TunnResult::Done => break,
+                TunnResult::Err(_) => {
+                    self.drops.invalid += 1;
+                    break;
+                }
+                TunnResult::WriteToNetwork(d) => {
+                    // Authenticated: the peer is at `from` now (WireGuard roaming).
+                    link.endpoint = from;
+                    actions.push(Action::Send {
+                        to: from,
+                        datagram: d.to_vec(),
+                    });
+                    // Flush queued packets with repeated empty calls, as boringtun asks.
+                    input = &[];
+                    src = None;
+                }
+                TunnResult::WriteToTunnelV4(p, source) => {
+                    link.endpoint = from;
+                    if link.allowed.iter().any(|n| n.contains(&source)) {
+                        actions.push(Action::Deliver {
+                            job: link.job.clone(),
+                            packet: p.to_vec(),
+                        });
+                    } else {
+                        self.drops.not_allowed += 1;
+                    }
+                    break;
+                }
+                TunnResult::WriteToTunnelV6(..) => {
+                    self.drops.not_allowed += 1;
+                    break;
+                }
+            }
+        }
+        actions
+    }
+
+    /// Timers (handshake retries, keepalives, rekeying): call about every 250 ms.
+    pub fn tick(&mut self) -> Vec<Action> {
+        let mut actions = Vec::new();
+        for link in self.links.values_mut() {
+            if let TunnResult::WriteToNetwork(d) = link.tunn.update_timers(&mut self.buf) {
+                actions.push(Action::Send {
+                    to: link.endpoint,
+                    datagram: d.to_vec(),
+                });
+            }
+        }
+        actions
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A minimal IPv4 header (20 bytes, no options) + payload; checksum is not checked here.
+    fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, payload: &[u8]) -> Vec<u8> {
+        let len = u16::try_from(20 + payload.len()).expect("small");
+        let mut p = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0];
+        p[2..4].copy_from_slice(&len.to_be_bytes());
+        p.extend_from_slice(&src.octets());
+        p.extend_from_slice(&dst.octets());
+        p.extend_from_slice(payload);
+        p
+    }
+
+    fn job() -> JobId {
+        JobId::new("job-1").expect("id")
+    }
+
+    struct Pair {
+        a: Router,
+        b: Router,
+        a_at: SocketAddr,
+        b_at: SocketAddr,
+        a_ip: Ipv4Addr,
+        b_ip: Ipv4Addr,
+    }
+
+    fn pair() -> Pair {
+        let (ka, kb) = (JobKeys::generate(), JobKeys::generate());
+        let a_at: SocketAddr = "192.0.2.1:51820".parse().expect("addr");
+        let b_at: SocketAddr = "192.0.2.2:51820".parse().expect("addr");
+        let a_ip = Ipv4Addr::new(100, 96, 0, 1);
+        let b_ip = Ipv4Addr::new(100, 96, 0, 2);
+        let mut a = Router::new();
+        let mut b = Router::new();
+        let peer = |k: &JobKeys, at, ip| OverlayPeer {
+            public: k.public(),
+            endpoint: at,
+            addresses: vec![ip],
+            keepalive_s: None,
+        };
+        a.add_job(&job(), ka.clone(), &[peer(&kb, b_at, b_ip)])
+            .expect("a");
+        b.add_job(&job(), kb.clone(), &[peer(&ka, a_at, a_ip)])
+            .expect("b");
+        Pair {
+            a,
+            b,
+            a_at,
+            b_at,
+            a_ip,
+            b_ip,
+        }
+    }
+
+    /// Shuttles datagrams between the two routers until quiet; returns what was delivered
+    /// to each side's TUN.
+    fn pump(p: &mut Pair, mut to_b: Vec<Action>) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+        let (mut at_a, mut at_b) = (vec![], vec![]);
+        let mut to_a = vec![];
+        for _ in 0..16 {
+            let mut next_a = vec![];
+            let mut next_b = vec![];
+            for act in to_b.drain(..) {
+                if let Action::Send { to, datagram } = act {
+                    assert_eq!(to, p.b_at);
+                    for out in p.b.inbound(p.a_at, &datagram) {
+                        match out {
+                            Action::Deliver { packet, .. } => at_b.push(packet),
+                            send => next_a.push(send),
+                        }
+                    }
+                }
+            }
+            for act in to_a.drain(..) {
+                if let Action::Send { to, datagram } = act {
+                    assert_eq!(to, p.a_at);
+                    for out in p.a.inbound(p.b_at, &datagram) {
+                        match out {
+                            Action::Deliver { packet, .. } => at_a.push(packet),
+                            send => next_b.push(send),
+                        }
+                    }
+                }
+            }
+            if next_a.is_empty() && next_b.is_empty() {
+                break;
+            }
+            to_a = next_a;
+            to_b = next_b;
+        }
+        (at_a, at_b)
+    }
+
+    #[test]
+    fn handshake_then_packets_flow_both_ways() {
+        let mut p = pair();
+        let first = ipv4(p.a_ip, p.b_ip, b"hello");
+        let out = p.a.outbound(&job(), &first);
+        assert_eq!(out.len(), 1, "a handshake initiation");
+        let (_, at_b) = pump(&mut p, out);
+        assert_eq!(
+            at_b,
+            vec![first],
+            "the queued packet arrives after the handshake"
+        );
+        let back = ipv4(p.b_ip, p.a_ip, b"world");
+        let out = p.b.outbound(&job(), &back);
+        let (at_a, _) = pump_reverse(&mut p, out);
+        assert_eq!(at_a, vec![back]);
+        assert_eq!(p.a.drops(), Drops::default());
+        assert_eq!(p.b.drops(), Drops::default());
+    }
+
+    fn pump_reverse(p: &mut Pair, to_a: Vec<Action>) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+        let mut at_a = vec![];
+        for act in to_a {
+            if let Action::Send { datagram, .. } = act {
+                for out in p.a.inbound(p.b_at, &datagram) {
+                    if let Action::Deliver { packet, .. } = out {
+                        at_a.push(packet);
+                    }
+                }
+            }
+        }
+        (at_a, vec![])
+    }
+
+    #[test]
+    fn destination_outside_allowed_ips_is_dropped() {
+        let mut p = pair();
+        let stray = ipv4(p.a_ip, Ipv4Addr::new(100, 96, 0, 9), b"x");
+        assert!(p.a.outbound(&job(), &stray).is_empty());
+        let host = ipv4(p.a_ip, Ipv4Addr::new(192, 0, 2, 2), b"x");
+        assert!(p.a.outbound(&job(), &host).is_empty());
+        assert_eq!(p.a.drops().no_route, 2);
+        let other_job = JobId::new("job-2").expect("id");
+        assert!(
+            p.a.outbound(&other_job, &ipv4(p.a_ip, p.b_ip, b"x"))
+                .is_empty()
+        );
+        assert_eq!(p.a.drops().no_route, 3);
+    }
+
+    #[test]
+    fn spoofed_source_is_dropped_by_the_receiver() {
+        let mut p = pair();
+        let hello = ipv4(p.a_ip, p.b_ip, b"hello");
+        let out = p.a.outbound(&job(), &hello);
+        let (_, at_b) = pump(&mut p, out);
+        assert_eq!(at_b.len(), 1);
+        // A sends (encrypted, valid session) a packet claiming another job address as source.
+        let spoofed = ipv4(Ipv4Addr::new(100, 96, 0, 7), p.b_ip, b"spoof");
+        let out = p.a.outbound(&job(), &spoofed);
+        let (_, at_b) = pump(&mut p, out);
+        assert!(at_b.is_empty());
+        assert_eq!(p.b.drops().not_allowed, 1);
+    }
+
+    #[test]
+    fn garbage_and_unknown_indices_are_counted() {
+        let mut p = pair();
+        assert!(p.b.inbound(p.a_at, b"not wireguard").is_empty());
+        let mut data = vec![4, 0, 0, 0];
+        data.extend_from_slice(&(0xABCDu32 << 8).to_le_bytes());
+        data.extend_from_slice(&[0; 40]);
+        assert!(p.b.inbound(p.a_at, &data).is_empty());
+        assert_eq!(p.b.drops().invalid, 2);
+    }
+
+    #[test]
+    fn duplicate_job_and_address_are_refused() {
+        let mut p = pair();
+        assert!(matches!(
+            p.a.add_job(&job(), JobKeys::generate(), &[]),
+            Err(OverlayError::Job(..))
+        ));
+        let k = JobKeys::generate();
+        let peer = OverlayPeer {
+            public: k.public(),
+            endpoint: p.b_at,
+            addresses: vec![p.b_ip],
+            keepalive_s: Some(25),
+        };
+        let j2 = JobId::new("job-2").expect("id");
+        assert!(matches!(
+            p.a.add_job(&j2, k.clone(), &[peer.clone(), peer]),
+            Err(OverlayError::BadPeer(_))
+        ));
+        p.a.remove_job(&job());
+        assert!(p.a.outbound(&job(), &ipv4(p.a_ip, p.b_ip, b"x")).is_empty());
+    }
+}
