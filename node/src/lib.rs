@@ -15,8 +15,16 @@
 //! Wallet, overlay, job state machines, settlement and RPC arrive with issues 9–11.
 
 pub mod config;
+/// The data directory: layout, secrets (0600), RPC cookie.
+pub mod datadir;
 pub mod executor;
 pub mod gpu;
 pub mod market;
+/// Network presets: magic, slot clock, deployment parameters.
+pub mod network;
 /// Peer to peer: one libp2p swarm, signed offers, accept/cluster/attest exchange, RTT matrix.
 pub mod p2p;
+/// Daemon settings: config file plus `GANGLION_*` environment overrides.
+pub mod settings;
+/// The wallet: payment key, address, UTxOs and balance over N2C, payments.
+pub mod wallet;

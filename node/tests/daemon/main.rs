@@ -1,0 +1,6 @@
+//! Integration tests of the daemon pieces of issue 10 (settings, wallet, CLI), against a
+//! real devnet started by each test.
+
+mod support;
+mod wallet;
+mod wallet_cli;
