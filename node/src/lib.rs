@@ -12,19 +12,21 @@
 //! - [`p2p`]: one libp2p swarm (0.56, so beetswap can join it), signed offers over gossipsub,
 //!   the accept/cluster/attest protocols, RTT matrix, relay and DCUtR.
 //!
-//! Wallet, overlay, job state machines, settlement and RPC arrive with issues 9–11.
+//! - [`network`], [`datadir`], [`settings`]: network presets, the data dir (0600 secrets, RPC
+//!   cookie), config file plus `GANGLION_*` overrides.
+//! - [`wallet`]: payment key, balance over N2C, payments via the contracts crate.
+//! - [`rpc`]: the `ganglion-rpc` API implemented by the node (`node_*`, `wallet_*`).
+//!
+//! Overlay, job state machines, settlement and the other RPC namespaces arrive with issues 9–11.
 
 pub mod config;
-/// The data directory: layout, secrets (0600), RPC cookie.
 pub mod datadir;
 pub mod executor;
 pub mod gpu;
 pub mod market;
-/// Network presets: magic, slot clock, deployment parameters.
 pub mod network;
 /// Peer to peer: one libp2p swarm, signed offers, accept/cluster/attest exchange, RTT matrix.
 pub mod p2p;
-/// Daemon settings: config file plus `GANGLION_*` environment overrides.
+pub mod rpc;
 pub mod settings;
-/// The wallet: payment key, address, UTxOs and balance over N2C, payments.
 pub mod wallet;
