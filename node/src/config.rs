@@ -33,6 +33,8 @@ pub enum Network {
     Devnet,
     /// Cardano preprod.
     Preprod,
+    /// Cardano preview.
+    Preview,
     /// Cardano mainnet.
     Mainnet,
 }
@@ -42,6 +44,7 @@ impl fmt::Display for Network {
         f.write_str(match self {
             Self::Devnet => "devnet",
             Self::Preprod => "preprod",
+            Self::Preview => "preview",
             Self::Mainnet => "mainnet",
         })
     }

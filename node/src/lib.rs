@@ -13,13 +13,23 @@
 //!   the accept/cluster/attest protocols, RTT matrix, relay and DCUtR.
 //! - [`overlay`]: the per-job private layer-3 overlay: addressing, userspace WireGuard
 //!   (boringtun), TUN and the pod model (first slice of issue 9).
+//! - [`network`], [`datadir`], [`settings`]: network presets, the data dir (0600 secrets, RPC
+//!   cookie), config file plus `GANGLION_*` overrides.
+//! - [`wallet`]: payment key, balance over N2C, payments via the contracts crate.
+//! - [`rpc`]: the `ganglion-rpc` API implemented by the node (`node_*`, `wallet_*`).
 //!
-//! Wallet, overlay wiring, job state machines, settlement and RPC arrive with issues 9–11.
+//! Overlay wiring (NAT traversal, relay fallback), job state machines, settlement and the other
+//! RPC namespaces arrive with issues 9–11.
 
 pub mod config;
+pub mod datadir;
 pub mod executor;
 pub mod gpu;
 pub mod market;
+pub mod network;
 pub mod overlay;
 /// Peer to peer: one libp2p swarm, signed offers, accept/cluster/attest exchange, RTT matrix.
 pub mod p2p;
+pub mod rpc;
+pub mod settings;
+pub mod wallet;

@@ -18,10 +18,13 @@ struct Cli {
 enum Command {
     /// Show this machine's GPUs (detected and declared).
     Gpus(cli::gpus::Args),
+    /// The node's wallet: key, address, balance, payments.
+    Wallet(cli::wallet::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Gpus(args) => cli::gpus::run(args),
+        Command::Wallet(args) => cli::wallet::run(args),
     }
 }

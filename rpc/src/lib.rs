@@ -1,4 +1,23 @@
-//! JSON-RPC API traits and types of the Ganglion node (issue 10).
+//! # ganglion-rpc
 //!
-//! This crate is a placeholder in the workspace layout fixed by `DESIGN.md` §2: it exports
-//! nothing yet, and nothing in it claims to work. Its issue fills it.
+//! The node's JSON-RPC API (`DESIGN.md` §8): the `jsonrpsee` traits the node implements, the
+//! request and response types, the error codes, bearer-token auth from the cookie file, and
+//! the server (HTTP and WebSocket on one port, localhost by default).
+//!
+//! Modules:
+//! - [`api`]: the `node_*` and `wallet_*` method traits (`#[rpc(server)]`).
+//! - [`types`]: what the methods take and return (JSON shapes, units).
+//! - [`error`]: JSON-RPC error codes and readable messages.
+//! - [`auth`]: the `Authorization: Bearer <cookie>` check for mutating calls.
+//! - [`server`]: start a server for a set of methods.
+//!
+//! The published API is `docs/openrpc.json`; the node's tests check it against the method
+//! list of the running server.
+
+pub mod api;
+pub mod auth;
+pub mod error;
+pub mod server;
+pub mod types;
+
+pub use jsonrpsee;

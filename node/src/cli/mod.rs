@@ -2,3 +2,4 @@
 //! `anyhow` context strings are used.
 
 pub mod gpus;
+pub mod wallet;

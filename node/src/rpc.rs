@@ -1,0 +1,192 @@
+//! The node's side of the JSON-RPC API: the `ganglion-rpc` traits implemented over the
+//! settings, the network preset and the wallet, and [`serve`], which writes a fresh cookie
+//! and starts the server.
+
+use std::sync::Arc;
+
+use ganglion_rpc::api::{NodeApiServer, WalletApiServer};
+use ganglion_rpc::error::{self, error};
+use ganglion_rpc::jsonrpsee::core::{RpcResult, async_trait};
+use ganglion_rpc::jsonrpsee::types::ErrorObjectOwned;
+use ganglion_rpc::jsonrpsee::{Extensions, RpcModule};
+use ganglion_rpc::server::Running;
+use ganglion_rpc::types::{Balance, NodeInfo, Sent, Tip};
+
+use crate::datadir::DataDir;
+use crate::network::NetworkPreset;
+use crate::settings::Settings;
+use crate::wallet::{self, ChainClient, Wallet};
+
+/// Why the API could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Settings, data dir, preset or key file.
+    #[error(transparent)]
+    Wallet(#[from] wallet::Error),
+    /// Binding the listen address failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+struct Inner {
+    settings: Settings,
+    preset: NetworkPreset,
+    wallet: Option<Wallet>,
+}
+
+/// The implementation of every namespace (cheap to clone).
+#[derive(Clone)]
+pub struct Api {
+    inner: Arc<Inner>,
+}
+
+impl Api {
+    /// The API over `settings`; the wallet is optional (its methods answer
+    /// [`error::WALLET`] until `ganglion wallet new`).
+    ///
+    /// # Errors
+    /// [`Error::Wallet`] for a broken key file or settings.
+    pub fn new(settings: Settings) -> Result<Self, Error> {
+        let preset = NetworkPreset::of(settings.network()).map_err(wallet::Error::from)?;
+        let wallet = match Wallet::open(settings.clone()) {
+            Ok(w) => Some(w),
+            Err(wallet::Error::NoKey(_)) => None,
+            Err(e) => return Err(e.into()),
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                settings,
+                preset,
+                wallet,
+            }),
+        })
+    }
+
+    /// All namespaces in one module.
+    pub fn into_module(self) -> RpcModule<()> {
+        let mut m = RpcModule::new(());
+        // Namespaces have distinct prefixes, so merging cannot collide.
+        let _ = m.merge(NodeApiServer::into_rpc(self.clone()));
+        let _ = m.merge(WalletApiServer::into_rpc(self));
+        m
+    }
+
+    fn wallet(&self) -> RpcResult<&Wallet> {
+        self.inner
+            .wallet
+            .as_ref()
+            .ok_or_else(|| error(error::WALLET, "no wallet key: run `ganglion wallet new`"))
+    }
+}
+
+/// Writes a fresh cookie to the data dir and serves the API on `settings`' `[rpc] listen`.
+///
+/// # Errors
+/// [`Error::Wallet`] (data dir, settings), [`Error::Bind`].
+pub async fn serve(settings: Settings) -> Result<Running, Error> {
+    let dir = DataDir::open(settings.data_dir().map_err(wallet::Error::from)?)
+        .map_err(wallet::Error::from)?;
+    let token = dir.new_rpc_cookie().map_err(wallet::Error::from)?;
+    let addr = settings.daemon.rpc.listen;
+    let api = Api::new(settings)?;
+    ganglion_rpc::server::start(addr, &token, api.into_module())
+        .await
+        .map_err(|source| Error::Bind { addr, source })
+}
+
+/// The whole cause chain, for the error message.
+fn chain_message(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+fn to_rpc(e: &wallet::Error) -> ErrorObjectOwned {
+    use ganglion_contracts::Error as C;
+    let code = match e {
+        wallet::Error::Address { .. } | wallet::Error::NoNtx(_) => error::INVALID_PARAMS,
+        wallet::Error::Build(C::OutputBelowMinUtxo { .. }) => error::INVALID_PARAMS,
+        wallet::Error::Build(_) | wallet::Error::NoKey(_) => error::WALLET,
+        wallet::Error::Chain(wallet::chain::Error::Submit(_)) => error::TX_REJECTED,
+        wallet::Error::Chain(_) | wallet::Error::Settings(_) => error::CHAIN_UNAVAILABLE,
+        _ => error::INTERNAL,
+    };
+    error(code, chain_message(e))
+}
+
+#[async_trait]
+impl NodeApiServer for Api {
+    async fn info(&self) -> RpcResult<NodeInfo> {
+        Ok(NodeInfo {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            network: self.inner.preset.network.to_string(),
+            magic: self.inner.preset.magic,
+            wallet_address: self.inner.wallet.as_ref().map(Wallet::address),
+        })
+    }
+
+    async fn tip(&self) -> RpcResult<Option<Tip>> {
+        let n2c = self
+            .inner
+            .settings
+            .n2c()
+            .map_err(|e| to_rpc(&wallet::Error::from(e)))?;
+        let mut c = ChainClient::connect(&n2c, self.inner.preset.magic)
+            .await
+            .map_err(|e| to_rpc(&e.into()))?;
+        let tip = c.tip().await;
+        c.close().await;
+        let tip = tip.map_err(|e| to_rpc(&e.into()))?;
+        Ok(tip.map(|(slot, hash)| Tip {
+            slot,
+            hash: hex::encode(hash),
+        }))
+    }
+}
+
+#[async_trait]
+impl WalletApiServer for Api {
+    async fn address(&self) -> RpcResult<String> {
+        Ok(self.wallet()?.address())
+    }
+
+    async fn balance(&self) -> RpcResult<Balance> {
+        let b = self.wallet()?.balance().await.map_err(|e| to_rpc(&e))?;
+        Ok(Balance {
+            lovelace: b.lovelace,
+            assets: b.assets,
+            utxos: b.utxos,
+        })
+    }
+
+    async fn send(
+        &self,
+        ext: &Extensions,
+        to: String,
+        lovelace: u64,
+        ntx: Option<u64>,
+    ) -> RpcResult<Sent> {
+        ganglion_rpc::auth::require(ext)?;
+        let p = self
+            .wallet()?
+            .send(&to, lovelace, ntx.unwrap_or(0))
+            .await
+            .map_err(|e| to_rpc(&e))?;
+        Ok(Sent {
+            tx_id: p.tx_id,
+            fee: p.fee,
+        })
+    }
+}

@@ -1,0 +1,7 @@
+//! Integration tests of the daemon pieces of issue 10 (settings, wallet, CLI), against a
+//! real devnet started by each test.
+
+mod rpc;
+mod support;
+mod wallet;
+mod wallet_cli;

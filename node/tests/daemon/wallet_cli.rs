@@ -1,0 +1,74 @@
+//! `ganglion wallet …` as a user runs it: the binary, GANGLION_* variables, --json output.
+
+use std::process::Command;
+
+use crate::support::devnet;
+
+fn ganglion(data_dir: &std::path::Path, n2c: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ganglion"))
+        .args(args)
+        .env("GANGLION_NETWORK", "devnet")
+        .env("GANGLION_DATA_DIR", data_dir)
+        .env("GANGLION_N2C", n2c)
+        .env_remove("GANGLION_CONFIG")
+        .output()
+        .expect("runs")
+}
+
+fn json(o: &std::process::Output) -> serde_json::Value {
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("JSON on stdout")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wallet_cli_new_address_send_balance() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let h = devnet(t.path()).await;
+    let n2c = h.n2c_tcp_addr().expect("tcp").to_string();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+
+    let made = json(&ganglion(
+        &a,
+        &n2c,
+        &["wallet", "new", "--devnet-seed", "3", "--json"],
+    ));
+    let addr = json(&ganglion(&a, &n2c, &["wallet", "address", "--json"]));
+    assert_eq!(made["address"], addr["address"]);
+    let dest = json(&ganglion(&b, &n2c, &["wallet", "new", "--json"]))["address"]
+        .as_str()
+        .expect("address")
+        .to_string();
+    assert!(dest.starts_with("addr_test1"), "{dest}");
+
+    let again = ganglion(&b, &n2c, &["wallet", "new"]);
+    assert!(!again.status.success(), "a second `new` must refuse");
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("refusing to overwrite"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+
+    let sent = json(&ganglion(
+        &a,
+        &n2c,
+        &[
+            "wallet",
+            "send",
+            "--to",
+            &dest,
+            "--lovelace",
+            "3000000",
+            "--json",
+        ],
+    ));
+    assert_eq!(sent["tx_id"].as_str().map(str::len), Some(64));
+    h.forge_now().await.expect("forge");
+    let bal = json(&ganglion(&b, &n2c, &["wallet", "balance", "--json"]));
+    assert_eq!(bal["lovelace"], 3_000_000);
+    assert_eq!(bal["utxos"], 1);
+    h.shutdown().await;
+}
