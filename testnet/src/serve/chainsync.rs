@@ -48,6 +48,13 @@ pub fn resolve_point(chain: &Chain, p: &Point) -> Result<Option<Option<BlockRef>
     }
 }
 
+/// The tip as the store has it. The server reads blocks from the store, so the tip it
+/// announces comes from the same place: the chain's tip watch is updated just after the store,
+/// and a message built between the two would pair a rolled-back cursor with the old tip.
+fn store_tip(chain: &Chain) -> Result<Tip, ServeError> {
+    Ok(tip_of(chain.store().tip()?))
+}
+
 /// Serve one chainsync client until it sends `Done`, the connection breaks or `cancel`.
 ///
 /// # Errors
@@ -74,7 +81,7 @@ where
         match req {
             None => return Ok(()),
             Some(ClientRequest::Intersect(points)) => {
-                let tip = tip_of(chain.tip());
+                let tip = store_tip(&chain)?;
                 let mut found = None;
                 for p in &points {
                     if let Some(b) = resolve_point(&chain, p)? {
@@ -95,7 +102,7 @@ where
             }
             Some(ClientRequest::RequestNext) => {
                 if let Some(p) = pending_rollback.take() {
-                    server.send_roll_backward(p, tip_of(chain.tip())).await?;
+                    server.send_roll_backward(p, store_tip(&chain)?).await?;
                     continue;
                 }
                 let mut awaiting = false;
@@ -116,9 +123,7 @@ where
                         }
                         cursor = history.back().copied();
                         let point = cursor.as_ref().map_or(Point::Origin, point_of);
-                        server
-                            .send_roll_backward(point, tip_of(chain.tip()))
-                            .await?;
+                        server.send_roll_backward(point, store_tip(&chain)?).await?;
                         break;
                     }
                     if let Some(b) = next {
@@ -128,7 +133,7 @@ where
                             history.pop_front();
                         }
                         server
-                            .send_roll_forward(content(&b), tip_of(chain.tip()))
+                            .send_roll_forward(content(&b), store_tip(&chain)?)
                             .await?;
                         break;
                     }
