@@ -170,23 +170,47 @@ impl<S: Kv> Indexer<S> {
         Ok(tip)
     }
 
-    fn set_tip(&self, tip: Option<Option<Point>>) {
-        *self.tip.lock().unwrap_or_else(|p| p.into_inner()) = tip;
+    /// Commits `writes`, which move the cursor to `to`, with the tip cache locked: a reader
+    /// on another thread (a query, the RPC) must never load the old cursor from the store
+    /// after the cache was cleared but before the commit, and cache it over the new tip. That
+    /// race left a stale tip whose undo record was already gone (a rollback then failed as
+    /// too deep and the follower stopped).
+    fn commit_moving_tip(&self, writes: Vec<Write>, to: Option<Point>) -> Result<()> {
+        let mut cache = self.tip.lock().unwrap_or_else(|p| p.into_inner());
+        match self.store.commit(writes) {
+            Ok(()) => {
+                *cache = Some(to);
+                Ok(())
+            }
+            Err(e) => {
+                *cache = None;
+                Err(e)
+            }
+        }
     }
 
-    /// The blocks the indexer can still roll back to, newest first: the tip and the blocks
-    /// whose undo records are kept. A follower offers these as intersection points.
+    /// The blocks the indexer can still roll back to, newest first: the tip, the blocks whose
+    /// undo records are kept, and the block below the oldest of them (the deepest point an
+    /// undo reaches, like a node's immutable tip). A follower offers these as intersection
+    /// points; leaving out the deepest one would make a fork exactly k blocks deep look like
+    /// a chain with no intersection at all.
     ///
     /// # Errors
     /// Store errors, [`Error::Corrupt`].
     pub fn recent_points(&self) -> Result<Vec<Point>> {
-        let mut points: Vec<Point> = self
+        let undo: Vec<UndoRecord> = self
             .store
             .scan_prefix(keys::UNDO.as_bytes())?
             .iter()
-            .map(|(_, b)| parse::<UndoRecord>("undo record", b).map(|u| u.point))
+            .map(|(_, b)| parse::<UndoRecord>("undo record", b))
             .collect::<Result<_>>()?;
-        points.reverse();
+        let deepest = undo.first().and_then(|u| u.prev);
+        let mut points: Vec<Point> = self.tip()?.into_iter().collect();
+        for p in undo.iter().rev().map(|u| u.point).chain(deepest) {
+            if !points.contains(&p) {
+                points.push(p);
+            }
+        }
         Ok(points)
     }
 
@@ -328,13 +352,11 @@ impl<S: Kv> Indexer<S> {
             writes.push((keys::undo(point.height - self.k), None));
         }
         writes.push((keys::CURSOR.to_vec(), Some(json(&point))));
-        if let Err(e) = self.store.commit(writes) {
+        if let Err(e) = self.commit_moving_tip(writes, Some(point)) {
             self.set_live(None);
-            self.set_tip(None);
             return Err(e);
         }
         self.set_live(Some(live));
-        self.set_tip(Some(Some(point)));
         self.notify(Notification::Applied {
             point,
             records: records.clone(),
@@ -425,8 +447,7 @@ impl<S: Kv> Indexer<S> {
             writes.push((keys::undo(undo.point.height), None));
             writes.push((keys::CURSOR.to_vec(), undo.prev.map(|p| json(&p))));
             self.set_live(None);
-            self.set_tip(None);
-            self.store.commit(writes)?;
+            self.commit_moving_tip(writes, undo.prev)?;
             self.notify(Notification::RolledBack { to: undo.prev });
         }
         Ok(cursor)

@@ -5,6 +5,9 @@ use std::path::Path;
 use super::{Kv, Write};
 use crate::error::Result;
 
+/// How long [`SledKv::open`] waits for a lock released by a handle being dropped.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A [`Kv`] in a sled database. sled keeps batches atomic across crashes: after `kill -9`
 /// the store holds a prefix of the committed batches, never part of one.
 #[derive(Debug, Clone)]
@@ -14,12 +17,25 @@ pub struct SledKv {
 }
 
 impl SledKv {
-    /// Opens (or creates) the database in folder `path`.
+    /// Opens (or creates) the database in folder `path`. A lock still held by a handle
+    /// of this process that is being dropped (sled releases it from its flusher thread,
+    /// a moment after the drop) is waited for, up to 2 s.
     ///
     /// # Errors
     /// sled I/O errors (permissions, a database locked by another process).
     pub fn open(path: &Path) -> Result<Self> {
-        let db = sled::open(path)?;
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        let db = loop {
+            match sled::open(path) {
+                Err(sled::Error::Io(e))
+                    if e.to_string().contains("could not acquire lock")
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                r => break r?,
+            }
+        };
         let tree = db.open_tree("ganglion-indexer")?;
         Ok(Self { db, tree })
     }

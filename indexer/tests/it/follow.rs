@@ -243,10 +243,12 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
 /// Random rollbacks of depth 1–10 injected by the devnet during a scripted run of bonds and
 /// jobs: the follower that lived through them equals a fresh replay of the final chain.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "KNOWN BUG (issue 4 left open): after some rollback sequences the N2N follower never \
-            catches up (timing-dependent; e.g. GANGLION_ROLLBACK_SEED=4 fails ~5 runs in 8). \
-            Run with --run-ignored to reproduce."]
 async fn random_devnet_rollbacks_leave_the_same_state_as_a_fresh_replay() {
+    // On failure the sync loop's log (reconnects, intersections) is printed with the panic.
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_test_writer()
+        .try_init();
     let dir = tempfile::tempdir().expect("tempdir");
     let chain = Chain::start(dir.path()).await;
     let (dep, watch) = deploy(&chain).await;

@@ -91,3 +91,111 @@ fn rollback_beyond_k_is_refused_and_changes_nothing() {
         .expect("3 blocks back");
     assert_eq!(ix.tip().expect("tip"), Some(target));
 }
+
+/// The intersection points a follower offers reach exactly as deep as an undo can: the tip,
+/// every block with an undo record, and the block below the oldest one. Without that deepest
+/// point a fork exactly k blocks deep found no intersection and the follower never recovered.
+#[test]
+fn recent_points_reach_the_deepest_block_an_undo_can_restore() {
+    let (watch, blocks) = scenario();
+    let k = 3u64;
+    assert!(blocks.len() > k as usize + 1, "scenario long enough");
+    let ix = replay(watch, blocks, k);
+    let points = ix.recent_points().expect("points");
+    assert_eq!(points.first().copied(), ix.tip().expect("tip"), "tip first");
+    assert_eq!(
+        points.len(),
+        k as usize + 1,
+        "k undone blocks + the block below"
+    );
+    let deepest = *points.last().expect("some");
+    let below = replay(watch, &blocks[..blocks.len() - k as usize], k);
+    let below_tip = below.tip().expect("tip").expect("some");
+    assert_eq!(
+        deepest, below_tip,
+        "the deepest point is the block below the window"
+    );
+    let one_more = replay(watch, &blocks[..blocks.len() - 1 - k as usize], k)
+        .tip()
+        .expect("tip")
+        .expect("some");
+    let err = ix
+        .roll_back_to(Some((one_more.slot, one_more.hash)))
+        .expect_err("past the deepest point");
+    assert!(matches!(err, Error::RollbackTooDeep { .. }), "{err}");
+    ix.roll_back_to(Some((deepest.slot, deepest.hash)))
+        .expect("every offered point can be rolled back to");
+    assert_eq!(
+        ix.recent_points().expect("points"),
+        vec![deepest],
+        "with no undo record left the tip is still offered"
+    );
+}
+
+/// A store whose commits take a millisecond, like a disk under load: it widens the window
+/// between a writer starting to move the cursor and the move being visible.
+struct SlowCommits(MemoryKv);
+
+impl Kv for SlowCommits {
+    fn get(&self, key: &[u8]) -> ganglion_indexer::Result<Option<Vec<u8>>> {
+        self.0.get(key)
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> ganglion_indexer::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.0.scan_prefix(prefix)
+    }
+    fn range(&self, from: &[u8], to: &[u8]) -> ganglion_indexer::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.0.range(from, to)
+    }
+    fn commit(&self, writes: Vec<ganglion_indexer::store::Write>) -> ganglion_indexer::Result<()> {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        self.0.commit(writes)
+    }
+    fn flush(&self) -> ganglion_indexer::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// Readers on other threads (queries, the RPC, a test waiting for the tip) may ask for the tip
+/// while the follower rolls back, typically woken by the previous step's notification. They
+/// must never cache the pre-rollback cursor over the new one: the follower's next apply or
+/// rollback would then start from a block whose undo record is gone (seen as "cannot roll
+/// back: beyond the undo window" and a follower that stopped).
+#[test]
+fn concurrent_tip_readers_never_leave_a_stale_tip_behind() {
+    let (watch, blocks) = scenario();
+    let depth = 4;
+    let (kept, rolled) = blocks.split_at(blocks.len() - depth);
+    let ix = Indexer::new(SlowCommits(MemoryKv::new()), watch.clone(), 10);
+    for b in kept {
+        ix.apply_block(b).expect("applies");
+    }
+    let ix = std::sync::Arc::new(ix);
+    let base = ix.tip().expect("tip").expect("some");
+    let rx = ix.subscribe();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (ix, stop) = (ix.clone(), stop.clone());
+        // Like a waiter: wake on each notification and read the tip at once.
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if rx
+                    .recv_timeout(std::time::Duration::from_millis(50))
+                    .is_ok()
+                {
+                    let _ = ix.tip();
+                }
+            }
+        })
+    };
+    for round in 0..50 {
+        for b in rolled {
+            ix.apply_block(b)
+                .unwrap_or_else(|e| panic!("round {round}: apply: {e}"));
+        }
+        ix.roll_back_to(Some((base.slot, base.hash)))
+            .unwrap_or_else(|e| panic!("round {round}: rollback: {e}"));
+        assert_eq!(ix.tip().expect("tip"), Some(base), "round {round}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    reader.join().expect("reader");
+}

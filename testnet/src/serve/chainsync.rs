@@ -55,6 +55,29 @@ fn store_tip(chain: &Chain) -> Result<Tip, ServeError> {
     Ok(tip_of(chain.store().tip()?))
 }
 
+/// The last `k` blocks of our chain up to and including `at`: blocks the client holds once it
+/// intersected at `at` (a header hash commits to its whole ancestry). They are the candidate
+/// fork points when a later rollback goes deeper than what this session forwarded; without
+/// them a rollback below the intersection would be announced as a rollback to origin.
+fn known_ancestors(
+    chain: &Chain,
+    at: Option<BlockRef>,
+    k: usize,
+) -> Result<VecDeque<BlockRef>, ServeError> {
+    let mut history = VecDeque::with_capacity(k);
+    let Some(at) = at else {
+        return Ok(history);
+    };
+    let from = at.number.saturating_sub(k as u64 - 1).max(1);
+    for n in from..at.number {
+        if let Some(b) = chain.store().block(n)? {
+            history.push_back(b.at);
+        }
+    }
+    history.push_back(at);
+    Ok(history)
+}
+
 /// Serve one chainsync client until it sends `Done`, the connection breaks or `cancel`.
 ///
 /// # Errors
@@ -92,8 +115,7 @@ where
                 match found {
                     Some((p, b)) => {
                         cursor = b;
-                        history.clear();
-                        history.extend(b);
+                        history = known_ancestors(&chain, b, k)?;
                         pending_rollback = Some(p.clone());
                         server.send_intersect_found(p, tip).await?;
                     }
