@@ -17,12 +17,15 @@
 //!   cookie), config file plus `GANGLION_*` overrides.
 //! - [`wallet`]: payment key, balance over N2C, payments via the contracts crate.
 //! - [`rpc`]: the `ganglion-rpc` API implemented by the node (`node_*`, `wallet_*`).
+//! - [`doctor`]: read-only checks that this machine can run a node (Docker, GPU runtime, GPUs,
+//!   chain, RPC port, disk), each with the step that fixes it.
 //!
 //! Overlay wiring (NAT traversal, relay fallback), job state machines, settlement and the other
 //! RPC namespaces arrive with issues 9–11.
 
 pub mod config;
 pub mod datadir;
+pub mod doctor;
 pub mod executor;
 pub mod gpu;
 pub mod market;

@@ -20,11 +20,14 @@ enum Command {
     Gpus(cli::gpus::Args),
     /// The node's wallet: key, address, balance, payments.
     Wallet(cli::wallet::Args),
+    /// Check that this machine can run a node: Docker, GPU runtime, GPUs, chain, port, disk.
+    Doctor(cli::doctor::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Gpus(args) => cli::gpus::run(args),
         Command::Wallet(args) => cli::wallet::run(args),
+        Command::Doctor(args) => cli::doctor::run(args),
     }
 }

@@ -1,5 +1,6 @@
 //! Subcommands of the `ganglion` binary, one file each. The only place (with `main.rs`) where
 //! `anyhow` context strings are used.
 
+pub mod doctor;
 pub mod gpus;
 pub mod wallet;

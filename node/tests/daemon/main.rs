@@ -1,6 +1,7 @@
 //! Integration tests of the daemon pieces of issue 10 (settings, wallet, CLI), against a
 //! real devnet started by each test.
 
+mod doctor_cli;
 mod rpc;
 mod support;
 mod wallet;

@@ -1,0 +1,278 @@
+//! `ganglion doctor`: checks that this machine can run a node, each with a verdict and, when
+//! something is wrong, the step that fixes it (DESIGN §8). The checks only read: nothing is
+//! installed, started or written.
+//!
+//! | check        | passes when                                                    |
+//! |--------------|----------------------------------------------------------------|
+//! | `docker`     | the Docker Engine answers on its socket (API version negotiated) |
+//! | `gpu-runtime`| NVIDIA GPUs can reach containers (runtime or CDI); warn if not  |
+//! | `gpus`       | GPUs are detected (NVML, AMD sysfs) or declared in the config   |
+//! | `chain`      | the N2C endpoint answers the handshake with the network magic  |
+//! | `rpc-port`   | the RPC listen address can be bound (warn: in use, a node running?) |
+//! | `disk`       | the data dir's file system has ≥ 10 GiB free (fail below 1 GiB) |
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::executor::engine::{DEFAULT_SOCKET, Engine};
+use crate::gpu::{self, docker::NvidiaAccess};
+use crate::network::NetworkPreset;
+use crate::settings::{N2cEndpoint, Settings};
+use crate::wallet::chain::ChainClient;
+
+/// Free space below which the disk check fails, in GiB.
+pub const DISK_FAIL_GIB: f64 = 1.0;
+/// Free space below which the disk check warns, in GiB (images, outputs, the indexer).
+pub const DISK_WARN_GIB: f64 = 10.0;
+/// How long the chain and Docker checks wait for an answer.
+pub const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A check's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Works.
+    Pass,
+    /// Works with a limitation (no GPU runtime on a devnet machine, port in use).
+    Warn,
+    /// Does not work: the node cannot run as configured.
+    Fail,
+}
+
+/// One check's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// The check's name (`docker`, `chain`, …).
+    pub name: &'static str,
+    /// Pass, warn or fail.
+    pub verdict: Verdict,
+    /// What was found.
+    pub detail: String,
+    /// What to do about a warning or failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn pass(name: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            name,
+            verdict: Verdict::Pass,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    fn not_ok(
+        name: &'static str,
+        verdict: Verdict,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        Self {
+            name,
+            verdict,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+/// Runs every check for `settings`, in the table's order.
+pub async fn run(settings: &Settings) -> Vec<Check> {
+    let engine = tokio::time::timeout(
+        TIMEOUT,
+        Engine::connect(Path::new(DEFAULT_SOCKET), TIMEOUT.as_secs()),
+    )
+    .await;
+    let (docker, runtime) = match engine {
+        Ok(Ok(e)) => (
+            Check::pass(
+                "docker",
+                format!(
+                    "Docker Engine {} at {} (API {})",
+                    e.server_version,
+                    e.socket.display(),
+                    e.api_version
+                ),
+            ),
+            runtime_check(&e.nvidia),
+        ),
+        Ok(Err(err)) => no_docker(err.to_string()),
+        Err(_) => no_docker(format!(
+            "{DEFAULT_SOCKET} did not answer within {TIMEOUT:?}"
+        )),
+    };
+    vec![
+        docker,
+        runtime,
+        gpus_check(settings),
+        chain_check(settings).await,
+        port_check(settings),
+        disk_check(settings),
+    ]
+}
+
+/// Whether any check failed (the CLI exits non-zero then).
+pub fn failed(checks: &[Check]) -> bool {
+    checks.iter().any(|c| c.verdict == Verdict::Fail)
+}
+
+fn no_docker(why: String) -> (Check, Check) {
+    (
+        Check::not_ok(
+            "docker",
+            Verdict::Fail,
+            why,
+            "install Docker (`apt-get install -y docker.io iptables`) and start it \
+             (`systemctl start docker`, or `bash scripts/ensure-docker.sh` in a checkout)",
+        ),
+        Check::not_ok(
+            "gpu-runtime",
+            Verdict::Warn,
+            "not checked: no Docker Engine",
+            "fix the docker check first",
+        ),
+    )
+}
+
+fn runtime_check(access: &NvidiaAccess) -> Check {
+    match access {
+        NvidiaAccess::Cdi { devices } => Check::pass(
+            "gpu-runtime",
+            format!("CDI lists {} NVIDIA GPU(s)", devices.len()),
+        ),
+        NvidiaAccess::Runtime => Check::pass("gpu-runtime", "the `nvidia` runtime is installed"),
+        NvidiaAccess::Missing { missing } => Check::not_ok(
+            "gpu-runtime",
+            Verdict::Warn,
+            "NVIDIA GPUs cannot reach containers (fine for a devnet with declared GPUs)",
+            missing.clone(),
+        ),
+    }
+}
+
+fn gpus_check(settings: &Settings) -> Check {
+    let cfg = &settings.node.gpus;
+    let inv = gpu::detect(&cfg.sysfs_root, &cfg.declared);
+    let declared = inv.gpus.iter().filter(|g| g.is_declared()).count();
+    let detected = inv.gpus.len() - declared;
+    let detail = format!("{detected} detected, {declared} declared");
+    match inv.offerable(settings.network()) {
+        Ok(gpus) if !gpus.is_empty() => Check::pass("gpus", detail),
+        Ok(_) => Check::not_ok(
+            "gpus",
+            Verdict::Warn,
+            format!("{detail}; nothing to offer ({})", inv.notes.join("; ")),
+            "install the NVIDIA driver (NVML) or the AMD kernel driver, or declare GPUs under \
+             [[gpus.declared]] on a devnet; an orchestrator-only node needs none",
+        ),
+        Err(e) => Check::not_ok(
+            "gpus",
+            Verdict::Fail,
+            format!("{detail}: {e}"),
+            "remove [[gpus.declared]] entries on public networks: only detected GPUs are offered",
+        ),
+    }
+}
+
+async fn chain_check(settings: &Settings) -> Check {
+    let fix = "start a cardano-node (or `ganglion-devnet`) and point [chain] n2c (or GANGLION_N2C) \
+               at its socket or host:port";
+    let endpoint = match settings.n2c() {
+        Ok(e) => e,
+        Err(e) => return Check::not_ok("chain", Verdict::Fail, e.to_string(), fix),
+    };
+    let preset = match NetworkPreset::of(settings.network()) {
+        Ok(p) => p,
+        Err(e) => return Check::not_ok("chain", Verdict::Fail, e.to_string(), fix),
+    };
+    let shown = match &endpoint {
+        N2cEndpoint::Unix(p) => p.display().to_string(),
+        N2cEndpoint::Tcp(a) => a.to_string(),
+    };
+    match tokio::time::timeout(TIMEOUT, ChainClient::connect(&endpoint, preset.magic)).await {
+        Ok(Ok(_)) => Check::pass(
+            "chain",
+            format!("{shown} answers (network magic {})", preset.magic),
+        ),
+        Ok(Err(e)) => Check::not_ok("chain", Verdict::Fail, format!("{shown}: {e}"), fix),
+        Err(_) => Check::not_ok(
+            "chain",
+            Verdict::Fail,
+            format!("{shown} did not answer within {TIMEOUT:?}"),
+            fix,
+        ),
+    }
+}
+
+fn port_check(settings: &Settings) -> Check {
+    let addr = settings.daemon.rpc.listen;
+    match std::net::TcpListener::bind(addr) {
+        Ok(_) => Check::pass("rpc-port", format!("{addr} is free")),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Check::not_ok(
+            "rpc-port",
+            Verdict::Warn,
+            format!("{addr} is in use"),
+            "if no node is running here, set [rpc] listen (or GANGLION_RPC_LISTEN) to a free port",
+        ),
+        Err(e) => Check::not_ok(
+            "rpc-port",
+            Verdict::Fail,
+            format!("{addr}: {e}"),
+            "set [rpc] listen (or GANGLION_RPC_LISTEN) to an address of this machine",
+        ),
+    }
+}
+
+fn disk_check(settings: &Settings) -> Check {
+    let fix = "free space or set data_dir (GANGLION_DATA_DIR) to a larger file system";
+    let dir = match settings.data_dir() {
+        Ok(d) => d,
+        Err(e) => return Check::not_ok("disk", Verdict::Fail, e.to_string(), fix),
+    };
+    // The data dir may not exist yet: measure the nearest existing ancestor.
+    let probe = dir
+        .ancestors()
+        .find(|p| p.exists())
+        .unwrap_or(Path::new("/"));
+    match free_gib(probe) {
+        Ok(gib) if gib < DISK_FAIL_GIB => Check::not_ok(
+            "disk",
+            Verdict::Fail,
+            format!("{gib:.1} GiB free at {}", probe.display()),
+            fix,
+        ),
+        Ok(gib) if gib < DISK_WARN_GIB => Check::not_ok(
+            "disk",
+            Verdict::Warn,
+            format!("{gib:.1} GiB free at {}", probe.display()),
+            fix,
+        ),
+        Ok(gib) => Check::pass("disk", format!("{gib:.1} GiB free at {}", probe.display())),
+        Err(e) => Check::not_ok(
+            "disk",
+            Verdict::Fail,
+            format!("{}: {e}", probe.display()),
+            fix,
+        ),
+    }
+}
+
+/// Free space available to unprivileged users on the file system holding `path`, in GiB.
+fn free_gib(path: &Path) -> std::io::Result<f64> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a valid NUL-terminated path and `st` is a properly sized out-pointer.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: statvfs returned 0, so it filled `st`.
+    let st = unsafe { st.assume_init() };
+    Ok(st.f_bavail as f64 * st.f_frsize as f64 / (1u64 << 30) as f64)
+}
