@@ -25,6 +25,8 @@ pub mod config;
 pub mod datadir;
 pub mod executor;
 pub mod gpu;
+/// The job lifecycle: state machines, the durable job store, the orchestrator and provider drivers.
+pub mod job;
 pub mod market;
 pub mod network;
 pub mod overlay;

@@ -1,0 +1,10 @@
+//! The job lifecycle (issue 10): persisted state machines and the drivers that take a job from
+//! the orchestrator's lock to the providers being paid.
+//!
+//! - [`state`]: the orchestrator and provider state machines and their pure, idempotent
+//!   transition function.
+//! - [`store`]: the sled job store: one record per (job, role), history, the transaction
+//!   intent log and the dispatch intent that make restarts safe.
+
+pub mod state;
+pub mod store;
