@@ -5,6 +5,15 @@
 //!   transition function.
 //! - [`store`]: the sled job store: one record per (job, role), history, the transaction
 //!   intent log and the dispatch intent that make restarts safe.
+//! - [`chain`]: UTxOs, submission, slot clock, transactions balanced and signed.
+//! - [`orchestrator`], [`provider`]: the drivers, one step per job per pass.
+//! - [`engine`]: [`Engine`], the task running the drivers; how a node starts it.
 
 pub mod state;
 pub mod store;
+pub mod chain;
+pub mod engine;
+pub mod orchestrator;
+pub mod provider;
+
+pub use engine::{Engine, EngineConfig, EngineError, NoExecutor, Parts};
