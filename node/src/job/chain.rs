@@ -143,9 +143,7 @@ impl ChainAccess {
     /// # Errors
     /// [`ChainError::Missing`] for one not on chain, [`ChainError::Client`].
     pub async fn script_utxos(&self, refs: &[TxoRef]) -> Result<Vec<Utxo>, ChainError> {
-        let all = self
-            .utxos_at(&self.deployment.address(&self.env))
-            .await?;
+        let all = self.utxos_at(&self.deployment.address(&self.env)).await?;
         refs.iter()
             .map(|r| {
                 all.iter()
@@ -163,7 +161,9 @@ impl ChainAccess {
     pub async fn wallet_utxos(&self, now_ms: u64) -> Result<Vec<Utxo>, ChainError> {
         let utxos = self.utxos_at(&self.address()).await?;
         let mut held = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        held.retain(|r, at| now_ms.saturating_sub(*at) < IN_FLIGHT_MS && utxos.iter().any(|u| u.reference == *r));
+        held.retain(|r, at| {
+            now_ms.saturating_sub(*at) < IN_FLIGHT_MS && utxos.iter().any(|u| u.reference == *r)
+        });
         Ok(utxos
             .into_iter()
             .filter(|u| !held.contains_key(&u.reference))

@@ -287,7 +287,10 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
     ///
     /// # Errors
     /// Store errors.
-    pub fn orchestrator_record(&self, job: &JobId) -> Result<Option<OrchestratorRecord>, EngineError> {
+    pub fn orchestrator_record(
+        &self,
+        job: &JobId,
+    ) -> Result<Option<OrchestratorRecord>, EngineError> {
         Ok(self.ctx.store.get::<OrchestratorRole>(job)?)
     }
 

@@ -9,11 +9,11 @@
 //! - [`orchestrator`], [`provider`]: the drivers, one step per job per pass.
 //! - [`engine`]: [`Engine`], the task running the drivers; how a node starts it.
 
-pub mod state;
-pub mod store;
 pub mod chain;
 pub mod engine;
 pub mod orchestrator;
 pub mod provider;
+pub mod state;
+pub mod store;
 
 pub use engine::{Engine, EngineConfig, EngineError, NoExecutor, Parts};

@@ -47,6 +47,15 @@ pub struct Chosen {
     pub rate: u64,
 }
 
+/// A provider taken out of matching for this job, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Excluded {
+    /// The provider as it was chosen.
+    pub chosen: Chosen,
+    /// Its refusal or the failure of the request.
+    pub reason: String,
+}
+
 /// What the orchestrator keeps per job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OrchestratorDetail {
@@ -57,7 +66,7 @@ pub struct OrchestratorDetail {
     pub spec_cid: Vec<u8>,
     /// Providers excluded from matching (refused or timed out).
     #[serde(default)]
-    pub excluded: Vec<Chosen>,
+    pub excluded: Vec<Excluded>,
     /// The current plan, in assignment order.
     #[serde(default)]
     pub chosen: Vec<Chosen>,
@@ -119,7 +128,9 @@ async fn submit_new<S: Kv, E: Executor>(
 async fn nudge<S: Kv, E: Executor>(ctx: &Ctx<S, E>, intent: &TxIntent) {
     if ctx.due(&intent.tx_hash, intent.written_ms) {
         match ctx.chain.resubmit(&intent.signed).await {
-            Ok(()) => tracing::info!(kind = ?intent.kind, tx = %hex::encode(intent.tx_hash), "re-submitted"),
+            Ok(()) => {
+                tracing::info!(kind = ?intent.kind, tx = %hex::encode(intent.tx_hash), "re-submitted")
+            }
             Err(e) => tracing::debug!(kind = ?intent.kind, error = %e, "re-submission refused"),
         }
     }
@@ -198,7 +209,10 @@ pub(crate) async fn cancel<S: Kv, E: Executor>(
         .get::<OrchestratorRole>(job)?
         .ok_or_else(|| state_err(*job, "unknown job"))?;
     if !r.state.is_open() {
-        return Err(state_err(*job, format!("cannot cancel in state {:?}", r.state)));
+        return Err(state_err(
+            *job,
+            format!("cannot cancel in state {:?}", r.state),
+        ));
     }
     if r.intent(TxKind::Cancel).is_some() {
         return Ok(());
@@ -211,7 +225,10 @@ pub(crate) async fn cancel<S: Kv, E: Executor>(
         .job(job, ctx.config.depth)?
         .ok_or_else(|| state_err(*job, "the lock is not on chain yet"))?;
     if view.value.status != JobStatus::Locked {
-        return Err(state_err(*job, format!("escrow is {:?}", view.value.status)));
+        return Err(state_err(
+            *job,
+            format!("escrow is {:?}", view.value.status),
+        ));
     }
     let escrow_at = escrow_ref(&view.value).ok_or_else(|| state_err(*job, "no escrow"))?;
     let escrow = ctx.chain.script_utxos(&[escrow_at]).await?;
@@ -261,7 +278,10 @@ async fn step<S: Kv, E: Executor>(
 ) -> Result<(), EngineError> {
     let job = r.job_id;
     let confirmed = ctx.indexer.job(&job, ctx.config.depth)?;
-    let view = confirmed.as_ref().filter(|c| !c.tentative).map(|c| &c.value);
+    let view = confirmed
+        .as_ref()
+        .filter(|c| !c.tentative)
+        .map(|c| &c.value);
     let slot = view.and_then(|v| v.history.last()).map(|h| h.meta.slot);
     // The chain's word is final: terminal statuses end the record whoever caused them.
     if let Some(v) = view {
@@ -313,13 +333,21 @@ async fn do_match<S: Kv, E: Executor>(
     r: &OrchestratorRecord,
 ) -> Result<(), EngineError> {
     let market = ctx.p2p.market().await?;
-    let excluded: Vec<KeyHash> = r.detail.excluded.iter().map(|c| c.provider).collect();
+    let excluded: Vec<KeyHash> = r
+        .detail
+        .excluded
+        .iter()
+        .map(|x| x.chosen.provider)
+        .collect();
     let offers: Vec<_> = market
         .iter()
         .filter(|o| !excluded.contains(&o.body.market.provider))
         .collect();
     let snapshot = MarketSnapshot::build(
-        &offers.iter().map(|o| o.body.market.clone()).collect::<Vec<_>>(),
+        &offers
+            .iter()
+            .map(|o| o.body.market.clone())
+            .collect::<Vec<_>>(),
         &[],
         SnapshotOptions {
             allow_declared: ctx.config.allow_declared_gpus,
@@ -369,7 +397,10 @@ fn rematch<S: Kv, E: Executor>(
 ) -> Result<(), EngineError> {
     tracing::info!(job = %r.job_id, provider = %hex::encode(bad.provider), %why, "re-matching without provider");
     let mut d = r.detail.clone();
-    d.excluded.push(bad.clone());
+    d.excluded.push(Excluded {
+        chosen: bad.clone(),
+        reason: why.clone(),
+    });
     d.chosen.clear();
     d.last_error = Some(why);
     ctx.store.set_detail::<OrchestratorRole>(&r.job_id, d)?;
@@ -383,12 +414,12 @@ async fn assign<S: Kv, E: Executor>(
     view: Option<&JobView>,
 ) -> Result<(), EngineError> {
     let job = r.job_id;
-    if let Some(i) = r.intent(TxKind::Assign) {
-        if !lapsed(ctx, i) {
-            nudge(ctx, i).await;
-            return Ok(());
-        }
-        // Lapsed without landing (AssignConfirmed would have moved us): ask again below.
+    // A lapsed intent that never landed (AssignConfirmed would have moved us) asks again.
+    if let Some(i) = r.intent(TxKind::Assign)
+        && !lapsed(ctx, i)
+    {
+        nudge(ctx, i).await;
+        return Ok(());
     }
     let Some(v) = view else { return Ok(()) };
     let deadline_ms = v.deadline_ms;
@@ -424,7 +455,9 @@ async fn assign<S: Kv, E: Executor>(
             Ok(AcceptResponse::Accepted { .. }) => {
                 return rematch(ctx, r, c, "accepted under another provider key".into());
             }
-            Ok(AcceptResponse::Refused(why)) => return rematch(ctx, r, c, format!("refused: {why}")),
+            Ok(AcceptResponse::Refused(why)) => {
+                return rematch(ctx, r, c, format!("refused: {why}"));
+            }
             Err(e) => return rematch(ctx, r, c, format!("no answer: {e}")),
         }
     }
@@ -460,19 +493,20 @@ async fn attestations<S: Kv, E: Executor>(
     v: &JobView,
 ) -> Result<Vec<Option<Attestation>>, EngineError> {
     let held = ctx.p2p.attestations(v.job_id).await?;
-    Ok(v
-        .assignments
+    Ok(v.assignments
         .iter()
         .enumerate()
         .map(|(i, a)| {
-            held.iter().find(|m| m.provider == a.provider).map(|m| Attestation {
-                provider_index: i as u64,
-                result: m.result.clone(),
-                logs: m.logs.clone(),
-                gpu_seconds: m.gpu_seconds,
-                exit_code: m.exit_code,
-                signature: m.signature.clone(),
-            })
+            held.iter()
+                .find(|m| m.provider == a.provider)
+                .map(|m| Attestation {
+                    provider_index: i as u64,
+                    result: m.result.clone(),
+                    logs: m.logs.clone(),
+                    gpu_seconds: m.gpu_seconds,
+                    exit_code: m.exit_code,
+                    signature: m.signature.clone(),
+                })
         })
         .collect())
 }
@@ -504,7 +538,12 @@ async fn settle<S: Kv, E: Executor>(
     .map_err(super::chain::ChainError::from)?;
     let tx = ctx.chain.build(draft, ctx.now()).await?;
     submit_new(ctx, &r.job_id, TxKind::Settle, tx, Some(until)).await?;
-    apply(ctx, &r.job_id, OrchestratorEvent::AttestationsComplete, None)?;
+    apply(
+        ctx,
+        &r.job_id,
+        OrchestratorEvent::AttestationsComplete,
+        None,
+    )?;
     Ok(())
 }
 

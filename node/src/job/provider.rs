@@ -161,7 +161,9 @@ fn apply<S: Kv, E: Executor>(
     job: &JobId,
     event: ProviderEvent,
 ) -> Result<ProviderState, EngineError> {
-    let to = ctx.store.apply::<ProviderRole>(job, event, ctx.now(), None)?;
+    let to = ctx
+        .store
+        .apply::<ProviderRole>(job, event, ctx.now(), None)?;
     tracing::info!(job = %job, ?event, state = ?to, "provider");
     Ok(to)
 }
@@ -213,7 +215,11 @@ async fn step<S: Kv + 'static, E: Executor + 'static>(
             apply(ctx, &job, ProviderEvent::SlashSeen)?;
         } else if !matches!(r.state, ProviderState::Preparing | ProviderState::Running) {
             // Running containers are left to finish (and be cleaned up) by the executor.
-            fail(ctx, &r, format!("job ended on chain ({:?}) without paying us", v.status))?;
+            fail(
+                ctx,
+                &r,
+                format!("job ended on chain ({:?}) without paying us", v.status),
+            )?;
         }
         return Ok(());
     }
@@ -243,7 +249,9 @@ async fn step<S: Kv + 'static, E: Executor + 'static>(
             let Some(v) = &view else { return Ok(()) };
             dispatch(ctx, side, &r, &v.spec).await
         }
-        ProviderState::Preparing | ProviderState::Running => watch(ctx, side, &r, view.as_ref()).await,
+        ProviderState::Preparing | ProviderState::Running => {
+            watch(ctx, side, &r, view.as_ref()).await
+        }
         ProviderState::Finished => attest(ctx, side, &r).await,
         _ => Ok(()),
     }
@@ -294,8 +302,10 @@ async fn plan_for<S: Kv, E: Executor>(
         })
         .collect();
     let exec_id = crate::executor::JobId::new(executor_job(&r.job_id, index))?;
-    Ok(JobPlan::from_ensemble(exec_id, &spec, world, vec![index as u32])
-        .map_err(|e| format!("cannot plan the job: {e}")))
+    Ok(
+        JobPlan::from_ensemble(exec_id, &spec, world, vec![index as u32])
+            .map_err(|e| format!("cannot plan the job: {e}")),
+    )
 }
 
 async fn dispatch<S: Kv + 'static, E: Executor + 'static>(
@@ -340,14 +350,19 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
     let exec = side.executor.clone();
     tokio::spawn(async move {
         match exec.run(plan).await {
-            Ok(report) => tracing::info!(job = %report.job, outcome = ?report.outcome, "executor finished"),
+            Ok(report) => {
+                tracing::info!(job = %report.job, outcome = ?report.outcome, "executor finished")
+            }
             Err(e) => tracing::warn!(job = %id, error = %e, "executor refused the job"),
         }
     });
 }
 
 fn finished_of(report: &JobReport, index: u64) -> Finished {
-    let rank = report.ranks.iter().find(|r| u64::from(r.node_rank) == index);
+    let rank = report
+        .ranks
+        .iter()
+        .find(|r| u64::from(r.node_rank) == index);
     let cid_bytes = |c: Option<&crate::executor::report::Artifact>| {
         c.and_then(|a| cid::Cid::try_from(a.cid.as_str()).ok())
             .map(|c| c.to_bytes())
@@ -381,10 +396,11 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .contains(&d.executor_job);
-            if !spawned && let Some(v) = view {
-                if let Ok(plan) = plan_for(ctx, side, r, index, &v.spec).await? {
-                    spawn_run(ctx, side, d.executor_job.clone(), plan);
-                }
+            if !spawned
+                && let Some(v) = view
+                && let Ok(plan) = plan_for(ctx, side, r, index, &v.spec).await?
+            {
+                spawn_run(ctx, side, d.executor_job.clone(), plan);
             }
             Ok(())
         }
