@@ -5,6 +5,7 @@
 mod support;
 
 mod cancel;
+mod expire;
 mod rematch;
 mod restart;
 mod settle;

@@ -292,6 +292,11 @@ pub struct ProviderIdent {
 }
 
 impl ProviderIdent {
+    /// The payment key hash (the provider on chain).
+    pub fn payment_hash(&self) -> KeyHash {
+        hash_of(&self.payment)
+    }
+
     /// Identity from devnet key `seed`, bonded for one GPU on `chain`.
     pub async fn bonded(chain: &Chain, seed: u32) -> Self {
         let payment = dev_key(seed);
@@ -350,11 +355,24 @@ impl<E> SideParts<E> {
     }
 }
 
+/// A node whose job engine was stopped (its store closed); everything else still runs.
+pub struct Stopped<E: ganglion_node::executor::Executor + 'static> {
+    p2p: Client,
+    addr: Multiaddr,
+    indexer: Arc<Indexer<SledKv>>,
+    key_hash: KeyHash,
+    dir: PathBuf,
+    cancel: CancellationToken,
+    executor: Option<Arc<E>>,
+    blocks: Arc<SledBlockstore>,
+    payment: SigningKey,
+    side: Option<SideParts<E>>,
+}
+
 impl<E: ganglion_node::executor::Executor + 'static> Node<E> {
-    /// Stops the engine, drops its job store, reopens the store from disk and starts a new
-    /// engine on it (same indexer, swarm, blockstore and executor): what a restart of the
-    /// node's job engine sees. The new engine hears no p2p events (records already exist).
-    pub async fn restart_engine(self, chain: &Chain) -> Self {
+    /// Stops the engine and drops its job store (a crash of the job engine, as far as the
+    /// store can tell: every write was already flushed).
+    pub async fn stop_engine(self) -> Stopped<E> {
         let Node {
             engine,
             p2p,
@@ -369,23 +387,7 @@ impl<E: ganglion_node::executor::Executor + 'static> Node<E> {
             side,
         } = self;
         engine.shutdown().await;
-        let store = JobStore::open(&dir.join("jobs")).expect("job store reopens");
-        let (_tx, events) = tokio::sync::mpsc::channel(1);
-        let engine = Engine::start(
-            Parts {
-                store,
-                indexer: indexer.clone(),
-                p2p: p2p.clone(),
-                p2p_events: events,
-                chain: chain.access(payment.clone()),
-                blockstore: blocks.clone() as Arc<dyn Blockstore>,
-                provider: side.as_ref().map(SideParts::side),
-            },
-            engine_config(),
-        )
-        .expect("engine restarts");
-        Node {
-            engine,
+        Stopped {
             p2p,
             addr,
             indexer,
@@ -398,6 +400,46 @@ impl<E: ganglion_node::executor::Executor + 'static> Node<E> {
             side,
         }
     }
+
+    /// [`Node::stop_engine`] then [`Stopped::start_engine`].
+    pub async fn restart_engine(self, chain: &Chain) -> Self {
+        self.stop_engine().await.start_engine(chain)
+    }
+}
+
+impl<E: ganglion_node::executor::Executor + 'static> Stopped<E> {
+    /// Reopens the job store from disk and starts a new engine on it (same indexer, swarm,
+    /// blockstore and executor). The new engine hears no p2p events (records already exist).
+    pub fn start_engine(self, chain: &Chain) -> Node<E> {
+        let store = JobStore::open(&self.dir.join("jobs")).expect("job store reopens");
+        let (_tx, events) = tokio::sync::mpsc::channel(1);
+        let engine = Engine::start(
+            Parts {
+                store,
+                indexer: self.indexer.clone(),
+                p2p: self.p2p.clone(),
+                p2p_events: events,
+                chain: chain.access(self.payment.clone()),
+                blockstore: self.blocks.clone() as Arc<dyn Blockstore>,
+                provider: self.side.as_ref().map(SideParts::side),
+            },
+            engine_config(),
+        )
+        .expect("engine restarts");
+        Node {
+            engine,
+            p2p: self.p2p,
+            addr: self.addr,
+            indexer: self.indexer,
+            key_hash: self.key_hash,
+            dir: self.dir,
+            cancel: self.cancel,
+            executor: self.executor,
+            blocks: self.blocks,
+            payment: self.payment,
+            side: self.side,
+        }
+    }
 }
 
 pub fn engine_config() -> EngineConfig {
@@ -408,6 +450,9 @@ pub fn engine_config() -> EngineConfig {
         poll: Duration::from_millis(200),
         allow_declared_gpus: true,
         offer_every: Duration::from_millis(500),
+        // Short validity windows, so that a job may have a deadline 20 s out (the lock's
+        // validity must end before it); the devnet forges within a slot.
+        validity_slots: 10,
         ..EngineConfig::default()
     }
 }
