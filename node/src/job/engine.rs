@@ -110,6 +110,10 @@ pub struct EngineConfig {
     /// A provider record still `Reserved` this long after its reservation ended fails
     /// (default 60 s).
     pub reservation_grace_ms: u64,
+    /// A provider holding every attestation of a job still assigned on chain this long after
+    /// it attested submits the settle itself (the provider at assignment index `i` waits
+    /// `(i + 1) ×` this), in case the orchestrator is gone (default 30 s).
+    pub settle_grace_ms: u64,
     /// A provider re-publishes its offer this often (default 2 s).
     pub offer_every: Duration,
     /// Validity of each published offer, ms (default 60 s).
@@ -128,6 +132,7 @@ impl Default for EngineConfig {
             validity_slots: 120,
             allow_declared_gpus: false,
             reservation_grace_ms: 60_000,
+            settle_grace_ms: 30_000,
             offer_every: Duration::from_secs(2),
             offer_ttl_ms: 60_000,
             clock: p2p::now_ms,

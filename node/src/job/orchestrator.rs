@@ -23,12 +23,12 @@ use serde::{Deserialize, Serialize};
 use super::chain::SignedTx;
 use super::engine::{Ctx, EngineError, OrchestratorRecord, OrchestratorRole};
 use super::state::{OrchestratorEvent, OrchestratorState};
-use super::store::{JobRecord, TxIntent, TxKind};
+use super::store::{JobRecord, Role, TxIntent, TxKind};
 use crate::executor::Executor;
 use crate::market::matching::{Requirements, match_gang};
 use crate::market::snapshot::{MarketSnapshot, SnapshotOptions};
 use crate::market::spec::Ensemble;
-use crate::p2p::protocols::{AcceptRequest, AcceptResponse};
+use crate::p2p::protocols::{AcceptRequest, AcceptResponse, AttestMessage};
 
 /// A provider the matcher chose, with what the accept request and the assignment need.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,8 +95,9 @@ fn on_chain(view: Option<&JobView>, tx: &[u8; 32]) -> bool {
     view.is_some_and(|v| v.history.iter().any(|r| r.meta.tx_hash == *tx))
 }
 
-/// Submits a new transaction of `kind` for `job`: intent first (flushed), then the ledger.
-async fn submit_new<S: Kv, E: Executor>(
+/// Submits a new transaction of `kind` for `job` in role `R`: intent first (flushed), then the
+/// ledger.
+pub(crate) async fn submit_as<R: Role, S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     job: &JobId,
     kind: TxKind,
@@ -104,7 +105,7 @@ async fn submit_new<S: Kv, E: Executor>(
     valid_until_slot: Option<u64>,
 ) -> Result<(), EngineError> {
     let now = ctx.now();
-    ctx.store.record_intent::<OrchestratorRole>(
+    ctx.store.record_intent::<R>(
         job,
         TxIntent {
             kind,
@@ -123,9 +124,19 @@ async fn submit_new<S: Kv, E: Executor>(
     Ok(())
 }
 
+async fn submit_new<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    job: &JobId,
+    kind: TxKind,
+    tx: SignedTx,
+    valid_until_slot: Option<u64>,
+) -> Result<(), EngineError> {
+    submit_as::<OrchestratorRole, S, E>(ctx, job, kind, tx, valid_until_slot).await
+}
+
 /// Re-submits a pending intent's bytes when due; ledger refusals are logged (the chain
 /// decides: a transaction already in a block or with spent inputs is refused).
-async fn nudge<S: Kv, E: Executor>(ctx: &Ctx<S, E>, intent: &TxIntent) {
+pub(crate) async fn nudge<S: Kv, E: Executor>(ctx: &Ctx<S, E>, intent: &TxIntent) {
     if ctx.due(&intent.tx_hash, intent.written_ms) {
         match ctx.chain.resubmit(&intent.signed).await {
             Ok(()) => {
@@ -487,12 +498,15 @@ async fn assign<S: Kv, E: Executor>(
     submit_new(ctx, &job, TxKind::Assign, tx, Some(until)).await
 }
 
-/// The attestations held for `v`'s assignments, by assignment index; `None` where missing.
-async fn attestations<S: Kv, E: Executor>(
+/// The attestations held for `v`'s assignments (received over p2p, plus `own`), by
+/// assignment index; `None` where missing.
+pub(crate) async fn attestations<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     v: &JobView,
+    own: Option<&AttestMessage>,
 ) -> Result<Vec<Option<Attestation>>, EngineError> {
-    let held = ctx.p2p.attestations(v.job_id).await?;
+    let mut held = ctx.p2p.attestations(v.job_id).await?;
+    held.extend(own.cloned());
     Ok(v.assignments
         .iter()
         .enumerate()
@@ -517,26 +531,11 @@ async fn settle<S: Kv, E: Executor>(
     view: Option<&JobView>,
 ) -> Result<(), EngineError> {
     let Some(v) = view else { return Ok(()) };
-    let atts = attestations(ctx, v).await?;
+    let atts = attestations(ctx, v, None).await?;
     if atts.iter().any(Option::is_none) || atts.is_empty() {
         return Ok(());
     }
-    let escrow_at = escrow_ref(v).ok_or_else(|| state_err(r.job_id, "no escrow"))?;
-    let escrow = ctx.chain.script_utxos(&[escrow_at]).await?;
-    let now_slot = ctx.chain.slot_at(ctx.now());
-    let until = (now_slot + ctx.config.validity_slots).min(ctx.chain.slot_at(v.deadline_ms));
-    let draft = build::settle(
-        ctx.chain.deployment(),
-        ctx.chain.env(),
-        &SettleRequest {
-            escrow: escrow[0].clone(),
-            attestations: atts.into_iter().flatten().collect(),
-            valid_from_slot: None,
-            valid_until_slot: until,
-        },
-    )
-    .map_err(super::chain::ChainError::from)?;
-    let tx = ctx.chain.build(draft, ctx.now()).await?;
+    let (tx, until) = settle_tx(ctx, v, atts.into_iter().flatten().collect()).await?;
     submit_new(ctx, &r.job_id, TxKind::Settle, tx, Some(until)).await?;
     apply(
         ctx,
@@ -545,6 +544,31 @@ async fn settle<S: Kv, E: Executor>(
         None,
     )?;
     Ok(())
+}
+
+/// The settle of `v` with `attestations` (one per assignment, in order), balanced and signed
+/// by this node's wallet (which also funds the payouts' min-UTxO); with its validity end.
+pub(crate) async fn settle_tx<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    v: &JobView,
+    attestations: Vec<Attestation>,
+) -> Result<(SignedTx, u64), EngineError> {
+    let escrow_at = escrow_ref(v).ok_or_else(|| state_err(v.job_id, "no escrow"))?;
+    let escrow = ctx.chain.script_utxos(&[escrow_at]).await?;
+    let now_slot = ctx.chain.slot_at(ctx.now());
+    let until = (now_slot + ctx.config.validity_slots).min(ctx.chain.slot_at(v.deadline_ms));
+    let draft = build::settle(
+        ctx.chain.deployment(),
+        ctx.chain.env(),
+        &SettleRequest {
+            escrow: escrow[0].clone(),
+            attestations,
+            valid_from_slot: None,
+            valid_until_slot: until,
+        },
+    )
+    .map_err(super::chain::ChainError::from)?;
+    Ok((ctx.chain.build(draft, ctx.now()).await?, until))
 }
 
 async fn expire<S: Kv, E: Executor>(
@@ -560,7 +584,7 @@ async fn expire<S: Kv, E: Executor>(
     }
     let Some(v) = view else { return Ok(()) };
     let atts = if v.status == JobStatus::Assigned {
-        attestations(ctx, v).await?
+        attestations(ctx, v, None).await?
     } else {
         Vec::new()
     };

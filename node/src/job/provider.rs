@@ -20,8 +20,9 @@ use libp2p::PeerId;
 use serde::{Deserialize, Serialize};
 
 use super::engine::{Ctx, EngineError, ProviderRecord, ProviderRole};
+use super::orchestrator;
 use super::state::{ProviderEvent, ProviderState};
-use super::store::{DispatchIntent, JobRecord};
+use super::store::{DispatchIntent, JobRecord, TxKind};
 use crate::executor::plan::{ContainerSlot, GpuAttachment, JobPlan};
 use crate::executor::{Executor, JobReport, Phase};
 use crate::market::snapshot::Offer as MarketOffer;
@@ -253,6 +254,7 @@ async fn step<S: Kv + 'static, E: Executor + 'static>(
             watch(ctx, side, &r, view.as_ref()).await
         }
         ProviderState::Finished => attest(ctx, side, &r).await,
+        ProviderState::Attested => settle_if_abandoned(ctx, &r, view.as_ref()).await,
         _ => Ok(()),
     }
 }
@@ -483,4 +485,43 @@ async fn attest<S: Kv, E: Executor>(
         tracing::debug!(job = %r.job_id, ?answers, "attestation not stored by the orchestrator yet");
     }
     Ok(())
+}
+
+/// Any peer holding all the attestations may settle (issue 10): when the job is still assigned
+/// on chain well after this provider attested, it settles with its own wallet.
+async fn settle_if_abandoned<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    r: &ProviderRecord,
+    view: Option<&ganglion_indexer::JobView>,
+) -> Result<(), EngineError> {
+    let Some(v) = view.filter(|v| v.status == JobStatus::Assigned) else {
+        return Ok(());
+    };
+    if let Some(i) = r.intent(TxKind::Settle) {
+        if !v.history.iter().any(|h| h.meta.tx_hash == i.tx_hash) {
+            orchestrator::nudge(ctx, i).await;
+        }
+        return Ok(());
+    }
+    let attested_at = r
+        .history
+        .iter()
+        .rev()
+        .find(|t| t.state == ProviderState::Attested)
+        .map_or(0, |t| t.at_ms);
+    let wait = ctx
+        .config
+        .settle_grace_ms
+        .saturating_mul(r.detail.index.unwrap_or(0) + 1);
+    if ctx.now() < attested_at.saturating_add(wait) {
+        return Ok(());
+    }
+    let atts = orchestrator::attestations(ctx, v, r.detail.attestation.as_ref()).await?;
+    if atts.is_empty() || atts.iter().any(Option::is_none) {
+        return Ok(());
+    }
+    let (tx, until) = orchestrator::settle_tx(ctx, v, atts.into_iter().flatten().collect()).await?;
+    tracing::info!(job = %r.job_id, "the orchestrator has not settled: settling as a provider");
+    orchestrator::submit_as::<ProviderRole, S, E>(ctx, &r.job_id, TxKind::Settle, tx, Some(until))
+        .await
 }

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod abandoned;
 mod cancel;
 mod expire;
 mod rematch;

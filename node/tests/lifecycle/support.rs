@@ -113,6 +113,9 @@ pub struct Chain {
     pub env: Env,
     pub deployment: Deployment,
     pub watch: Watch,
+    /// The providers' `EngineConfig::settle_grace_ms` (default 10 min: the orchestrator
+    /// settles; the test of a vanished orchestrator lowers it).
+    pub settle_grace_ms: u64,
 }
 
 impl Chain {
@@ -166,6 +169,7 @@ impl Chain {
                 script_hash: script.hash,
                 params,
             },
+            settle_grace_ms: 600_000,
         };
         let deployer = chain.access(dev_key(3));
         let tx = deployer
@@ -423,7 +427,7 @@ impl<E: ganglion_node::executor::Executor + 'static> Stopped<E> {
                 blockstore: self.blocks.clone() as Arc<dyn Blockstore>,
                 provider: self.side.as_ref().map(SideParts::side),
             },
-            engine_config(),
+            engine_config(chain),
         )
         .expect("engine restarts");
         Node {
@@ -442,7 +446,7 @@ impl<E: ganglion_node::executor::Executor + 'static> Stopped<E> {
     }
 }
 
-pub fn engine_config() -> EngineConfig {
+pub fn engine_config(chain: &Chain) -> EngineConfig {
     EngineConfig {
         // The devnet forges only when a transaction is pending: nothing would ever bury the
         // last block, so act on the tip.
@@ -453,6 +457,7 @@ pub fn engine_config() -> EngineConfig {
         // Short validity windows, so that a job may have a deadline 20 s out (the lock's
         // validity must end before it); the devnet forges within a slot.
         validity_slots: 10,
+        settle_grace_ms: chain.settle_grace_ms,
         ..EngineConfig::default()
     }
 }
@@ -535,7 +540,7 @@ pub async fn orchestrator(chain: &Chain, seed: u32, dir: &Path) -> Node<NoExecut
             blockstore: c.blocks.clone() as Arc<dyn Blockstore>,
             provider: None,
         },
-        engine_config(),
+        engine_config(chain),
     )
     .expect("engine starts");
     Node {
@@ -645,7 +650,7 @@ pub async fn provider_with(
             blockstore: c.blocks.clone() as Arc<dyn Blockstore>,
             provider: Some(parts.side()),
         },
-        engine_config(),
+        engine_config(chain),
     )
     .expect("engine starts");
     Node {
