@@ -307,6 +307,13 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
         Ok(self.ctx.store.get::<ProviderRole>(job)?)
     }
 
+    /// A cloneable, object-safe handle for the RPC server (`crate::rpc::Api::with_jobs`).
+    pub fn handle(&self) -> super::control::EngineHandle<S, E> {
+        super::control::EngineHandle {
+            ctx: self.ctx.clone(),
+        }
+    }
+
     /// The job store.
     pub fn store(&self) -> &JobStore {
         &self.ctx.store

@@ -8,12 +8,15 @@
 //! - [`chain`]: UTxOs, submission, slot clock, transactions balanced and signed.
 //! - [`orchestrator`], [`provider`]: the drivers, one step per job per pass.
 //! - [`engine`]: [`Engine`], the task running the drivers; how a node starts it.
+//! - [`control`]: [`JobControl`], the engine as the RPC server sees it.
 
 pub mod chain;
+pub mod control;
 pub mod engine;
 pub mod orchestrator;
 pub mod provider;
 pub mod state;
 pub mod store;
 
+pub use control::{EngineHandle, JobControl};
 pub use engine::{Engine, EngineConfig, EngineError, NoExecutor, Parts};

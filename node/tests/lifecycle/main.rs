@@ -9,4 +9,5 @@ mod cancel;
 mod expire;
 mod rematch;
 mod restart;
+mod rpc;
 mod settle;
