@@ -16,10 +16,13 @@
 //! - [`network`], [`datadir`], [`settings`]: network presets, the data dir (0600 secrets, RPC
 //!   cookie), config file plus `GANGLION_*` overrides.
 //! - [`wallet`]: payment key, balance over N2C, payments via the contracts crate.
-//! - [`rpc`]: the `ganglion-rpc` API implemented by the node (`node_*`, `wallet_*`).
+//! - [`rpc`]: the `ganglion-rpc` API implemented by the node (`node_*`, `wallet_*`, `job_*`).
+//! - [`job`]: the job lifecycle: persisted orchestrator/provider state machines, the intent
+//!   log, and the engine driving lock → match → accept → assign → dispatch → attest → settle
+//!   (cancel, expire with slashing) over the chain, p2p and the executor.
 //!
-//! Overlay wiring (NAT traversal, relay fallback), job state machines, settlement and the other
-//! RPC namespaces arrive with issues 9–11.
+//! Overlay wiring (NAT traversal, relay fallback), the engine inside `ganglion node run`, and
+//! the other RPC namespaces arrive with issues 9–11.
 
 pub mod config;
 pub mod datadir;

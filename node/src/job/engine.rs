@@ -29,8 +29,14 @@
 //! engine.cancel(&job).await?;                     // while still open
 //! // provider: `provider: Some(ProviderSide { executor, attest, offer, .. })` and the same
 //! // bond/attest key in the p2p `ProviderConfig` (which answers accept requests).
+//! // JSON-RPC `job_*`: Api::new(settings)?.with_jobs(Arc::new(engine.handle())).into_module()
 //! engine.shutdown().await;
 //! ```
+//!
+//! The devnet forges a block only when a transaction is pending, so nothing buries the last
+//! block: run the engine there with `depth: 0` (as the lifecycle tests do), or keep
+//! transactions flowing. Tests: `node/tests/lifecycle/` (settle, cancel, re-match, restart,
+//! expire with slashing, a vanished orchestrator, RPC).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
