@@ -118,17 +118,57 @@ pub(crate) fn on_p2p_event<S: Kv, E: Executor>(ctx: &Ctx<S, E>, event: crate::p2
     }
 }
 
-/// Publishes this provider's offer (fresh timestamps). Publishing before any peer joined the
-/// topic fails; that is only logged.
+/// `offer` with `busy` GPUs taken out of its free counts, first group first.
+pub fn with_busy(offer: &MarketOffer, busy: u64) -> MarketOffer {
+    let mut o = offer.clone();
+    let mut left = busy;
+    for g in &mut o.gpus {
+        let take = u64::from(g.free).min(left);
+        g.free -= take as u32;
+        left -= take;
+    }
+    o
+}
+
+/// GPUs held by this provider's jobs assigned on chain and not yet attested. Reservations do
+/// not count: the accept protocol enforces them (a provider without room refuses and the
+/// orchestrator re-matches), and counting them would hide a provider from the re-match of the
+/// very job it reserved for.
+fn busy_gpus(records: &[ProviderRecord]) -> u64 {
+    records
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.state,
+                ProviderState::Assigned
+                    | ProviderState::Preparing
+                    | ProviderState::Running
+                    | ProviderState::Finished
+            )
+        })
+        .filter_map(|r| {
+            let i = usize::try_from(r.detail.index?).ok()?;
+            r.detail.assignments.get(i).map(|a| a.gpus)
+        })
+        .sum()
+}
+
+/// Publishes this provider's offer (fresh timestamps, GPUs of unfinished jobs taken out).
+/// Publishing before any peer joined the topic fails; that is only logged.
 pub(crate) async fn publish_offer<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
     let Some(side) = &ctx.provider else { return };
     let now = ctx.now();
+    let busy = ctx
+        .store
+        .all::<ProviderRole>()
+        .map(|r| busy_gpus(&r))
+        .unwrap_or(0);
     let body = OfferBody {
         network_magic: ctx.chain_magic(),
         bond: side.bond,
         peer_id: side.peer_id.to_bytes(),
         addrs: vec![],
-        market: side.offer.clone(),
+        market: with_busy(&side.offer, busy),
         issued_ms: now,
         expires_ms: now + ctx.config.offer_ttl_ms,
     };
@@ -524,4 +564,57 @@ async fn settle_if_abandoned<S: Kv, E: Executor>(
     tracing::info!(job = %r.job_id, "the orchestrator has not settled: settling as a provider");
     orchestrator::submit_as::<ProviderRole, S, E>(ctx, &r.job_id, TxKind::Settle, tx, Some(until))
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::market::snapshot::{GpuModel, OfferedGpus};
+    use crate::market::spec::{Interconnect, Vendor};
+
+    fn offer(frees: &[u32]) -> MarketOffer {
+        MarketOffer {
+            provider: [1; 28],
+            bond_gpus: 8,
+            price_per_gpu_hour: 1,
+            score: 1,
+            uplink_mbps: 1,
+            max_job_duration_s: None,
+            max_job_nodes: None,
+            gpus: frees
+                .iter()
+                .map(|f| OfferedGpus {
+                    model: GpuModel {
+                        vendor: Vendor::Any,
+                        name: "m".into(),
+                        vram_mib: 0,
+                        compute_capability: None,
+                        gfx_target: None,
+                        interconnect: Interconnect::Any,
+                    },
+                    free: *f,
+                    declared: true,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn busy_gpus_leave_the_offer_first_group_first() {
+        let frees = |o: MarketOffer| o.gpus.iter().map(|g| g.free).collect::<Vec<_>>();
+        assert_eq!(frees(with_busy(&offer(&[2, 3]), 0)), [2, 3]);
+        assert_eq!(frees(with_busy(&offer(&[2, 3]), 3)), [0, 2]);
+        assert_eq!(frees(with_busy(&offer(&[2, 3]), 9)), [0, 0]);
+    }
+
+    #[test]
+    fn executor_job_ids_are_valid_and_distinct_per_rank() {
+        let job = JobId([0xab; 32]);
+        let a = executor_job(&job, 0);
+        let b = executor_job(&job, 1);
+        assert_ne!(a, b);
+        for id in [a, b] {
+            crate::executor::JobId::new(id).expect("a valid executor job id");
+        }
+    }
 }

@@ -514,8 +514,43 @@ async fn listen(client: &Client, peer: PeerId) -> Multiaddr {
         .with(Protocol::P2p(peer))
 }
 
+/// Gives `key` an asset-free UTxO whose transaction differs in every run (its amount carries
+/// the clock): the engine seeds job ids from such a UTxO, and on a fresh devnet the genesis
+/// UTxOs — hence the job ids, hence the container names on the shared Docker host — would
+/// otherwise be the same in every test.
+async fn fresh_seed(chain: &Chain, key: &SigningKey) {
+    let access = chain.access(key.clone());
+    let jitter = p2p::now_ms() % 1_000_000;
+    let mut draft = ganglion_contracts::tx::Draft::default();
+    draft.pay(ganglion_contracts::tx::Output::new(
+        access.address(),
+        ganglion_contracts::tx::Value::lovelace(100_000_000 + jitter),
+    ));
+    let tx = access
+        .build(draft, p2p::now_ms())
+        .await
+        .expect("seed builds");
+    access
+        .submit(&tx, p2p::now_ms())
+        .await
+        .expect("seed submits");
+    let address = access.address();
+    wait_for("the fresh seed UTxO", || {
+        let found = chain
+            .handle
+            .chain()
+            .utxos_at(&address)
+            .expect("utxos")
+            .iter()
+            .any(|(r, _)| *r.tx_id == tx.hash);
+        async move { found.then_some(()) }
+    })
+    .await;
+}
+
 /// An orchestrator node paying with devnet key `seed`, its state in `dir`.
 pub async fn orchestrator(chain: &Chain, seed: u32, dir: &Path) -> Node<NoExecutor> {
+    fresh_seed(chain, &dev_key(seed)).await;
     let c = common(chain, dir);
     let key = Keypair::ed25519_from_bytes([0x10 + seed as u8; 32]).expect("seed");
     let peer = key.public().to_peer_id();
