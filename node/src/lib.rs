@@ -16,18 +16,23 @@
 //! - [`network`], [`datadir`], [`settings`]: network presets, the data dir (0600 secrets, RPC
 //!   cookie), config file plus `GANGLION_*` overrides.
 //! - [`wallet`]: payment key, balance over N2C, payments via the contracts crate.
-//! - [`rpc`]: the `ganglion-rpc` API implemented by the node (`node_*`, `wallet_*`).
+//! - [`rpc`]: the `ganglion-rpc` API implemented by the node (`node_*`, `wallet_*`, `job_*`).
+//! - [`job`]: the job lifecycle: persisted orchestrator/provider state machines, the intent
+//!   log, and the engine driving lock → match → accept → assign → dispatch → attest → settle
+//!   (cancel, expire with slashing) over the chain, p2p and the executor.
 //! - [`doctor`]: read-only checks that this machine can run a node (Docker, GPU runtime, GPUs,
 //!   chain, RPC port, disk), each with the step that fixes it.
 //!
-//! Overlay wiring (NAT traversal, relay fallback), job state machines, settlement and the other
-//! RPC namespaces arrive with issues 9–11.
+//! Overlay wiring (NAT traversal, relay fallback), the engine inside `ganglion node run`, and
+//! the other RPC namespaces arrive with issues 9–11.
 
 pub mod config;
 pub mod datadir;
 pub mod doctor;
 pub mod executor;
 pub mod gpu;
+/// The job lifecycle: state machines, the durable job store, the orchestrator and provider drivers.
+pub mod job;
 pub mod market;
 pub mod network;
 pub mod overlay;

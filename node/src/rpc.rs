@@ -4,15 +4,18 @@
 
 use std::sync::Arc;
 
-use ganglion_rpc::api::{NodeApiServer, WalletApiServer};
+use ganglion_rpc::api::{JobApiServer, NodeApiServer, WalletApiServer};
 use ganglion_rpc::error::{self, error};
 use ganglion_rpc::jsonrpsee::core::{RpcResult, async_trait};
 use ganglion_rpc::jsonrpsee::types::ErrorObjectOwned;
 use ganglion_rpc::jsonrpsee::{Extensions, RpcModule};
 use ganglion_rpc::server::Running;
-use ganglion_rpc::types::{Balance, NodeInfo, Sent, Tip};
+use ganglion_rpc::types::{
+    Balance, JobStatus, JobSubmitted, JobTransition, JobTx, NodeInfo, Sent, Tip,
+};
 
 use crate::datadir::DataDir;
+use crate::job::{EngineError, JobControl};
 use crate::network::NetworkPreset;
 use crate::settings::Settings;
 use crate::wallet::{self, ChainClient, Wallet};
@@ -45,6 +48,7 @@ struct Inner {
 #[derive(Clone)]
 pub struct Api {
     inner: Arc<Inner>,
+    jobs: Option<Arc<dyn JobControl>>,
 }
 
 impl Api {
@@ -66,7 +70,14 @@ impl Api {
                 preset,
                 wallet,
             }),
+            jobs: None,
         })
+    }
+
+    /// The same API answering `job_*` from a running job engine (`Engine::handle`).
+    pub fn with_jobs(mut self, jobs: Arc<dyn JobControl>) -> Self {
+        self.jobs = Some(jobs);
+        self
     }
 
     /// All namespaces in one module.
@@ -74,7 +85,8 @@ impl Api {
         let mut m = RpcModule::new(());
         // Namespaces have distinct prefixes, so merging cannot collide.
         let _ = m.merge(NodeApiServer::into_rpc(self.clone()));
-        let _ = m.merge(WalletApiServer::into_rpc(self));
+        let _ = m.merge(WalletApiServer::into_rpc(self.clone()));
+        let _ = m.merge(JobApiServer::into_rpc(self));
         m
     }
 
@@ -188,5 +200,120 @@ impl WalletApiServer for Api {
             tx_id: p.tx_id,
             fee: p.fee,
         })
+    }
+}
+
+fn jobs_of(api: &Api) -> RpcResult<&Arc<dyn JobControl>> {
+    api.jobs
+        .as_ref()
+        .ok_or_else(|| error(error::JOB, "no job engine runs on this node"))
+}
+
+fn parse_job_id(s: &str) -> RpcResult<ganglion_contracts::datum::JobId> {
+    let bytes: [u8; 32] = hex::decode(s)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| {
+            error(
+                error::INVALID_PARAMS,
+                format!("job id {s:?} is not 64 hex digits"),
+            )
+        })?;
+    Ok(ganglion_contracts::datum::JobId(bytes))
+}
+
+fn engine_rpc(e: &EngineError) -> ErrorObjectOwned {
+    use crate::job::chain::ChainError;
+    let code = match e {
+        EngineError::Spec(_) => error::INVALID_PARAMS,
+        EngineError::State { .. } => error::JOB,
+        EngineError::Chain(ChainError::Client(wallet::chain::Error::Submit(_))) => {
+            error::TX_REJECTED
+        }
+        EngineError::Chain(ChainError::Build(_)) => error::WALLET,
+        EngineError::Chain(_) => error::CHAIN_UNAVAILABLE,
+        _ => error::INTERNAL,
+    };
+    error(code, chain_message(e))
+}
+
+fn name<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|j| j.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn status_of<S: Copy + serde::Serialize, D>(
+    role: &str,
+    r: &crate::job::store::JobRecord<S, D>,
+    last_error: Option<String>,
+) -> JobStatus {
+    JobStatus {
+        job_id: hex::encode(r.job_id.0),
+        role: role.to_string(),
+        state: name(&r.state),
+        history: r
+            .history
+            .iter()
+            .map(|t| JobTransition {
+                state: name(&t.state),
+                at_ms: t.at_ms,
+            })
+            .collect(),
+        txs: r
+            .intents
+            .iter()
+            .map(|i| JobTx {
+                kind: name(&i.kind),
+                tx_id: hex::encode(i.tx_hash),
+            })
+            .collect(),
+        last_error,
+    }
+}
+
+fn statuses(
+    jobs: &dyn JobControl,
+    job: &ganglion_contracts::datum::JobId,
+) -> RpcResult<Vec<JobStatus>> {
+    let (o, p) = jobs.records(job).map_err(|e| engine_rpc(&e))?;
+    let mut out = Vec::new();
+    if let Some(o) = o {
+        out.push(status_of("orchestrator", &o, o.detail.last_error.clone()));
+    }
+    if let Some(p) = p {
+        out.push(status_of("provider", &p, p.detail.error.clone()));
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl JobApiServer for Api {
+    async fn submit(&self, ext: &Extensions, spec: serde_json::Value) -> RpcResult<JobSubmitted> {
+        ganglion_rpc::auth::require(ext)?;
+        let jobs = jobs_of(self)?;
+        let spec = crate::market::spec::Ensemble::from_json_str(&spec.to_string())
+            .map_err(|e| error(error::INVALID_PARAMS, e.to_string()))?;
+        let job = jobs.submit(&spec).await.map_err(|e| engine_rpc(&e))?;
+        Ok(JobSubmitted {
+            job_id: hex::encode(job.0),
+        })
+    }
+
+    async fn status(&self, job_id: String) -> RpcResult<Vec<JobStatus>> {
+        let job = parse_job_id(&job_id)?;
+        statuses(jobs_of(self)?.as_ref(), &job)
+    }
+
+    async fn cancel(&self, ext: &Extensions, job_id: String) -> RpcResult<JobStatus> {
+        ganglion_rpc::auth::require(ext)?;
+        let job = parse_job_id(&job_id)?;
+        let jobs = jobs_of(self)?;
+        jobs.cancel(&job).await.map_err(|e| engine_rpc(&e))?;
+        statuses(jobs.as_ref(), &job)?
+            .into_iter()
+            .find(|s| s.role == "orchestrator")
+            .ok_or_else(|| error(error::JOB, "the job has no orchestrator record"))
     }
 }

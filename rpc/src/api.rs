@@ -5,7 +5,7 @@
 use jsonrpsee::core::RpcResult;
 use jsonrpsee::proc_macros::rpc;
 
-use crate::types::{Balance, NodeInfo, Sent, Tip};
+use crate::types::{Balance, JobStatus, JobSubmitted, NodeInfo, Sent, Tip};
 
 /// `node_*`: about the node and its chain.
 #[rpc(server, namespace = "node")]
@@ -36,5 +36,25 @@ pub trait WalletApi {
     async fn send(&self, to: String, lovelace: u64, ntx: Option<u64>) -> RpcResult<Sent>;
 }
 
+/// `job_*`: jobs this node orchestrates or runs (answered by the node's job engine; without
+/// one every method answers [`crate::error::JOB`]).
+#[rpc(server, namespace = "job")]
+pub trait JobApi {
+    /// Pins the ensemble spec (a JSON object, `docs/ensemble-spec.md`) and locks its budget
+    /// (mutating: bearer token required). Returns the job id.
+    #[method(name = "submit", with_extensions)]
+    async fn submit(&self, spec: serde_json::Value) -> RpcResult<JobSubmitted>;
+
+    /// The node's records of a job (64 hex digits): one per role it plays in it; empty when
+    /// unknown.
+    #[method(name = "status")]
+    async fn status(&self, job_id: String) -> RpcResult<Vec<JobStatus>>;
+
+    /// Cancels an orchestrated job whose escrow is still open (mutating: bearer token
+    /// required). Returns the job's state afterwards.
+    #[method(name = "cancel", with_extensions)]
+    async fn cancel(&self, job_id: String) -> RpcResult<JobStatus>;
+}
+
 /// Methods that change state and need the bearer token.
-pub const MUTATING: &[&str] = &["wallet_send"];
+pub const MUTATING: &[&str] = &["wallet_send", "job_submit", "job_cancel"];

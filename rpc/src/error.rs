@@ -15,6 +15,9 @@ pub const CHAIN_UNAVAILABLE: i32 = -32002;
 pub const WALLET: i32 = -32003;
 /// The node rejected the transaction (ledger rule and reason in the message).
 pub const TX_REJECTED: i32 = -32004;
+/// The job engine refused: unknown job, a state that does not allow the call, or no job
+/// engine running on this node.
+pub const JOB: i32 = -32005;
 /// Anything else inside the node.
 pub const INTERNAL: i32 = -32603;
 

@@ -5,7 +5,7 @@
 //! the server (HTTP and WebSocket on one port, localhost by default).
 //!
 //! Modules:
-//! - [`api`]: the `node_*` and `wallet_*` method traits (`#[rpc(server)]`).
+//! - [`api`]: the `node_*`, `wallet_*` and `job_*` method traits (`#[rpc(server)]`).
 //! - [`types`]: what the methods take and return (JSON shapes, units).
 //! - [`error`]: JSON-RPC error codes and readable messages.
 //! - [`auth`]: the `Authorization: Bearer <cookie>` check for mutating calls.

@@ -58,3 +58,45 @@ pub struct Sent {
     /// Fee paid, lovelace.
     pub fee: u64,
 }
+
+/// `job_submit` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSubmitted {
+    /// Job id (the escrow thread token's asset name), hex (64 characters).
+    pub job_id: String,
+}
+
+/// One transition of a job record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobTransition {
+    /// The state entered (snake_case).
+    pub state: String,
+    /// When, POSIX ms.
+    pub at_ms: u64,
+}
+
+/// One transaction of a job record's intent log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobTx {
+    /// `lock`, `assign`, `settle`, `cancel` or `expire`.
+    pub kind: String,
+    /// Transaction id, hex.
+    pub tx_id: String,
+}
+
+/// `job_status` / `job_cancel`: one role's record of a job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStatus {
+    /// Job id, hex.
+    pub job_id: String,
+    /// `orchestrator` or `provider`.
+    pub role: String,
+    /// Current state (snake_case, e.g. `matching`, `settled`, `running`, `paid`).
+    pub state: String,
+    /// Every state entered, oldest first.
+    pub history: Vec<JobTransition>,
+    /// Transactions submitted for the job by this node.
+    pub txs: Vec<JobTx>,
+    /// The last problem met, if any.
+    pub last_error: Option<String>,
+}

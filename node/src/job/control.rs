@@ -1,0 +1,75 @@
+//! [`JobControl`]: what the RPC (and a CLI) asks of a running engine, object-safe so the
+//! RPC server holds it without knowing the engine's store or executor types.
+
+use std::sync::Arc;
+
+use ganglion_contracts::datum::JobId;
+use ganglion_indexer::store::Kv;
+
+use super::engine::{
+    Ctx, EngineError, OrchestratorRecord, OrchestratorRole, ProviderRecord, ProviderRole,
+};
+use super::orchestrator;
+use crate::executor::Executor;
+use crate::market::spec::Ensemble;
+
+/// Submit, cancel and read jobs of a running [`super::Engine`] (from [`super::Engine::handle`]).
+#[async_trait::async_trait]
+pub trait JobControl: Send + Sync {
+    /// See [`super::Engine::submit`].
+    ///
+    /// # Errors
+    /// As [`super::Engine::submit`].
+    async fn submit(&self, spec: &Ensemble) -> Result<JobId, EngineError>;
+
+    /// See [`super::Engine::cancel`].
+    ///
+    /// # Errors
+    /// As [`super::Engine::cancel`].
+    async fn cancel(&self, job: &JobId) -> Result<(), EngineError>;
+
+    /// The node's records of `job`: as orchestrator, as provider.
+    ///
+    /// # Errors
+    /// Store errors.
+    fn records(
+        &self,
+        job: &JobId,
+    ) -> Result<(Option<OrchestratorRecord>, Option<ProviderRecord>), EngineError>;
+}
+
+/// A cloneable handle on a running engine's jobs.
+pub struct EngineHandle<S: Kv, E: Executor> {
+    pub(crate) ctx: Arc<Ctx<S, E>>,
+}
+
+impl<S: Kv, E: Executor> Clone for EngineHandle<S, E> {
+    fn clone(&self) -> Self {
+        Self {
+            ctx: self.ctx.clone(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<S: Kv + 'static, E: Executor + 'static> JobControl for EngineHandle<S, E> {
+    async fn submit(&self, spec: &Ensemble) -> Result<JobId, EngineError> {
+        let _guard = self.ctx.actions.lock().await;
+        orchestrator::submit(&self.ctx, spec).await
+    }
+
+    async fn cancel(&self, job: &JobId) -> Result<(), EngineError> {
+        let _guard = self.ctx.actions.lock().await;
+        orchestrator::cancel(&self.ctx, job).await
+    }
+
+    fn records(
+        &self,
+        job: &JobId,
+    ) -> Result<(Option<OrchestratorRecord>, Option<ProviderRecord>), EngineError> {
+        Ok((
+            self.ctx.store.get::<OrchestratorRole>(job)?,
+            self.ctx.store.get::<ProviderRole>(job)?,
+        ))
+    }
+}

@@ -1,0 +1,363 @@
+//! [`Engine`]: the node's job lifecycle as one background task over the store, the indexer, the
+//! p2p client, the chain and (for a provider) the executor.
+//!
+//! The engine is *level-triggered*: every [`EngineConfig::poll`] it reads each unfinished job's
+//! record and the chain as the indexer sees it, and takes the next step (see
+//! [`super::orchestrator`] and [`super::provider`]). Nothing depends on having seen an event
+//! once, so a restart — the same store reopened — simply continues: transactions already
+//! written in the intent log are looked up on chain and re-submitted byte for byte, never
+//! rebuilt; a dispatched job is found in the executor's table, never started twice.
+//!
+//! # Starting it
+//!
+//! ```ignore
+//! // The parts a node already has: data-dir sled DBs, a following indexer, a running swarm.
+//! let store = JobStore::open(&data_dir.join("jobs"))?;
+//! let indexer = Arc::new(Indexer::new(SledKv::open(..)?, watch, k));
+//! tokio::spawn(ganglion_indexer::sync::run(indexer.clone(), sync_config, cancel));
+//! let blocks: Arc<dyn Blockstore> = Arc::new(SledBlockstore::open(data_dir.join("blocks"))?);
+//! let (p2p, event_loop, p2p_events) = p2p::new(key, p2p::Config {
+//!     blockstore: Some(BitswapStore::new(blocks.clone())), ..cfg }, bonds, provider_cfg)?;
+//! tokio::spawn(event_loop.run());
+//! let chain = ChainAccess::new(n2c_endpoint, magic, env, deployment, payment_key);
+//! // orchestrator only:
+//! let engine = Engine::<_, NoExecutor>::start(
+//!     Parts { store, indexer, p2p, p2p_events, chain, blockstore: blocks, provider: None },
+//!     EngineConfig::default())?;
+//! let job = engine.submit(&spec).await?;          // pins the spec, locks the budget
+//! engine.orchestrator_record(&job)?;              // state, history, intents
+//! engine.cancel(&job).await?;                     // while still open
+//! // provider: `provider: Some(ProviderSide { executor, attest, offer, .. })` and the same
+//! // bond/attest key in the p2p `ProviderConfig` (which answers accept requests).
+//! // JSON-RPC `job_*`: Api::new(settings)?.with_jobs(Arc::new(engine.handle())).into_module()
+//! engine.shutdown().await;
+//! ```
+//!
+//! The devnet forges a block only when a transaction is pending, so nothing buries the last
+//! block: run the engine there with `depth: 0` (as the lifecycle tests do), or keep
+//! transactions flowing. Tests: `node/tests/lifecycle/` (settle, cancel, re-match, restart,
+//! expire with slashing, a vanished orchestrator, RPC).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ganglion_contracts::datum::JobId;
+use ganglion_indexer::Indexer;
+use ganglion_indexer::store::Kv;
+use ganglion_storage::blockstore::Blockstore;
+use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::chain::{ChainAccess, ChainError};
+use super::orchestrator::{self, OrchestratorDetail};
+use super::provider::{self, ProviderDetail, ProviderSide};
+use super::store::{JobStore, Orchestrating, Providing, RecordOf, StoreError};
+use crate::executor::{ExecError, Executor, JobRecord as ExecRecord, JobReport};
+use crate::market::spec::Ensemble;
+use crate::p2p;
+
+/// The orchestrator role's records.
+pub type OrchestratorRole = Orchestrating<OrchestratorDetail>;
+/// The provider role's records.
+pub type ProviderRole = Providing<ProviderDetail>;
+/// An orchestrator record.
+pub type OrchestratorRecord = RecordOf<OrchestratorRole>;
+/// A provider record.
+pub type ProviderRecord = RecordOf<ProviderRole>;
+
+/// Engine failures.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The job store.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The chain (connection, ledger rejection, building).
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    /// The indexer.
+    #[error("indexer: {0}")]
+    Indexer(#[from] ganglion_indexer::Error),
+    /// The p2p layer.
+    #[error("p2p: {0}")]
+    P2p(#[from] p2p::Error),
+    /// The spec is invalid or could not be stored or read.
+    #[error("spec: {0}")]
+    Spec(String),
+    /// The executor.
+    #[error("executor: {0}")]
+    Exec(#[from] ExecError),
+    /// The job is not (or no longer) in a state that allows the call.
+    #[error("job {job}: {reason}")]
+    State {
+        /// The job.
+        job: JobId,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Timing and policy. Units in the names; defaults in [`EngineConfig::default`].
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Blocks on top of an event before the engine acts on it (DESIGN §4; devnet default 1).
+    pub depth: u64,
+    /// Interval between two passes over the unfinished jobs (default 250 ms).
+    pub poll: Duration,
+    /// A submitted transaction not seen on chain after this long is re-submitted, same bytes
+    /// (default 5 s).
+    pub resubmit_after_ms: u64,
+    /// Lock validity window, slots from now (default 120).
+    pub validity_slots: u64,
+    /// Keep declared (not detected) GPUs in the market snapshot: devnet only (default false).
+    pub allow_declared_gpus: bool,
+    /// A provider record still `Reserved` this long after its reservation ended fails
+    /// (default 60 s).
+    pub reservation_grace_ms: u64,
+    /// A provider holding every attestation of a job still assigned on chain this long after
+    /// it attested submits the settle itself (the provider at assignment index `i` waits
+    /// `(i + 1) ×` this), in case the orchestrator is gone (default 30 s).
+    pub settle_grace_ms: u64,
+    /// A provider re-publishes its offer this often (default 2 s).
+    pub offer_every: Duration,
+    /// Validity of each published offer, ms (default 60 s).
+    pub offer_ttl_ms: u64,
+    /// The clock, POSIX ms (default the system clock; it must agree with the chain's slot
+    /// clock, since validity intervals are computed from it).
+    pub clock: fn() -> u64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            depth: 1,
+            poll: Duration::from_millis(250),
+            resubmit_after_ms: 5_000,
+            validity_slots: 120,
+            allow_declared_gpus: false,
+            reservation_grace_ms: 60_000,
+            settle_grace_ms: 30_000,
+            offer_every: Duration::from_secs(2),
+            offer_ttl_ms: 60_000,
+            clock: p2p::now_ms,
+        }
+    }
+}
+
+/// What the engine runs on. See the module docs for how a node builds these.
+pub struct Parts<S: Kv, E: Executor> {
+    /// The job store (its own sled DB in the data dir).
+    pub store: JobStore,
+    /// An indexer kept following the chain by the caller (`ganglion_indexer::sync::run`).
+    pub indexer: Arc<Indexer<S>>,
+    /// The p2p client.
+    pub p2p: p2p::Client,
+    /// The p2p event stream (the engine is its only reader): accept answers create provider
+    /// records.
+    pub p2p_events: tokio::sync::mpsc::Receiver<p2p::Event>,
+    /// Chain access with the node's payment key.
+    pub chain: ChainAccess,
+    /// The blockstore bitswap serves (the same one given to `p2p::Config::blockstore`): specs
+    /// are pinned into it and fetched into it.
+    pub blockstore: Arc<dyn Blockstore>,
+    /// Set on a provider node.
+    pub provider: Option<ProviderSide<E>>,
+}
+
+/// An executor that cannot exist: the type of an orchestrator-only engine's executor.
+#[derive(Debug)]
+pub enum NoExecutor {}
+
+impl Executor for NoExecutor {
+    async fn run(&self, _: crate::executor::JobPlan) -> Result<JobReport, ExecError> {
+        match *self {}
+    }
+    async fn recover(&self) -> Result<Vec<JobReport>, ExecError> {
+        match *self {}
+    }
+    fn record(&self, _: &crate::executor::JobId) -> Result<Option<ExecRecord>, ExecError> {
+        match *self {}
+    }
+}
+
+/// Shared by the loop and the handle.
+pub(crate) struct Ctx<S: Kv, E: Executor> {
+    pub store: JobStore,
+    pub indexer: Arc<Indexer<S>>,
+    pub p2p: p2p::Client,
+    pub chain: ChainAccess,
+    pub blockstore: Arc<dyn Blockstore>,
+    pub provider: Option<ProviderSide<E>>,
+    pub config: EngineConfig,
+    /// Serialises every chain action of this node (driver passes, cancel, submit).
+    pub actions: Mutex<()>,
+    /// Last (re)submission of each transaction, POSIX ms (in memory).
+    pub submitted: std::sync::Mutex<HashMap<[u8; 32], u64>>,
+    /// Executor jobs this process runs (in memory; the executor's table is the durable side).
+    pub running: std::sync::Mutex<HashSet<String>>,
+}
+
+impl<S: Kv, E: Executor> Ctx<S, E> {
+    pub fn chain_magic(&self) -> u64 {
+        self.chain.magic()
+    }
+
+    pub fn now(&self) -> u64 {
+        (self.config.clock)()
+    }
+
+    /// Whether `tx` is due for a (re)submission, and marks it submitted now if so.
+    pub fn due(&self, tx: &[u8; 32], written_ms: u64) -> bool {
+        let now = self.now();
+        let mut m = self.submitted.lock().unwrap_or_else(|p| p.into_inner());
+        let last = *m.get(tx).unwrap_or(&written_ms);
+        if now.saturating_sub(last) >= self.config.resubmit_after_ms {
+            m.insert(*tx, now);
+            true
+        } else {
+            m.entry(*tx).or_insert(written_ms);
+            false
+        }
+    }
+}
+
+/// The running job engine. See the module docs.
+pub struct Engine<S: Kv + 'static, E: Executor + 'static> {
+    ctx: Arc<Ctx<S, E>>,
+    cancel: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
+    /// Starts the engine's task on the current tokio runtime. A provider's executor is asked
+    /// to `recover` first (adopting containers of a previous run), in the background.
+    ///
+    /// # Errors
+    /// None yet besides store access; kept fallible for configuration checks.
+    pub fn start(parts: Parts<S, E>, config: EngineConfig) -> Result<Self, EngineError> {
+        let Parts {
+            store,
+            indexer,
+            p2p,
+            p2p_events,
+            chain,
+            blockstore,
+            provider,
+        } = parts;
+        let ctx = Arc::new(Ctx {
+            store,
+            indexer,
+            p2p,
+            chain,
+            blockstore,
+            provider,
+            config,
+            actions: Mutex::new(()),
+            submitted: std::sync::Mutex::new(HashMap::new()),
+            running: std::sync::Mutex::new(HashSet::new()),
+        });
+        let cancel = CancellationToken::new();
+        if ctx.provider.is_some() {
+            let c = ctx.clone();
+            tokio::spawn(async move {
+                if let Some(p) = &c.provider
+                    && let Err(e) = p.executor.recover().await
+                {
+                    tracing::warn!(error = %e, "executor recovery failed");
+                }
+            });
+        }
+        let task = tokio::spawn(run(ctx.clone(), p2p_events, cancel.clone()));
+        Ok(Self { ctx, cancel, task })
+    }
+
+    /// Orchestrator: validates `spec`, pins it (UnixFS, CIDv1) into the blockstore, builds,
+    /// records and submits the lock of `spec.budget_ntx` NTX with `spec.deadline_ms`. Returns
+    /// the job id; the engine drives the rest.
+    ///
+    /// # Errors
+    /// [`EngineError::Spec`], [`EngineError::Chain`] (funds, ledger rejection),
+    /// [`EngineError::Store`].
+    pub async fn submit(&self, spec: &Ensemble) -> Result<JobId, EngineError> {
+        let _guard = self.ctx.actions.lock().await;
+        orchestrator::submit(&self.ctx, spec).await
+    }
+
+    /// Orchestrator: cancels a job whose escrow is still open (refund, token burnt).
+    ///
+    /// # Errors
+    /// [`EngineError::State`] once assigned or finished, chain and store errors.
+    pub async fn cancel(&self, job: &JobId) -> Result<(), EngineError> {
+        let _guard = self.ctx.actions.lock().await;
+        orchestrator::cancel(&self.ctx, job).await
+    }
+
+    /// The orchestrator record of `job`.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn orchestrator_record(
+        &self,
+        job: &JobId,
+    ) -> Result<Option<OrchestratorRecord>, EngineError> {
+        Ok(self.ctx.store.get::<OrchestratorRole>(job)?)
+    }
+
+    /// The provider record of `job`.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn provider_record(&self, job: &JobId) -> Result<Option<ProviderRecord>, EngineError> {
+        Ok(self.ctx.store.get::<ProviderRole>(job)?)
+    }
+
+    /// A cloneable, object-safe handle for the RPC server (`crate::rpc::Api::with_jobs`).
+    pub fn handle(&self) -> super::control::EngineHandle<S, E> {
+        super::control::EngineHandle {
+            ctx: self.ctx.clone(),
+        }
+    }
+
+    /// The job store.
+    pub fn store(&self) -> &JobStore {
+        &self.ctx.store
+    }
+
+    /// Stops the task (between steps) and waits for it.
+    pub async fn shutdown(self) {
+        self.cancel.cancel();
+        let _ = self.task.await;
+    }
+}
+
+async fn run<S: Kv + 'static, E: Executor + 'static>(
+    ctx: Arc<Ctx<S, E>>,
+    mut events: tokio::sync::mpsc::Receiver<p2p::Event>,
+    cancel: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(ctx.config.poll);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut offer = tokio::time::interval(ctx.config.offer_every);
+    offer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut events_open = true;
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            e = events.recv(), if events_open => match e {
+                Some(e) => provider::on_p2p_event(&ctx, e),
+                None => events_open = false,
+            },
+            _ = offer.tick() => provider::publish_offer(&ctx).await,
+            _ = tick.tick() => {
+                if let Err(e) = p2p::bonds::refresh(&ctx.indexer, &ctx.p2p).await {
+                    tracing::warn!(error = %e, "bond snapshot refresh failed");
+                }
+                let _guard = ctx.actions.lock().await;
+                orchestrator::pass(&ctx).await;
+                provider::pass(&ctx).await;
+            }
+        }
+    }
+}

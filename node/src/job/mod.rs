@@ -1,0 +1,22 @@
+//! The job lifecycle (issue 10): persisted state machines and the drivers that take a job from
+//! the orchestrator's lock to the providers being paid.
+//!
+//! - [`state`]: the orchestrator and provider state machines and their pure, idempotent
+//!   transition function.
+//! - [`store`]: the sled job store: one record per (job, role), history, the transaction
+//!   intent log and the dispatch intent that make restarts safe.
+//! - [`chain`]: UTxOs, submission, slot clock, transactions balanced and signed.
+//! - [`orchestrator`], [`provider`]: the drivers, one step per job per pass.
+//! - [`engine`]: [`Engine`], the task running the drivers; how a node starts it.
+//! - [`control`]: [`JobControl`], the engine as the RPC server sees it.
+
+pub mod chain;
+pub mod control;
+pub mod engine;
+pub mod orchestrator;
+pub mod provider;
+pub mod state;
+pub mod store;
+
+pub use control::{EngineHandle, JobControl};
+pub use engine::{Engine, EngineConfig, EngineError, NoExecutor, Parts};

@@ -1,0 +1,617 @@
+//! The orchestrator's driver: lock → confirmation depth → match over the live market → ask
+//! acceptances over p2p → assign (re-match without a refusing or silent provider) → collect
+//! attestations → settle; cancel while open; expire after the deadline, slashing the bonds of
+//! assigned providers that never attested (DESIGN §1, §3; issue 10 "Orchestrator path").
+//!
+//! Every step is a pure function of the record and the chain: [`pass`] runs them for each
+//! unfinished job. A step that submits a transaction first writes it to the intent log; while
+//! an intent of a kind is pending, the step only waits for it on chain (re-submitting the same
+//! bytes every [`super::EngineConfig::resubmit_after_ms`]).
+
+use ganglion_contracts::build::{self, AssignRequest, ExpireRequest, LockRequest, SettleRequest};
+use ganglion_contracts::datum::{Assignment, JobId};
+use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::redeemer::Attestation;
+use ganglion_contracts::tx::TxoRef;
+use ganglion_indexer::event::Event;
+use ganglion_indexer::store::Kv;
+use ganglion_indexer::{JobStatus, JobView};
+use ganglion_storage::unixfs::{self, ImportOptions};
+use libp2p::PeerId;
+use serde::{Deserialize, Serialize};
+
+use super::chain::SignedTx;
+use super::engine::{Ctx, EngineError, OrchestratorRecord, OrchestratorRole};
+use super::state::{OrchestratorEvent, OrchestratorState};
+use super::store::{JobRecord, Role, TxIntent, TxKind};
+use crate::executor::Executor;
+use crate::market::matching::{Requirements, match_gang};
+use crate::market::snapshot::{MarketSnapshot, SnapshotOptions};
+use crate::market::spec::Ensemble;
+use crate::p2p::protocols::{AcceptRequest, AcceptResponse, AttestMessage};
+
+/// A provider the matcher chose, with what the accept request and the assignment need.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chosen {
+    /// Payment key hash.
+    #[serde(with = "hex::serde")]
+    pub provider: KeyHash,
+    /// libp2p peer id bytes (from its offer).
+    #[serde(with = "hex::serde")]
+    pub peer: Vec<u8>,
+    /// Its bond, a reference input of the assign.
+    pub bond: TxoRef,
+    /// GPUs placed on it.
+    pub gpus: u64,
+    /// NTX base units per GPU-hour.
+    pub rate: u64,
+}
+
+/// A provider taken out of matching for this job, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Excluded {
+    /// The provider as it was chosen.
+    pub chosen: Chosen,
+    /// Its refusal or the failure of the request.
+    pub reason: String,
+}
+
+/// What the orchestrator keeps per job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrchestratorDetail {
+    /// The spec as submitted.
+    pub spec: Ensemble,
+    /// Binary CID of the pinned spec (the escrow's `spec`).
+    #[serde(with = "hex::serde")]
+    pub spec_cid: Vec<u8>,
+    /// Providers excluded from matching (refused or timed out).
+    #[serde(default)]
+    pub excluded: Vec<Excluded>,
+    /// The current plan, in assignment order.
+    #[serde(default)]
+    pub chosen: Vec<Chosen>,
+    /// The last problem met, for status displays.
+    #[serde(default)]
+    pub last_error: Option<String>,
+}
+
+fn state_err(job: JobId, reason: impl Into<String>) -> EngineError {
+    EngineError::State {
+        job,
+        reason: reason.into(),
+    }
+}
+
+/// The escrow UTxO now: the newest escrow the job's events name.
+pub fn escrow_ref(view: &JobView) -> Option<TxoRef> {
+    view.history.iter().rev().find_map(|r| match &r.event {
+        Event::JobLocked { escrow, .. } | Event::JobAssigned { escrow, .. } => Some(*escrow),
+        _ => None,
+    })
+}
+
+/// Whether the job's chain history holds transaction `tx`.
+fn on_chain(view: Option<&JobView>, tx: &[u8; 32]) -> bool {
+    view.is_some_and(|v| v.history.iter().any(|r| r.meta.tx_hash == *tx))
+}
+
+/// Submits a new transaction of `kind` for `job` in role `R`: intent first (flushed), then the
+/// ledger.
+pub(crate) async fn submit_as<R: Role, S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    job: &JobId,
+    kind: TxKind,
+    tx: SignedTx,
+    valid_until_slot: Option<u64>,
+) -> Result<(), EngineError> {
+    let now = ctx.now();
+    ctx.store.record_intent::<R>(
+        job,
+        TxIntent {
+            kind,
+            tx_hash: tx.hash,
+            signed: tx.bytes.clone(),
+            written_ms: now,
+            valid_until_slot,
+        },
+    )?;
+    ctx.submitted
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(tx.hash, now);
+    ctx.chain.submit(&tx, now).await?;
+    tracing::info!(job = %job, ?kind, tx = %hex::encode(tx.hash), "submitted");
+    Ok(())
+}
+
+async fn submit_new<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    job: &JobId,
+    kind: TxKind,
+    tx: SignedTx,
+    valid_until_slot: Option<u64>,
+) -> Result<(), EngineError> {
+    submit_as::<OrchestratorRole, S, E>(ctx, job, kind, tx, valid_until_slot).await
+}
+
+/// Re-submits a pending intent's bytes when due; ledger refusals are logged (the chain
+/// decides: a transaction already in a block or with spent inputs is refused).
+pub(crate) async fn nudge<S: Kv, E: Executor>(ctx: &Ctx<S, E>, intent: &TxIntent) {
+    if ctx.due(&intent.tx_hash, intent.written_ms) {
+        match ctx.chain.resubmit(&intent.signed).await {
+            Ok(()) => {
+                tracing::info!(kind = ?intent.kind, tx = %hex::encode(intent.tx_hash), "re-submitted")
+            }
+            Err(e) => tracing::debug!(kind = ?intent.kind, error = %e, "re-submission refused"),
+        }
+    }
+}
+
+/// Whether an intent can no longer land: past its validity.
+fn lapsed<S: Kv, E: Executor>(ctx: &Ctx<S, E>, intent: &TxIntent) -> bool {
+    intent
+        .valid_until_slot
+        .is_some_and(|u| ctx.chain.slot_at(ctx.now()) >= u)
+}
+
+/// Pins the spec, locks the budget. See [`super::Engine::submit`].
+pub(crate) async fn submit<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    spec: &Ensemble,
+) -> Result<JobId, EngineError> {
+    let now = ctx.now();
+    spec.validate(now)
+        .map_err(|e| EngineError::Spec(e.to_string()))?;
+    let json = serde_json::to_vec(spec).map_err(|e| EngineError::Spec(e.to_string()))?;
+    let imported = unixfs::import_bytes(&json, &ImportOptions::cid_v1(), &ctx.blockstore)
+        .map_err(|e| EngineError::Spec(format!("pinning the spec: {e}")))?;
+    ganglion_storage::blockstore::pin_recursive(&ctx.blockstore, &imported.root)
+        .map_err(|e| EngineError::Spec(format!("pinning the spec: {e}")))?;
+    let spec_cid = imported.root.to_bytes();
+    let terms = spec.escrow_terms();
+    let utxos = ctx.chain.wallet_utxos(now).await?;
+    let seed = utxos
+        .iter()
+        .filter(|u| u.output.value.assets.is_empty())
+        .max_by_key(|u| u.output.value.lovelace)
+        .or_else(|| utxos.iter().max_by_key(|u| u.output.value.lovelace))
+        .cloned()
+        .ok_or_else(|| EngineError::Spec("the wallet has no UTxO to seed the job id".into()))?;
+    let until = ctx.chain.slot_at(now) + ctx.config.validity_slots;
+    let (draft, job) = build::lock(
+        ctx.chain.deployment(),
+        ctx.chain.env(),
+        &LockRequest {
+            orchestrator: ctx.chain.key_hash(),
+            spec: spec_cid.clone(),
+            gpus: terms.gpus,
+            max_rate: terms.max_rate,
+            budget: terms.budget,
+            deadline_ms: terms.deadline_ms,
+            seed,
+            valid_until_slot: until,
+        },
+    )
+    .map_err(super::chain::ChainError::from)?;
+    let tx = ctx.chain.build(draft, now).await?;
+    ctx.store.create::<OrchestratorRole>(&JobRecord::new(
+        job,
+        OrchestratorState::Locked,
+        OrchestratorDetail {
+            spec: spec.clone(),
+            spec_cid,
+            excluded: Vec::new(),
+            chosen: Vec::new(),
+            last_error: None,
+        },
+        now,
+    ))?;
+    submit_new(ctx, &job, TxKind::Lock, tx, Some(until)).await?;
+    Ok(job)
+}
+
+/// Cancels an open job. See [`super::Engine::cancel`].
+pub(crate) async fn cancel<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    job: &JobId,
+) -> Result<(), EngineError> {
+    let r = ctx
+        .store
+        .get::<OrchestratorRole>(job)?
+        .ok_or_else(|| state_err(*job, "unknown job"))?;
+    if !r.state.is_open() {
+        return Err(state_err(
+            *job,
+            format!("cannot cancel in state {:?}", r.state),
+        ));
+    }
+    if r.intent(TxKind::Cancel).is_some() {
+        return Ok(());
+    }
+    if r.intent(TxKind::Assign).is_some_and(|i| !lapsed(ctx, i)) {
+        return Err(state_err(*job, "an assign transaction is in flight"));
+    }
+    let view = ctx
+        .indexer
+        .job(job, ctx.config.depth)?
+        .ok_or_else(|| state_err(*job, "the lock is not on chain yet"))?;
+    if view.value.status != JobStatus::Locked {
+        return Err(state_err(
+            *job,
+            format!("escrow is {:?}", view.value.status),
+        ));
+    }
+    let escrow_at = escrow_ref(&view.value).ok_or_else(|| state_err(*job, "no escrow"))?;
+    let escrow = ctx.chain.script_utxos(&[escrow_at]).await?;
+    let draft = build::cancel(ctx.chain.deployment(), ctx.chain.env(), &escrow[0])
+        .map_err(super::chain::ChainError::from)?;
+    let tx = ctx.chain.build(draft, ctx.now()).await?;
+    submit_new(ctx, job, TxKind::Cancel, tx, None).await
+}
+
+/// One pass over every unfinished orchestrator job.
+pub(crate) async fn pass<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
+    let records = match ctx.store.all::<OrchestratorRole>() {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(error = %e, "job store unreadable");
+            return;
+        }
+    };
+    for r in records.into_iter().filter(|r| !r.state.is_terminal()) {
+        let job = r.job_id;
+        if let Err(e) = step(ctx, r).await {
+            tracing::warn!(job = %job, error = %e, "orchestrator step");
+            if let Ok(Some(mut rec)) = ctx.store.get::<OrchestratorRole>(&job) {
+                rec.detail.last_error = Some(e.to_string());
+                let _ = ctx.store.set_detail::<OrchestratorRole>(&job, rec.detail);
+            }
+        }
+    }
+}
+
+fn apply<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    job: &JobId,
+    event: OrchestratorEvent,
+    slot: Option<u64>,
+) -> Result<OrchestratorState, EngineError> {
+    let to = ctx
+        .store
+        .apply::<OrchestratorRole>(job, event, ctx.now(), slot)?;
+    tracing::info!(job = %job, ?event, state = ?to, "orchestrator");
+    Ok(to)
+}
+
+async fn step<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    r: OrchestratorRecord,
+) -> Result<(), EngineError> {
+    let job = r.job_id;
+    let confirmed = ctx.indexer.job(&job, ctx.config.depth)?;
+    let view = confirmed
+        .as_ref()
+        .filter(|c| !c.tentative)
+        .map(|c| &c.value);
+    let slot = view.and_then(|v| v.history.last()).map(|h| h.meta.slot);
+    // The chain's word is final: terminal statuses end the record whoever caused them.
+    if let Some(v) = view {
+        let event = match v.status {
+            JobStatus::Settled => Some(OrchestratorEvent::SettleConfirmed),
+            JobStatus::Cancelled => Some(OrchestratorEvent::CancelConfirmed),
+            JobStatus::Expired => Some(OrchestratorEvent::ExpireConfirmed),
+            JobStatus::Assigned if r.state.is_open() => Some(OrchestratorEvent::AssignConfirmed),
+            JobStatus::Locked if r.state == OrchestratorState::Locked => {
+                Some(OrchestratorEvent::LockConfirmed)
+            }
+            _ => None,
+        };
+        if let Some(e) = event {
+            apply(ctx, &job, e, slot)?;
+            return Ok(());
+        }
+    }
+    // Past the deadline nothing but an expire can land.
+    let deadline = r.detail.spec.deadline_ms;
+    if view.is_some() && ctx.chain.slot_start_ms(ctx.chain.slot_at(ctx.now())) > deadline {
+        return expire(ctx, &r, view).await;
+    }
+    for kind in [TxKind::Cancel, TxKind::Settle] {
+        if let Some(i) = r.intent(kind) {
+            if !on_chain(view, &i.tx_hash) {
+                nudge(ctx, i).await;
+            }
+            return Ok(());
+        }
+    }
+    match r.state {
+        OrchestratorState::Locked => {
+            if let Some(i) = r.intent(TxKind::Lock) {
+                nudge(ctx, i).await;
+            }
+            Ok(())
+        }
+        OrchestratorState::Matching => do_match(ctx, &r).await,
+        OrchestratorState::Assigning => assign(ctx, &r, view).await,
+        OrchestratorState::Assigned => settle(ctx, &r, view).await,
+        OrchestratorState::Settling => Ok(()),
+        _ => Ok(()),
+    }
+}
+
+async fn do_match<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    r: &OrchestratorRecord,
+) -> Result<(), EngineError> {
+    let market = ctx.p2p.market().await?;
+    let excluded: Vec<KeyHash> = r
+        .detail
+        .excluded
+        .iter()
+        .map(|x| x.chosen.provider)
+        .collect();
+    let offers: Vec<_> = market
+        .iter()
+        .filter(|o| !excluded.contains(&o.body.market.provider))
+        .collect();
+    let snapshot = MarketSnapshot::build(
+        &offers
+            .iter()
+            .map(|o| o.body.market.clone())
+            .collect::<Vec<_>>(),
+        &[],
+        SnapshotOptions {
+            allow_declared: ctx.config.allow_declared_gpus,
+        },
+    )
+    .map_err(|e| EngineError::Spec(e.to_string()))?;
+    let plan = match match_gang(&Requirements::from_ensemble(&r.detail.spec), &snapshot) {
+        Ok(p) => p,
+        Err(no_fit) => {
+            // Not an error: the market may fill up. Recorded for status displays.
+            let mut d = r.detail.clone();
+            d.last_error = Some(no_fit.to_string());
+            ctx.store.set_detail::<OrchestratorRole>(&r.job_id, d)?;
+            return Ok(());
+        }
+    };
+    let chosen = plan
+        .nodes
+        .iter()
+        .filter_map(|n| {
+            offers
+                .iter()
+                .find(|o| o.body.market.provider == n.provider)
+                .map(|o| Chosen {
+                    provider: n.provider,
+                    peer: o.body.peer_id.clone(),
+                    bond: o.body.bond,
+                    gpus: u64::from(n.gpus),
+                    rate: n.rate,
+                })
+        })
+        .collect();
+    let mut d = r.detail.clone();
+    d.chosen = chosen;
+    d.last_error = None;
+    ctx.store.set_detail::<OrchestratorRole>(&r.job_id, d)?;
+    apply(ctx, &r.job_id, OrchestratorEvent::Matched, None)?;
+    Ok(())
+}
+
+/// Drops `bad` from the plan, excludes it and matches again.
+fn rematch<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    r: &OrchestratorRecord,
+    bad: &Chosen,
+    why: String,
+) -> Result<(), EngineError> {
+    tracing::info!(job = %r.job_id, provider = %hex::encode(bad.provider), %why, "re-matching without provider");
+    let mut d = r.detail.clone();
+    d.excluded.push(Excluded {
+        chosen: bad.clone(),
+        reason: why.clone(),
+    });
+    d.chosen.clear();
+    d.last_error = Some(why);
+    ctx.store.set_detail::<OrchestratorRole>(&r.job_id, d)?;
+    apply(ctx, &r.job_id, OrchestratorEvent::Rematch, None)?;
+    Ok(())
+}
+
+async fn assign<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    r: &OrchestratorRecord,
+    view: Option<&JobView>,
+) -> Result<(), EngineError> {
+    let job = r.job_id;
+    // A lapsed intent that never landed (AssignConfirmed would have moved us) asks again.
+    if let Some(i) = r.intent(TxKind::Assign)
+        && !lapsed(ctx, i)
+    {
+        nudge(ctx, i).await;
+        return Ok(());
+    }
+    let Some(v) = view else { return Ok(()) };
+    let deadline_ms = v.deadline_ms;
+    let mut assignments = Vec::new();
+    let mut acceptances = Vec::new();
+    for c in &r.detail.chosen {
+        let peer = match PeerId::from_bytes(&c.peer) {
+            Ok(p) => p,
+            Err(e) => return rematch(ctx, r, c, format!("bad peer id: {e}")),
+        };
+        let req = AcceptRequest {
+            job_id: job,
+            bond: c.bond,
+            gpus: c.gpus,
+            rate: c.rate,
+            deadline_ms,
+        };
+        match ctx.p2p.accept(peer, req).await {
+            Ok(AcceptResponse::Accepted {
+                signature,
+                attest_key,
+                provider,
+                ..
+            }) if provider == c.provider => {
+                assignments.push(Assignment {
+                    provider,
+                    attest_key,
+                    gpus: c.gpus,
+                    rate: c.rate,
+                });
+                acceptances.push(signature);
+            }
+            Ok(AcceptResponse::Accepted { .. }) => {
+                return rematch(ctx, r, c, "accepted under another provider key".into());
+            }
+            Ok(AcceptResponse::Refused(why)) => {
+                return rematch(ctx, r, c, format!("refused: {why}"));
+            }
+            Err(e) => return rematch(ctx, r, c, format!("no answer: {e}")),
+        }
+    }
+    if assignments.is_empty() {
+        return Ok(());
+    }
+    let escrow_at = escrow_ref(v).ok_or_else(|| state_err(job, "no escrow"))?;
+    let mut refs = vec![escrow_at];
+    refs.extend(r.detail.chosen.iter().map(|c| c.bond));
+    let utxos = ctx.chain.script_utxos(&refs).await?;
+    let now_slot = ctx.chain.slot_at(ctx.now());
+    let until = now_slot + ctx.config.validity_slots;
+    let draft = build::assign(
+        ctx.chain.deployment(),
+        ctx.chain.env(),
+        &AssignRequest {
+            escrow: utxos[0].clone(),
+            assignments,
+            acceptances,
+            bonds: utxos[1..].to_vec(),
+            valid_from_slot: now_slot,
+            valid_until_slot: until,
+        },
+    )
+    .map_err(super::chain::ChainError::from)?;
+    let tx = ctx.chain.build(draft, ctx.now()).await?;
+    submit_new(ctx, &job, TxKind::Assign, tx, Some(until)).await
+}
+
+/// The attestations held for `v`'s assignments (received over p2p, plus `own`), by
+/// assignment index; `None` where missing.
+pub(crate) async fn attestations<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    v: &JobView,
+    own: Option<&AttestMessage>,
+) -> Result<Vec<Option<Attestation>>, EngineError> {
+    let mut held = ctx.p2p.attestations(v.job_id).await?;
+    held.extend(own.cloned());
+    Ok(v.assignments
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            held.iter()
+                .find(|m| m.provider == a.provider)
+                .map(|m| Attestation {
+                    provider_index: i as u64,
+                    result: m.result.clone(),
+                    logs: m.logs.clone(),
+                    gpu_seconds: m.gpu_seconds,
+                    exit_code: m.exit_code,
+                    signature: m.signature.clone(),
+                })
+        })
+        .collect())
+}
+
+async fn settle<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    r: &OrchestratorRecord,
+    view: Option<&JobView>,
+) -> Result<(), EngineError> {
+    let Some(v) = view else { return Ok(()) };
+    let atts = attestations(ctx, v, None).await?;
+    if atts.iter().any(Option::is_none) || atts.is_empty() {
+        return Ok(());
+    }
+    let (tx, until) = settle_tx(ctx, v, atts.into_iter().flatten().collect()).await?;
+    submit_new(ctx, &r.job_id, TxKind::Settle, tx, Some(until)).await?;
+    apply(
+        ctx,
+        &r.job_id,
+        OrchestratorEvent::AttestationsComplete,
+        None,
+    )?;
+    Ok(())
+}
+
+/// The settle of `v` with `attestations` (one per assignment, in order), balanced and signed
+/// by this node's wallet (which also funds the payouts' min-UTxO); with its validity end.
+pub(crate) async fn settle_tx<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    v: &JobView,
+    attestations: Vec<Attestation>,
+) -> Result<(SignedTx, u64), EngineError> {
+    let escrow_at = escrow_ref(v).ok_or_else(|| state_err(v.job_id, "no escrow"))?;
+    let escrow = ctx.chain.script_utxos(&[escrow_at]).await?;
+    let now_slot = ctx.chain.slot_at(ctx.now());
+    let until = (now_slot + ctx.config.validity_slots).min(ctx.chain.slot_at(v.deadline_ms));
+    let draft = build::settle(
+        ctx.chain.deployment(),
+        ctx.chain.env(),
+        &SettleRequest {
+            escrow: escrow[0].clone(),
+            attestations,
+            valid_from_slot: None,
+            valid_until_slot: until,
+        },
+    )
+    .map_err(super::chain::ChainError::from)?;
+    Ok((ctx.chain.build(draft, ctx.now()).await?, until))
+}
+
+async fn expire<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    r: &OrchestratorRecord,
+    view: Option<&JobView>,
+) -> Result<(), EngineError> {
+    if let Some(i) = r.intent(TxKind::Expire) {
+        if !on_chain(view, &i.tx_hash) {
+            nudge(ctx, i).await;
+        }
+        return Ok(());
+    }
+    let Some(v) = view else { return Ok(()) };
+    let atts = if v.status == JobStatus::Assigned {
+        attestations(ctx, v, None).await?
+    } else {
+        Vec::new()
+    };
+    let mut slash = Vec::new();
+    for (a, att) in v.assignments.iter().zip(&atts) {
+        if att.is_none() {
+            let bonds = ctx.indexer.provider(&a.provider)?.bonds;
+            if let Some(b) = bonds.first() {
+                slash.push(b.bond);
+            }
+        }
+    }
+    let escrow_at = escrow_ref(v).ok_or_else(|| state_err(r.job_id, "no escrow"))?;
+    let mut refs = vec![escrow_at];
+    refs.extend(slash.iter().copied());
+    let utxos = ctx.chain.script_utxos(&refs).await?;
+    let draft = build::expire(
+        ctx.chain.deployment(),
+        ctx.chain.env(),
+        &ExpireRequest {
+            escrow: utxos[0].clone(),
+            attestations: atts.into_iter().flatten().collect(),
+            slash: utxos[1..].to_vec(),
+            valid_from_slot: ctx.chain.slot_at(ctx.now()),
+        },
+    )
+    .map_err(super::chain::ChainError::from)?;
+    let tx = ctx.chain.build(draft, ctx.now()).await?;
+    submit_new(ctx, &r.job_id, TxKind::Expire, tx, None).await
+}

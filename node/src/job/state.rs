@@ -1,0 +1,429 @@
+//! The job state machines (issue 10): one for the orchestrator's side of a job, one for each
+//! provider's, and the pure transition function that drives both.
+//!
+//! Rules, for both roles:
+//! - an event names the state it leads to and the states it may come from;
+//! - applying an event to the state it leads to is a no-op (`Ok(same)`): every transition is
+//!   idempotent, so a re-delivered chain event, p2p message or timer changes nothing;
+//! - terminal states absorb every event (`Ok(same)`): a late event after the end is ignored;
+//! - anything else is an [`IllegalTransition`] naming the state and the event.
+//!
+//! Source: issue 10 ("Job state machine") and DESIGN §1 (life of a job, failure paths).
+
+use serde::{Deserialize, Serialize};
+
+/// Where the orchestrator's side of a job is.
+///
+/// `Locked → Matching → Assigning → Assigned → Settling → Settled`, or `Cancelled` (before
+/// assignment) / `Expired` (after the deadline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrchestratorState {
+    /// The lock transaction was built and submitted; waiting for the confirmation depth.
+    Locked,
+    /// Matching over the live market.
+    Matching,
+    /// Asking the matched providers to accept, then submitting the assign transaction.
+    Assigning,
+    /// The assignment is on chain; providers are running the job.
+    Assigned,
+    /// Every attestation is in; the settle transaction was submitted.
+    Settling,
+    /// Settled on chain: providers paid, the rest refunded (terminal).
+    Settled,
+    /// Cancelled on chain before assignment: budget refunded (terminal).
+    Cancelled,
+    /// Expired on chain after the deadline (terminal).
+    Expired,
+}
+
+/// What moves an orchestrator's job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrchestratorEvent {
+    /// The lock reached the confirmation depth (indexer).
+    LockConfirmed,
+    /// The matcher found a plan.
+    Matched,
+    /// A matched provider refused or timed out: match again without it.
+    Rematch,
+    /// The assignment was seen on chain (indexer).
+    AssignConfirmed,
+    /// Every assigned provider's attestation is held (p2p); settle submitted.
+    AttestationsComplete,
+    /// The settle was seen on chain (by whoever submitted it).
+    SettleConfirmed,
+    /// The cancel was seen on chain.
+    CancelConfirmed,
+    /// The expire was seen on chain.
+    ExpireConfirmed,
+}
+
+impl OrchestratorState {
+    /// Settled, Cancelled or Expired.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Settled | Self::Cancelled | Self::Expired)
+    }
+
+    /// Before the assignment is on chain (the escrow is still `Open`).
+    pub fn is_open(self) -> bool {
+        matches!(self, Self::Locked | Self::Matching | Self::Assigning)
+    }
+}
+
+impl OrchestratorEvent {
+    /// The state the event leads to and whether `from` may take it.
+    fn rule(self, from: OrchestratorState) -> (OrchestratorState, bool) {
+        use OrchestratorState as S;
+        match self {
+            Self::LockConfirmed => (S::Matching, from == S::Locked),
+            Self::Matched => (S::Assigning, from == S::Matching),
+            Self::Rematch => (S::Matching, from == S::Assigning),
+            Self::AssignConfirmed => (S::Assigned, from.is_open()),
+            Self::AttestationsComplete => (S::Settling, from == S::Assigned),
+            Self::SettleConfirmed => (S::Settled, matches!(from, S::Assigned | S::Settling)),
+            Self::CancelConfirmed => (S::Cancelled, from.is_open()),
+            Self::ExpireConfirmed => (S::Expired, !from.is_terminal()),
+        }
+    }
+}
+
+/// Where one provider's side of a job is.
+///
+/// `Reserved → Assigned → Preparing → Running → Finished → Attested → Paid`, or `Failed` /
+/// `Slashed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderState {
+    /// GPUs reserved after an acceptance; waiting for the assignment on chain.
+    Reserved,
+    /// The assignment naming this provider is on chain.
+    Assigned,
+    /// Dispatched to the executor: image, network, containers being set up.
+    Preparing,
+    /// Containers running.
+    Running,
+    /// Containers exited; outputs and logs pinned.
+    Finished,
+    /// The signed attestation was sent to the job's peers.
+    Attested,
+    /// Payment seen on chain (settle or expire) (terminal).
+    Paid,
+    /// Never assigned, never ran, or the job ended without paying this provider (terminal).
+    Failed,
+    /// The bond was slashed for this job (terminal).
+    Slashed,
+}
+
+/// What moves a provider's job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderEvent {
+    /// The assignment naming this provider was seen on chain.
+    AssignmentSeen,
+    /// The job was handed to the executor (dispatch intent written first).
+    Dispatched,
+    /// Every local container started.
+    Started,
+    /// Every local container exited and the artifacts are pinned.
+    Exited,
+    /// The attestation was signed and sent.
+    AttestationSent,
+    /// A payment to this provider was seen on chain.
+    PaymentSeen,
+    /// The job cannot go on here (reservation lapsed, job cancelled, dispatch refused).
+    Failed,
+    /// A slash of this provider's bond for this job was seen on chain.
+    SlashSeen,
+}
+
+impl ProviderState {
+    /// Paid, Failed or Slashed.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Paid | Self::Failed | Self::Slashed)
+    }
+}
+
+impl ProviderEvent {
+    fn rule(self, from: ProviderState) -> (ProviderState, bool) {
+        use ProviderState as S;
+        match self {
+            Self::AssignmentSeen => (S::Assigned, from == S::Reserved),
+            Self::Dispatched => (S::Preparing, from == S::Assigned),
+            Self::Started => (S::Running, from == S::Preparing),
+            // A job may end before the executor reported it running (fast containers).
+            Self::Exited => (S::Finished, matches!(from, S::Preparing | S::Running)),
+            Self::AttestationSent => (S::Attested, from == S::Finished),
+            // Another peer may settle with our attestation before we record having sent it.
+            Self::PaymentSeen => (S::Paid, matches!(from, S::Finished | S::Attested)),
+            Self::Failed => (S::Failed, !from.is_terminal()),
+            Self::SlashSeen => (
+                S::Slashed,
+                matches!(from, S::Assigned | S::Preparing | S::Running | S::Finished),
+            ),
+        }
+    }
+}
+
+/// An event a state cannot take.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("illegal transition: {event} in state {from}")]
+pub struct IllegalTransition {
+    /// The state, as its snake_case name.
+    pub from: String,
+    /// The event, as its snake_case name.
+    pub event: String,
+}
+
+/// A state machine: its states, its events and the rule joining them.
+pub trait Machine: Copy + PartialEq + std::fmt::Debug + Serialize {
+    /// The events it takes.
+    type Event: Copy + std::fmt::Debug + Serialize;
+    /// Whether no event moves it any more.
+    fn terminal(self) -> bool;
+    /// The target of `event` and whether `self` may take it.
+    fn rule(self, event: Self::Event) -> (Self, bool);
+}
+
+impl Machine for OrchestratorState {
+    type Event = OrchestratorEvent;
+    fn terminal(self) -> bool {
+        self.is_terminal()
+    }
+    fn rule(self, event: OrchestratorEvent) -> (Self, bool) {
+        event.rule(self)
+    }
+}
+
+impl Machine for ProviderState {
+    type Event = ProviderEvent;
+    fn terminal(self) -> bool {
+        self.is_terminal()
+    }
+    fn rule(self, event: ProviderEvent) -> (Self, bool) {
+        event.rule(self)
+    }
+}
+
+fn name<T: Serialize + std::fmt::Debug>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|j| j.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{v:?}"))
+}
+
+/// The state after `event` in `from`: idempotent, terminal states absorb (see the module docs).
+///
+/// # Errors
+/// [`IllegalTransition`] when `from` may not take `event`.
+pub fn transition<M: Machine>(from: M, event: M::Event) -> Result<M, IllegalTransition> {
+    if from.terminal() {
+        return Ok(from);
+    }
+    let (to, allowed) = from.rule(event);
+    if allowed || to == from {
+        Ok(to)
+    } else {
+        Err(IllegalTransition {
+            from: name(&from),
+            event: name(&event),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const O_EVENTS: [OrchestratorEvent; 8] = [
+        OrchestratorEvent::LockConfirmed,
+        OrchestratorEvent::Matched,
+        OrchestratorEvent::Rematch,
+        OrchestratorEvent::AssignConfirmed,
+        OrchestratorEvent::AttestationsComplete,
+        OrchestratorEvent::SettleConfirmed,
+        OrchestratorEvent::CancelConfirmed,
+        OrchestratorEvent::ExpireConfirmed,
+    ];
+    const P_EVENTS: [ProviderEvent; 8] = [
+        ProviderEvent::AssignmentSeen,
+        ProviderEvent::Dispatched,
+        ProviderEvent::Started,
+        ProviderEvent::Exited,
+        ProviderEvent::AttestationSent,
+        ProviderEvent::PaymentSeen,
+        ProviderEvent::Failed,
+        ProviderEvent::SlashSeen,
+    ];
+
+    #[test]
+    fn the_orchestrator_happy_path_and_a_rematch() {
+        use OrchestratorEvent as E;
+        use OrchestratorState as S;
+        let mut s = S::Locked;
+        for (e, want) in [
+            (E::LockConfirmed, S::Matching),
+            (E::Matched, S::Assigning),
+            (E::Rematch, S::Matching),
+            (E::Matched, S::Assigning),
+            (E::AssignConfirmed, S::Assigned),
+            (E::AttestationsComplete, S::Settling),
+            (E::SettleConfirmed, S::Settled),
+        ] {
+            s = transition(s, e).expect("legal");
+            assert_eq!(s, want, "after {e:?}");
+        }
+    }
+
+    #[test]
+    fn the_provider_happy_path() {
+        use ProviderEvent as E;
+        use ProviderState as S;
+        let mut s = S::Reserved;
+        for (e, want) in [
+            (E::AssignmentSeen, S::Assigned),
+            (E::Dispatched, S::Preparing),
+            (E::Started, S::Running),
+            (E::Exited, S::Finished),
+            (E::AttestationSent, S::Attested),
+            (E::PaymentSeen, S::Paid),
+        ] {
+            s = transition(s, e).expect("legal");
+            assert_eq!(s, want, "after {e:?}");
+        }
+    }
+
+    #[test]
+    fn illegal_events_are_named() {
+        let e = transition(
+            OrchestratorState::Assigned,
+            OrchestratorEvent::CancelConfirmed,
+        )
+        .expect_err("cancel after assignment is not possible on chain");
+        assert_eq!(e.from, "assigned");
+        assert_eq!(e.event, "cancel_confirmed");
+        assert!(transition(ProviderState::Reserved, ProviderEvent::PaymentSeen).is_err());
+        assert!(transition(ProviderState::Attested, ProviderEvent::SlashSeen).is_err());
+    }
+
+    #[test]
+    fn cancel_only_while_open_and_expire_from_anywhere_not_terminal() {
+        use OrchestratorState as S;
+        for s in [S::Locked, S::Matching, S::Assigning] {
+            assert_eq!(
+                transition(s, OrchestratorEvent::CancelConfirmed),
+                Ok(S::Cancelled)
+            );
+        }
+        for s in [
+            S::Locked,
+            S::Matching,
+            S::Assigning,
+            S::Assigned,
+            S::Settling,
+        ] {
+            assert_eq!(
+                transition(s, OrchestratorEvent::ExpireConfirmed),
+                Ok(S::Expired)
+            );
+        }
+    }
+
+    fn o_state() -> impl Strategy<Value = OrchestratorState> {
+        use OrchestratorState as S;
+        prop::sample::select(vec![
+            S::Locked,
+            S::Matching,
+            S::Assigning,
+            S::Assigned,
+            S::Settling,
+            S::Settled,
+            S::Cancelled,
+            S::Expired,
+        ])
+    }
+
+    fn p_state() -> impl Strategy<Value = ProviderState> {
+        use ProviderState as S;
+        prop::sample::select(vec![
+            S::Reserved,
+            S::Assigned,
+            S::Preparing,
+            S::Running,
+            S::Finished,
+            S::Attested,
+            S::Paid,
+            S::Failed,
+            S::Slashed,
+        ])
+    }
+
+    /// States reachable from `start` by legal events (breadth-first over the rule table).
+    fn reachable<M: Machine + Eq + std::hash::Hash>(start: M, events: &[M::Event]) -> Vec<M> {
+        let mut seen = vec![start];
+        let mut i = 0;
+        while i < seen.len() {
+            for e in events {
+                if let Ok(t) = transition(seen[i], *e)
+                    && !seen.contains(&t)
+                {
+                    seen.push(t);
+                }
+            }
+            i += 1;
+        }
+        seen
+    }
+
+    proptest! {
+        /// Random event sequences: every accepted step is idempotent, lands in a state
+        /// reachable from the start, terminal states absorb, and a refused event leaves the
+        /// state unchanged.
+        #[test]
+        fn orchestrator_sequences(events in prop::collection::vec(prop::sample::select(O_EVENTS.to_vec()), 0..40)) {
+            let legal = reachable(OrchestratorState::Locked, &O_EVENTS);
+            let mut s = OrchestratorState::Locked;
+            for e in events {
+                match transition(s, e) {
+                    Ok(t) => {
+                        prop_assert!(legal.contains(&t));
+                        prop_assert_eq!(transition(t, e), Ok(t), "idempotent");
+                        if s.is_terminal() { prop_assert_eq!(t, s, "terminal absorbs"); }
+                        s = t;
+                    }
+                    Err(err) => {
+                        prop_assert!(!s.is_terminal());
+                        prop_assert!(!err.from.is_empty());
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn provider_sequences(events in prop::collection::vec(prop::sample::select(P_EVENTS.to_vec()), 0..40)) {
+            let legal = reachable(ProviderState::Reserved, &P_EVENTS);
+            let mut s = ProviderState::Reserved;
+            for e in events {
+                if let Ok(t) = transition(s, e) {
+                    prop_assert!(legal.contains(&t));
+                    prop_assert_eq!(transition(t, e), Ok(t), "idempotent");
+                    if s.is_terminal() { prop_assert_eq!(t, s, "terminal absorbs"); }
+                    s = t;
+                }
+            }
+        }
+
+        #[test]
+        fn any_state_any_event(s in o_state(), p in p_state(), i in 0usize..8) {
+            if let Ok(t) = transition(s, O_EVENTS[i]) {
+                prop_assert_eq!(transition(t, O_EVENTS[i]), Ok(t));
+            }
+            if let Ok(t) = transition(p, P_EVENTS[i]) {
+                prop_assert_eq!(transition(t, P_EVENTS[i]), Ok(t));
+            }
+            if s.is_terminal() { prop_assert_eq!(transition(s, O_EVENTS[i]), Ok(s)); }
+            if p.is_terminal() { prop_assert_eq!(transition(p, P_EVENTS[i]), Ok(p)); }
+        }
+    }
+}

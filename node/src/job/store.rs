@@ -1,0 +1,431 @@
+//! The durable job store (sled): one record per (job id, role) with its state, the history of
+//! its transitions, an *intent log* of the transactions it submitted and its dispatch intent.
+//!
+//! Crash safety (issue 10: "never submits the same logical transaction twice, never dispatches
+//! twice"): before a transaction is submitted its kind, hash and signed bytes are written and
+//! flushed ([`JobStore::record_intent`]). After a restart the driver finds the intent, looks the
+//! hash up on chain through the indexer and, while it is not there, re-submits *the same
+//! bytes* (the same transaction, which the ledger accepts at most once) instead of building a
+//! second one. Likewise the executor job id is written ([`JobStore::record_dispatch`]) before
+//! the executor is called; the executor's own table then refuses a second start of that id and
+//! its `recover` adopts the running containers.
+
+use std::path::Path;
+
+use ganglion_contracts::datum::JobId;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::state::{IllegalTransition, Machine, OrchestratorState, ProviderState, transition};
+
+/// Job store failures.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// sled failed.
+    #[error("job store: {0}")]
+    Sled(#[from] sled::Error),
+    /// A record did not (de)serialise.
+    #[error("job store record: {0}")]
+    Codec(#[from] serde_json::Error),
+    /// No record for the job in this role.
+    #[error("no {role} record for job {job}")]
+    Unknown {
+        /// The role.
+        role: &'static str,
+        /// The job.
+        job: JobId,
+    },
+    /// A record for the job already exists in this role.
+    #[error("job {job} already has a {role} record")]
+    Exists {
+        /// The role.
+        role: &'static str,
+        /// The job.
+        job: JobId,
+    },
+    /// The event is not legal in the record's state.
+    #[error(transparent)]
+    Illegal(#[from] IllegalTransition),
+}
+
+/// A transaction kind in the intent log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TxKind {
+    /// Escrow lock.
+    Lock,
+    /// Escrow assign.
+    Assign,
+    /// Escrow settle.
+    Settle,
+    /// Escrow cancel.
+    Cancel,
+    /// Escrow expire (with slashes).
+    Expire,
+}
+
+/// A transaction written down before it was submitted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxIntent {
+    /// What it does.
+    pub kind: TxKind,
+    /// Its id (blake2b-256 of the body).
+    #[serde(with = "hex::serde")]
+    pub tx_hash: [u8; 32],
+    /// The signed transaction (Conway CBOR), re-submitted as is after a restart.
+    #[serde(with = "hex::serde")]
+    pub signed: Vec<u8>,
+    /// When it was written, POSIX ms.
+    pub written_ms: u64,
+    /// First slot at which it is no longer valid (`None`: no upper bound).
+    pub valid_until_slot: Option<u64>,
+}
+
+/// The executor job written down before the executor was asked to run it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DispatchIntent {
+    /// The executor's job id (container names `ganglion-<id>-r<rank>` derive from it).
+    pub executor_job: String,
+    /// When it was written, POSIX ms.
+    pub written_ms: u64,
+}
+
+/// One transition in a record's history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transition<S> {
+    /// The state entered.
+    pub state: S,
+    /// When, POSIX ms (node clock).
+    pub at_ms: u64,
+    /// The chain slot that caused it, when a chain event did.
+    pub slot: Option<u64>,
+}
+
+/// One job in one role.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(bound(
+    serialize = "S: Serialize, D: Serialize",
+    deserialize = "S: DeserializeOwned, D: DeserializeOwned"
+))]
+pub struct JobRecord<S, D> {
+    /// The job.
+    pub job_id: JobId,
+    /// Its state.
+    pub state: S,
+    /// Every state entered, first to last (the initial state included).
+    pub history: Vec<Transition<S>>,
+    /// Transactions submitted, in order.
+    pub intents: Vec<TxIntent>,
+    /// The dispatch, once written.
+    pub dispatch: Option<DispatchIntent>,
+    /// What the role keeps about the job.
+    pub detail: D,
+}
+
+impl<S: Copy, D> JobRecord<S, D> {
+    /// A fresh record in `state` at `now_ms`.
+    pub fn new(job_id: JobId, state: S, detail: D, now_ms: u64) -> Self {
+        Self {
+            job_id,
+            state,
+            history: vec![Transition {
+                state,
+                at_ms: now_ms,
+                slot: None,
+            }],
+            intents: Vec::new(),
+            dispatch: None,
+            detail,
+        }
+    }
+
+    /// The newest intent of `kind`.
+    pub fn intent(&self, kind: TxKind) -> Option<&TxIntent> {
+        self.intents.iter().rev().find(|i| i.kind == kind)
+    }
+}
+
+/// A role: which tree its records live in, its state machine and its detail.
+pub trait Role {
+    /// Name (tree name, errors).
+    const NAME: &'static str;
+    /// Its state machine.
+    type State: Machine + Serialize + DeserializeOwned;
+    /// What it keeps per job.
+    type Detail: Serialize + DeserializeOwned + Clone;
+}
+
+/// The orchestrator role.
+#[derive(Debug, Clone, Copy)]
+pub struct Orchestrating<D>(std::marker::PhantomData<D>);
+impl<D: Serialize + DeserializeOwned + Clone> Role for Orchestrating<D> {
+    const NAME: &'static str = "orchestrator";
+    type State = OrchestratorState;
+    type Detail = D;
+}
+
+/// The provider role.
+#[derive(Debug, Clone, Copy)]
+pub struct Providing<D>(std::marker::PhantomData<D>);
+impl<D: Serialize + DeserializeOwned + Clone> Role for Providing<D> {
+    const NAME: &'static str = "provider";
+    type State = ProviderState;
+    type Detail = D;
+}
+
+/// The record type of role `R`.
+pub type RecordOf<R> = JobRecord<<R as Role>::State, <R as Role>::Detail>;
+
+/// The sled-backed job store. Cheap to clone (sled handles).
+#[derive(Clone)]
+pub struct JobStore {
+    db: sled::Db,
+}
+
+impl std::fmt::Debug for JobStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobStore").finish_non_exhaustive()
+    }
+}
+
+impl JobStore {
+    /// Opens (or creates) the store at `path`.
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`] (e.g. another process holds it).
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        Ok(Self {
+            db: sled::open(path)?,
+        })
+    }
+
+    fn tree<R: Role>(&self) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree(R::NAME)?)
+    }
+
+    fn save<R: Role>(&self, record: &RecordOf<R>) -> Result<(), StoreError> {
+        self.tree::<R>()?
+            .insert(record.job_id.0, serde_json::to_vec(record)?)?;
+        self.db.flush()?;
+        Ok(())
+    }
+
+    /// Creates the record of a new job.
+    ///
+    /// # Errors
+    /// [`StoreError::Exists`], store errors.
+    pub fn create<R: Role>(&self, record: &RecordOf<R>) -> Result<(), StoreError> {
+        let value = serde_json::to_vec(record)?;
+        match self
+            .tree::<R>()?
+            .compare_and_swap(record.job_id.0, None::<&[u8]>, Some(value))?
+        {
+            Ok(()) => {
+                self.db.flush()?;
+                Ok(())
+            }
+            Err(_) => Err(StoreError::Exists {
+                role: R::NAME,
+                job: record.job_id,
+            }),
+        }
+    }
+
+    /// The record of `job`, if any.
+    ///
+    /// # Errors
+    /// Store or decode errors.
+    pub fn get<R: Role>(&self, job: &JobId) -> Result<Option<RecordOf<R>>, StoreError> {
+        Ok(match self.tree::<R>()?.get(job.0)? {
+            Some(v) => Some(serde_json::from_slice(&v)?),
+            None => None,
+        })
+    }
+
+    fn require<R: Role>(&self, job: &JobId) -> Result<RecordOf<R>, StoreError> {
+        self.get::<R>(job)?.ok_or(StoreError::Unknown {
+            role: R::NAME,
+            job: *job,
+        })
+    }
+
+    /// Every record of the role, in job id order.
+    ///
+    /// # Errors
+    /// Store or decode errors.
+    pub fn all<R: Role>(&self) -> Result<Vec<RecordOf<R>>, StoreError> {
+        self.tree::<R>()?
+            .iter()
+            .map(|kv| Ok(serde_json::from_slice(&kv?.1)?))
+            .collect()
+    }
+
+    /// Applies `event` to the job's state (see [`transition`]); a change is appended to the
+    /// history with `now_ms` and `slot` and flushed. Returns the new state.
+    ///
+    /// # Errors
+    /// [`StoreError::Unknown`], [`StoreError::Illegal`], store errors.
+    pub fn apply<R: Role>(
+        &self,
+        job: &JobId,
+        event: <R::State as Machine>::Event,
+        now_ms: u64,
+        slot: Option<u64>,
+    ) -> Result<R::State, StoreError> {
+        let mut r = self.require::<R>(job)?;
+        let to = transition(r.state, event)?;
+        if to != r.state {
+            r.state = to;
+            r.history.push(Transition {
+                state: to,
+                at_ms: now_ms,
+                slot,
+            });
+            self.save::<R>(&r)?;
+        }
+        Ok(to)
+    }
+
+    /// Replaces the role detail of `job` (flushed).
+    ///
+    /// # Errors
+    /// [`StoreError::Unknown`], store errors.
+    pub fn set_detail<R: Role>(&self, job: &JobId, detail: R::Detail) -> Result<(), StoreError> {
+        let mut r = self.require::<R>(job)?;
+        r.detail = detail;
+        self.save::<R>(&r)
+    }
+
+    /// Writes a transaction intent durably (flushed) — call before submitting it.
+    ///
+    /// # Errors
+    /// [`StoreError::Unknown`], store errors.
+    pub fn record_intent<R: Role>(&self, job: &JobId, intent: TxIntent) -> Result<(), StoreError> {
+        let mut r = self.require::<R>(job)?;
+        if !r.intents.iter().any(|i| i.tx_hash == intent.tx_hash) {
+            r.intents.push(intent);
+            self.save::<R>(&r)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the dispatch intent durably (flushed) unless one exists; returns the one that
+    /// holds (the existing one after a restart).
+    ///
+    /// # Errors
+    /// [`StoreError::Unknown`], store errors.
+    pub fn record_dispatch<R: Role>(
+        &self,
+        job: &JobId,
+        intent: DispatchIntent,
+    ) -> Result<DispatchIntent, StoreError> {
+        let mut r = self.require::<R>(job)?;
+        if let Some(d) = &r.dispatch {
+            return Ok(d.clone());
+        }
+        r.dispatch = Some(intent.clone());
+        self.save::<R>(&r)?;
+        Ok(intent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::state::{OrchestratorEvent, ProviderEvent};
+
+    type O = Orchestrating<Vec<u8>>;
+    type P = Providing<()>;
+
+    fn intent(kind: TxKind, b: u8) -> TxIntent {
+        TxIntent {
+            kind,
+            tx_hash: [b; 32],
+            signed: vec![b, b],
+            written_ms: 1,
+            valid_until_slot: Some(9),
+        }
+    }
+
+    #[test]
+    fn records_survive_a_reopen_with_history_and_intents() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let job = JobId([7; 32]);
+        {
+            let s = JobStore::open(&dir.path().join("jobs")).expect("open");
+            s.create::<O>(&JobRecord::new(job, OrchestratorState::Locked, vec![1], 10))
+                .expect("create");
+            s.record_intent::<O>(&job, intent(TxKind::Lock, 1))
+                .expect("intent");
+            s.record_intent::<O>(&job, intent(TxKind::Lock, 1))
+                .expect("same intent again");
+            assert_eq!(
+                s.apply::<O>(&job, OrchestratorEvent::LockConfirmed, 20, Some(5))
+                    .expect("apply"),
+                OrchestratorState::Matching
+            );
+            // Re-delivered: no change, no history entry.
+            s.apply::<O>(&job, OrchestratorEvent::LockConfirmed, 21, Some(5))
+                .expect("idempotent");
+            s.create::<P>(&JobRecord::new(job, ProviderState::Reserved, (), 10))
+                .expect("the same job in the other role");
+        }
+        let s = JobStore::open(&dir.path().join("jobs")).expect("reopen");
+        let r = s.get::<O>(&job).expect("get").expect("known");
+        assert_eq!(r.state, OrchestratorState::Matching);
+        assert_eq!(r.history.len(), 2);
+        assert_eq!(r.history[1].slot, Some(5));
+        assert_eq!(r.intents.len(), 1, "one intent per transaction");
+        assert_eq!(r.intent(TxKind::Lock), Some(&intent(TxKind::Lock, 1)));
+        assert_eq!(r.intent(TxKind::Settle), None);
+        assert_eq!(r.detail, vec![1]);
+        assert_eq!(
+            s.get::<P>(&job).expect("get").expect("known").state,
+            ProviderState::Reserved
+        );
+    }
+
+    #[test]
+    fn a_second_create_and_illegal_events_are_refused() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let s = JobStore::open(dir.path()).expect("open");
+        let job = JobId([1; 32]);
+        s.create::<P>(&JobRecord::new(job, ProviderState::Reserved, (), 0))
+            .expect("create");
+        assert!(matches!(
+            s.create::<P>(&JobRecord::new(job, ProviderState::Reserved, (), 0)),
+            Err(StoreError::Exists { .. })
+        ));
+        assert!(matches!(
+            s.apply::<P>(&job, ProviderEvent::PaymentSeen, 0, None),
+            Err(StoreError::Illegal(_))
+        ));
+        assert!(matches!(
+            s.apply::<P>(&JobId([2; 32]), ProviderEvent::Failed, 0, None),
+            Err(StoreError::Unknown { .. })
+        ));
+    }
+
+    #[test]
+    fn the_first_dispatch_intent_holds() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let s = JobStore::open(dir.path()).expect("open");
+        let job = JobId([3; 32]);
+        s.create::<P>(&JobRecord::new(job, ProviderState::Assigned, (), 0))
+            .expect("create");
+        let first = DispatchIntent {
+            executor_job: "a".into(),
+            written_ms: 1,
+        };
+        let second = DispatchIntent {
+            executor_job: "b".into(),
+            written_ms: 2,
+        };
+        assert_eq!(
+            s.record_dispatch::<P>(&job, first.clone()).expect("1"),
+            first
+        );
+        assert_eq!(s.record_dispatch::<P>(&job, second).expect("2"), first);
+    }
+}

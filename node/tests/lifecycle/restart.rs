@@ -1,0 +1,108 @@
+//! Restarts mid-lifecycle: the orchestrator's engine right after submitting the lock and again
+//! once assigned, a provider's engine while its container runs. Each restart drops the engine
+//! and its job store and reopens the store from disk. Afterwards the job settled with exactly
+//! one lock, one assign and one settle on chain, and the provider dispatched exactly once.
+
+use ganglion_indexer::event::Event;
+use ganglion_node::executor::Executor;
+use ganglion_node::job::provider::executor_job;
+use ganglion_node::job::state::{OrchestratorState, ProviderState};
+use ganglion_node::job::store::TxKind;
+
+use crate::support::{self, Chain, ProviderIdent, wait_for};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restarts_neither_double_submit_nor_double_dispatch() {
+    let chain = Chain::start().await;
+    let a = ProviderIdent::bonded(&chain, 1).await;
+    let b = ProviderIdent::bonded(&chain, 2).await;
+    let root = chain.dir.path().to_path_buf();
+    let orch = support::orchestrator(&chain, 0, &root.join("orch")).await;
+    let pa = support::provider(&chain, &a, &root.join("pa")).await;
+    let pb = support::provider(&chain, &b, &root.join("pb")).await;
+    support::connect_market(&orch, &[&pa, &pb], 2).await;
+
+    let job = orch
+        .engine
+        .submit(&support::probe_spec(4, 600_000))
+        .await
+        .expect("lock submitted");
+    // Restart 1: the lock is written and submitted, not yet confirmed.
+    let orch = orch.restart_engine(&chain).await;
+    wait_for("Assigned", || async {
+        let r = orch.engine.orchestrator_record(&job).expect("store")?;
+        (r.state == OrchestratorState::Assigned).then_some(())
+    })
+    .await;
+    // Restart 2: assigned, attestations not yet in.
+    let orch = orch.restart_engine(&chain).await;
+    // Restart 3: provider A while its container is being prepared or runs.
+    let state = wait_for("provider A dispatched", || async {
+        let r = pa.engine.provider_record(&job).expect("store")?;
+        matches!(r.state, ProviderState::Preparing | ProviderState::Running).then_some(r.state)
+    })
+    .await;
+    eprintln!("restarting provider A in state {state:?}");
+    let pa = pa.restart_engine(&chain).await;
+
+    let r = wait_for("Settled", || async {
+        let r = orch.engine.orchestrator_record(&job).expect("store")?;
+        (r.state == OrchestratorState::Settled).then_some(r)
+    })
+    .await;
+    assert_eq!(
+        r.intents.iter().map(|i| i.kind).collect::<Vec<_>>(),
+        [TxKind::Lock, TxKind::Assign, TxKind::Settle],
+        "one transaction of each kind, whatever the restarts"
+    );
+    let view = orch.indexer.job(&job, 0).expect("q").expect("known").value;
+    let count = |f: fn(&Event) -> bool| view.history.iter().filter(|r| f(&r.event)).count();
+    assert_eq!(count(|e| matches!(e, Event::JobLocked { .. })), 1);
+    assert_eq!(count(|e| matches!(e, Event::JobAssigned { .. })), 1);
+    assert_eq!(count(|e| matches!(e, Event::JobSettled { .. })), 1);
+    assert_eq!(
+        orch.indexer
+            .jobs_by_orchestrator(&orch.key_hash)
+            .expect("q")
+            .len(),
+        1,
+        "no second lock"
+    );
+    for p in [&pa, &pb] {
+        let rec = wait_for("Paid", || async {
+            let r = p.engine.provider_record(&job).expect("store")?;
+            (r.state == ProviderState::Paid).then_some(r)
+        })
+        .await;
+        let index = rec.detail.index.expect("index");
+        let exec = p.executor.as_ref().expect("executor");
+        let id = ganglion_node::executor::JobId::new(executor_job(&job, index)).expect("id");
+        assert_eq!(
+            rec.dispatch.as_ref().map(|d| d.executor_job.as_str()),
+            Some(id.as_str())
+        );
+        let done = exec.record(&id).expect("table").expect("dispatched");
+        let report = done.report.expect("finished");
+        assert_eq!(report.ranks.len(), 1, "one container, started once");
+        assert_eq!(
+            exec.table().all().expect("table").len(),
+            1,
+            "the executor saw exactly one job"
+        );
+        assert!(
+            exec.job_containers(&id)
+                .await
+                .expect("containers")
+                .is_empty(),
+            "no container left behind"
+        );
+        assert!(p.dir.join("jobs").exists());
+    }
+    for n in [&orch.cancel, &pa.cancel, &pb.cancel] {
+        n.cancel();
+    }
+    orch.engine.shutdown().await;
+    pa.engine.shutdown().await;
+    pb.engine.shutdown().await;
+    chain.handle.shutdown().await;
+}

@@ -1,0 +1,741 @@
+//! Shared set-up: one in-process devnet with the validator deployed, and nodes (orchestrator or
+//! provider) each with its own data dir, job store, sled indexer following the devnet over
+//! N2C, libp2p swarm with a bitswap blockstore, chain access and — for a provider — a Docker
+//! executor running the `ganglion/probe` image. Docker is required: a missing engine fails the
+//! test loudly (CI starts it with scripts/ensure-docker.sh).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use ed25519_dalek::SigningKey;
+use ganglion_contracts::blueprint::{Blueprint, key_address, key_hash};
+use ganglion_contracts::build::{self, BondRequest, Deployment};
+use ganglion_contracts::env::Env;
+use ganglion_contracts::params::{AssetClass, KeyHash, Params};
+use ganglion_contracts::protocol::ProtocolParams;
+use ganglion_contracts::time::SlotConfig;
+use ganglion_contracts::tx::{TxoRef, Utxo};
+use ganglion_indexer::follow::Source;
+use ganglion_indexer::store::SledKv;
+use ganglion_indexer::sync::{self, SyncConfig};
+use ganglion_indexer::{Indexer, Watch};
+use ganglion_node::executor::docker::{DockerExecutor, ExecutorConfig};
+use ganglion_node::executor::engine::{DEFAULT_SOCKET, Engine as DockerEngine};
+use ganglion_node::executor::plan::GpuAttachment;
+use ganglion_node::job::chain::ChainAccess;
+use ganglion_node::job::provider::ProviderSide;
+use ganglion_node::job::store::JobStore;
+use ganglion_node::job::{Engine, EngineConfig, NoExecutor, Parts};
+use ganglion_node::market::snapshot::{GpuModel, Offer as MarketOffer, OfferedGpus};
+use ganglion_node::market::spec::{Ensemble, Interconnect, Vendor};
+use ganglion_node::p2p::provider::ProviderConfig;
+use ganglion_node::p2p::{self, Client};
+use ganglion_node::settings::N2cEndpoint;
+use ganglion_storage::bitswap::BitswapStore;
+use ganglion_storage::blockstore::{Blockstore, SledBlockstore};
+use ganglion_storage::pin::Embedded;
+use ganglion_testnet::devnet::{self, DevnetConfig, DevnetHandle};
+use ganglion_testnet::genesis::Genesis;
+use libp2p::identity::Keypair;
+use libp2p::multiaddr::Protocol;
+use libp2p::{Multiaddr, PeerId};
+use tokio_util::sync::CancellationToken;
+
+/// Longest wait for any one condition. A healthy lifecycle takes ~10-20 s on the 2-core CI box.
+pub const WAIT: Duration = Duration::from_secs(120);
+/// Rate every provider asks: 3 600 000 NTX base units per GPU-hour = 1 000 per GPU-second.
+pub const RATE: u64 = 3_600_000;
+/// NTX each provider bonds (the deployment's minimum is 1 000 000 per GPU).
+pub const STAKE: u64 = 5_000_000;
+
+pub type Exec = DockerExecutor<SledBlockstore>;
+
+/// Polls `f` every 100 ms until it yields `Some`, panicking with `what` after [`WAIT`].
+pub async fn wait_for<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(t) = f().await {
+            return t;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {WAIT:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The devnet key of `seed` (funded at genesis for seeds 0..4).
+pub fn dev_key(seed: u32) -> SigningKey {
+    let mut material = b"ganglion-devnet-key".to_vec();
+    material.extend_from_slice(&seed.to_be_bytes());
+    SigningKey::from_bytes(&pallas_crypto::hash::Hasher::<256>::hash(&material))
+}
+
+pub fn hash_of(key: &SigningKey) -> KeyHash {
+    key_hash(&key.verifying_key().to_bytes())
+}
+
+/// The probe image's tag (built from scripts/images/probe/probe.c when absent).
+pub fn probe_image() -> String {
+    static TAG: OnceLock<String> = OnceLock::new();
+    TAG.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/build-probe-image.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        assert!(
+            out.status.success(),
+            "build-probe-image.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    })
+    .clone()
+}
+
+/// A devnet (blocks forged every slot with pending transactions) and the deployed validator.
+pub struct Chain {
+    pub dir: tempfile::TempDir,
+    pub handle: DevnetHandle,
+    pub env: Env,
+    pub deployment: Deployment,
+    pub watch: Watch,
+    /// The providers' `EngineConfig::settle_grace_ms` (default 10 min: the orchestrator
+    /// settles; the test of a vanished orchestrator lowers it).
+    pub settle_grace_ms: u64,
+}
+
+impl Chain {
+    pub async fn start() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("ganglion-life-")
+            .tempdir_in("/var/tmp")
+            .expect("temp dir");
+        let genesis = Genesis::devnet().expect("genesis");
+        let handle = devnet::start(DevnetConfig::new(
+            genesis.clone(),
+            dir.path().join("devnet"),
+        ))
+        .await
+        .expect("devnet starts");
+        let env = Env {
+            params: ProtocolParams::mainnet().expect("params"),
+            slot_config: SlotConfig::from(&genesis.slot_config()),
+            network: pallas_addresses::Network::Testnet,
+        };
+        let params = Params {
+            ntx: AssetClass {
+                policy: *genesis.ntx_policy_id().expect("policy"),
+                name: genesis.ntx_asset_name().expect("name"),
+            },
+            min_bond_per_gpu: 1_000_000,
+            unbonding_delay_ms: 60_000,
+            slash_bps: 1_000,
+        };
+        let script = Blueprint::committed()
+            .and_then(|b| b.apply(&params))
+            .expect("script");
+        // Deployed by key 3, which no node uses.
+        let draft = build::deploy(&env, &script).expect("deploy draft");
+        let mut chain = Self {
+            dir,
+            handle,
+            env: env.clone(),
+            deployment: Deployment {
+                params: params.clone(),
+                script: script.clone(),
+                reference: Utxo {
+                    reference: TxoRef {
+                        tx_hash: [0; 32],
+                        index: 0,
+                    },
+                    output: ganglion_contracts::tx::Output::new(vec![], Default::default()),
+                },
+            },
+            watch: Watch {
+                script_hash: script.hash,
+                params,
+            },
+            settle_grace_ms: 600_000,
+        };
+        let deployer = chain.access(dev_key(3));
+        let tx = deployer
+            .build(draft, p2p::now_ms())
+            .await
+            .expect("deploy builds");
+        deployer
+            .submit(&tx, p2p::now_ms())
+            .await
+            .expect("deploy submits");
+        let address = script.address(env.network);
+        chain.deployment.reference = wait_for("the reference script", || {
+            let utxos = chain.handle.chain().utxos_at(&address).expect("utxos");
+            let found = utxos.into_iter().find(|(r, _)| *r.tx_id == tx.hash);
+            async move {
+                found.map(|(r, bytes)| Utxo {
+                    reference: TxoRef {
+                        tx_hash: *r.tx_id,
+                        index: r.index,
+                    },
+                    output: ganglion_contracts::tx::Output::from_chain(
+                        &pallas_traverse::MultiEraOutput::decode(
+                            pallas_traverse::Era::Conway,
+                            &bytes,
+                        )
+                        .expect("output decodes"),
+                    ),
+                })
+            }
+        })
+        .await;
+        chain
+    }
+
+    pub fn n2c(&self) -> N2cEndpoint {
+        N2cEndpoint::Tcp(self.handle.n2c_tcp_addr().expect("n2c tcp"))
+    }
+
+    /// Chain access paying and signing with `key`.
+    pub fn access(&self, key: SigningKey) -> ChainAccess {
+        ChainAccess::new(
+            self.n2c(),
+            self.handle.magic(),
+            self.env.clone(),
+            self.deployment.clone(),
+            key,
+        )
+    }
+
+    /// NTX base units at `key`'s address, from the devnet's ledger.
+    pub fn ntx_of(&self, key: &KeyHash) -> u64 {
+        let address = key_address(self.env.network, key);
+        self.handle
+            .chain()
+            .utxos_at(&address)
+            .expect("utxos")
+            .iter()
+            .map(|(_, bytes)| {
+                ganglion_contracts::tx::Output::from_chain(
+                    &pallas_traverse::MultiEraOutput::decode(pallas_traverse::Era::Conway, bytes)
+                        .expect("output decodes"),
+                )
+                .value
+                .quantity_of(&self.deployment.params.ntx)
+            })
+            .sum()
+    }
+
+    /// Posts a bond of [`STAKE`] for `gpus` GPUs by `payment`, naming `attest` and `peer`;
+    /// returns the bond UTxO once on chain.
+    pub async fn post_bond(
+        &self,
+        payment: &SigningKey,
+        attest: &SigningKey,
+        peer: PeerId,
+        gpus: u64,
+    ) -> TxoRef {
+        let access = self.access(payment.clone());
+        let draft = build::post_bond(
+            &self.deployment,
+            &self.env,
+            &BondRequest {
+                provider: hash_of(payment),
+                attest_key: attest.verifying_key().to_bytes(),
+                peer_id: peer.to_bytes(),
+                gpus,
+                stake: STAKE,
+            },
+        )
+        .expect("bond draft");
+        let tx = access
+            .build(draft, p2p::now_ms())
+            .await
+            .expect("bond builds");
+        access
+            .submit(&tx, p2p::now_ms())
+            .await
+            .expect("bond submits");
+        let address = self.deployment.address(&self.env);
+        wait_for("the bond", || {
+            let found = self
+                .handle
+                .chain()
+                .utxos_at(&address)
+                .expect("utxos")
+                .into_iter()
+                .find(|(r, _)| *r.tx_id == tx.hash)
+                .map(|(r, _)| TxoRef {
+                    tx_hash: *r.tx_id,
+                    index: r.index,
+                });
+            async move { found }
+        })
+        .await
+    }
+}
+
+/// A provider's identity: payment key (a funded devnet key), attest key, libp2p key.
+pub struct ProviderIdent {
+    pub payment: SigningKey,
+    pub attest: SigningKey,
+    pub libp2p: Keypair,
+    pub bond: TxoRef,
+}
+
+impl ProviderIdent {
+    /// The payment key hash (the provider on chain).
+    pub fn payment_hash(&self) -> KeyHash {
+        hash_of(&self.payment)
+    }
+
+    /// Identity from devnet key `seed`, bonded for one GPU on `chain`.
+    pub async fn bonded(chain: &Chain, seed: u32) -> Self {
+        let payment = dev_key(seed);
+        let attest = SigningKey::from_bytes(&[0x40 + seed as u8; 32]);
+        let libp2p = Keypair::ed25519_from_bytes([0x20 + seed as u8; 32]).expect("seed");
+        let bond = chain
+            .post_bond(&payment, &attest, libp2p.public().to_peer_id(), 1)
+            .await;
+        Self {
+            payment,
+            attest,
+            libp2p,
+            bond,
+        }
+    }
+}
+
+/// One node: its engine, swarm client and address, indexer, and data dir.
+pub struct Node<E: ganglion_node::executor::Executor + 'static> {
+    pub engine: Engine<SledKv, E>,
+    pub p2p: Client,
+    pub addr: Multiaddr,
+    pub indexer: Arc<Indexer<SledKv>>,
+    pub key_hash: KeyHash,
+    pub dir: PathBuf,
+    pub cancel: CancellationToken,
+    pub executor: Option<Arc<E>>,
+    blocks: Arc<SledBlockstore>,
+    payment: SigningKey,
+    side: Option<SideParts<E>>,
+}
+
+/// What rebuilds a provider's [`ProviderSide`] after a restart.
+#[derive(Clone)]
+struct SideParts<E> {
+    executor: Arc<E>,
+    attest: SigningKey,
+    bond: TxoRef,
+    peer_id: PeerId,
+    gpus: Vec<GpuAttachment>,
+    offer: MarketOffer,
+    reservation_ttl_ms: u64,
+}
+
+impl<E> SideParts<E> {
+    fn side(&self) -> ProviderSide<E> {
+        ProviderSide {
+            executor: self.executor.clone(),
+            attest: self.attest.clone(),
+            bond: self.bond,
+            peer_id: self.peer_id,
+            gpus: self.gpus.clone(),
+            offer: self.offer.clone(),
+            reservation_ttl_ms: self.reservation_ttl_ms,
+        }
+    }
+}
+
+/// A node whose job engine was stopped (its store closed); everything else still runs.
+pub struct Stopped<E: ganglion_node::executor::Executor + 'static> {
+    p2p: Client,
+    addr: Multiaddr,
+    indexer: Arc<Indexer<SledKv>>,
+    key_hash: KeyHash,
+    dir: PathBuf,
+    cancel: CancellationToken,
+    executor: Option<Arc<E>>,
+    blocks: Arc<SledBlockstore>,
+    payment: SigningKey,
+    side: Option<SideParts<E>>,
+}
+
+impl<E: ganglion_node::executor::Executor + 'static> Node<E> {
+    /// Stops the engine and drops its job store (a crash of the job engine, as far as the
+    /// store can tell: every write was already flushed).
+    pub async fn stop_engine(self) -> Stopped<E> {
+        let Node {
+            engine,
+            p2p,
+            addr,
+            indexer,
+            key_hash,
+            dir,
+            cancel,
+            executor,
+            blocks,
+            payment,
+            side,
+        } = self;
+        engine.shutdown().await;
+        Stopped {
+            p2p,
+            addr,
+            indexer,
+            key_hash,
+            dir,
+            cancel,
+            executor,
+            blocks,
+            payment,
+            side,
+        }
+    }
+
+    /// [`Node::stop_engine`] then [`Stopped::start_engine`].
+    pub async fn restart_engine(self, chain: &Chain) -> Self {
+        self.stop_engine().await.start_engine(chain)
+    }
+}
+
+impl<E: ganglion_node::executor::Executor + 'static> Stopped<E> {
+    /// Reopens the job store from disk and starts a new engine on it (same indexer, swarm,
+    /// blockstore and executor). The new engine hears no p2p events (records already exist).
+    pub fn start_engine(self, chain: &Chain) -> Node<E> {
+        let store = JobStore::open(&self.dir.join("jobs")).expect("job store reopens");
+        let (_tx, events) = tokio::sync::mpsc::channel(1);
+        let engine = Engine::start(
+            Parts {
+                store,
+                indexer: self.indexer.clone(),
+                p2p: self.p2p.clone(),
+                p2p_events: events,
+                chain: chain.access(self.payment.clone()),
+                blockstore: self.blocks.clone() as Arc<dyn Blockstore>,
+                provider: self.side.as_ref().map(SideParts::side),
+            },
+            engine_config(chain),
+        )
+        .expect("engine restarts");
+        Node {
+            engine,
+            p2p: self.p2p,
+            addr: self.addr,
+            indexer: self.indexer,
+            key_hash: self.key_hash,
+            dir: self.dir,
+            cancel: self.cancel,
+            executor: self.executor,
+            blocks: self.blocks,
+            payment: self.payment,
+            side: self.side,
+        }
+    }
+}
+
+pub fn engine_config(chain: &Chain) -> EngineConfig {
+    EngineConfig {
+        // The devnet forges only when a transaction is pending: nothing would ever bury the
+        // last block, so act on the tip.
+        depth: 0,
+        poll: Duration::from_millis(200),
+        allow_declared_gpus: true,
+        offer_every: Duration::from_millis(500),
+        // Short validity windows, so that a job may have a deadline 20 s out (the lock's
+        // validity must end before it); the devnet forges within a slot.
+        validity_slots: 10,
+        settle_grace_ms: chain.settle_grace_ms,
+        ..EngineConfig::default()
+    }
+}
+
+fn p2p_config(magic: u64, blocks: &Arc<SledBlockstore>) -> p2p::Config {
+    p2p::Config {
+        network_magic: magic,
+        listen: vec![],
+        ping_interval: Duration::from_millis(500),
+        gossip_heartbeat: Duration::from_millis(100),
+        prune_interval: Duration::from_millis(200),
+        blockstore: Some(BitswapStore::new(blocks.clone() as Arc<dyn Blockstore>)),
+        fetch_timeout: Duration::from_secs(10),
+        ..p2p::Config::default()
+    }
+}
+
+struct Common {
+    indexer: Arc<Indexer<SledKv>>,
+    blocks: Arc<SledBlockstore>,
+    store: JobStore,
+    cancel: CancellationToken,
+}
+
+fn common(chain: &Chain, dir: &Path) -> Common {
+    std::fs::create_dir_all(dir).expect("node dir");
+    let indexer = Arc::new(Indexer::new(
+        SledKv::open(&dir.join("index")).expect("index"),
+        chain.watch.clone(),
+        10,
+    ));
+    let cancel = CancellationToken::new();
+    tokio::spawn(sync::run(
+        indexer.clone(),
+        SyncConfig::new(Source::N2cTcp {
+            addr: chain.handle.n2c_tcp_addr().expect("n2c").to_string(),
+            magic: chain.handle.magic(),
+        }),
+        cancel.clone(),
+    ));
+    Common {
+        indexer,
+        blocks: Arc::new(SledBlockstore::open(dir.join("blocks")).expect("blockstore")),
+        store: JobStore::open(&dir.join("jobs")).expect("job store"),
+        cancel,
+    }
+}
+
+async fn listen(client: &Client, peer: PeerId) -> Multiaddr {
+    client
+        .listen("/ip4/127.0.0.1/tcp/0".parse().expect("literal"))
+        .await
+        .expect("listens")
+        .with(Protocol::P2p(peer))
+}
+
+/// Gives `key` an asset-free UTxO whose transaction differs in every run (its amount carries
+/// the clock): the engine seeds job ids from such a UTxO, and on a fresh devnet the genesis
+/// UTxOs — hence the job ids, hence the container names on the shared Docker host — would
+/// otherwise be the same in every test.
+async fn fresh_seed(chain: &Chain, key: &SigningKey) {
+    let access = chain.access(key.clone());
+    let jitter = p2p::now_ms() % 1_000_000;
+    let mut draft = ganglion_contracts::tx::Draft::default();
+    draft.pay(ganglion_contracts::tx::Output::new(
+        access.address(),
+        ganglion_contracts::tx::Value::lovelace(100_000_000 + jitter),
+    ));
+    let tx = access
+        .build(draft, p2p::now_ms())
+        .await
+        .expect("seed builds");
+    access
+        .submit(&tx, p2p::now_ms())
+        .await
+        .expect("seed submits");
+    let address = access.address();
+    wait_for("the fresh seed UTxO", || {
+        let found = chain
+            .handle
+            .chain()
+            .utxos_at(&address)
+            .expect("utxos")
+            .iter()
+            .any(|(r, _)| *r.tx_id == tx.hash);
+        async move { found.then_some(()) }
+    })
+    .await;
+}
+
+/// An orchestrator node paying with devnet key `seed`, its state in `dir`.
+pub async fn orchestrator(chain: &Chain, seed: u32, dir: &Path) -> Node<NoExecutor> {
+    fresh_seed(chain, &dev_key(seed)).await;
+    let c = common(chain, dir);
+    let key = Keypair::ed25519_from_bytes([0x10 + seed as u8; 32]).expect("seed");
+    let peer = key.public().to_peer_id();
+    let bonds = p2p::bonds::snapshot(&c.indexer).expect("bonds");
+    let (client, event_loop, events) = p2p::new(
+        key,
+        p2p_config(chain.handle.magic(), &c.blocks),
+        bonds,
+        None,
+    )
+    .expect("swarm");
+    tokio::spawn(event_loop.run());
+    let addr = listen(&client, peer).await;
+    let payment = dev_key(seed);
+    let engine = Engine::start(
+        Parts {
+            store: c.store,
+            indexer: c.indexer.clone(),
+            p2p: client.clone(),
+            p2p_events: events,
+            chain: chain.access(payment.clone()),
+            blockstore: c.blocks.clone() as Arc<dyn Blockstore>,
+            provider: None,
+        },
+        engine_config(chain),
+    )
+    .expect("engine starts");
+    Node {
+        engine,
+        p2p: client,
+        addr,
+        indexer: c.indexer,
+        key_hash: hash_of(&payment),
+        dir: dir.to_path_buf(),
+        cancel: c.cancel,
+        executor: None,
+        blocks: c.blocks,
+        payment,
+        side: None,
+    }
+}
+
+/// A provider node for `id` (one declared GPU at [`RATE`]), its state in `dir`.
+pub async fn provider(chain: &Chain, id: &ProviderIdent, dir: &Path) -> Node<Exec> {
+    provider_with(chain, id, dir, RATE, 100).await
+}
+
+/// A provider advertising [`RATE`] with benchmark `score`, whose accept policy (the p2p
+/// `ProviderConfig`) refuses rates below `min_rate`.
+pub async fn provider_with(
+    chain: &Chain,
+    id: &ProviderIdent,
+    dir: &Path,
+    min_rate: u64,
+    score: u32,
+) -> Node<Exec> {
+    let c = common(chain, dir);
+    let peer = id.libp2p.public().to_peer_id();
+    let bonds = p2p::bonds::snapshot(&c.indexer).expect("bonds");
+    let provider_hash = hash_of(&id.payment);
+    let reservation_ttl_ms = 60_000;
+    let (client, event_loop, events) = p2p::new(
+        id.libp2p.clone(),
+        p2p_config(chain.handle.magic(), &c.blocks),
+        bonds,
+        Some(ProviderConfig {
+            bond: id.bond,
+            provider: provider_hash,
+            attest: id.attest.clone(),
+            gpus: 1,
+            min_rate,
+            reservation_ttl_ms,
+            max_deadline_ahead_ms: 3_600_000,
+        }),
+    )
+    .expect("swarm");
+    tokio::spawn(event_loop.run());
+    let addr = listen(&client, peer).await;
+    let docker = match DockerEngine::connect(Path::new(DEFAULT_SOCKET), 120).await {
+        Ok(e) => e,
+        Err(e) => panic!(
+            "lifecycle tests need a running Docker Engine: {e}\n\
+             start one with `bash scripts/ensure-docker.sh` (CI does this in .ci/run)"
+        ),
+    };
+    let executor = Arc::new(
+        DockerExecutor::new(
+            docker,
+            Embedded::new(c.blocks.clone()),
+            ExecutorConfig::new(dir.join("work")),
+        )
+        .expect("executor"),
+    );
+    let parts = SideParts {
+        executor: executor.clone(),
+        attest: id.attest.clone(),
+        bond: id.bond,
+        peer_id: peer,
+        gpus: vec![GpuAttachment::Declared {
+            id: format!("declared-{}", hex::encode(&provider_hash[..4])),
+        }],
+        offer: MarketOffer {
+            provider: provider_hash,
+            bond_gpus: (STAKE / 1_000_000) as u32,
+            price_per_gpu_hour: RATE,
+            score,
+            uplink_mbps: 1000,
+            max_job_duration_s: None,
+            max_job_nodes: None,
+            gpus: vec![OfferedGpus {
+                model: GpuModel {
+                    vendor: Vendor::Any,
+                    name: "declared".into(),
+                    vram_mib: 0,
+                    compute_capability: None,
+                    gfx_target: None,
+                    interconnect: Interconnect::Any,
+                },
+                free: 1,
+                declared: true,
+            }],
+        },
+        reservation_ttl_ms,
+    };
+    let engine = Engine::start(
+        Parts {
+            store: c.store,
+            indexer: c.indexer.clone(),
+            p2p: client.clone(),
+            p2p_events: events,
+            chain: chain.access(id.payment.clone()),
+            blockstore: c.blocks.clone() as Arc<dyn Blockstore>,
+            provider: Some(parts.side()),
+        },
+        engine_config(chain),
+    )
+    .expect("engine starts");
+    Node {
+        engine,
+        p2p: client,
+        addr,
+        indexer: c.indexer,
+        key_hash: provider_hash,
+        dir: dir.to_path_buf(),
+        cancel: c.cancel,
+        executor: Some(executor),
+        blocks: c.blocks,
+        payment: id.payment.clone(),
+        side: Some(parts),
+    }
+}
+
+/// A two-GPU probe job, one GPU per node on at most two nodes: writes 4 KiB of outputs, sleeps
+/// `sleep_s` seconds. Deadline `deadline_in_ms` from now.
+pub fn probe_spec(sleep_s: u32, deadline_in_ms: u64) -> Ensemble {
+    let json = serde_json::json!({
+        "image": { "local": probe_image() },
+        "command": ["write", "result.bin", "4096", "echo", "probe done", "sleep", sleep_s.to_string()],
+        "gpus": { "count": 2 },
+        "placement": { "min_gpus_per_node": 1, "max_gpus_per_node": 1, "max_nodes": 2 },
+        "limits": { "max_duration_s": 120, "max_rate_ntx_per_gpu_hour": RATE },
+        "budget_ntx": 1_000_000,
+        "deadline_ms": p2p::now_ms() + deadline_in_ms,
+    });
+    Ensemble::from_json_str(&json.to_string()).expect("spec parses")
+}
+
+/// Connects every provider to the orchestrator and waits until the orchestrator's market holds
+/// `n` offers.
+pub async fn connect_market<E, F>(orch: &Node<E>, providers: &[&Node<F>], n: usize)
+where
+    E: ganglion_node::executor::Executor + 'static,
+    F: ganglion_node::executor::Executor + 'static,
+{
+    for p in providers {
+        p.p2p.dial(orch.addr.clone()).await.expect("dials");
+    }
+    for (i, p) in providers.iter().enumerate() {
+        for q in &providers[i + 1..] {
+            p.p2p.dial(q.addr.clone()).await.expect("dials");
+        }
+    }
+    wait_for("offers in the orchestrator's market", || async {
+        let m = orch.p2p.market().await.expect("market");
+        (m.len() >= n).then_some(())
+    })
+    .await;
+}
