@@ -290,8 +290,20 @@ async fn overlay_pod_workload_reaches_peer_through_sandbox() {
         Arc::new(OverlayNode::start(UdpSocket::bind("127.0.0.1:0").expect("udp")).expect("b"));
     let (keys_a, keys_b) = (JobKeys::generate(), JobKeys::generate());
     let sleep = vec!["sleep".to_string(), "120".to_string()];
-    let net_a = OverlayNetwork::new(docker.clone(), node_a.clone(), probe.clone(), sleep.clone());
-    let net_b = OverlayNetwork::new(docker.clone(), node_b.clone(), probe.clone(), sleep);
+    let net_a = OverlayNetwork::new(
+        docker.clone(),
+        format!("a-{}", std::process::id()),
+        node_a.clone(),
+        probe.clone(),
+        sleep.clone(),
+    );
+    let net_b = OverlayNetwork::new(
+        docker.clone(),
+        format!("b-{}", std::process::id()),
+        node_b.clone(),
+        probe.clone(),
+        sleep,
+    );
     net_a.prepare(
         &job,
         JobSetup {
@@ -420,5 +432,489 @@ async fn overlay_pod_workload_reaches_peer_through_sandbox() {
             .await
             .is_err();
         assert!(gone, "sandbox {rank} removed by detach");
+    }
+}
+
+/// The inode of network namespace `path` (`/proc/<pid>/ns/net`).
+fn netns_inode(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).expect("netns").ino()
+}
+
+/// Whether any process on the machine still lives in the network namespace `inode`.
+fn netns_in_use(inode: u64) -> bool {
+    let want = format!("net:[{inode}]");
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .any(|e| {
+            std::fs::read_link(e.path().join("ns/net")).is_ok_and(|l| l.to_string_lossy() == want)
+        })
+}
+
+/// Containers carrying `label` (`key=value`), any state.
+fn containers_labelled(label: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["ps", "-aq", "--filter", &format!("label={label}")])
+        .output()
+        .expect("docker ps");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+fn setup(plan: &JobOverlay, keys: JobKeys, peers: Vec<OverlayPeer>) -> JobSetup {
+    JobSetup {
+        overlay: plan.clone(),
+        keys,
+        peers,
+    }
+}
+
+/// Pods of a job whose node crashed (dropped without `detach`) stay behind: sandboxes, a
+/// workload joined to one, and their namespaces. A restarted node's sweep removes all of them
+/// and leaves the pods of a job it still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlay_sweep_removes_orphaned_pods_after_a_crash() {
+    use ganglion_node::overlay::network::SANDBOX_LABEL;
+
+    if !root("overlay_sweep_removes_orphaned_pods_after_a_crash") {
+        return;
+    }
+    let docker = bollard::Docker::connect_with_local_defaults()
+        .expect("overlay sweep test needs Docker (bash scripts/ensure-docker.sh)")
+        .negotiate_version()
+        .await
+        .expect("Docker Engine running");
+    let probe = image("build-probe-image.sh");
+    let sleep = vec!["sleep".to_string(), "120".to_string()];
+    let (orphan, kept) = (job_id("sweep-orphan"), job_id("sweep-kept"));
+    let mut guard = Containers(vec![
+        OverlayNetwork::sandbox_name(&orphan, 0),
+        OverlayNetwork::sandbox_name(&orphan, 1),
+        OverlayNetwork::sandbox_name(&kept, 0),
+    ]);
+    let plan = OverlayPool::default()
+        .plan(&orphan, 2, &BTreeSet::new())
+        .expect("plan");
+    let kept_plan = OverlayPool::default()
+        .plan(&kept, 1, &BTreeSet::from([plan.subnet]))
+        .expect("kept plan");
+
+    let mut namespaces = Vec::new();
+    {
+        let node_a =
+            Arc::new(OverlayNode::start(UdpSocket::bind("127.0.0.1:0").expect("udp")).expect("a"));
+        let node_b =
+            Arc::new(OverlayNode::start(UdpSocket::bind("127.0.0.1:0").expect("udp")).expect("b"));
+        let (keys_a, keys_b) = (JobKeys::generate(), JobKeys::generate());
+        let net_a = OverlayNetwork::new(
+            docker.clone(),
+            format!("sweep-a-{}", std::process::id()),
+            node_a.clone(),
+            probe.clone(),
+            sleep.clone(),
+        );
+        let net_b = OverlayNetwork::new(
+            docker.clone(),
+            format!("sweep-b-{}", std::process::id()),
+            node_b.clone(),
+            probe.clone(),
+            sleep.clone(),
+        );
+        let at_a = node_a.local_addr().expect("a");
+        let at_b = node_b.local_addr().expect("b");
+        net_a.prepare(
+            &orphan,
+            setup(
+                &plan,
+                keys_a.clone(),
+                vec![peer(&keys_b, at_b, plan.addresses[1])],
+            ),
+        );
+        net_b.prepare(
+            &orphan,
+            setup(&plan, keys_b, vec![peer(&keys_a, at_a, plan.addresses[0])]),
+        );
+        net_a.prepare(&kept, setup(&kept_plan, JobKeys::generate(), vec![]));
+        let joined = net_a.attach(&orphan, 2, &[0]).await.expect("attach 0");
+        net_b.attach(&orphan, 2, &[1]).await.expect("attach 1");
+        net_a.attach(&kept, 1, &[0]).await.expect("attach kept");
+        for rank in 0..2 {
+            let ns = pod::sandbox_netns(&docker, &OverlayNetwork::sandbox_name(&orphan, rank))
+                .await
+                .expect("sandbox netns");
+            namespaces.push(netns_inode(&ns));
+        }
+        // A workload joined to rank 0's sandbox: it keeps the namespace alive on its own.
+        let workload = format!("ganglion-{orphan}-workload-0");
+        guard.0.push(workload.clone());
+        let mode = &joined.endpoints[&0].network_mode;
+        let status = Command::new("docker")
+            .args([
+                "run",
+                "-d",
+                "--name",
+                &workload,
+                "--network",
+                mode,
+                "--cap-drop",
+                "ALL",
+            ])
+            .arg(&probe)
+            .args(["sleep", "120"])
+            .output()
+            .expect("docker run");
+        assert!(status.status.success(), "workload: {status:?}");
+        // Crash: the nodes and networks go without detach.
+    }
+    let left = containers_labelled(&format!("{SANDBOX_LABEL}={orphan}"));
+    assert_eq!(left.len(), 2, "the crash leaves both sandboxes behind");
+    assert!(namespaces.iter().all(|ns| netns_in_use(*ns)));
+
+    // The restarted node A (same owner id): new UDP socket, same engine; it still runs `kept`.
+    // Node B's orphaned pod is B's to sweep: A's sweep must leave it.
+    let node =
+        Arc::new(OverlayNode::start(UdpSocket::bind("127.0.0.1:0").expect("udp")).expect("n"));
+    let net_probe = probe.clone();
+    let net = OverlayNetwork::new(
+        docker.clone(),
+        format!("sweep-a-{}", std::process::id()),
+        node,
+        probe,
+        sleep,
+    );
+    let report = net
+        .sweep_orphans(&BTreeSet::from([kept.clone()]))
+        .await
+        .expect("sweep");
+    assert!(report.jobs.contains(orphan.as_str()), "{report:?}");
+    assert!(!report.jobs.contains(kept.as_str()), "{report:?}");
+    assert_eq!(report.workloads.len(), 1, "{report:?}");
+    assert_eq!(report.sandboxes.len(), 1, "{report:?}");
+    assert_eq!(
+        containers_labelled(&format!("{SANDBOX_LABEL}={orphan}")).len(),
+        1,
+        "node B's pod is not node A's to sweep"
+    );
+    let node_b =
+        Arc::new(OverlayNode::start(UdpSocket::bind("127.0.0.1:0").expect("udp")).expect("b"));
+    let net_b = OverlayNetwork::new(
+        docker.clone(),
+        format!("sweep-b-{}", std::process::id()),
+        node_b,
+        net_probe.clone(),
+        vec!["sleep".into(), "1".into()],
+    );
+    let report_b = net_b
+        .sweep_orphans(&BTreeSet::new())
+        .await
+        .expect("sweep b");
+    assert_eq!(report_b.sandboxes.len(), 1, "{report_b:?}");
+    assert!(report_b.workloads.is_empty(), "{report_b:?}");
+    assert!(containers_labelled(&format!("{SANDBOX_LABEL}={orphan}")).is_empty());
+    let workload_left = Command::new("docker")
+        .args(["inspect", &format!("ganglion-{orphan}-workload-0")])
+        .output()
+        .expect("docker inspect");
+    assert!(!workload_left.status.success(), "joined workload removed");
+    for ns in &namespaces {
+        let mut gone = false;
+        for _ in 0..50 {
+            if !netns_in_use(*ns) {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(gone, "namespace net:[{ns}] (and its TUN) is gone");
+    }
+    assert_eq!(
+        containers_labelled(&format!("{SANDBOX_LABEL}={kept}")).len(),
+        1,
+        "the job still running keeps its pod"
+    );
+    let again = net
+        .sweep_orphans(&BTreeSet::from([kept.clone()]))
+        .await
+        .expect("sweep again");
+    assert!(again.jobs.is_empty(), "idempotent: {again:?}");
+    net.detach(&kept).await.expect("detach kept");
+    assert!(containers_labelled(&format!("{SANDBOX_LABEL}={kept}")).is_empty());
+}
+
+/// A TCP echo server inside `ns` on `address`, serving any number of connections; its port.
+fn echo_listener(ns: &Path, address: Ipv4Addr) -> u16 {
+    let listener = netns::run_in(ns, move || {
+        TcpListener::bind((address, 0)).map_err(|e| ganglion_node::overlay::OverlayError::Io {
+            operation: "listen",
+            source: e,
+        })
+    })
+    .expect("listener in namespace");
+    let port = listener.local_addr().expect("port").port();
+    std::thread::spawn(move || serve_echo(listener));
+    port
+}
+
+fn serve_echo(listener: TcpListener) {
+    for mut s in listener.incoming().flatten() {
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 || s.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+}
+
+/// The host's IPv4 addresses outside loopback (its LAN and Docker bridge gateways).
+fn host_addresses() -> Vec<Ipv4Addr> {
+    let out = Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "scope", "global"])
+        .output()
+        .expect("ip addr");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let cidr = l.split_whitespace().skip_while(|w| *w != "inet").nth(1)?;
+            cidr.split('/').next()?.parse().ok()
+        })
+        .collect()
+}
+
+/// Runs a workload joined to `mode` (`container:<sandbox>`) as an unprivileged user with every
+/// capability dropped; it tries TCP to each `label=host:port` target and prints `label open`
+/// (echo came back) or `label blocked:<error>`. Returns label → result.
+async fn probe_targets(
+    docker: &bollard::Docker,
+    guard: &mut Containers,
+    name: String,
+    image: &str,
+    mode: &str,
+    targets: &[(String, Ipv4Addr, u16)],
+) -> std::collections::HashMap<String, String> {
+    let script = "import errno, socket, sys\n\
+        for t in sys.argv[1:]:\n\
+        \x20   label, rest = t.split('=')\n\
+        \x20   host, port = rest.rsplit(':', 1)\n\
+        \x20   try:\n\
+        \x20       s = socket.create_connection((host, int(port)), 2)\n\
+        \x20       s.sendall(b'ping')\n\
+        \x20       print(label, 'open' if s.recv(4) == b'ping' else 'closed', flush=True)\n\
+        \x20   except OSError as e:\n\
+        \x20       print(label, 'blocked:' + errno.errorcode.get(e.errno, type(e).__name__), flush=True)\n";
+    let mut args = vec![
+        "run".to_string(),
+        "--name".into(),
+        name.clone(),
+        "--network".into(),
+        mode.into(),
+        "--cap-drop".into(),
+        "ALL".into(),
+        "--security-opt".into(),
+        "no-new-privileges".into(),
+        "--user".into(),
+        "65534:65534".into(),
+        image.into(),
+        "python3".into(),
+        "-c".into(),
+        script.into(),
+    ];
+    args.extend(targets.iter().map(|(l, h, p)| format!("{l}={h}:{p}")));
+    guard.0.push(name.clone());
+    let out = tokio::task::spawn_blocking(move || Command::new("docker").args(&args).output())
+        .await
+        .expect("join")
+        .expect("docker run");
+    let logs = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "workload {name}: {logs}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = docker;
+    logs.lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+/// Two full jobs, each with a pod on each of two nodes: a workload of either job reaches its
+/// own peer rank through the overlay, but neither pod of the other job (listening on its
+/// overlay address) nor any of the host's addresses (listening on all of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlay_isolation_between_two_jobs() {
+    if !root("overlay_isolation_between_two_jobs") {
+        return;
+    }
+    let docker = bollard::Docker::connect_with_local_defaults()
+        .expect("overlay isolation test needs Docker (bash scripts/ensure-docker.sh)")
+        .negotiate_version()
+        .await
+        .expect("Docker Engine running");
+    let probe = image("build-probe-image.sh");
+    let torch = image("build-torch-image.sh");
+    let sleep = vec!["sleep".to_string(), "120".to_string()];
+    let (job_a, job_b) = (job_id("iso-a"), job_id("iso-b"));
+    let mut guard = Containers(
+        [&job_a, &job_b]
+            .iter()
+            .flat_map(|j| (0..2).map(|r| OverlayNetwork::sandbox_name(j, r)))
+            .collect(),
+    );
+    let pool = OverlayPool::default();
+    let plan_a = pool.plan(&job_a, 2, &BTreeSet::new()).expect("plan a");
+    let plan_b = pool
+        .plan(&job_b, 2, &BTreeSet::from([plan_a.subnet]))
+        .expect("plan b");
+
+    // Two provider nodes, each running one pod of each job.
+    let node_1 =
+        Arc::new(OverlayNode::start(UdpSocket::bind("127.0.0.1:0").expect("udp")).expect("1"));
+    let node_2 =
+        Arc::new(OverlayNode::start(UdpSocket::bind("127.0.0.1:0").expect("udp")).expect("2"));
+    let net_1 = OverlayNetwork::new(
+        docker.clone(),
+        format!("1-{}", std::process::id()),
+        node_1.clone(),
+        probe.clone(),
+        sleep.clone(),
+    );
+    let net_2 = OverlayNetwork::new(
+        docker.clone(),
+        format!("2-{}", std::process::id()),
+        node_2.clone(),
+        probe.clone(),
+        sleep,
+    );
+    let (at_1, at_2) = (
+        node_1.local_addr().expect("1"),
+        node_2.local_addr().expect("2"),
+    );
+    for (job, plan) in [(&job_a, &plan_a), (&job_b, &plan_b)] {
+        let (k1, k2) = (JobKeys::generate(), JobKeys::generate());
+        net_1.prepare(
+            job,
+            setup(plan, k1.clone(), vec![peer(&k2, at_2, plan.addresses[1])]),
+        );
+        net_2.prepare(
+            job,
+            setup(plan, k2, vec![peer(&k1, at_1, plan.addresses[0])]),
+        );
+    }
+    let mut modes = Vec::new();
+    for job in [&job_a, &job_b] {
+        let att = net_1.attach(job, 2, &[0]).await.expect("attach rank 0");
+        net_2.attach(job, 2, &[1]).await.expect("attach rank 1");
+        modes.push(att.endpoints[&0].network_mode.clone());
+    }
+    // Echo servers on every pod's overlay address and on all of the host's addresses.
+    let mut ports = std::collections::HashMap::new();
+    for (job, plan) in [(&job_a, &plan_a), (&job_b, &plan_b)] {
+        for rank in 0..2u32 {
+            let ns = pod::sandbox_netns(&docker, &OverlayNetwork::sandbox_name(job, rank))
+                .await
+                .expect("netns");
+            let ip = plan.addresses[rank as usize];
+            ports.insert(ip, echo_listener(&ns, ip));
+        }
+    }
+    let host = TcpListener::bind("0.0.0.0:0").expect("host listener");
+    let host_port = host.local_addr().expect("port").port();
+    std::thread::spawn(move || serve_echo(host));
+    let hosts = host_addresses();
+    assert!(!hosts.is_empty(), "the host has global addresses");
+    for h in &hosts {
+        // Control: the listener is reachable from the host itself on each address.
+        TcpStream::connect_timeout(&SocketAddr::from((*h, host_port)), Duration::from_secs(2))
+            .unwrap_or_else(|e| panic!("host listener on {h}: {e}"));
+    }
+
+    for (i, (own, other)) in [(&plan_a, &plan_b), (&plan_b, &plan_a)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut targets = vec![(
+            "peer".to_string(),
+            own.addresses[1],
+            ports[&own.addresses[1]],
+        )];
+        for rank in 0..2 {
+            let ip = other.addresses[rank];
+            targets.push((format!("other-job-rank-{rank}"), ip, ports[&ip]));
+        }
+        for (n, h) in hosts.iter().enumerate() {
+            targets.push((format!("host-{n}"), *h, host_port));
+        }
+        let name = format!("ganglion-iso-{}-{i}", std::process::id());
+        let results = probe_targets(&docker, &mut guard, name, &torch, &modes[i], &targets).await;
+        eprintln!("job {i}: {results:?} (hosts {hosts:?})");
+        assert_eq!(
+            results.get("peer").map(String::as_str),
+            Some("open"),
+            "{results:?}"
+        );
+        for (label, ..) in &targets[1..] {
+            let r = results.get(label).map(String::as_str).unwrap_or("missing");
+            assert!(
+                r.starts_with("blocked:"),
+                "{label} must be unreachable: {results:?}"
+            );
+        }
+    }
+    assert_eq!(node_1.drops().not_allowed + node_2.drops().not_allowed, 0);
+
+    // Even with a route into the overlay (added by root; the workload cannot, it has no
+    // CAP_NET_ADMIN), job A's node carries nothing to job B: outside A's allowed_ips.
+    let ns_a0 = pod::sandbox_netns(&docker, &OverlayNetwork::sandbox_name(&job_a, 0))
+        .await
+        .expect("netns a0");
+    let routed = Command::new("nsenter")
+        .arg(format!("--net={}", ns_a0.display()))
+        .args([
+            "ip",
+            "route",
+            "add",
+            &plan_b.subnet.to_string(),
+            "dev",
+            OVERLAY_IFNAME,
+        ])
+        .status()
+        .expect("nsenter");
+    assert!(routed.success(), "route into the overlay");
+    let before = node_1.drops().no_route;
+    let targets: Vec<_> = (0..2)
+        .map(|r| {
+            let ip = plan_b.addresses[r];
+            (format!("other-job-rank-{r}"), ip, ports[&ip])
+        })
+        .collect();
+    let name = format!("ganglion-iso-{}-routed", std::process::id());
+    let results = probe_targets(&docker, &mut guard, name, &torch, &modes[0], &targets).await;
+    eprintln!("job 0 with a route to job 1: {results:?}");
+    for (label, ..) in &targets {
+        let r = results.get(label).map(String::as_str).unwrap_or("missing");
+        assert!(
+            r.starts_with("blocked:"),
+            "{label} must stay unreachable: {results:?}"
+        );
+    }
+    assert!(
+        node_1.drops().no_route > before,
+        "node 1 dropped the SYNs outside job A's allowed_ips"
+    );
+    for job in [&job_a, &job_b] {
+        net_1.detach(job).await.expect("detach 1");
+        net_2.detach(job).await.expect("detach 2");
     }
 }

@@ -15,6 +15,14 @@ pub enum OverlayError {
         /// Which rule it breaks.
         reason: String,
     },
+    /// A config value is out of range (`[overlay]`).
+    #[error("{key}: {reason}")]
+    Config {
+        /// The key, e.g. `overlay.mtu`.
+        key: &'static str,
+        /// The rule it breaks.
+        reason: String,
+    },
     /// Every subnet of the pool is held by a running job.
     #[error("overlay pool {pool} is exhausted ({subnets} subnets in use)")]
     PoolExhausted {

@@ -4,6 +4,7 @@
 //!
 //! - [`addressing`]: the job's subnet from a configurable pool, one address per container
 //!   (rank 0 first), hostnames and `extra_hosts`.
+//! - [`config`]: the `[overlay]` config section (pool, port, MTU, keepalive, relay fallback).
 //! - [`keys`]: ephemeral x25519 keys per job.
 //! - [`router`]: the WireGuard state of one node (boringtun's noise `Tunn` per peer), pure
 //!   (no I/O): one UDP socket's datagrams told apart by receiver index, `allowed_ips` enforced.
@@ -11,12 +12,13 @@
 //! - [`netns`]: running set-up code inside another network namespace on a dedicated OS thread.
 //! - [`node`]: the I/O driver: one UDP socket per node, one TUN per job, the timer tick.
 //! - [`pod`]: the pod model: the TUN inside a sandbox container's namespace.
+//! - [`sweep`]: removing orphaned pods (sandboxes and joined workloads) on restart.
 //! - [`network`]: the overlay as the executor's `ClusterNetwork` (sandbox + TUN + tunnels).
 //!
-//! Not here yet: key exchange over the p2p `cluster` protocol, NAT traversal, relay fallback,
-//! and teardown of orphaned pods after a restart.
+//! Not here yet: key exchange over the p2p `cluster` protocol, NAT traversal, relay fallback.
 
 pub mod addressing;
+pub mod config;
 pub mod error;
 pub mod keys;
 pub mod netns;
@@ -24,6 +26,7 @@ pub mod network;
 pub mod node;
 pub mod pod;
 pub mod router;
+pub mod sweep;
 pub mod tun;
 
 pub use error::OverlayError;
