@@ -918,3 +918,194 @@ async fn overlay_isolation_between_two_jobs() {
         net_2.detach(job).await.expect("detach 2");
     }
 }
+
+/// A p2p node on loopback TCP (port 0) with no bonds: enough for the `cluster` protocol.
+struct P2pNode {
+    client: ganglion_node::p2p::Client,
+    events: tokio::sync::mpsc::Receiver<ganglion_node::p2p::Event>,
+    peer: libp2p::PeerId,
+    addr: libp2p::Multiaddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for P2pNode {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn p2p_node(seed: u8) -> P2pNode {
+    use ganglion_node::p2p::{self, Config, offers::BondSnapshot};
+    let key = libp2p::identity::Keypair::ed25519_from_bytes([seed; 32]).expect("32-byte seed");
+    let peer = key.public().to_peer_id();
+    let config = Config {
+        listen: vec![],
+        ..Config::default()
+    };
+    let (client, event_loop, events) =
+        p2p::new(key, config, BondSnapshot::default(), None).expect("swarm builds");
+    let task = tokio::spawn(event_loop.run());
+    let addr = client
+        .listen("/ip4/127.0.0.1/tcp/0".parse().expect("multiaddr"))
+        .await
+        .expect("listens")
+        .with(libp2p::multiaddr::Protocol::P2p(peer));
+    P2pNode {
+        client,
+        events,
+        peer,
+        addr,
+        task,
+    }
+}
+
+/// Waits (10 s at most) until some connected peer has told `node` its observed address.
+async fn observed(node: &P2pNode) -> Vec<libp2p::Multiaddr> {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let seen = node.client.observed_addrs().await.expect("p2p alive");
+            if !seen.is_empty() {
+                return seen.into_iter().map(|(_, a)| a).collect::<Vec<_>>();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("identify reported an observed address")
+}
+
+/// The overlay's keys, addresses and endpoint candidates travel over the p2p `cluster`
+/// protocol between two swarms assigned to a job; a third swarm, not assigned, is refused and
+/// never learns a key. As root, the exchanged peers then carry TCP between two namespaces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlay_keys_exchanged_over_p2p_cluster_protocol() {
+    use ganglion_contracts::datum::JobId as ChainJobId;
+    use ganglion_node::overlay::exchange;
+    use ganglion_node::p2p::Event;
+    use ganglion_node::p2p::protocols::ClusterResponse;
+
+    let (mut a, b, c) = (p2p_node(71).await, p2p_node(72).await, p2p_node(73).await);
+    b.client.dial(a.addr.clone()).await.expect("b dials a");
+    c.client.dial(a.addr.clone()).await.expect("c dials a");
+    let (seen_a, seen_b) = (observed(&a).await, observed(&b).await);
+
+    let chain_job = ChainJobId([0x42; 32]);
+    let job = job_id("xchg");
+    let plan = OverlayPool::default()
+        .plan(&job, 2, &BTreeSet::new())
+        .expect("plan");
+    // WireGuard sockets on every loopback address; each announces 127.0.0.2 as its LAN
+    // address, so the observed mapping (127.0.0.1, from identify) is a distinct candidate.
+    let sock_a = UdpSocket::bind("0.0.0.0:0").expect("udp a");
+    let sock_b = UdpSocket::bind("0.0.0.0:0").expect("udp b");
+    let lan = |s: &UdpSocket| SocketAddr::from(([127, 0, 0, 2], s.local_addr().expect("a").port()));
+    let cand_a = exchange::candidates(&[lan(&sock_a)], seen_a);
+    let cand_b = exchange::candidates(&[lan(&sock_b)], seen_b);
+    assert_eq!(cand_a.len(), 2, "LAN + observed: {cand_a:?}");
+    assert_eq!(
+        cand_a[1],
+        SocketAddr::from(([127, 0, 0, 1], lan(&sock_a).port()))
+    );
+    let (keys_a, keys_b) = (JobKeys::generate(), JobKeys::generate());
+    let hello_a = exchange::hello(chain_job, &keys_a, &[plan.addresses[0]], &cand_a);
+    let hello_b = exchange::hello(chain_job, &keys_b, &[plan.addresses[1]], &cand_b);
+
+    let timeout = Duration::from_secs(20);
+    let (only_b, only_a) = ([b.peer], [a.peer]);
+    let (got_a, got_b) = tokio::join!(
+        exchange::exchange(&a.client, hello_a.clone(), &only_b, timeout),
+        exchange::exchange(&b.client, hello_b.clone(), &only_a, timeout),
+    );
+    let (got_a, got_b) = (got_a.expect("a's exchange"), got_b.expect("b's exchange"));
+    assert_eq!(got_a.get(&b.peer), Some(&hello_b));
+    assert_eq!(got_b.get(&a.peer), Some(&hello_a));
+
+    // C is connected to A but not assigned to the job: refused, both raw and via exchange().
+    let hello_c = exchange::hello(
+        chain_job,
+        &JobKeys::generate(),
+        &[plan.addresses[1]],
+        &cand_b,
+    );
+    assert_eq!(
+        c.client
+            .cluster_hello(a.peer, hello_c.clone())
+            .await
+            .expect("answer"),
+        ClusterResponse::NotAssigned
+    );
+    let err = exchange::exchange(&c.client, hello_c, &[a.peer], timeout)
+        .await
+        .expect_err("not assigned");
+    assert!(err.to_string().contains("not assigned"), "{err}");
+    let mut from_c = 0;
+    let mut from_b = 0;
+    while let Ok(e) = a.events.try_recv() {
+        if let Event::ClusterHelloReceived { peer, .. } = e {
+            if peer == c.peer {
+                from_c += 1;
+            } else if peer == b.peer {
+                from_b += 1;
+            }
+        }
+    }
+    assert_eq!(from_c, 0, "A never accepts C's hello");
+    assert!(from_b >= 1, "A took B's hello");
+
+    // A knows no shared LAN (takes B's observed mapping); B shares 127/8 (takes A's LAN one).
+    let peer_b = exchange::learn_peer(
+        &got_a[&b.peer],
+        chain_job,
+        &plan,
+        &[plan.addresses[0]],
+        &[],
+        Some(25),
+    )
+    .expect("b's hello is valid");
+    let peer_a = exchange::learn_peer(
+        &got_b[&a.peer],
+        chain_job,
+        &plan,
+        &[plan.addresses[1]],
+        &["127.0.0.0/8".parse().expect("net")],
+        Some(25),
+    )
+    .expect("a's hello is valid");
+    assert_eq!(peer_b.peer.endpoint, cand_b[1]);
+    assert_eq!(peer_a.peer.endpoint, cand_a[0]);
+    assert_eq!(peer_b.peer.public.as_bytes(), keys_b.public().as_bytes());
+
+    if !root("overlay_keys_exchanged_over_p2p_cluster_protocol (tunnel part)") {
+        return;
+    }
+    let pid = std::process::id();
+    let ns_a = Netns::new(format!("glxa-{pid}"));
+    let ns_b = Netns::new(format!("glxb-{pid}"));
+    let tun_in = |ns: &Netns, rank: u32| {
+        let net = plan.interface_net(rank).expect("rank");
+        netns::run_in(&ns.path(), move || {
+            let dev = TunDevice::create(OVERLAY_IFNAME)?;
+            tun::configure(dev.name(), net, OVERLAY_MTU)?;
+            Ok(dev)
+        })
+        .expect("TUN in namespace")
+    };
+    let (tun_a, tun_b) = (tun_in(&ns_a, 0), tun_in(&ns_b, 1));
+    let node_a = OverlayNode::start(sock_a).expect("node a");
+    let node_b = OverlayNode::start(sock_b).expect("node b");
+    node_a
+        .add_job(&job, keys_a, &[peer_b.peer], tun_a)
+        .expect("job on a");
+    node_b
+        .add_job(&job, keys_b, &[peer_a.peer], tun_b)
+        .expect("job on b");
+    let port = echo_server(&ns_b.path(), plan.addresses[1]);
+    let payload: Vec<u8> = (0..256 * 1024).map(|i: u32| (i % 253) as u8).collect();
+    let (path_a, p, ip_b) = (ns_a.path(), payload.clone(), plan.addresses[1]);
+    let back =
+        tokio::task::spawn_blocking(move || echo_from(&path_a, SocketAddr::from((ip_b, port)), p))
+            .await
+            .expect("join")
+            .expect("echo through the overlay built from the exchange");
+    assert_eq!(back, payload);
+}

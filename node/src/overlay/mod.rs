@@ -5,6 +5,8 @@
 //! - [`addressing`]: the job's subnet from a configurable pool, one address per container
 //!   (rank 0 first), hostnames and `extra_hosts`.
 //! - [`config`]: the `[overlay]` config section (pool, port, MTU, keepalive, relay fallback).
+//! - [`exchange`]: keys, addresses and endpoint candidates over the p2p `cluster` protocol,
+//!   bound to the job's assignment.
 //! - [`keys`]: ephemeral x25519 keys per job.
 //! - [`router`]: the WireGuard state of one node (boringtun's noise `Tunn` per peer), pure
 //!   (no I/O): one UDP socket's datagrams told apart by receiver index, `allowed_ips` enforced.
@@ -15,11 +17,12 @@
 //! - [`sweep`]: removing orphaned pods (sandboxes and joined workloads) on restart.
 //! - [`network`]: the overlay as the executor's `ClusterNetwork` (sandbox + TUN + tunnels).
 //!
-//! Not here yet: key exchange over the p2p `cluster` protocol, NAT traversal, relay fallback.
+//! Not here yet: relay fallback (and reporting links as direct or relayed).
 
 pub mod addressing;
 pub mod config;
 pub mod error;
+pub mod exchange;
 pub mod keys;
 pub mod netns;
 pub mod network;
