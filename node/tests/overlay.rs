@@ -1109,3 +1109,554 @@ async fn overlay_keys_exchanged_over_p2p_cluster_protocol() {
             .expect("echo through the overlay built from the exchange");
     assert_eq!(back, payload);
 }
+
+/// Runs `cmd` inside the network namespace at `ns` (`/run/netns/<name>` or
+/// `/proc/<pid>/ns/net`) through nsenter; panics with the output when it fails.
+fn run_in_ns(ns: &Path, cmd: &[&str]) {
+    let out = Command::new("nsenter")
+        .arg(format!("--net={}", ns.display()))
+        .args(cmd)
+        .output()
+        .unwrap_or_else(|e| panic!("nsenter (util-linux) needed as root: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} in {}: {}",
+        ns.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Two provider sites, each a router namespace doing MASQUERADE onto a shared "public" bridge
+/// (10.77.0.0/24) and dropping unsolicited inbound packets, with a LAN behind it
+/// (192.168.10.0/24, 192.168.20.0/24); a host (a named namespace or a container's) is plugged
+/// into each LAN as `.2`. Everything is deleted on drop.
+struct NatWorld {
+    tag: String,
+    _public: Netns,
+    routers: [Netns; 2],
+}
+
+impl NatWorld {
+    fn public_ip(side: usize) -> Ipv4Addr {
+        Ipv4Addr::new(10, 77, 0, 2 + side as u8)
+    }
+    fn lan_ip(side: usize) -> Ipv4Addr {
+        Ipv4Addr::new(192, 168, 10 + 10 * side as u8, 2)
+    }
+    fn lan_net(side: usize) -> ipnet::Ipv4Net {
+        ipnet::Ipv4Net::new_assert(Ipv4Addr::new(192, 168, 10 + 10 * side as u8, 0), 24)
+    }
+
+    fn new(tag: &str) -> Self {
+        let public = Netns::new(format!("{tag}-pub"));
+        let routers = [
+            Netns::new(format!("{tag}-ra")),
+            Netns::new(format!("{tag}-rb")),
+        ];
+        ip(&["-n", &public.0, "link", "add", "br0", "type", "bridge"]);
+        ip(&["-n", &public.0, "addr", "add", "10.77.0.1/24", "dev", "br0"]);
+        ip(&["-n", &public.0, "link", "set", "br0", "up"]);
+        for (side, r) in routers.iter().enumerate() {
+            let (p, b) = (format!("{tag}p{side}"), format!("{tag}b{side}"));
+            let (l, h) = (format!("{tag}l{side}"), format!("{tag}h{side}"));
+            ip(&["link", "add", &p, "type", "veth", "peer", "name", &b]);
+            ip(&["link", "set", &p, "netns", &r.0]);
+            ip(&["link", "set", &b, "netns", &public.0]);
+            ip(&["-n", &public.0, "link", "set", &b, "master", "br0", "up"]);
+            let public_ip = format!("{}/24", Self::public_ip(side));
+            ip(&["-n", &r.0, "addr", "add", &public_ip, "dev", &p]);
+            ip(&["-n", &r.0, "link", "set", &p, "up"]);
+            ip(&["link", "add", &l, "type", "veth", "peer", "name", &h]);
+            ip(&["link", "set", &l, "netns", &r.0]);
+            let gw = format!("192.168.{}.1/24", 10 + 10 * side);
+            ip(&["-n", &r.0, "addr", "add", &gw, "dev", &l]);
+            ip(&["-n", &r.0, "link", "set", &l, "up"]);
+            let ns = r.path();
+            run_in_ns(&ns, &["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+            run_in_ns(
+                &ns,
+                &[
+                    "iptables",
+                    "-t",
+                    "nat",
+                    "-A",
+                    "POSTROUTING",
+                    "-o",
+                    &p,
+                    "-j",
+                    "MASQUERADE",
+                ],
+            );
+            // Like a home router: unsolicited inbound is dropped (not answered), to the router
+            // itself and forwarded alike, unless a port forward (DNAT) asked for it.
+            run_in_ns(
+                &ns,
+                &[
+                    "iptables",
+                    "-A",
+                    "INPUT",
+                    "-i",
+                    &p,
+                    "-m",
+                    "conntrack",
+                    "--ctstate",
+                    "NEW,INVALID",
+                    "-j",
+                    "DROP",
+                ],
+            );
+            run_in_ns(
+                &ns,
+                &[
+                    "iptables",
+                    "-A",
+                    "FORWARD",
+                    "-i",
+                    &p,
+                    "-m",
+                    "conntrack",
+                    "--ctstate",
+                    "NEW,INVALID",
+                    "-m",
+                    "conntrack",
+                    "!",
+                    "--ctstate",
+                    "DNAT",
+                    "-j",
+                    "DROP",
+                ],
+            );
+        }
+        Self {
+            tag: tag.to_string(),
+            _public: public,
+            routers,
+        }
+    }
+
+    /// Moves side `side`'s LAN cable into `target` (`ip link set … netns` takes a namespace
+    /// name or a PID) as `lan0` with address `.2` and a default route through the router.
+    fn plug(&self, side: usize, target: &str, ns: &Path) {
+        let h = format!("{}h{side}", self.tag);
+        ip(&["link", "set", &h, "netns", target]);
+        run_in_ns(ns, &["ip", "link", "set", &h, "name", "lan0"]);
+        let addr = format!("{}/24", Self::lan_ip(side));
+        run_in_ns(ns, &["ip", "addr", "add", &addr, "dev", "lan0"]);
+        run_in_ns(ns, &["ip", "link", "set", "lan0", "up"]);
+        run_in_ns(ns, &["ip", "link", "set", "lo", "up"]);
+        let gw = format!("192.168.{}.1", 10 + 10 * side);
+        run_in_ns(ns, &["ip", "route", "add", "default", "via", &gw]);
+    }
+
+    /// Port forward on side `side`'s router: TCP `port` on its public address to the LAN host.
+    fn forward_tcp(&self, side: usize, port: u16) {
+        let to = format!("{}:{port}", Self::lan_ip(side));
+        let p = format!("{}p{side}", self.tag);
+        run_in_ns(
+            &self.routers[side].path(),
+            &[
+                "iptables",
+                "-t",
+                "nat",
+                "-A",
+                "PREROUTING",
+                "-i",
+                &p,
+                "-p",
+                "tcp",
+                "--dport",
+                &port.to_string(),
+                "-j",
+                "DNAT",
+                "--to-destination",
+                &to,
+            ],
+        );
+    }
+
+    /// Packets MASQUERADE rewrote on side `side` (from `iptables -t nat -L -v -x`).
+    fn masqueraded(&self, side: usize) -> u64 {
+        let out = Command::new("nsenter")
+            .arg(format!("--net={}", self.routers[side].path().display()))
+            .args([
+                "iptables",
+                "-t",
+                "nat",
+                "-L",
+                "POSTROUTING",
+                "-v",
+                "-n",
+                "-x",
+            ])
+            .output()
+            .expect("iptables");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains("MASQUERADE"))
+            .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+            .sum()
+    }
+}
+
+const MASTER_PORT: u16 = 29500;
+
+/// Runs `ddp_train.py` (from the checkout, read-only) in the torch image as rank `rank` of 2,
+/// joined to network `mode`, with `env`; returns the container name (started, detached).
+fn start_ddp_rank(
+    guard: &mut Containers,
+    name: String,
+    torch: &str,
+    mode: &str,
+    rank: u32,
+    env: &[(&str, String)],
+) {
+    let workloads = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/workloads");
+    let mut args = vec![
+        "run".to_string(),
+        "-d".into(),
+        "--name".into(),
+        name.clone(),
+        "--network".into(),
+        mode.into(),
+        "--cap-drop".into(),
+        "ALL".into(),
+        "--security-opt".into(),
+        "no-new-privileges".into(),
+        "--user".into(),
+        "65534:65534".into(),
+        "-v".into(),
+        format!("{}:/workloads:ro", workloads.display()),
+    ];
+    let mut all: Vec<(&str, String)> = vec![
+        ("MASTER_PORT", MASTER_PORT.to_string()),
+        ("WORLD_SIZE", "2".into()),
+        ("RANK", rank.to_string()),
+        ("LOCAL_RANK", "0".into()),
+        ("OUT_DIR", "/tmp/out".into()),
+        ("HOME", "/tmp".into()),
+        ("TRAIN_EPOCHS", "2".into()),
+        ("TRAIN_SAMPLES", "1024".into()),
+    ];
+    all.extend(env.iter().cloned());
+    for (k, v) in all {
+        args.push("-e".into());
+        args.push(format!("{k}={v}"));
+    }
+    args.extend([
+        torch.to_string(),
+        "python3".into(),
+        "/workloads/ddp_train.py".into(),
+    ]);
+    guard.0.push(name.clone());
+    let out = Command::new("docker")
+        .args(&args)
+        .output()
+        .expect("docker run");
+    assert!(
+        out.status.success(),
+        "start {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Waits for container `name` (at most `limit_s`, then kills it); its exit code (None when
+/// killed) and logs.
+async fn finish(name: String, limit_s: u32) -> (Option<i64>, String) {
+    tokio::task::spawn_blocking(move || {
+        let waited = Command::new("timeout")
+            .args([&limit_s.to_string(), "docker", "wait", &name])
+            .output()
+            .expect("docker wait");
+        let code = String::from_utf8_lossy(&waited.stdout).trim().parse().ok();
+        let _ = Command::new("docker").args(["kill", &name]).output();
+        let logs = Command::new("docker")
+            .args(["logs", &name])
+            .output()
+            .expect("docker logs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&logs.stdout),
+            String::from_utf8_lossy(&logs.stderr)
+        );
+        (code.filter(|_| waited.status.success()), text)
+    })
+    .await
+    .expect("join")
+}
+
+fn checksum(logs: &str) -> Option<String> {
+    logs.lines()
+        .find_map(|l| l.split("checksum=").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(str::to_string)
+}
+
+/// Two provider "hosts" as namespaces, each behind its own NAT; a 2-rank DDP job (torch, gloo)
+/// trains across them through the overlay: the job's pods (on this host's engine, network
+/// `none`) have no route but the overlay, whose datagrams leave each host through its NAT.
+/// Both ranks end with the same checksum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlay_ddp_across_two_natted_hosts() {
+    use ganglion_contracts::datum::JobId as ChainJobId;
+    use ganglion_node::overlay::exchange;
+
+    if !root("overlay_ddp_across_two_natted_hosts") {
+        return;
+    }
+    let docker = bollard::Docker::connect_with_local_defaults()
+        .expect("needs Docker (bash scripts/ensure-docker.sh)")
+        .negotiate_version()
+        .await
+        .expect("Docker Engine running");
+    let probe = image("build-probe-image.sh");
+    let torch = image("build-torch-image.sh");
+    let pid = std::process::id();
+    let tag = format!("gn{}", pid % 100_000);
+    let world = NatWorld::new(&tag);
+    let hosts = [
+        Netns::new(format!("{tag}-ha")),
+        Netns::new(format!("{tag}-hb")),
+    ];
+    for (side, h) in hosts.iter().enumerate() {
+        world.plug(side, &h.0, &h.path());
+    }
+    // Each node's one WireGuard socket lives on its host, behind its NAT.
+    let sockets: Vec<UdpSocket> = hosts
+        .iter()
+        .map(|h| {
+            netns::run_in(&h.path(), || {
+                UdpSocket::bind("0.0.0.0:0").map_err(|e| ganglion_node::overlay::OverlayError::Io {
+                    operation: "bind",
+                    source: e,
+                })
+            })
+            .expect("socket on host")
+        })
+        .collect();
+    let ports: Vec<u16> = sockets
+        .iter()
+        .map(|s| s.local_addr().expect("port").port())
+        .collect();
+
+    let job = job_id("natddp");
+    let chain_job = ChainJobId([0x17; 32]);
+    let plan = OverlayPool::default()
+        .plan(&job, 2, &BTreeSet::new())
+        .expect("plan");
+    let keys = [JobKeys::generate(), JobKeys::generate()];
+    // The hellos as the `cluster` exchange carries them: LAN address, then the public mapping
+    // a peer on the public side observes (the router's address; MASQUERADE keeps the port).
+    let hellos: Vec<_> = (0..2)
+        .map(|side| {
+            let observed: libp2p::Multiaddr =
+                format!("/ip4/{}/tcp/4001", NatWorld::public_ip(side))
+                    .parse()
+                    .expect("multiaddr");
+            let cands = exchange::candidates(
+                &[SocketAddr::from((NatWorld::lan_ip(side), ports[side]))],
+                [observed],
+            );
+            exchange::hello(chain_job, &keys[side], &[plan.addresses[side]], &cands)
+        })
+        .collect();
+    let learned: Vec<_> = (0..2)
+        .map(|side| {
+            exchange::learn_peer(
+                &hellos[1 - side],
+                chain_job,
+                &plan,
+                &[plan.addresses[side]],
+                &[NatWorld::lan_net(side)],
+                Some(25),
+            )
+            .expect("peer hello valid")
+        })
+        .collect();
+    for side in 0..2 {
+        assert_eq!(
+            learned[side].peer.endpoint,
+            SocketAddr::from((NatWorld::public_ip(1 - side), ports[1 - side])),
+            "no shared LAN: the public mapping"
+        );
+    }
+
+    let mut guard = Containers(vec![
+        OverlayNetwork::sandbox_name(&job, 0),
+        OverlayNetwork::sandbox_name(&job, 1),
+    ]);
+    let sleep = vec!["sleep".to_string(), "300".to_string()];
+    let mut nets = Vec::new();
+    let mut nodes = Vec::new();
+    for (side, socket) in sockets.into_iter().enumerate() {
+        let node = Arc::new(OverlayNode::start(socket).expect("node"));
+        let net = OverlayNetwork::new(
+            docker.clone(),
+            format!("nat-{side}-{pid}"),
+            node.clone(),
+            probe.clone(),
+            sleep.clone(),
+        );
+        net.prepare(
+            &job,
+            setup(&plan, keys[side].clone(), vec![learned[side].peer.clone()]),
+        );
+        nodes.push(node);
+        nets.push(net);
+    }
+    let mut modes = Vec::new();
+    for (rank, net) in nets.iter().enumerate() {
+        let att = net.attach(&job, 2, &[rank as u32]).await.expect("attach");
+        assert_eq!(att.hosts.interface, OVERLAY_IFNAME);
+        modes.push(att.endpoints[&(rank as u32)].network_mode.clone());
+    }
+    let names: Vec<String> = (0..2).map(|r| format!("ganglion-{job}-ddp-{r}")).collect();
+    for rank in 0..2u32 {
+        let env = [
+            ("MASTER_ADDR", "rank-0".to_string()),
+            ("GLOO_SOCKET_IFNAME", OVERLAY_IFNAME.to_string()),
+            ("DDP_TIMEOUT", "90".to_string()),
+        ];
+        start_ddp_rank(
+            &mut guard,
+            names[rank as usize].clone(),
+            &torch,
+            &modes[rank as usize],
+            rank,
+            &env,
+        );
+    }
+    let (r0, r1) = tokio::join!(finish(names[0].clone(), 150), finish(names[1].clone(), 150));
+    eprintln!("rank 0: {:?}\n{}\nrank 1: {:?}\n{}", r0.0, r0.1, r1.0, r1.1);
+    assert_eq!(r0.0, Some(0), "rank 0 failed:\n{}", r0.1);
+    assert_eq!(r1.0, Some(0), "rank 1 failed:\n{}", r1.1);
+    let (c0, c1) = (checksum(&r0.1), checksum(&r1.1));
+    assert!(c0.is_some(), "rank 0 printed a checksum");
+    assert_eq!(c0, c1, "every rank ends with the same weights");
+    assert!(
+        world.masqueraded(0) > 0 && world.masqueraded(1) > 0,
+        "the tunnel's datagrams went through both NATs"
+    );
+    for net in &nets {
+        net.detach(&job).await.expect("detach");
+    }
+}
+
+/// The counter-test on the same topology: no overlay, each rank's pod plugged straight into
+/// its host's LAN, and the one thing port forwarding can do: rank 0's router forwards
+/// `MASTER_PORT`. The rendezvous gets through (the forward carries it), but gloo then connects
+/// to each rank's own interface address on random ports, which the other side cannot reach:
+/// the job fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlay_counter_test_master_port_forwarding_alone_fails_behind_nat() {
+    if !root("overlay_counter_test_master_port_forwarding_alone_fails_behind_nat") {
+        return;
+    }
+    let probe = image("build-probe-image.sh");
+    let torch = image("build-torch-image.sh");
+    let pid = std::process::id();
+    let tag = format!("gm{}", pid % 100_000);
+    let world = NatWorld::new(&tag);
+    let mut guard = Containers(vec![]);
+    let mut modes = Vec::new();
+    for side in 0..2 {
+        let name = format!("ganglion-fwd-{pid}-pod-{side}");
+        guard.0.push(name.clone());
+        let out = Command::new("docker")
+            .args([
+                "run",
+                "-d",
+                "--name",
+                &name,
+                "--network",
+                "none",
+                "--cap-drop",
+                "ALL",
+            ])
+            .arg(&probe)
+            .args(["sleep", "300"])
+            .output()
+            .expect("docker run");
+        assert!(out.status.success(), "pod {side}: {out:?}");
+        let inspect = Command::new("docker")
+            .args(["inspect", "-f", "{{.State.Pid}}", &name])
+            .output()
+            .expect("inspect");
+        let pod_pid = String::from_utf8_lossy(&inspect.stdout).trim().to_string();
+        world.plug(
+            side,
+            &pod_pid,
+            Path::new(&format!("/proc/{pod_pid}/ns/net")),
+        );
+        modes.push(format!("container:{name}"));
+    }
+    world.forward_tcp(0, MASTER_PORT);
+    let names: Vec<String> = (0..2)
+        .map(|r| format!("ganglion-fwd-{pid}-ddp-{r}"))
+        .collect();
+    for rank in 0..2usize {
+        // Rank 0 serves the store on its own address; rank 1 reaches it through the forward.
+        let master = if rank == 0 {
+            NatWorld::lan_ip(0)
+        } else {
+            NatWorld::public_ip(0)
+        };
+        let env = [
+            ("MASTER_ADDR", master.to_string()),
+            ("GLOO_SOCKET_IFNAME", "lan0".to_string()),
+            ("DDP_TIMEOUT", "15".to_string()),
+        ];
+        start_ddp_rank(
+            &mut guard,
+            names[rank].clone(),
+            &torch,
+            &modes[rank],
+            rank as u32,
+            &env,
+        );
+    }
+    // Rank 1 gives up first (gloo cannot connect); rank 0 would wait out its timeout for a peer
+    // that never comes, so it gets a few seconds more and is then killed.
+    let r1 = finish(names[1].clone(), 60).await;
+    let r0 = finish(names[0].clone(), 5).await;
+    eprintln!("rank 0: {:?}\n{}\nrank 1: {:?}\n{}", r0.0, r0.1, r1.0, r1.1);
+    let dnat = {
+        let out = Command::new("nsenter")
+            .arg(format!("--net={}", world.routers[0].path().display()))
+            .args([
+                "iptables",
+                "-t",
+                "nat",
+                "-L",
+                "PREROUTING",
+                "-v",
+                "-n",
+                "-x",
+            ])
+            .output()
+            .expect("iptables");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains("DNAT"))
+            .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    assert!(
+        dnat > 0,
+        "the forward carried rank 1's rendezvous connection"
+    );
+    let both_ok = r0.0 == Some(0) && r1.0 == Some(0);
+    assert!(
+        !both_ok,
+        "port forwarding alone must not be enough:\n{}\n{}",
+        r0.1, r1.1
+    );
+    assert!(
+        checksum(&r0.1).is_none() && checksum(&r1.1).is_none(),
+        "no rank finished training"
+    );
+    assert!(
+        r1.1.contains(&NatWorld::lan_ip(0).to_string()),
+        "gloo tried rank 0's own (private) address:\n{}",
+        r1.1
+    );
+}

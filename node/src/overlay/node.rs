@@ -145,7 +145,9 @@ impl OverlayNode {
     }
 
     /// Runs `job`'s tunnels: this node's `keys`, the job's other nodes, and the TUN of the
-    /// job's pod here (already addressed, see [`super::pod`]).
+    /// job's pod here (already addressed, see [`super::pod`]); then punches (one handshake
+    /// initiation to each peer), so two nodes adding the job after the same `cluster`
+    /// exchange open their NATs for each other.
     ///
     /// # Errors
     /// From [`Router::add_job`], or [`OverlayError::Io`] when the TUN cannot be registered.
@@ -195,7 +197,17 @@ impl OverlayNode {
         if let Some(old) = lock(&self.inner.tuns).insert(job.clone(), JobTun { fd, reader }) {
             old.reader.abort();
         }
+        self.punch(job);
         Ok(())
+    }
+
+    /// Sends a handshake initiation to every peer of `job` now (hole punching; see
+    /// [`Router::punch`]). [`Self::add_job`] does it once; call again when the peers
+    /// agreed on a new time over libp2p. Unknown job: nothing.
+    pub fn punch(&self, job: &JobId) {
+        let actions = lock(&self.inner.router).punch(job);
+        let inner = self.inner.clone();
+        tokio::spawn(async move { inner.execute(actions).await });
     }
 
     /// Stops `job`'s tunnels and closes its TUN (the interface goes with the fd); absent is
