@@ -1310,6 +1310,22 @@ fn start_ddp_rank(
     rank: u32,
     env: &[(&str, String)],
 ) {
+    start_ddp_node(guard, name, torch, mode, rank, 1, env);
+}
+
+/// Node rank `rank` of a 2-node job with `per_node` processes in its container, each with the
+/// torch env (`RANK` = `rank * per_node + local rank`, `WORLD_SIZE` = `2 * per_node`). (The
+/// image's `torch.distributed.run`, torch 1.13 on Python 3.11, fails in its own argument
+/// handling, so a shell starts the processes; the container fails if any process does.)
+fn start_ddp_node(
+    guard: &mut Containers,
+    name: String,
+    torch: &str,
+    mode: &str,
+    rank: u32,
+    per_node: u32,
+    env: &[(&str, String)],
+) {
     let workloads = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/workloads");
     let mut args = vec![
         "run".to_string(),
@@ -1329,9 +1345,7 @@ fn start_ddp_rank(
     ];
     let mut all: Vec<(&str, String)> = vec![
         ("MASTER_PORT", MASTER_PORT.to_string()),
-        ("WORLD_SIZE", "2".into()),
-        ("RANK", rank.to_string()),
-        ("LOCAL_RANK", "0".into()),
+        ("WORLD_SIZE", (2 * per_node).to_string()),
         ("OUT_DIR", "/tmp/out".into()),
         ("HOME", "/tmp".into()),
         ("TRAIN_EPOCHS", "2".into()),
@@ -1342,10 +1356,22 @@ fn start_ddp_rank(
         args.push("-e".into());
         args.push(format!("{k}={v}"));
     }
+    args.push(torch.to_string());
+    let launch: Vec<String> = (0..per_node)
+        .map(|local| {
+            format!(
+                "RANK={} LOCAL_RANK={local} python3 /workloads/ddp_train.py & p{local}=$!",
+                rank * per_node + local
+            )
+        })
+        .collect();
+    let wait: Vec<String> = (0..per_node)
+        .map(|local| format!("wait $p{local} || rc=1"))
+        .collect();
     args.extend([
-        torch.to_string(),
-        "python3".into(),
-        "/workloads/ddp_train.py".into(),
+        "sh".to_string(),
+        "-c".into(),
+        format!("rc=0; {}; {}; exit $rc", launch.join("; "), wait.join("; ")),
     ]);
     guard.0.push(name.clone());
     let out = Command::new("docker")
@@ -1384,11 +1410,13 @@ async fn finish(name: String, limit_s: u32) -> (Option<i64>, String) {
     .expect("join")
 }
 
-fn checksum(logs: &str) -> Option<String> {
+/// Every `checksum=<hex>` the ranks in `logs` printed.
+fn checksums(logs: &str) -> Vec<String> {
     logs.lines()
-        .find_map(|l| l.split("checksum=").nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
+        .filter_map(|l| l.split("checksum=").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next())
         .map(str::to_string)
+        .collect()
 }
 
 /// Two provider "hosts" as namespaces, each behind its own NAT; a 2-rank DDP job (torch, gloo)
@@ -1397,12 +1425,26 @@ fn checksum(logs: &str) -> Option<String> {
 /// Both ranks end with the same checksum.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overlay_ddp_across_two_natted_hosts() {
-    use ganglion_contracts::datum::JobId as ChainJobId;
-    use ganglion_node::overlay::exchange;
-
     if !root("overlay_ddp_across_two_natted_hosts") {
         return;
     }
+    ddp_across_nat("gn", 1).await;
+}
+
+/// The same with 4 ranks (2 + 2): each pod runs two processes under `torch.distributed.run`;
+/// all four end with the same checksum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlay_ddp_4_ranks_2_plus_2_across_two_natted_hosts() {
+    if !root("overlay_ddp_4_ranks_2_plus_2_across_two_natted_hosts") {
+        return;
+    }
+    ddp_across_nat("go", 2).await;
+}
+
+async fn ddp_across_nat(prefix: &str, per_node: u32) {
+    use ganglion_contracts::datum::JobId as ChainJobId;
+    use ganglion_node::overlay::exchange;
+
     let docker = bollard::Docker::connect_with_local_defaults()
         .expect("needs Docker (bash scripts/ensure-docker.sh)")
         .negotiate_version()
@@ -1411,7 +1453,7 @@ async fn overlay_ddp_across_two_natted_hosts() {
     let probe = image("build-probe-image.sh");
     let torch = image("build-torch-image.sh");
     let pid = std::process::id();
-    let tag = format!("gn{}", pid % 100_000);
+    let tag = format!("{prefix}{}", pid % 100_000);
     let world = NatWorld::new(&tag);
     let hosts = [
         Netns::new(format!("{tag}-ha")),
@@ -1438,7 +1480,7 @@ async fn overlay_ddp_across_two_natted_hosts() {
         .map(|s| s.local_addr().expect("port").port())
         .collect();
 
-    let job = job_id("natddp");
+    let job = job_id(&format!("natddp{per_node}"));
     let chain_job = ChainJobId([0x17; 32]);
     let plan = OverlayPool::default()
         .plan(&job, 2, &BTreeSet::new())
@@ -1516,22 +1558,33 @@ async fn overlay_ddp_across_two_natted_hosts() {
             ("GLOO_SOCKET_IFNAME", OVERLAY_IFNAME.to_string()),
             ("DDP_TIMEOUT", "90".to_string()),
         ];
-        start_ddp_rank(
+        start_ddp_node(
             &mut guard,
             names[rank as usize].clone(),
             &torch,
             &modes[rank as usize],
             rank,
+            per_node,
             &env,
         );
     }
     let (r0, r1) = tokio::join!(finish(names[0].clone(), 150), finish(names[1].clone(), 150));
-    eprintln!("rank 0: {:?}\n{}\nrank 1: {:?}\n{}", r0.0, r0.1, r1.0, r1.1);
-    assert_eq!(r0.0, Some(0), "rank 0 failed:\n{}", r0.1);
-    assert_eq!(r1.0, Some(0), "rank 1 failed:\n{}", r1.1);
-    let (c0, c1) = (checksum(&r0.1), checksum(&r1.1));
-    assert!(c0.is_some(), "rank 0 printed a checksum");
-    assert_eq!(c0, c1, "every rank ends with the same weights");
+    eprintln!("node 0: {:?}\n{}\nnode 1: {:?}\n{}", r0.0, r0.1, r1.0, r1.1);
+    assert_eq!(r0.0, Some(0), "node 0 failed:\n{}", r0.1);
+    assert_eq!(r1.0, Some(0), "node 1 failed:\n{}", r1.1);
+    let sums: Vec<String> = [&r0.1, &r1.1]
+        .iter()
+        .flat_map(|logs| checksums(logs))
+        .collect();
+    assert_eq!(
+        sums.len(),
+        2 * per_node as usize,
+        "every rank printed a checksum: {sums:?}"
+    );
+    assert!(
+        sums.iter().all(|c| *c == sums[0]),
+        "every rank ends with the same weights: {sums:?}"
+    );
     assert!(
         world.masqueraded(0) > 0 && world.masqueraded(1) > 0,
         "the tunnel's datagrams went through both NATs"
@@ -1651,7 +1704,7 @@ async fn overlay_counter_test_master_port_forwarding_alone_fails_behind_nat() {
         r0.1, r1.1
     );
     assert!(
-        checksum(&r0.1).is_none() && checksum(&r1.1).is_none(),
+        checksums(&r0.1).is_empty() && checksums(&r1.1).is_empty(),
         "no rank finished training"
     );
     assert!(
