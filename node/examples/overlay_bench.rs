@@ -1,7 +1,10 @@
 //! Overlay numbers (issue 9): TCP throughput and round-trip time between two job pods through
 //! the overlay (two nodes' userspace WireGuard over loopback UDP, the TUN inside each sandbox)
 //! against two containers on one plain Docker bridge network, in the same run, printed with
-//! their ratios. Issue target: the overlay adds at most 0.5 ms of RTT on loopback hosts.
+//! their ratios; then the DDP step time of a 2-rank CPU job (`examples/workloads/ddp_train.py`
+//! in `ganglion/torch-cpu:bookworm-1`, when present) through the overlay against the same job
+//! on one bridge. Issue targets: the overlay adds at most 0.5 ms of RTT on loopback hosts; step
+//! time within 1.10x.
 //!
 //! `cargo run -p ganglion-node --example overlay_bench [-- --mib N --pings N]` (root: setns
 //! into the pods; Docker Engine and the probe image, scripts/ensure-docker.sh). The workspace
@@ -174,6 +177,92 @@ fn probe_image() -> anyhow::Result<String> {
         .to_string())
 }
 
+const TORCH_IMAGE: &str = "ganglion/torch-cpu:bookworm-1";
+const EPOCHS: usize = 6;
+const SAMPLES: usize = 8192;
+
+/// Seconds of the RFC 3339 timestamp `docker logs -t` puts first on a line (time of day only:
+/// the runs are short).
+fn stamp(line: &str) -> Option<f64> {
+    let t = line.split_whitespace().next()?.split('T').nth(1)?;
+    let t = t.trim_end_matches('Z');
+    let mut parts = t.split(':');
+    let h: f64 = parts.next()?.parse().ok()?;
+    let m: f64 = parts.next()?.parse().ok()?;
+    let s: f64 = parts.next()?.parse().ok()?;
+    Some(h * 3600.0 + m * 60.0 + s)
+}
+
+/// Runs the 2-rank DDP job: rank `r` in a container made by `run_args(r)` (network flags),
+/// with `ifname` for gloo; returns milliseconds per training step of rank 0 (between its
+/// first and last epoch lines, so imports and rendezvous are not counted).
+fn ddp_step_ms(
+    cleanup: &mut Cleanup,
+    tag: &str,
+    run_args: &dyn Fn(usize) -> Vec<String>,
+    ifname: &str,
+) -> anyhow::Result<f64> {
+    let workloads = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/workloads");
+    let mut names = Vec::new();
+    for rank in 0..2 {
+        let name = format!("ganglion-bench-{}-{tag}-ddp-{rank}", std::process::id());
+        cleanup.containers.push(name.clone());
+        let mut args: Vec<String> = vec!["run".into(), "-d".into(), "--name".into(), name.clone()];
+        args.extend(run_args(rank));
+        for (k, v) in [
+            ("MASTER_ADDR", "rank-0".to_string()),
+            ("MASTER_PORT", "29500".into()),
+            ("WORLD_SIZE", "2".into()),
+            ("RANK", rank.to_string()),
+            ("LOCAL_RANK", "0".into()),
+            ("GLOO_SOCKET_IFNAME", ifname.into()),
+            ("OUT_DIR", "/tmp/out".into()),
+            ("HOME", "/tmp".into()),
+            ("TRAIN_EPOCHS", EPOCHS.to_string()),
+            ("TRAIN_SAMPLES", SAMPLES.to_string()),
+        ] {
+            args.push("-e".into());
+            args.push(format!("{k}={v}"));
+        }
+        args.extend([
+            "--user".into(),
+            "65534:65534".into(),
+            "-v".into(),
+            format!("{}:/workloads:ro", workloads.display()),
+            TORCH_IMAGE.into(),
+            "python3".into(),
+            "/workloads/ddp_train.py".into(),
+        ]);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        docker(&refs)?;
+        names.push(name);
+    }
+    for name in &names {
+        let code = docker(&["wait", name])?;
+        if code != "0" {
+            let logs = Command::new("docker").args(["logs", name]).output()?;
+            bail!(
+                "{name} exited {code}: {}",
+                String::from_utf8_lossy(&logs.stderr)
+            );
+        }
+    }
+    let logs = Command::new("docker")
+        .args(["logs", "-t", &names[0]])
+        .output()?;
+    let text = String::from_utf8_lossy(&logs.stdout);
+    let epochs: Vec<f64> = text
+        .lines()
+        .filter(|l| l.contains("[rank 0] epoch"))
+        .filter_map(stamp)
+        .collect();
+    let (Some(first), Some(last)) = (epochs.first(), epochs.last()) else {
+        bail!("no epoch lines in rank 0's log:\n{text}");
+    };
+    let steps_per_epoch = (SAMPLES / 2).div_ceil(64) as f64;
+    Ok((last - first) * 1000.0 / ((epochs.len() - 1) as f64 * steps_per_epoch))
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let (mib, pings) = (arg("--mib", 256), arg("--pings", 2000));
@@ -288,6 +377,43 @@ async fn main() -> anyhow::Result<()> {
         o.rtt_p50_us / b.rtt_p50_us,
         if added_ms <= 0.5 { "met" } else { "NOT met" }
     );
+
+    let has_torch = Command::new("docker")
+        .args(["image", "inspect", TORCH_IMAGE])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if has_torch {
+        let bridge_net = network.clone();
+        let on_bridge = move |rank: usize| {
+            vec![
+                "--network".to_string(),
+                bridge_net.clone(),
+                "--network-alias".into(),
+                format!("rank-{rank}"),
+                "--hostname".into(),
+                format!("rank-{rank}"),
+            ]
+        };
+        let sandboxes: Vec<String> = (0..2u32)
+            .map(|r| OverlayNetwork::sandbox_name(&job, r))
+            .collect();
+        let on_overlay =
+            move |rank: usize| vec!["--network".to_string(), pod::join_mode(&sandboxes[rank])];
+        let bridge_ms = ddp_step_ms(&mut cleanup, "bridge", &on_bridge, "eth0")?;
+        let overlay_ms = ddp_step_ms(&mut cleanup, "overlay", &on_overlay, pod::OVERLAY_IFNAME)?;
+        println!(
+            "ddp step (2 ranks, CPU/gloo, {EPOCHS} epochs of {SAMPLES} samples): bridge {bridge_ms:.2} ms, overlay {overlay_ms:.2} ms, ratio {:.3}x (target <= 1.10x: {})",
+            overlay_ms / bridge_ms,
+            if overlay_ms / bridge_ms <= 1.10 {
+                "met"
+            } else {
+                "NOT met"
+            }
+        );
+    } else {
+        println!("ddp step: SKIPPED, {TORCH_IMAGE} is not built (scripts/build-torch-image.sh)");
+    }
     for net in &nets {
         net.detach(&job).await?;
     }
