@@ -296,7 +296,8 @@ async fn overlay_pod_workload_reaches_peer_through_sandbox() {
         node_a.clone(),
         probe.clone(),
         sleep.clone(),
-    );
+    )
+    .with_mtu(1380);
     let net_b = OverlayNetwork::new(
         docker.clone(),
         format!("b-{}", std::process::id()),
@@ -345,6 +346,27 @@ async fn overlay_pod_workload_reaches_peer_through_sandbox() {
         .await
         .expect("netns b");
     let port = echo_server(&ns_b, plan.addresses[1]);
+    let ns_a = pod::sandbox_netns(&docker, &OverlayNetwork::sandbox_name(&job, 0))
+        .await
+        .expect("netns a");
+    let mtu_of = |ns: &Path| {
+        let out = Command::new("nsenter")
+            .arg(format!("--net={}", ns.display()))
+            .args(["ip", "-o", "link", "show", OVERLAY_IFNAME])
+            .output()
+            .expect("nsenter ip");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .skip_while(|w| *w != "mtu")
+            .nth(1)
+            .map(str::to_string)
+    };
+    assert_eq!(
+        mtu_of(&ns_a).as_deref(),
+        Some("1380"),
+        "[overlay] mtu applied"
+    );
+    assert_eq!(mtu_of(&ns_b).as_deref(), Some("1420"), "the default MTU");
 
     // The workload joins pod A, keeps cap_drop ALL, and reaches rank-1 by hostname; the host's
     // Docker bridge gateway must be unreachable from inside the pod.

@@ -49,6 +49,7 @@ pub struct OverlayNetwork {
     node: Arc<OverlayNode>,
     sandbox_image: String,
     sandbox_cmd: Vec<String>,
+    mtu: u32,
     jobs: Arc<Mutex<HashMap<JobId, JobSetup>>>,
 }
 
@@ -80,8 +81,15 @@ impl OverlayNetwork {
             node,
             sandbox_image,
             sandbox_cmd,
+            mtu: OVERLAY_MTU,
             jobs: Arc::default(),
         }
+    }
+
+    /// Uses `mtu` bytes (`[overlay] mtu`) on the pods' interfaces instead of [`OVERLAY_MTU`].
+    pub fn with_mtu(mut self, mtu: u32) -> Self {
+        self.mtu = mtu;
+        self
     }
 
     /// Records `job`'s setup from the `cluster` exchange; `attach` needs it.
@@ -178,7 +186,7 @@ impl ClusterNetwork for OverlayNetwork {
         let netns = pod::sandbox_netns(&self.docker, &sandbox)
             .await
             .map_err(exec_error)?;
-        let tun = pod::install_tun(netns, OVERLAY_IFNAME, address, OVERLAY_MTU)
+        let tun = pod::install_tun(netns, OVERLAY_IFNAME, address, self.mtu)
             .await
             .map_err(exec_error)?;
         self.node

@@ -13,6 +13,7 @@ use tokio::net::UdpSocket;
 use tokio::task::JoinHandle;
 
 use super::OverlayError;
+use super::config::OverlayConfig;
 use super::keys::JobKeys;
 use super::router::{Action, Drops, OverlayPeer, Router};
 use super::tun::TunDevice;
@@ -128,6 +129,18 @@ impl OverlayNode {
         })
     }
 
+    /// Binds the node's one UDP socket on all IPv4 addresses at `[overlay] listen_port` (0: any
+    /// free port) and starts the driver. Must run inside a tokio runtime.
+    ///
+    /// # Errors
+    /// [`OverlayError::Io`] when the port is taken or the socket cannot be registered.
+    pub fn bind(config: &OverlayConfig) -> Result<Self, OverlayError> {
+        let socket =
+            std::net::UdpSocket::bind((std::net::Ipv4Addr::UNSPECIFIED, config.listen_port))
+                .map_err(OverlayError::io("bind overlay socket"))?;
+        Self::start(socket)
+    }
+
     /// The UDP endpoint peers send to (a LAN candidate for the `cluster` exchange).
     ///
     /// # Errors
@@ -228,5 +241,27 @@ impl Drop for OverlayNode {
         for (_, old) in lock(&self.inner.tuns).drain() {
             old.reader.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn bind_takes_the_configured_port_and_refuses_a_taken_one() {
+        let any = OverlayConfig {
+            listen_port: 0,
+            ..OverlayConfig::default()
+        };
+        let node = OverlayNode::bind(&any).expect("any free port");
+        let port = node.local_addr().expect("addr").port();
+        assert_ne!(port, 0);
+        let taken = OverlayConfig {
+            listen_port: port,
+            ..OverlayConfig::default()
+        };
+        let err = OverlayNode::bind(&taken).expect_err("port in use");
+        assert!(err.to_string().contains("bind overlay socket"), "{err}");
     }
 }
