@@ -45,7 +45,7 @@ pub struct OverlayConfig {
     /// Persistent keepalive, seconds; default 25; 0 turns it off (only sensible without NAT).
     pub keepalive_s: u16,
     /// Seconds without a completed handshake before a link falls back to the libp2p relay;
-    /// default 10.
+    /// default 10. Validated, but not acted on yet: the relay fallback is not built.
     pub relay_fallback_s: u16,
 }
 
