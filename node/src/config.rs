@@ -14,6 +14,14 @@
 //! [provider]                    # optional: this node offers GPUs (market::limits)
 //! price_ntx_per_gpu_hour = 1500000
 //! max_concurrent_jobs = 2
+//!
+//! [overlay]                     # optional: job networks (overlay::config, defaults shown)
+//! pool = "100.96.0.0/12"
+//! job_prefix = 24
+//! listen_port = 51820
+//! mtu = 1420                    # bytes
+//! keepalive_s = 25              # seconds, 0 = off
+//! relay_fallback_s = 10         # seconds
 //! ```
 
 use std::fmt;
@@ -23,6 +31,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::gpu::declared::DeclaredGpu;
 use crate::market::limits::{LimitsError, ProviderLimits};
+use crate::overlay::OverlayError;
+use crate::overlay::config::OverlayConfig;
 
 /// Which chain the node is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -60,6 +70,8 @@ pub struct NodeConfig {
     pub gpus: GpusConfig,
     /// `[provider]`: pooling, price and job limits; absent = this node offers nothing.
     pub provider: Option<ProviderLimits>,
+    /// `[overlay]`: the per-job private network; defaults when absent.
+    pub overlay: OverlayConfig,
 }
 
 /// `[gpus]`.
@@ -112,13 +124,22 @@ pub enum Error {
         #[source]
         source: LimitsError,
     },
+    /// Parsed, but an `[overlay]` value is impossible.
+    #[error("{path}: {source}")]
+    Overlay {
+        /// The file.
+        path: PathBuf,
+        /// The rule broken (names the key).
+        #[source]
+        source: OverlayError,
+    },
 }
 
 impl NodeConfig {
     /// Parses TOML text.
     ///
     /// # Errors
-    /// [`Error::Parse`] or [`Error::Limits`] (with an empty path).
+    /// [`Error::Parse`], [`Error::Limits`] or [`Error::Overlay`] (with an empty path).
     pub fn from_toml(text: &str) -> Result<Self, Error> {
         Self::parse(text, Path::new(""))
     }
@@ -134,13 +155,17 @@ impl NodeConfig {
                 source,
             })?;
         }
+        cfg.overlay.validate().map_err(|source| Error::Overlay {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Ok(cfg)
     }
 
     /// Loads a file.
     ///
     /// # Errors
-    /// [`Error::Read`], [`Error::Parse`] or [`Error::Limits`].
+    /// [`Error::Read`], [`Error::Parse`], [`Error::Limits`] or [`Error::Overlay`].
     pub fn load(path: &Path) -> Result<Self, Error> {
         let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
             path: path.to_path_buf(),
@@ -214,6 +239,42 @@ count = 2
                 .provider
                 .is_none()
         );
+    }
+
+    #[test]
+    fn overlay_section_defaults_parses_and_is_validated() {
+        let cfg = NodeConfig::from_toml(DEVNET).expect("no overlay section");
+        assert_eq!(cfg.overlay, OverlayConfig::default());
+        let text = format!(
+            "{DEVNET}\n[overlay]\npool = \"100.64.0.0/16\"\njob_prefix = 26\nlisten_port = 0\n\
+             mtu = 1380\nkeepalive_s = 15\nrelay_fallback_s = 5\n"
+        );
+        let cfg = NodeConfig::from_toml(&text).expect("valid overlay section");
+        assert_eq!(cfg.overlay.pool().slots(), 1024);
+        assert_eq!(
+            (
+                cfg.overlay.listen_port,
+                cfg.overlay.mtu,
+                cfg.overlay.keepalive_s
+            ),
+            (0, 1380, 15)
+        );
+        assert_eq!(cfg.overlay.relay_fallback_s, 5);
+
+        let docker = text.replace("100.64.0.0/16", "172.17.0.0/16");
+        let err = NodeConfig::from_toml(&docker).expect_err("docker range");
+        assert!(matches!(err, Error::Overlay { .. }), "{err}");
+        let mtu = text.replace("mtu = 1380", "mtu = 65000");
+        let err = NodeConfig::from_toml(&mtu).expect_err("mtu");
+        assert!(err.to_string().contains("overlay.mtu"), "{err}");
+        let pool = text.replace("100.64.0.0/16", "not-a-net");
+        assert!(matches!(
+            NodeConfig::from_toml(&pool),
+            Err(Error::Parse { .. })
+        ));
+        let typo = text.replace("keepalive_s", "keep_alive_s");
+        let err = NodeConfig::from_toml(&typo).expect_err("unknown key");
+        assert!(err.to_string().contains("keep_alive_s"), "{err}");
     }
 
     #[test]

@@ -457,8 +457,12 @@ async fn p2p_cluster_hellos_are_exchanged_between_the_nodes_of_a_job() {
         overlay_addrs: vec![format!("100.64.0.{}/32", i + 1)],
         endpoints: vec![format!("127.0.0.1:{}", 51820 + u16::from(i))],
     };
+    let peers: Vec<_> = nodes.iter().map(|n| n.id.peer).collect();
     for (i, node) in nodes.iter().enumerate() {
-        node.client.register_cluster(hello(i as u8)).await.unwrap();
+        node.client
+            .register_cluster(hello(i as u8), peers.clone())
+            .await
+            .unwrap();
     }
     for i in 1..3 {
         let addr = nodes[i].addr.clone();
@@ -479,6 +483,16 @@ async fn p2p_cluster_hellos_are_exchanged_between_the_nodes_of_a_job() {
     assert_eq!(
         nodes[0].client.cluster_hello(peer, unknown).await.unwrap(),
         ClusterResponse::UnknownJob
+    );
+    // Bound to the assignment: node 1 re-registers the job for node 2 only; node 0 is refused.
+    nodes[1]
+        .client
+        .register_cluster(hello(1), [nodes[2].id.peer])
+        .await
+        .unwrap();
+    assert_eq!(
+        nodes[0].client.cluster_hello(peer, hello(0)).await.unwrap(),
+        ClusterResponse::NotAssigned
     );
 }
 

@@ -15,6 +15,14 @@ pub enum OverlayError {
         /// Which rule it breaks.
         reason: String,
     },
+    /// A config value is out of range (`[overlay]`).
+    #[error("{key}: {reason}")]
+    Config {
+        /// The key, e.g. `overlay.mtu`.
+        key: &'static str,
+        /// The rule it breaks.
+        reason: String,
+    },
     /// Every subnet of the pool is held by a running job.
     #[error("overlay pool {pool} is exhausted ({subnets} subnets in use)")]
     PoolExhausted {
@@ -36,6 +44,17 @@ pub enum OverlayError {
     /// A peer was configured with an address outside the job's subnet, or twice.
     #[error("peer address {0} is outside the job subnet or already taken")]
     BadPeer(Ipv4Addr),
+    /// A peer's `cluster` hello breaks a rule (the message names it).
+    #[error("bad cluster hello: {0}")]
+    BadHello(String),
+    /// The `cluster` exchange with a peer failed.
+    #[error("cluster exchange with {peer}: {reason}")]
+    Exchange {
+        /// The peer id.
+        peer: String,
+        /// Why.
+        reason: String,
+    },
     /// The job is already (or not) set up on this node.
     #[error("job {0}: {1}")]
     Job(String, &'static str),

@@ -9,10 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use bollard::Docker;
-use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
-    StartContainerOptions,
-};
+use bollard::query_parameters::{CreateContainerOptionsBuilder, StartContainerOptions};
 
 use super::OverlayError;
 use super::addressing::JobOverlay;
@@ -20,6 +17,7 @@ use super::keys::JobKeys;
 use super::node::OverlayNode;
 use super::pod::{self, OVERLAY_IFNAME};
 use super::router::OverlayPeer;
+use super::sweep::{self, SweepReport};
 use super::tun::OVERLAY_MTU;
 use crate::executor::ExecError;
 use crate::executor::network::{Attachment, ClusterNetwork};
@@ -28,6 +26,9 @@ use crate::executor::plan::JobId;
 /// Label on sandbox containers: the job id (kept apart from the executor's own labels so its
 /// reconciliation never mistakes a sandbox for a rank container).
 pub const SANDBOX_LABEL: &str = "ganglion.overlay.job";
+/// Label on sandbox containers: the node that made them (its owner string, e.g. its peer id),
+/// so a restarted node sweeps only its own pods from an engine other nodes may share.
+pub const OWNER_LABEL: &str = "ganglion.overlay.owner";
 
 /// What the `cluster` exchange settled for one job, as seen from this node.
 #[derive(Debug, Clone)]
@@ -44,9 +45,11 @@ pub struct JobSetup {
 #[derive(Clone)]
 pub struct OverlayNetwork {
     docker: Docker,
+    owner: String,
     node: Arc<OverlayNode>,
     sandbox_image: String,
     sandbox_cmd: Vec<String>,
+    mtu: u32,
     jobs: Arc<Mutex<HashMap<JobId, JobSetup>>>,
 }
 
@@ -62,21 +65,31 @@ fn exec_error(e: OverlayError) -> ExecError {
 }
 
 impl OverlayNetwork {
-    /// An overlay on `node`, with sandboxes from `sandbox_image` running `sandbox_cmd` (a
-    /// process that just waits, e.g. the probe image's `sleep`).
+    /// An overlay on `node`, with sandboxes labelled as `owner`'s (this node's stable id, e.g.
+    /// its peer id; see [`OWNER_LABEL`]) from `sandbox_image` running `sandbox_cmd` (a process
+    /// that just waits, e.g. the probe image's `sleep`).
     pub fn new(
         docker: Docker,
+        owner: impl Into<String>,
         node: Arc<OverlayNode>,
         sandbox_image: String,
         sandbox_cmd: Vec<String>,
     ) -> Self {
         Self {
             docker,
+            owner: owner.into(),
             node,
             sandbox_image,
             sandbox_cmd,
+            mtu: OVERLAY_MTU,
             jobs: Arc::default(),
         }
+    }
+
+    /// Uses `mtu` bytes (`[overlay] mtu`) on the pods' interfaces instead of [`OVERLAY_MTU`].
+    pub fn with_mtu(mut self, mtu: u32) -> Self {
+        self.mtu = mtu;
+        self
     }
 
     /// Records `job`'s setup from the `cluster` exchange; `attach` needs it.
@@ -85,6 +98,20 @@ impl OverlayNetwork {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(job.clone(), setup);
+    }
+
+    /// Restart recovery: removes this owner's pods of every job not in `keep` (the jobs this node's
+    /// durable table still runs), see [`sweep::sweep`].
+    ///
+    /// # Errors
+    /// [`ExecError::Engine`] when the engine cannot list or remove containers.
+    pub async fn sweep_orphans(
+        &self,
+        keep: &std::collections::BTreeSet<JobId>,
+    ) -> Result<SweepReport, ExecError> {
+        sweep::sweep(&self.docker, &self.owner, keep)
+            .await
+            .map_err(exec_error)
     }
 
     /// The sandbox container of `job`'s rank `rank`.
@@ -99,7 +126,10 @@ impl OverlayNetwork {
         rank: u32,
     ) -> Result<String, ExecError> {
         let name = Self::sandbox_name(job, rank);
-        let labels = HashMap::from([(SANDBOX_LABEL.to_string(), job.to_string())]);
+        let labels = HashMap::from([
+            (SANDBOX_LABEL.to_string(), job.to_string()),
+            (OWNER_LABEL.to_string(), self.owner.clone()),
+        ]);
         let body = pod::sandbox_body(
             &setup.overlay,
             rank,
@@ -156,7 +186,7 @@ impl ClusterNetwork for OverlayNetwork {
         let netns = pod::sandbox_netns(&self.docker, &sandbox)
             .await
             .map_err(exec_error)?;
-        let tun = pod::install_tun(netns, OVERLAY_IFNAME, address, OVERLAY_MTU)
+        let tun = pod::install_tun(netns, OVERLAY_IFNAME, address, self.mtu)
             .await
             .map_err(exec_error)?;
         self.node
@@ -168,41 +198,19 @@ impl ClusterNetwork for OverlayNetwork {
         })
     }
 
-    /// Stops the job's tunnels and force-removes every sandbox of `job` on this engine (found
-    /// by [`SANDBOX_LABEL`], so this also clears pods left by a crashed node); absent is fine.
+    /// Stops the job's tunnels and force-removes every sandbox of `job` this owner made (found
+    /// by [`SANDBOX_LABEL`] and [`OWNER_LABEL`], so this also clears pods left before a
+    /// crash), and any
+    /// container still joined to one; absent is fine.
     async fn detach(&self, job: &JobId) -> Result<(), ExecError> {
         self.node.remove_job(job);
         self.jobs
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(job);
-        let filters =
-            HashMap::from([("label".to_string(), vec![format!("{SANDBOX_LABEL}={job}")])]);
-        let sandboxes = self
-            .docker
-            .list_containers(Some(
-                ListContainersOptionsBuilder::new()
-                    .all(true)
-                    .filters(&filters)
-                    .build(),
-            ))
+        sweep::remove_pods(&self.docker, &self.owner, job)
             .await
-            .map_err(ExecError::engine("list sandboxes"))?;
-        for id in sandboxes.into_iter().filter_map(|c| c.id) {
-            let opts = RemoveContainerOptionsBuilder::new().force(true).build();
-            match self.docker.remove_container(&id, Some(opts)).await {
-                Ok(())
-                | Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 404, ..
-                }) => {}
-                Err(source) => {
-                    return Err(ExecError::Engine {
-                        operation: "remove sandbox",
-                        source,
-                    });
-                }
-            }
-        }
+            .map_err(exec_error)?;
         Ok(())
     }
 }

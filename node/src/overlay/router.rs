@@ -290,6 +290,29 @@ impl Router {
         actions
     }
 
+    /// Hole punching: a handshake initiation to every peer of `job` now, so that when both
+    /// nodes of a link call this at about the same time (right after the `cluster` exchange),
+    /// each NAT has an outbound mapping when the other side's initiation arrives. Unknown
+    /// job: nothing.
+    pub fn punch(&mut self, job: &JobId) -> Vec<Action> {
+        let Some(state) = self.jobs.get(job) else {
+            return vec![];
+        };
+        let mut actions = Vec::new();
+        for index in &state.links {
+            if let Some(link) = self.links.get_mut(index)
+                && let TunnResult::WriteToNetwork(d) =
+                    link.tunn.format_handshake_initiation(&mut self.buf, false)
+            {
+                actions.push(Action::Send {
+                    to: link.endpoint,
+                    datagram: d.to_vec(),
+                });
+            }
+        }
+        actions
+    }
+
     /// Timers (handshake retries, keepalives, rekeying): call about every 250 ms.
     pub fn tick(&mut self) -> Vec<Action> {
         let mut actions = Vec::new();
@@ -398,6 +421,23 @@ mod tests {
             to_b = next_b;
         }
         (at_a, at_b)
+    }
+
+    #[test]
+    fn punch_sends_one_initiation_per_peer_and_completes_the_handshake() {
+        let mut p = pair();
+        assert!(p.a.punch(&JobId::new("other").expect("id")).is_empty());
+        let out = p.a.punch(&job());
+        assert_eq!(out.len(), 1);
+        let Action::Send { to, datagram } = &out[0] else {
+            panic!("a send: {out:?}");
+        };
+        assert_eq!(*to, p.b_at);
+        let reply = p.b.inbound(p.a_at, datagram);
+        assert!(
+            matches!(reply.as_slice(), [Action::Send { to, .. }] if *to == p.a_at),
+            "B answers the initiation: {reply:?}"
+        );
     }
 
     #[test]

@@ -38,7 +38,8 @@ pub(crate) enum Command {
         Box<ClusterHello>,
         oneshot::Sender<Result<ClusterResponse, Error>>,
     ),
-    RegisterCluster(Box<ClusterHello>, oneshot::Sender<()>),
+    RegisterCluster(Box<ClusterHello>, Vec<PeerId>, oneshot::Sender<()>),
+    ObservedAddrs(oneshot::Sender<Vec<(PeerId, Multiaddr)>>),
     Attest(
         PeerId,
         Box<AttestMessage>,
@@ -174,13 +175,30 @@ impl Client {
         self.ask(|r| Command::Accept(peer, req, r)).await?
     }
 
-    /// Registers this node's overlay info for a job: peers sending their hello get it back.
+    /// Registers this node's overlay info for a job, bound to the job's assignment: a peer in
+    /// `assigned` (the other nodes of the job) sending its hello gets this one back; any other
+    /// peer gets [`ClusterResponse::NotAssigned`] and its hello is not reported. Registering
+    /// again replaces both.
     ///
     /// # Errors
     /// [`Error::Stopped`].
-    pub async fn register_cluster(&self, hello: ClusterHello) -> Result<(), Error> {
-        self.ask(|r| Command::RegisterCluster(Box::new(hello), r))
+    pub async fn register_cluster(
+        &self,
+        hello: ClusterHello,
+        assigned: impl IntoIterator<Item = PeerId>,
+    ) -> Result<(), Error> {
+        let assigned = assigned.into_iter().collect();
+        self.ask(|r| Command::RegisterCluster(Box::new(hello), assigned, r))
             .await
+    }
+
+    /// This node's addresses as connected peers observed them (identify's `observed_addr`),
+    /// one per connected peer: behind a NAT, the public side of the mapping.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn observed_addrs(&self) -> Result<Vec<(PeerId, Multiaddr)>, Error> {
+        self.ask(Command::ObservedAddrs).await
     }
 
     /// Sends this node's cluster hello to a peer of the job; returns the peer's answer.

@@ -1,7 +1,7 @@
 //! The event loop: sole owner of the [`Swarm`]; selects over swarm events, client commands and
 //! the market prune timer.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
 use futures::StreamExt;
@@ -204,7 +204,10 @@ pub struct EventLoop {
     pending_accept: HashMap<OutboundRequestId, (PeerId, Reply<AcceptResponse>)>,
     pending_cluster: HashMap<OutboundRequestId, (PeerId, Reply<ClusterResponse>)>,
     pending_attest: HashMap<OutboundRequestId, (PeerId, Reply<AttestResponse>)>,
-    clusters: HashMap<JobId, ClusterHello>,
+    /// Own hello per job and the peers assigned to it (the only ones answered).
+    clusters: HashMap<JobId, (ClusterHello, HashSet<PeerId>)>,
+    /// Our address as each connected peer observed it (identify).
+    observed: HashMap<PeerId, Multiaddr>,
     attestations: HashMap<JobId, HashMap<KeyHash, AttestMessage>>,
     attestation_order: VecDeque<JobId>,
     fetches: DagFetches,
@@ -241,6 +244,7 @@ impl EventLoop {
             pending_cluster: HashMap::new(),
             pending_attest: HashMap::new(),
             clusters: HashMap::new(),
+            observed: HashMap::new(),
             attestations: HashMap::new(),
             attestation_order: VecDeque::new(),
             fetches,
@@ -400,7 +404,10 @@ impl EventLoop {
                     .send_request(&peer, *hello);
                 self.pending_cluster.insert(id, (peer, reply));
             }
-            Command::RegisterCluster(hello, reply) => {
+            Command::ObservedAddrs(reply) => {
+                let _ = reply.send(self.observed.iter().map(|(p, a)| (*p, a.clone())).collect());
+            }
+            Command::RegisterCluster(hello, assigned, reply) => {
                 if self.clusters.len() >= MAX_CLUSTER_JOBS
                     && !self.clusters.contains_key(&hello.job_id)
                 {
@@ -409,7 +416,8 @@ impl EventLoop {
                         self.clusters.remove(&k);
                     }
                 }
-                self.clusters.insert(hello.job_id, *hello);
+                self.clusters
+                    .insert(hello.job_id, (*hello, assigned.into_iter().collect()));
                 let _ = reply.send(());
             }
             Command::Attest(peer, msg, reply) => {
@@ -496,6 +504,7 @@ impl EventLoop {
                 ..
             } => {
                 self.limiter.forget(&peer_id);
+                self.observed.remove(&peer_id);
                 self.emit(Event::PeerDisconnected { peer: peer_id });
             }
             SwarmEvent::Behaviour(event) => self.on_behaviour_event(event),
@@ -515,6 +524,7 @@ impl EventLoop {
                 self.emit(Event::RttMeasured { peer, rtt });
             }
             BehaviourEvent::Identify(identify::Event::Received { peer_id, info, .. }) => {
+                self.observed.insert(peer_id, info.observed_addr.clone());
                 for addr in info.listen_addrs {
                     if is_routable_for_kad(&addr) {
                         self.swarm.behaviour_mut().kad.add_address(&peer_id, addr);
@@ -708,7 +718,11 @@ impl EventLoop {
                 ClusterResponse::RateLimited
             } else {
                 match self.clusters.get(&request.job_id) {
-                    Some(own) => {
+                    Some((_, assigned)) if !assigned.contains(&peer) => {
+                        tracing::debug!(target: "p2p", %peer, "cluster hello from a peer not assigned to the job");
+                        ClusterResponse::NotAssigned
+                    }
+                    Some((own, _)) => {
                         let own = own.clone();
                         self.emit(Event::ClusterHelloReceived {
                             peer,

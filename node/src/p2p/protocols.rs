@@ -123,6 +123,9 @@ pub enum ClusterResponse {
     Hello(ClusterHello),
     /// The receiver is not in that job (or has not registered its overlay info yet).
     UnknownJob,
+    /// The receiver runs that job, but the sender is not one of the job's assigned nodes: it
+    /// gets no keys or endpoints (issue 9: the exchange is bound to the job's assignment).
+    NotAssigned,
     /// Rate limited.
     RateLimited,
 }
