@@ -133,69 +133,134 @@ fn terminate(child: &mut Child) -> Option<std::process::ExitStatus> {
     }
 }
 
+/// A devnet with an orchestrator process and two bonded provider processes (devnet keys 0, 1
+/// and 2), and a JSON-RPC client of the orchestrator holding its cookie's token.
+struct Network {
+    chain: Chain,
+    kids: Children,
+    orch: NodeInfo,
+    /// Each provider's config and devnet key seed.
+    providers: Vec<(DevnetNode, u32)>,
+    rpc: HttpClient,
+}
+
+impl Network {
+    async fn start() -> Self {
+        let chain = Chain::start().await;
+        let root = chain.dir.path().to_path_buf();
+        let _ = support::probe_image();
+        fresh_seed(&chain, 0).await;
+        let mut kids = Children::default();
+
+        let orch_node = config(&chain, root.join("orch"), 0, vec![]);
+        let orch = start(&mut kids, &orch_node, "orchestrator");
+        assert!(orch.bond.is_none(), "an orchestrator posts no bond");
+        assert!(!orch.p2p.is_empty());
+
+        let mut providers = Vec::new();
+        for (name, seed) in [("pa", 1), ("pb", 2)] {
+            let mut node = config(&chain, root.join(name), seed, orch.p2p.clone());
+            node.provider = Some(DevnetProvider {
+                gpus: 1,
+                price_ntx_per_gpu_hour: RATE,
+                stake_ntx: STAKE,
+            });
+            let info = start(&mut kids, &node, name);
+            assert!(info.bond.is_some(), "{name} posted its bond at start");
+            assert_eq!(info.payment_key_hash, hex::encode(hash_of(&dev_key(seed))));
+            providers.push((node, seed));
+        }
+        let token = DataDir::open(&orch_node.data_dir)
+            .expect("data dir")
+            .read_rpc_cookie()
+            .expect("cookie written by the node");
+        let rpc = http(&orch, &token);
+        Self {
+            chain,
+            kids,
+            orch,
+            providers,
+            rpc,
+        }
+    }
+
+    fn ntx(&self) -> Vec<u64> {
+        self.providers
+            .iter()
+            .map(|(_, seed)| self.chain.ntx_of(&hash_of(&dev_key(*seed))))
+            .collect()
+    }
+
+    async fn submit(&self, sleep_s: u32) -> String {
+        let spec = serde_json::to_value(support::probe_spec(sleep_s, 600_000)).expect("spec JSON");
+        let sub: JobSubmitted = self
+            .rpc
+            .request("job_submit", rpc_params![spec])
+            .await
+            .expect("job_submit");
+        sub.job_id
+    }
+
+    /// Waits for the orchestrator's record of `id` to reach `settled`.
+    async fn settled(&self, id: &str) -> JobStatus {
+        wait_for("settled, by job_status", || async {
+            let s: Vec<JobStatus> = self
+                .rpc
+                .request("job_status", rpc_params![id])
+                .await
+                .expect("job_status");
+            let o = s.iter().find(|r| r.role == "orchestrator")?;
+            assert!(
+                !matches!(o.state.as_str(), "cancelled" | "expired"),
+                "the job ended without settling: {o:?}"
+            );
+            (o.state == "settled").then(|| o.clone())
+        })
+        .await
+    }
+}
+
+/// Names of the containers created on this Docker host since `since` (POSIX s) whose name
+/// starts with `prefix`, one entry per `create` event (Docker's event log, via the CLI).
+fn containers_created(since: u64, prefix: &str) -> Vec<String> {
+    let until = ganglion_node::p2p::now_ms() / 1000 + 1;
+    let out = std::process::Command::new("docker")
+        .args([
+            "events",
+            "--since",
+            &since.to_string(),
+            "--until",
+            &until.to_string(),
+            "--filter",
+            "type=container",
+            "--filter",
+            "event=create",
+            "--format",
+            "{{.Actor.Attributes.name}}",
+        ])
+        .output()
+        .expect("docker events runs");
+    assert!(out.status.success(), "docker events: {out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|n| n.starts_with(prefix))
+        .map(str::to_string)
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc() {
-    let chain = Chain::start().await;
-    let root = chain.dir.path().to_path_buf();
-    let _ = support::probe_image();
-    fresh_seed(&chain, 0).await;
-    let mut kids = Children::default();
-
-    let orch_node = config(&chain, root.join("orch"), 0, vec![]);
-    let orch = start(&mut kids, &orch_node, "orchestrator");
-    assert!(orch.bond.is_none(), "an orchestrator posts no bond");
-    assert!(!orch.p2p.is_empty());
-
-    let mut providers = Vec::new();
-    for (name, seed) in [("pa", 1), ("pb", 2)] {
-        let mut node = config(&chain, root.join(name), seed, orch.p2p.clone());
-        node.provider = Some(DevnetProvider {
-            gpus: 1,
-            price_ntx_per_gpu_hour: RATE,
-            stake_ntx: STAKE,
-        });
-        let info = start(&mut kids, &node, name);
-        assert!(info.bond.is_some(), "{name} posted its bond at start");
-        assert_eq!(info.payment_key_hash, hex::encode(hash_of(&dev_key(seed))));
-        providers.push(seed);
-    }
+    let mut net = Network::start().await;
     // Bonds are posted, so balances from here on change only by the job's payments.
-    let before: Vec<u64> = providers
-        .iter()
-        .map(|seed| chain.ntx_of(&hash_of(&dev_key(*seed))))
-        .collect();
-
-    let token = DataDir::open(&orch_node.data_dir)
-        .expect("data dir")
-        .read_rpc_cookie()
-        .expect("cookie written by the node");
-    let c = http(&orch, &token);
-    let spec = serde_json::to_value(support::probe_spec(2, 600_000)).expect("spec JSON");
-    let sub: JobSubmitted = c
-        .request("job_submit", rpc_params![spec])
-        .await
-        .expect("job_submit");
-    let id = sub.job_id.clone();
-    let done = wait_for("settled, by job_status", || async {
-        let s: Vec<JobStatus> = c
-            .request("job_status", rpc_params![id.clone()])
-            .await
-            .expect("job_status");
-        let o = s.iter().find(|r| r.role == "orchestrator")?;
-        assert!(
-            !matches!(o.state.as_str(), "cancelled" | "expired"),
-            "the job ended without settling: {o:?}"
-        );
-        (o.state == "settled").then(|| o.clone())
-    })
-    .await;
+    let before = net.ntx();
+    let id = net.submit(2).await;
+    let done = net.settled(&id).await;
     assert_eq!(
         done.txs.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
         ["lock", "assign", "settle"],
         "one transaction each"
     );
-    for (seed, before) in providers.iter().zip(before) {
-        let after = chain.ntx_of(&hash_of(&dev_key(*seed)));
+    for ((after, before), (_, seed)) in net.ntx().into_iter().zip(before).zip(&net.providers) {
         assert!(
             after > before,
             "provider {seed} was not paid: {before} → {after}"
@@ -203,11 +268,75 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
     }
 
     // SIGTERM stops the orchestrator cleanly (engine, RPC, swarm, follower).
-    let status = tokio::task::block_in_place(|| terminate(&mut kids.0[0]));
+    let status = tokio::task::block_in_place(|| terminate(&mut net.kids.0[0]));
     assert!(
         status.is_some_and(|s| s.success()),
         "the orchestrator did not exit cleanly on SIGTERM: {status:?}"
     );
-    drop(kids);
-    chain.handle.shutdown().await;
+    assert!(!net.orch.p2p.is_empty());
+    drop(net.kids);
+    net.chain.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_provider_killed_mid_run_restarts_on_its_data_dir_and_the_job_settles_once() {
+    let mut net = Network::start().await;
+    let since = ganglion_node::p2p::now_ms() / 1000;
+    let before = net.ntx();
+    let id = net.submit(8).await;
+
+    // Provider A's own RPC says when its container runs; then SIGKILL it.
+    let (pa_node, _) = net.providers[0].clone();
+    let pa_info = NodeInfo::read(&pa_node.data_dir).expect("pa node.json");
+    let pa_token = DataDir::open(&pa_node.data_dir)
+        .expect("data dir")
+        .read_rpc_cookie()
+        .expect("pa cookie");
+    let pa_rpc = http(&pa_info, &pa_token);
+    wait_for("provider A running the job", || async {
+        let s: Vec<JobStatus> = pa_rpc
+            .request("job_status", rpc_params![id.clone()])
+            .await
+            .ok()?;
+        s.iter()
+            .any(|r| r.role == "provider" && r.state == "running")
+            .then_some(())
+    })
+    .await;
+    // Index 1 is provider A (0 is the orchestrator).
+    let mut pa = net.kids.0.remove(1);
+    pa.kill().expect("SIGKILL");
+    let _ = pa.wait();
+    let restarted = start(&mut net.kids, &pa_node, "pa (restarted)");
+    assert_eq!(
+        restarted.peer_id, pa_info.peer_id,
+        "same identity from the data dir"
+    );
+    assert_eq!(
+        restarted.bond, pa_info.bond,
+        "the bond found again, not re-posted"
+    );
+
+    let done = net.settled(&id).await;
+    assert_eq!(
+        done.txs.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
+        ["lock", "assign", "settle"]
+    );
+    for ((after, before), (_, seed)) in net.ntx().into_iter().zip(before).zip(&net.providers) {
+        assert!(
+            after > before,
+            "provider {seed} was not paid: {before} → {after}"
+        );
+    }
+    let mut created = containers_created(since, &format!("ganglion-{}", &id[..40]));
+    created.sort();
+    let n = created.len();
+    created.dedup();
+    assert_eq!(
+        n, 2,
+        "one container per rank, none started twice: {created:?}"
+    );
+    assert_eq!(created.len(), 2, "two distinct ranks: {created:?}");
+    drop(net.kids);
+    net.chain.handle.shutdown().await;
 }
