@@ -340,3 +340,60 @@ async fn a_provider_killed_mid_run_restarts_on_its_data_dir_and_the_job_settles_
     drop(net.kids);
     net.chain.handle.shutdown().await;
 }
+
+/// Runs `ganglion node run` on `config_text` (data dir `dir`) and returns its exit status and
+/// stderr; the node is expected to stop at once.
+fn run_failing(dir: &Path, config_text: &str) -> (std::process::ExitStatus, String) {
+    std::fs::create_dir_all(dir).expect("dir");
+    let cfg = dir.join("node.toml");
+    std::fs::write(&cfg, config_text).expect("config");
+    let out = std::process::Command::new(ganglion())
+        .args(["node", "run", "--config"])
+        .arg(&cfg)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("runs");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn node_run_refuses_bad_config_with_the_cause() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let base = format!(
+        "network = \"devnet\"\ndata_dir = \"{}\"\n[chain]\nn2c = \"127.0.0.1:1\"\n",
+        tmp.path().join("data").display()
+    );
+    // An unknown key in a daemon section names the key.
+    let (status, err) = run_failing(tmp.path(), &format!("{base}[p2p]\nport = 4001\n"));
+    assert!(!status.success());
+    assert!(err.contains("unknown field `port`"), "{err}");
+    // No payment key: says how to make one.
+    let (status, err) = run_failing(tmp.path(), &base);
+    assert!(!status.success());
+    assert!(err.contains("ganglion wallet new"), "{err}");
+    // A key but no [validator]: the cause chain says what to add.
+    ganglion_node::wallet::PaymentKey::devnet(0)
+        .create(
+            &DataDir::open(tmp.path().join("data"))
+                .expect("dir")
+                .payment_key(),
+        )
+        .expect("key");
+    let (status, err) = run_failing(tmp.path(), &base);
+    assert!(!status.success());
+    assert!(
+        err.contains("the node stopped") && err.contains("no [validator] reference"),
+        "{err}"
+    );
+    // Everything set but nothing listens on the N2C address: a chain error.
+    let with_validator = format!(
+        "{base}[validator]\nreference = {{ tx_hash = \"{}\", index = 0 }}\n",
+        "00".repeat(32)
+    );
+    let (status, err) = run_failing(tmp.path(), &with_validator);
+    assert!(!status.success());
+    assert!(err.contains("chain:"), "{err}");
+}
