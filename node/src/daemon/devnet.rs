@@ -1,7 +1,20 @@
-//! Nodes on a running devnet, as child processes: [`DevnetNode`] writes a node's config file
-//! (and its devnet payment key), [`spawn`] starts `ganglion node run` on it and
-//! [`wait_started`] waits for its `node.json`. Used by the process-level test
-//! (`node/tests/daemon_run/`) and meant for `ganglion devnet demo`.
+//! Nodes on a running devnet, as child processes: [`deploy_validator`] puts the validator's
+//! reference script on chain, [`DevnetNode`] writes a node's config file (and its devnet
+//! payment key), [`spawn`] starts `ganglion node run` on it and [`wait_started`] waits for its
+//! `node.json`. Used by the process-level test (`node/tests/daemon_run/`) and meant for
+//! `ganglion devnet demo`:
+//!
+//! ```ignore
+//! let devnet = ganglion_testnet::devnet::start(DevnetConfig::new(genesis, dir)).await?;
+//! let n2c = devnet.n2c_tcp_addr()?;
+//! let reference = deploy_validator(n2c, &params, PaymentKey::devnet(3).signing_key()).await?;
+//! let orch = DevnetNode { data_dir, n2c, payment_seed: 0, deployment: params.clone(),
+//!     reference, bootstrap: vec![], provider: None, settle_grace_ms: None };
+//! let mut child = spawn(&ganglion_exe, &orch.write()?, &log)?;
+//! let info = wait_started(&mut child, &orch.data_dir, Duration::from_secs(60))?;
+//! // providers: bootstrap = info.p2p, provider = Some(DevnetProvider { .. });
+//! // JSON-RPC at info.rpc, token in <data_dir>/rpc.cookie.
+//! ```
 
 use std::io;
 use std::net::SocketAddr;
@@ -9,12 +22,109 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use ed25519_dalek::SigningKey;
+use ganglion_contracts::blueprint::Blueprint;
+use ganglion_contracts::build::{self, Deployment};
+use ganglion_contracts::env::Env;
 use ganglion_contracts::params::Params;
-use ganglion_contracts::tx::TxoRef;
+use ganglion_contracts::protocol::ProtocolParams;
+use ganglion_contracts::time::SlotConfig;
+use ganglion_contracts::tx::{Output, TxoRef, Utxo};
 
-use super::NodeInfo;
+use super::{DaemonError, NodeInfo};
+use crate::config::Network;
 use crate::datadir::DataDir;
-use crate::wallet::PaymentKey;
+use crate::job::chain::ChainAccess;
+use crate::network::NetworkPreset;
+use crate::settings::N2cEndpoint;
+use crate::wallet::{ChainClient, PaymentKey};
+
+fn chain_err(e: impl std::fmt::Display) -> DaemonError {
+    DaemonError::Chain(e.to_string())
+}
+
+/// Deploys the validator applied to `params` on the devnet at `n2c`: a reference-script
+/// output paid and signed by `deployer` (a funded devnet key). Returns its UTxO once the
+/// ledger holds it (the `[validator] reference` of every node's config).
+///
+/// # Errors
+/// [`DaemonError::Chain`] (connection, build, submission), [`DaemonError::Settings`] (devnet
+/// preset), [`DaemonError::ReferenceMissing`] when it is not on chain within
+/// [`super::chain::CHAIN_WAIT`].
+pub async fn deploy_validator(
+    n2c: SocketAddr,
+    params: &Params,
+    deployer: &SigningKey,
+) -> Result<TxoRef, DaemonError> {
+    let preset =
+        NetworkPreset::of(Network::Devnet).map_err(|e| DaemonError::Settings(e.to_string()))?;
+    let endpoint = N2cEndpoint::Tcp(n2c);
+    let script = Blueprint::committed()
+        .and_then(|b| b.apply(params))
+        .map_err(chain_err)?;
+    let mut client = ChainClient::connect(&endpoint, preset.magic)
+        .await
+        .map_err(chain_err)?;
+    let zero_time = client.system_start_ms().await;
+    client.close().await;
+    let env = Env {
+        params: ProtocolParams::mainnet().map_err(chain_err)?,
+        slot_config: SlotConfig {
+            zero_time: zero_time.map_err(chain_err)?,
+            zero_slot: 0,
+            slot_length: 1000,
+        },
+        network: preset.address_network,
+    };
+    // The deploy transaction spends no script, so the deployment's reference is unused.
+    let placeholder = Deployment {
+        params: params.clone(),
+        script: script.clone(),
+        reference: Utxo {
+            reference: TxoRef {
+                tx_hash: [0; 32],
+                index: 0,
+            },
+            output: Output::new(vec![], Default::default()),
+        },
+    };
+    let access = ChainAccess::new(
+        endpoint.clone(),
+        preset.magic,
+        env.clone(),
+        placeholder,
+        deployer.clone(),
+    );
+    let draft = build::deploy(&env, &script).map_err(chain_err)?;
+    let tx = access
+        .build(draft, crate::p2p::now_ms())
+        .await
+        .map_err(chain_err)?;
+    access
+        .submit(&tx, crate::p2p::now_ms())
+        .await
+        .map_err(chain_err)?;
+    let address = script.address(env.network);
+    let start = Instant::now();
+    loop {
+        let mut client = ChainClient::connect(&endpoint, preset.magic)
+            .await
+            .map_err(chain_err)?;
+        let utxos = client.utxos_at(&address).await;
+        client.close().await;
+        if let Some(u) = utxos
+            .map_err(chain_err)?
+            .into_iter()
+            .find(|u| u.reference.tx_hash == tx.hash)
+        {
+            return Ok(u.reference);
+        }
+        if start.elapsed() > super::chain::CHAIN_WAIT {
+            return Err(DaemonError::ReferenceMissing(hex::encode(tx.hash)));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
 
 /// A provider's part of a devnet node's config.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::Duration;
 
+use ganglion_contracts::tx::TxoRef;
 use ganglion_node::daemon::NodeInfo;
 use ganglion_node::daemon::devnet::{self, DevnetNode, DevnetProvider};
 use ganglion_node::datadir::DataDir;
@@ -44,13 +45,19 @@ fn ganglion() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_ganglion"))
 }
 
-fn config(chain: &Chain, dir: PathBuf, seed: u32, bootstrap: Vec<String>) -> DevnetNode {
+fn config(
+    chain: &Chain,
+    reference: TxoRef,
+    dir: PathBuf,
+    seed: u32,
+    bootstrap: Vec<String>,
+) -> DevnetNode {
     DevnetNode {
         data_dir: dir,
         n2c: chain.handle.n2c_tcp_addr().expect("n2c"),
         payment_seed: seed,
         deployment: chain.deployment.params.clone(),
-        reference: chain.deployment.reference.reference,
+        reference,
         bootstrap,
         provider: None,
         settle_grace_ms: None,
@@ -151,15 +158,24 @@ impl Network {
         let _ = support::probe_image();
         fresh_seed(&chain, 0).await;
         let mut kids = Children::default();
+        // The nodes use a reference script deployed here (devnet key 3), not the support's.
+        let reference = devnet::deploy_validator(
+            chain.handle.n2c_tcp_addr().expect("n2c"),
+            &chain.deployment.params,
+            &dev_key(3),
+        )
+        .await
+        .expect("validator deployed");
+        assert_ne!(reference, chain.deployment.reference.reference);
 
-        let orch_node = config(&chain, root.join("orch"), 0, vec![]);
+        let orch_node = config(&chain, reference, root.join("orch"), 0, vec![]);
         let orch = start(&mut kids, &orch_node, "orchestrator");
         assert!(orch.bond.is_none(), "an orchestrator posts no bond");
         assert!(!orch.p2p.is_empty());
 
         let mut providers = Vec::new();
         for (name, seed) in [("pa", 1), ("pb", 2)] {
-            let mut node = config(&chain, root.join(name), seed, orch.p2p.clone());
+            let mut node = config(&chain, reference, root.join(name), seed, orch.p2p.clone());
             node.provider = Some(DevnetProvider {
                 gpus: 1,
                 price_ntx_per_gpu_hour: RATE,
