@@ -25,8 +25,8 @@
 //! - [`doctor`]: read-only checks that this machine can run a node (Docker, GPU runtime, GPUs,
 //!   chain, RPC port, disk), each with the step that fixes it.
 //!
-//! Overlay wiring (NAT traversal, relay fallback), the engine inside `ganglion node run`, and
-//! the other RPC namespaces arrive with issues 9–11.
+//! Overlay wiring into the daemon (NAT traversal, relay fallback), detected GPUs in
+//! `ganglion node run`, and the other RPC namespaces arrive with issues 9–11.
 
 pub mod config;
 /// `ganglion node run`: a node process composed from the settings.

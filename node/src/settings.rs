@@ -18,6 +18,16 @@
 //! slash_bps = 2000
 //!
 //! [gpus]                              # ... the sections of config.rs
+//!
+//! [p2p]                               # `ganglion node run` only: crate::daemon::config
+//! listen = ["/ip4/0.0.0.0/tcp/0"]     # multiaddrs
+//! bootstrap = []                      # multiaddrs ending in /p2p/<peer id>
+//! [validator]                         # the reference-script UTxO of the deployment
+//! reference = { tx_hash = "<64 hex>", index = 0 }
+//! [bond]                              # provider: posted at start when none is live
+//! stake_ntx = 5000000                 # NTX base units
+//! [engine]                            # job engine timing (confirmation_depth in blocks, ..._ms)
+//! confirmation_depth = 0
 //! ```
 //!
 //! | variable | overrides |
