@@ -29,7 +29,6 @@
 //! `ganglion node run`, and the other RPC namespaces arrive with issues 9–11.
 
 pub mod config;
-/// `ganglion node run`: a node process composed from the settings.
 pub mod daemon;
 pub mod datadir;
 pub mod doctor;
