@@ -69,12 +69,16 @@ fn config(
 fn start(kids: &mut Children, node: &DevnetNode, name: &str) -> NodeInfo {
     let cfg = node.write().expect("config written");
     let log = node.data_dir.with_extension("log");
+    let t0 = std::time::Instant::now();
     let mut child = devnet::spawn(ganglion(), &cfg, &log).expect("spawns");
     let started =
         tokio::task::block_in_place(|| devnet::wait_started(&mut child, &node.data_dir, START));
     kids.0.push(child);
     match started {
-        Ok(info) => info,
+        Ok(info) => {
+            eprintln!("{name}: node.json after {:?}", t0.elapsed());
+            info
+        }
         Err(e) => panic!(
             "{name} did not start: {e}\n--- log ---\n{}",
             std::fs::read_to_string(&log).unwrap_or_default()
@@ -269,8 +273,13 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
     let mut net = Network::start().await;
     // Bonds are posted, so balances from here on change only by the job's payments.
     let before = net.ntx();
+    let t0 = std::time::Instant::now();
     let id = net.submit(2).await;
     let done = net.settled(&id).await;
+    eprintln!(
+        "job_submit → settled: {:?} (probe sleeps 2 s)",
+        t0.elapsed()
+    );
     assert_eq!(
         done.txs.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
         ["lock", "assign", "settle"],
