@@ -275,3 +275,63 @@ pub fn wait_started(child: &mut Child, data_dir: &Path, timeout: Duration) -> io
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ganglion_contracts::params::AssetClass;
+
+    use super::*;
+    use crate::settings::Settings;
+
+    #[test]
+    fn the_written_config_parses_back_to_the_same_node() {
+        let node = DevnetNode {
+            data_dir: PathBuf::from("/var/tmp/x \"quoted\""),
+            n2c: "127.0.0.1:3001".parse().expect("addr"),
+            payment_seed: 1,
+            deployment: Params {
+                ntx: AssetClass {
+                    policy: [7; 28],
+                    name: b"NTX".to_vec(),
+                },
+                min_bond_per_gpu: 1_000_000,
+                unbonding_delay_ms: 60_000,
+                slash_bps: 1_000,
+            },
+            reference: TxoRef {
+                tx_hash: [9; 32],
+                index: 3,
+            },
+            bootstrap: vec!["/ip4/127.0.0.1/tcp/4001".into()],
+            provider: Some(DevnetProvider {
+                gpus: 2,
+                price_ntx_per_gpu_hour: 3_600_000,
+                stake_ntx: 5_000_000,
+            }),
+            settle_grace_ms: Some(1_500),
+        };
+        let s = Settings::from_toml(&node.to_toml()).expect("parses");
+        assert_eq!(s.daemon.data_dir.as_deref(), Some(node.data_dir.as_path()));
+        assert_eq!(s.daemon.chain.n2c.as_deref(), Some("127.0.0.1:3001"));
+        assert_eq!(s.daemon.deployment.as_ref(), Some(&node.deployment));
+        assert_eq!(
+            s.daemon.validator.as_ref().map(|v| v.reference),
+            Some(node.reference)
+        );
+        assert_eq!(s.daemon.p2p.bootstrap.len(), 1);
+        assert_eq!(s.daemon.engine.confirmation_depth, Some(0));
+        assert_eq!(s.daemon.engine.settle_grace_ms, Some(1_500));
+        assert_eq!(s.daemon.bond.as_ref().map(|b| b.stake_ntx), Some(5_000_000));
+        let limits = s.node.provider.as_ref().expect("[provider]");
+        assert_eq!(limits.price_ntx_per_gpu_hour, 3_600_000);
+        assert_eq!(s.node.gpus.declared.iter().map(|d| d.count).sum::<u32>(), 2);
+        let orch = DevnetNode {
+            provider: None,
+            settle_grace_ms: None,
+            ..node
+        };
+        let s = Settings::from_toml(&orch.to_toml()).expect("parses");
+        assert!(s.node.provider.is_none() && s.daemon.bond.is_none());
+        assert!(s.node.gpus.declared.is_empty());
+    }
+}
