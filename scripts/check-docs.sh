@@ -10,7 +10,9 @@
 # its expected output: each must match a line of the real output (stdout and stderr), in
 # order, where `...` in an expected line matches any text and a run of spaces any run of
 # whitespace. Every command must exit 0.
-# Other fences (```sh, ```toml, ```text) are shown, not run.
+# Other fences are shown, not run; but in ```sh blocks every line that calls `ganglion`,
+# `ganglion-devnet` or `ganglion-indexer` is checked against the binary: its subcommand must
+# exist (`<bin> <subcommand...> --help` exits 0) and each `--flag` it uses must be in that help.
 #
 # Each doc runs in one bash session (so `export` and `cd` carry over from line to line),
 # starting in the repository root, with:
@@ -20,7 +22,8 @@
 #   - ~/devnet = the data dir of a devnet this script starts (`ganglion-devnet up --data-dir
 #     ~/devnet`, as the guides tell the reader to run in another terminal): its N2C socket is
 #     ~/devnet/node.socket;
-#   - no GANGLION_* variable from the caller's environment.
+#   - no GANGLION_* variable from the caller's environment;
+#   - a Docker Engine (started with scripts/ensure-docker.sh if none answers), for `doctor`.
 # A failure names the doc and the line, shows the command's output and makes the script exit 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,6 +49,13 @@ for b in ganglion ganglion-devnet ganglion-indexer; do
   [ -x "$bin/$b" ] || { echo "error: $bin/$b is missing: build it (scripts/check-docs.sh --build)" >&2; exit 1; }
 done
 command -v python3 >/dev/null 2>&1 || { echo "error: check-docs needs python3" >&2; exit 1; }
+
+# The guides run `ganglion doctor`, which fails without a Docker Engine: start one if none
+# answers (idempotent; installs docker.io on Debian; needs root).
+if ! docker info >/dev/null 2>&1; then
+  echo "==> no Docker Engine answers: scripts/ensure-docker.sh" >&2
+  bash scripts/ensure-docker.sh
+fi
 
 work=$(mktemp -d /tmp/ganglion-check-docs.XXXXXX)
 devnet_pid=
@@ -230,6 +240,52 @@ for path in docs:
             print(f"    ok  {rel(path)}:{n}: {shown}", file=sys.stderr)
 
 print(f"==> commands: {commands_run} run", file=sys.stderr)
+
+# ---------------------------------------------------------------- shown (```sh) commands
+import shlex
+BINS = ("ganglion", "ganglion-devnet", "ganglion-indexer")
+
+def sh_lines(text):
+    fence = None
+    for n, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"^\s*```\s*(\S*)", line)
+        if m:
+            fence = None if fence is not None else m.group(1)
+            continue
+        if fence in ("sh", "bash", "shell"):
+            yield n, line
+
+shown_checked = 0
+for path in docs:
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for n, line in sh_lines(text):
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError as e:
+            failures.append(f"{rel(path)}:{n}: cannot parse shell line: {e}")
+            continue
+        while words and re.match(r"^[A-Z_][A-Z0-9_]*=", words[0]):
+            words.pop(0)
+        if not words or words[0] not in BINS:
+            continue
+        sub = []
+        for w in words[1:]:
+            if not re.match(r"^[a-z][a-z0-9-]*$", w):
+                break
+            sub.append(w)
+        flags = sorted({w.split("=", 1)[0] for w in words[1:] if w.startswith("--")})
+        res = subprocess.run([os.path.join(bin_dir, words[0])] + sub + ["--help"],
+                             capture_output=True, text=True, timeout=60)
+        shown = " ".join([words[0]] + sub)
+        shown_checked += 1
+        if res.returncode != 0:
+            failures.append(f"{rel(path)}:{n}: `{shown}` is not a command of {words[0]}:\n      {res.stderr.strip()[:300]}")
+            continue
+        for fl in flags:
+            if not re.search(re.escape(fl) + r"\b", res.stdout):
+                failures.append(f"{rel(path)}:{n}: `{shown}` has no flag {fl} (see `{shown} --help`)")
+print(f"==> shown commands: {shown_checked} checked against --help", file=sys.stderr)
 if commands_run == 0:
     failures.append("no ```console command found in docs/*.md: nothing was checked")
 if failures:
