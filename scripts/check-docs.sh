@@ -13,6 +13,8 @@
 # Other fences are shown, not run; but in ```sh blocks every line that calls `ganglion`,
 # `ganglion-devnet` or `ganglion-indexer` is checked against the binary: its subcommand must
 # exist (`<bin> <subcommand...> --help` exits 0) and each `--flag` it uses must be in that help.
+# A note `<!-- coming: ganglion node run -->` says a command does not exist yet: the check
+# fails once it does, so the docs are updated with it.
 #
 # Each doc runs in one bash session (so `export` and `cd` carry over from line to line),
 # starting in the repository root, with:
@@ -286,6 +288,26 @@ for path in docs:
             if not re.search(re.escape(fl) + r"\b", res.stdout):
                 failures.append(f"{rel(path)}:{n}: `{shown}` has no flag {fl} (see `{shown} --help`)")
 print(f"==> shown commands: {shown_checked} checked against --help", file=sys.stderr)
+
+# ---------------------------------------------------------------- "coming" notes
+# `<!-- coming: ganglion node run -->` marks a note saying a command does not exist yet; the
+# check fails as soon as it does exist, so the note is rewritten instead of going stale.
+coming_checked = 0
+for path in docs:
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for n, line in enumerate(text.splitlines(), 1):
+        for m in re.finditer(r"<!--\s*coming:\s*(.*?)\s*-->", line):
+            words = m.group(1).split()
+            if not words or words[0] not in BINS:
+                failures.append(f"{rel(path)}:{n}: a coming note must name a command of {', '.join(BINS)}")
+                continue
+            coming_checked += 1
+            res = subprocess.run([os.path.join(bin_dir, words[0])] + words[1:] + ["--help"],
+                                 capture_output=True, text=True, timeout=60)
+            if res.returncode == 0:
+                failures.append(f"{rel(path)}:{n}: `{m.group(1)}` exists now: document it and drop its 'coming' note")
+print(f"==> coming notes: {coming_checked} commands confirmed absent", file=sys.stderr)
 if commands_run == 0:
     failures.append("no ```console command found in docs/*.md: nothing was checked")
 if failures:
