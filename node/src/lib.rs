@@ -20,6 +20,8 @@
 //! - [`job`]: the job lifecycle: persisted orchestrator/provider state machines, the intent
 //!   log, and the engine driving lock → match → accept → assign → dispatch → attest → settle
 //!   (cancel, expire with slashing) over the chain, p2p and the executor.
+//! - [`daemon`]: `ganglion node run` — the whole node in one process (indexer, swarm, engine,
+//!   provider side, JSON-RPC) and devnet helpers that spawn it.
 //! - [`doctor`]: read-only checks that this machine can run a node (Docker, GPU runtime, GPUs,
 //!   chain, RPC port, disk), each with the step that fixes it.
 //!
@@ -27,6 +29,8 @@
 //! the other RPC namespaces arrive with issues 9–11.
 
 pub mod config;
+/// `ganglion node run`: a node process composed from the settings.
+pub mod daemon;
 pub mod datadir;
 pub mod doctor;
 pub mod executor;

@@ -22,6 +22,8 @@ enum Command {
     Wallet(cli::wallet::Args),
     /// Check that this machine can run a node: Docker, GPU runtime, GPUs, chain, port, disk.
     Doctor(cli::doctor::Args),
+    /// Run the node: `ganglion node run [--config F]`.
+    Node(cli::node::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -29,5 +31,6 @@ fn main() -> anyhow::Result<()> {
         Command::Gpus(args) => cli::gpus::run(args),
         Command::Wallet(args) => cli::wallet::run(args),
         Command::Doctor(args) => cli::doctor::run(args),
+        Command::Node(args) => cli::node::run(args),
     }
 }

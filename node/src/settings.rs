@@ -39,7 +39,16 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Network, NodeConfig};
 
 /// Top-level keys owned by this module.
-const OWN_KEYS: [&str; 4] = ["data_dir", "chain", "rpc", "deployment"];
+const OWN_KEYS: [&str; 8] = [
+    "data_dir",
+    "chain",
+    "rpc",
+    "deployment",
+    "p2p",
+    "bond",
+    "validator",
+    "engine",
+];
 
 /// Default JSON-RPC listen address (localhost only).
 pub const DEFAULT_RPC_LISTEN: &str = "127.0.0.1:7070";
@@ -65,6 +74,14 @@ pub struct DaemonSections {
     pub rpc: RpcSection,
     /// `[deployment]`: validator parameters (required on public networks).
     pub deployment: Option<Params>,
+    /// `[p2p]`: listen addresses and bootstrap peers (`ganglion node run`).
+    pub p2p: crate::daemon::config::P2pSection,
+    /// `[bond]`: the bond a provider posts at start when it has none.
+    pub bond: Option<crate::daemon::config::BondSection>,
+    /// `[validator]`: the reference-script UTxO of the deployment.
+    pub validator: Option<crate::daemon::config::ValidatorSection>,
+    /// `[engine]`: job engine timing.
+    pub engine: crate::daemon::config::EngineSection,
 }
 
 /// `[chain]`: how to reach a node.

@@ -3,4 +3,5 @@
 
 pub mod doctor;
 pub mod gpus;
+pub mod node;
 pub mod wallet;

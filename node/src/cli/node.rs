@@ -1,0 +1,66 @@
+//! `ganglion node run [--config F]`: the node in the foreground until SIGINT or SIGTERM.
+//! Logs go to stderr through `tracing` (filter with `RUST_LOG`, default `info`).
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use ganglion_node::daemon;
+use ganglion_node::settings::Settings;
+use tokio_util::sync::CancellationToken;
+
+/// Run the node.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `ganglion node …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Run the node (indexer, p2p, job engine, JSON-RPC; a provider too with [provider])
+    /// until SIGINT or SIGTERM.
+    Run {
+        /// Node config (TOML); `GANGLION_*` variables override it.
+        #[arg(long, env = "GANGLION_CONFIG")]
+        config: Option<PathBuf>,
+    },
+}
+
+/// Runs the subcommand.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        Command::Run { config } => run_node(config),
+    }
+}
+
+fn run_node(config: Option<PathBuf>) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let settings = Settings::load(config.as_deref()).context("loading the settings")?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let shutdown = CancellationToken::new();
+        let signals = shutdown.clone();
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("installing the SIGTERM handler")?;
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT"),
+                _ = term.recv() => tracing::info!("SIGTERM"),
+            }
+            signals.cancel();
+        });
+        daemon::run(settings, shutdown)
+            .await
+            .context("the node stopped")
+    })
+}

@@ -1,0 +1,203 @@
+//! What the node learns from the chain before it starts its engine: the build environment
+//! (slot clock from the preset, or the devnet's system start over N2C), the deployment (the
+//! validator applied to `[deployment]`/preset parameters, its reference UTxO read from the
+//! ledger), an indexer caught up with the tip, and — for a provider — its live bond, posted
+//! when `[bond]` asks for one and the chain has none.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ed25519_dalek::SigningKey;
+use ganglion_contracts::blueprint::Blueprint;
+use ganglion_contracts::build::{self, BondRequest, Deployment};
+use ganglion_contracts::env::Env;
+use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::protocol::ProtocolParams;
+use ganglion_contracts::time::SlotConfig;
+use ganglion_contracts::tx::TxoRef;
+use ganglion_indexer::Indexer;
+use ganglion_indexer::store::Kv;
+use libp2p::PeerId;
+
+use super::DaemonError;
+use super::config::BondSection;
+use crate::job::chain::ChainAccess;
+use crate::network::NetworkPreset;
+use crate::settings::{N2cEndpoint, Settings};
+use crate::wallet::ChainClient;
+
+/// Longest wait for the indexer to reach the tip, or for a posted bond to appear.
+pub const CHAIN_WAIT: Duration = Duration::from_secs(120);
+
+fn chain_err(e: impl std::fmt::Display) -> DaemonError {
+    DaemonError::Chain(e.to_string())
+}
+
+/// The build environment and the deployment of `settings`' network.
+///
+/// # Errors
+/// [`DaemonError::Settings`] (no deployment parameters), [`DaemonError::NoValidator`],
+/// [`DaemonError::Chain`], [`DaemonError::ReferenceMissing`].
+pub async fn resolve(
+    settings: &Settings,
+    preset: &NetworkPreset,
+    endpoint: &N2cEndpoint,
+) -> Result<(Env, Deployment), DaemonError> {
+    let params = preset
+        .require_deployment(settings.daemon.deployment.as_ref())
+        .map_err(|e| DaemonError::Settings(e.to_string()))?;
+    let reference = settings
+        .daemon
+        .validator
+        .as_ref()
+        .ok_or(DaemonError::NoValidator)?
+        .reference;
+    let script = Blueprint::committed()
+        .and_then(|b| b.apply(&params))
+        .map_err(chain_err)?;
+    let mut client = ChainClient::connect(endpoint, preset.magic)
+        .await
+        .map_err(chain_err)?;
+    let slot_config = match preset.slot_config {
+        Some(s) => s,
+        None => SlotConfig {
+            zero_time: client.system_start_ms().await.map_err(chain_err)?,
+            zero_slot: 0,
+            slot_length: 1000,
+        },
+    };
+    let env = Env {
+        params: ProtocolParams::mainnet().map_err(chain_err)?,
+        slot_config,
+        network: preset.address_network,
+    };
+    let at_script = client.utxos_at(&script.address(env.network)).await;
+    client.close().await;
+    let utxo = at_script
+        .map_err(chain_err)?
+        .into_iter()
+        .find(|u| u.reference == reference)
+        .ok_or_else(|| {
+            DaemonError::ReferenceMissing(format!(
+                "{}#{}",
+                hex::encode(reference.tx_hash),
+                reference.index
+            ))
+        })?;
+    Ok((
+        env,
+        Deployment {
+            params,
+            script,
+            reference: utxo,
+        },
+    ))
+}
+
+/// Waits until `indexer` has applied the chain's current tip (as N2C reports it now).
+///
+/// # Errors
+/// [`DaemonError::Chain`], [`DaemonError::Indexer`], [`DaemonError::CatchUp`] after
+/// [`CHAIN_WAIT`].
+pub async fn catch_up<S: Kv>(
+    indexer: &Indexer<S>,
+    endpoint: &N2cEndpoint,
+    magic: u64,
+) -> Result<(), DaemonError> {
+    let mut client = ChainClient::connect(endpoint, magic)
+        .await
+        .map_err(chain_err)?;
+    let tip = client.tip().await;
+    client.close().await;
+    let Some((tip, _)) = tip.map_err(chain_err)? else {
+        return Ok(());
+    };
+    let start = Instant::now();
+    while indexer.tip()?.is_none_or(|p| p.slot < tip) {
+        if start.elapsed() > CHAIN_WAIT {
+            return Err(DaemonError::CatchUp {
+                tip,
+                waited_s: CHAIN_WAIT.as_secs(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// Who a provider's bond must name.
+pub struct BondOwner<'a> {
+    /// The payment key hash.
+    pub provider: KeyHash,
+    /// The attest key.
+    pub attest: &'a SigningKey,
+    /// The libp2p peer id.
+    pub peer: PeerId,
+}
+
+/// The live bond naming `owner` (found in the caught-up `indexer`), or — when `bond` is set
+/// and there is none — a bond of `bond.stake_ntx` for `bond.gpus` (default `gpus`) posted
+/// through `access` and awaited. Returns the bond UTxO and its stake (NTX base units).
+///
+/// # Errors
+/// [`DaemonError::NoBond`], [`DaemonError::Chain`], [`DaemonError::BondTimeout`],
+/// [`DaemonError::Indexer`].
+pub async fn ensure_bond<S: Kv>(
+    indexer: &Arc<Indexer<S>>,
+    access: &ChainAccess,
+    deployment: &Deployment,
+    env: &Env,
+    owner: &BondOwner<'_>,
+    bond: Option<&BondSection>,
+    gpus: u64,
+) -> Result<(TxoRef, u64), DaemonError> {
+    let peer = owner.peer.to_bytes();
+    let attest = owner.attest.verifying_key().to_bytes();
+    let find = || -> Result<Option<(TxoRef, u64)>, DaemonError> {
+        Ok(indexer
+            .active_bonds()?
+            .into_iter()
+            .find(|b| {
+                b.datum.provider == owner.provider
+                    && b.datum.attest_key == attest
+                    && b.datum.peer_id == peer
+            })
+            .map(|b| (b.bond, b.stake)))
+    };
+    if let Some(found) = find()? {
+        tracing::info!(bond = %hex::encode(found.0.tx_hash), index = found.0.index, stake = found.1, "live bond found");
+        return Ok(found);
+    }
+    let bond = bond.ok_or(DaemonError::NoBond)?;
+    let draft = build::post_bond(
+        deployment,
+        env,
+        &BondRequest {
+            provider: owner.provider,
+            attest_key: attest,
+            peer_id: peer.clone(),
+            gpus: bond.gpus.unwrap_or(gpus),
+            stake: bond.stake_ntx,
+        },
+    )
+    .map_err(chain_err)?;
+    let tx = access
+        .build(draft, crate::p2p::now_ms())
+        .await
+        .map_err(chain_err)?;
+    access
+        .submit(&tx, crate::p2p::now_ms())
+        .await
+        .map_err(chain_err)?;
+    tracing::info!(tx = %hex::encode(tx.hash), stake = bond.stake_ntx, "bond posted");
+    let start = Instant::now();
+    loop {
+        if let Some(found) = find()? {
+            return Ok(found);
+        }
+        if start.elapsed() > CHAIN_WAIT {
+            return Err(DaemonError::BondTimeout(hex::encode(tx.hash)));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

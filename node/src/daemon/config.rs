@@ -1,0 +1,143 @@
+//! The config sections only `ganglion node run` reads: `[p2p]`, `[bond]`, `[validator]` and
+//! `[engine]` (parsed by [`crate::settings`], which refuses unknown keys in each).
+//!
+//! ```toml
+//! [p2p]
+//! listen = ["/ip4/0.0.0.0/tcp/7071"]          # multiaddrs; port 0 = any free port
+//! bootstrap = ["/ip4/10.0.0.5/tcp/7071/p2p/12D3KooW…"]   # peers dialled at start
+//!
+//! [bond]                                       # provider only: posted at start when the chain
+//! stake_ntx = 5000000                          # has no live bond for this key; NTX base units
+//! gpus = 1                                     # GPUs the bond backs (default: all pooled)
+//!
+//! [validator]                                  # where the validator's reference script is
+//! reference = { tx_hash = "<64 hex>", index = 0 }   # required: no public deployment exists yet
+//!
+//! [engine]
+//! confirmation_depth = 0                       # blocks; default the network preset's
+//! poll_ms = 250                                # ms between passes over unfinished jobs
+//! validity_slots = 120                         # slots a lock/assign stays valid
+//! settle_grace_ms = 30000                      # ms a provider waits before settling itself
+//! ```
+
+use ganglion_contracts::tx::TxoRef;
+use libp2p::Multiaddr;
+use serde::{Deserialize, Serialize};
+
+/// `[p2p]`: where the swarm listens and whom it dials first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct P2pSection {
+    /// Listen multiaddrs (default `/ip4/0.0.0.0/tcp/0`: every interface, any free port).
+    #[serde(with = "multiaddrs")]
+    pub listen: Vec<Multiaddr>,
+    /// Bootstrap peers, each ending in `/p2p/<peer id>`; dialled at start and given to
+    /// Kademlia.
+    #[serde(with = "multiaddrs")]
+    pub bootstrap: Vec<Multiaddr>,
+}
+
+impl Default for P2pSection {
+    fn default() -> Self {
+        Self {
+            listen: vec!["/ip4/0.0.0.0/tcp/0".parse().expect("literal multiaddr")],
+            bootstrap: Vec::new(),
+        }
+    }
+}
+
+/// `[bond]`: the bond a provider posts at start when the chain holds no live bond naming this
+/// node's payment key, attest key and peer id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BondSection {
+    /// NTX base units staked (at least the deployment's `min_bond_per_gpu × gpus`).
+    pub stake_ntx: u64,
+    /// GPUs the bond backs; absent = every pooled GPU.
+    #[serde(default)]
+    pub gpus: Option<u64>,
+}
+
+/// `[validator]`: the deployed validator's reference-script UTxO (its parameters are
+/// `[deployment]`, or the network preset's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValidatorSection {
+    /// The UTxO at the script address holding the reference script.
+    pub reference: TxoRef,
+}
+
+/// `[engine]`: job engine timing (see [`crate::job::EngineConfig`]; absent keys keep its
+/// defaults, `confirmation_depth` the network preset's).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineSection {
+    /// Blocks on top of an event before acting on it. The devnet forges only when a
+    /// transaction is pending, so a devnet node runs with 0.
+    pub confirmation_depth: Option<u64>,
+    /// Milliseconds between passes over unfinished jobs.
+    pub poll_ms: Option<u64>,
+    /// Validity window of lock transactions, slots.
+    pub validity_slots: Option<u64>,
+    /// Milliseconds a provider holding every attestation waits before settling itself.
+    pub settle_grace_ms: Option<u64>,
+}
+
+/// Multiaddrs as TOML strings (libp2p's serde feature is off).
+mod multiaddrs {
+    use libp2p::Multiaddr;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[Multiaddr], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(v.iter().map(ToString::to_string))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Multiaddr>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|a| {
+                a.parse()
+                    .map_err(|e| serde::de::Error::custom(format!("multiaddr {a:?}: {e}")))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::settings::Settings;
+
+    #[test]
+    fn daemon_sections_parse_and_refuse_unknown_keys() {
+        let s = Settings::from_toml(
+            r#"
+[p2p]
+listen = ["/ip4/127.0.0.1/tcp/0"]
+bootstrap = ["/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN"]
+[bond]
+stake_ntx = 5000000
+[validator]
+reference = { tx_hash = "0101010101010101010101010101010101010101010101010101010101010101", index = 2 }
+[engine]
+confirmation_depth = 0
+"#,
+        )
+        .expect("parses");
+        assert_eq!(s.daemon.p2p.bootstrap.len(), 1);
+        assert_eq!(s.daemon.bond.as_ref().map(|b| b.stake_ntx), Some(5_000_000));
+        assert_eq!(
+            s.daemon.validator.as_ref().map(|v| v.reference.index),
+            Some(2)
+        );
+        assert_eq!(s.daemon.engine.confirmation_depth, Some(0));
+        for bad in [
+            "[p2p]\nlisten = [\"/ip4/127.0.0.1/tcp/0\"]\nport = 1",
+            "[bond]\nstake_ntx = 1\ncolour = 2",
+            "[engine]\npoll = 3",
+            "[p2p]\nlisten = [\"not a multiaddr\"]",
+            "[validator]\nreference = \"abcd#0\"",
+        ] {
+            assert!(Settings::from_toml(bad).is_err(), "accepted: {bad}");
+        }
+    }
+}

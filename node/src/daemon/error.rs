@@ -1,0 +1,83 @@
+//! Why a node could not start or stopped.
+
+use std::path::PathBuf;
+
+/// A step of starting the node failed. Each variant names the step; the cause is its source.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DaemonError {
+    /// Settings (data dir, N2C endpoint) or network preset.
+    #[error("settings: {0}")]
+    Settings(String),
+    /// No payment key in the data dir.
+    #[error("no payment key at {0}: run `ganglion wallet new` first")]
+    NoPaymentKey(PathBuf),
+    /// A key file could not be read or written.
+    #[error("key file {path}: {source}")]
+    Key {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: crate::datadir::Error,
+    },
+    /// `[validator]` is missing: the node cannot find the reference script.
+    #[error(
+        "no [validator] reference in the config: set reference = {{ tx_hash = \"<64 hex>\", \
+         index = N }} (the UTxO holding the validator's reference script)"
+    )]
+    NoValidator,
+    /// The configured reference UTxO is not at the script address.
+    #[error("the reference script UTxO {0} is not at the validator's address on chain")]
+    ReferenceMissing(String),
+    /// Talking to the chain (N2C) failed.
+    #[error("chain: {0}")]
+    Chain(String),
+    /// The indexer (sled store or sync).
+    #[error("indexer: {0}")]
+    Indexer(#[from] ganglion_indexer::Error),
+    /// The indexer did not reach the chain's tip in time.
+    #[error("the indexer did not reach the chain tip (slot {tip}) within {waited_s} s")]
+    CatchUp {
+        /// The chain tip's slot.
+        tip: u64,
+        /// Seconds waited.
+        waited_s: u64,
+    },
+    /// A provider without a live bond and no `[bond]` to post one.
+    #[error(
+        "no live bond for this node's payment key, attest key and peer id: add [bond] \
+         stake_ntx = N to post one at start"
+    )]
+    NoBond,
+    /// The bond posted at start did not appear on chain in time.
+    #[error("the bond transaction {0} did not appear on chain within 120 s")]
+    BondTimeout(String),
+    /// `[provider]` is set but no GPU can be offered.
+    #[error("provider: {0}")]
+    Provider(String),
+    /// The blockstore.
+    #[error("blockstore: {0}")]
+    Blockstore(String),
+    /// The p2p swarm.
+    #[error("p2p: {0}")]
+    P2p(#[from] crate::p2p::Error),
+    /// The executor (Docker).
+    #[error("executor: {0}")]
+    Executor(#[from] crate::executor::ExecError),
+    /// The job engine.
+    #[error("job engine: {0}")]
+    Engine(#[from] crate::job::EngineError),
+    /// The JSON-RPC server.
+    #[error("rpc: {0}")]
+    Rpc(#[from] crate::rpc::Error),
+    /// Writing `node.json`.
+    #[error("writing {path}: {source}")]
+    Info {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}

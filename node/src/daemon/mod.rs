@@ -1,0 +1,31 @@
+//! `ganglion node run`: one node process composed from [`crate::settings::Settings`].
+//!
+//! - [`config`]: the sections only the daemon reads (`[p2p]`, `[bond]`, `[validator]`,
+//!   `[engine]`), with units.
+//! - [`keys`]: the attest and libp2p keys in the data dir (created at first start).
+//! - [`chain`]: build environment, deployment and reference script; indexer catch-up; the
+//!   provider's bond (found, or posted at start).
+//! - [`node`]: [`run`], the composition, and [`NodeInfo`] (`<data dir>/node.json`: RPC address,
+//!   p2p multiaddrs, peer id, bond) written once the node is up.
+//! - [`devnet`]: for tests and `ganglion devnet demo` — write a node's config for a running
+//!   devnet and spawn `ganglion node run` as a child process.
+//!
+//! A node is an orchestrator always (JSON-RPC `job_submit`), and a provider too when the
+//! config has `[provider]` (price and limits) and `[[gpus.declared]]` (devnet). Restarting
+//! with the same data dir continues every job (the engine's store and the executor's table
+//! are durable; see [`crate::job`]).
+//!
+//! Not wired yet: detected (NVML/sysfs) GPUs — `node run` offers declared GPUs only, so a
+//! provider runs on the devnet only; the per-job overlay (containers use one Docker bridge,
+//! so all providers must share a Docker host) and therefore `OverlayNetwork::sweep_orphans`;
+//! the other RPC namespaces and metrics.
+
+pub mod chain;
+pub mod config;
+pub mod devnet;
+mod error;
+pub mod keys;
+pub mod node;
+
+pub use error::DaemonError;
+pub use node::{NodeInfo, run};

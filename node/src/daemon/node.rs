@@ -1,0 +1,367 @@
+//! [`run`]: one node process — data dir, keys, indexer, blockstore, swarm, optional provider
+//! side, job engine and JSON-RPC server — until a shutdown signal.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ganglion_indexer::follow::Source;
+use ganglion_indexer::store::SledKv;
+use ganglion_indexer::sync::{self, SyncConfig};
+use ganglion_indexer::{Indexer, Watch};
+use ganglion_storage::bitswap::BitswapStore;
+use ganglion_storage::blockstore::{Blockstore, SledBlockstore};
+use ganglion_storage::pin::Embedded;
+use libp2p::Multiaddr;
+use libp2p::multiaddr::Protocol;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use super::DaemonError;
+use super::chain::{self, BondOwner};
+use crate::config::Network;
+use crate::datadir::DataDir;
+use crate::executor::docker::{DockerExecutor, ExecutorConfig};
+use crate::executor::engine::{DEFAULT_SOCKET, Engine as DockerEngine};
+use crate::executor::plan::GpuAttachment;
+use crate::gpu::declared;
+use crate::job::chain::ChainAccess;
+use crate::job::provider::ProviderSide;
+use crate::job::store::JobStore;
+use crate::job::{Engine, EngineConfig, Parts};
+use crate::market::limits::OfferTerms;
+use crate::network::NetworkPreset;
+use crate::p2p;
+use crate::p2p::provider::ProviderConfig;
+use crate::rpc::Api;
+use crate::settings::{N2cEndpoint, Settings};
+use crate::wallet::PaymentKey;
+
+/// File in the data dir where a started node says where it listens.
+pub const NODE_INFO: &str = "node.json";
+
+/// How long a provider's GPUs stay reserved after it accepted, ms.
+const RESERVATION_TTL_MS: u64 = 60_000;
+/// Furthest deadline a provider accepts, ms from now (one day).
+const MAX_DEADLINE_AHEAD_MS: u64 = 86_400_000;
+/// Benchmark score advertised for declared GPUs, which have no benchmark (a neutral value).
+const DECLARED_SCORE: u32 = 100;
+/// Advertised uplink, Mbit/s (not measured yet).
+const UPLINK_MBPS: u32 = 1000;
+
+/// What a running node writes to `<data dir>/node.json` once everything is up (replaced
+/// atomically at each start; read by `ganglion devnet demo` and tests).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    /// The process id.
+    pub pid: u32,
+    /// The libp2p peer id.
+    pub peer_id: String,
+    /// Listen multiaddrs, each ending in `/p2p/<peer id>` (bootstrap entries for others).
+    pub p2p: Vec<String>,
+    /// The JSON-RPC address (HTTP and WebSocket); the token is in `rpc.cookie`.
+    pub rpc: std::net::SocketAddr,
+    /// The payment key hash, hex.
+    pub payment_key_hash: String,
+    /// The bond UTxO (`<tx hash hex>#<index>`), for a provider.
+    pub bond: Option<String>,
+}
+
+impl NodeInfo {
+    /// Reads `<data_dir>/node.json`; `None` while the node has not finished starting.
+    pub fn read(data_dir: &Path) -> Option<Self> {
+        let text = std::fs::read_to_string(data_dir.join(NODE_INFO)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    fn write(&self, data_dir: &Path) -> Result<(), DaemonError> {
+        let path = data_dir.join(NODE_INFO);
+        let tmp = data_dir.join(format!("{NODE_INFO}.tmp"));
+        let err = |source| DaemonError::Info {
+            path: path.clone(),
+            source,
+        };
+        let text = serde_json::to_string_pretty(self).map_err(|e| err(e.into()))?;
+        std::fs::write(&tmp, text).map_err(err)?;
+        std::fs::rename(&tmp, &path).map_err(err)
+    }
+}
+
+type Exec = DockerExecutor<SledBlockstore>;
+
+fn settings_err(e: impl std::fmt::Display) -> DaemonError {
+    DaemonError::Settings(e.to_string())
+}
+
+/// Engine timing: `[engine]` over the defaults, depth from the preset.
+fn engine_config(settings: &Settings, preset: &NetworkPreset) -> EngineConfig {
+    let e = &settings.daemon.engine;
+    let d = EngineConfig::default();
+    EngineConfig {
+        depth: e.confirmation_depth.unwrap_or(preset.confirmation_depth),
+        poll: e.poll_ms.map_or(d.poll, Duration::from_millis),
+        validity_slots: e.validity_slots.unwrap_or(d.validity_slots),
+        settle_grace_ms: e.settle_grace_ms.unwrap_or(d.settle_grace_ms),
+        allow_declared_gpus: preset.network == Network::Devnet,
+        ..d
+    }
+}
+
+/// Runs the node of `settings` until `shutdown` is cancelled, then stops the engine, the RPC
+/// server, the swarm and the chain follower, in that order.
+///
+/// Start order: data dir → payment key (`keys/payment.skey`, from `ganglion wallet new`) →
+/// attest and libp2p keys (created at first start) → chain (environment, deployment,
+/// reference script) → indexer following N2C, caught up with the tip → for a provider
+/// (`[provider]` set): declared GPUs, the live bond (posted from `[bond]` when missing) and the
+/// Docker executor → swarm (listening on `[p2p] listen`, dialling `[p2p] bootstrap`) → job
+/// engine → JSON-RPC with a fresh cookie → `node.json`.
+///
+/// # Errors
+/// The first [`DaemonError`] of the start; the engine's own failures while running are logged
+/// and retried by the engine.
+pub async fn run(settings: Settings, shutdown: CancellationToken) -> Result<(), DaemonError> {
+    let preset = NetworkPreset::of(settings.network()).map_err(settings_err)?;
+    let dir = DataDir::open(settings.data_dir().map_err(settings_err)?).map_err(settings_err)?;
+    let endpoint = settings.n2c().map_err(settings_err)?;
+    if !dir.payment_key().exists() {
+        return Err(DaemonError::NoPaymentKey(dir.payment_key()));
+    }
+    let payment = PaymentKey::load(&dir.payment_key()).map_err(settings_err)?;
+    let key_hash = payment.key_hash();
+    let attest = super::keys::attest_key(&dir)?;
+    let libp2p_key = super::keys::p2p_key(&dir)?;
+    let peer = libp2p_key.public().to_peer_id();
+    tracing::info!(network = %preset.network, data_dir = %dir.root().display(), %peer,
+        payment = %hex::encode(key_hash), "starting");
+
+    let (env, deployment) = chain::resolve(&settings, &preset, &endpoint).await?;
+    let watch = Watch {
+        script_hash: deployment.script.hash,
+        params: deployment.params.clone(),
+    };
+    let indexer = Arc::new(Indexer::new(
+        SledKv::open(&dir.indexer_db())?,
+        watch,
+        preset.security_param,
+    ));
+    let follow = CancellationToken::new();
+    let source = match &endpoint {
+        N2cEndpoint::Tcp(addr) => Source::N2cTcp {
+            addr: addr.to_string(),
+            magic: preset.magic,
+        },
+        N2cEndpoint::Unix(socket) => Source::N2cUnix {
+            socket: socket.clone(),
+            magic: preset.magic,
+        },
+    };
+    let sync_task = tokio::spawn(sync::run(
+        indexer.clone(),
+        SyncConfig::new(source),
+        follow.clone(),
+    ));
+    let result = run_following(RunParts {
+        settings,
+        preset,
+        dir,
+        endpoint,
+        env,
+        deployment,
+        payment,
+        attest,
+        libp2p_key,
+        indexer,
+        shutdown,
+    })
+    .await;
+    follow.cancel();
+    let _ = sync_task.await;
+    result
+}
+
+struct RunParts {
+    settings: Settings,
+    preset: NetworkPreset,
+    dir: DataDir,
+    endpoint: N2cEndpoint,
+    env: ganglion_contracts::env::Env,
+    deployment: ganglion_contracts::build::Deployment,
+    payment: PaymentKey,
+    attest: ed25519_dalek::SigningKey,
+    libp2p_key: libp2p::identity::Keypair,
+    indexer: Arc<Indexer<SledKv>>,
+    shutdown: CancellationToken,
+}
+
+async fn run_following(r: RunParts) -> Result<(), DaemonError> {
+    chain::catch_up(&r.indexer, &r.endpoint, r.preset.magic).await?;
+    tracing::info!(tip = ?r.indexer.tip()?.map(|p| p.slot), "indexer caught up");
+    let key_hash = r.payment.key_hash();
+    let peer = r.libp2p_key.public().to_peer_id();
+    let access = || {
+        ChainAccess::new(
+            r.endpoint.clone(),
+            r.preset.magic,
+            r.env.clone(),
+            r.deployment.clone(),
+            r.payment.signing_key().clone(),
+        )
+    };
+    let blocks = Arc::new(
+        SledBlockstore::open(r.dir.root().join("blocks.sled"))
+            .map_err(|e| DaemonError::Blockstore(e.to_string()))?,
+    );
+
+    // The provider side: declared GPUs, the bond, the executor.
+    let mut provider_cfg = None;
+    let mut side = None;
+    let mut bond_ref = None;
+    if let Some(limits) = &r.settings.node.provider {
+        if r.preset.network != Network::Devnet {
+            return Err(DaemonError::Provider(
+                "`node run` offers declared GPUs only, which exist on the devnet only; \
+                 detected GPUs are not wired into the daemon yet"
+                    .into(),
+            ));
+        }
+        let offerable = declared::to_gpus(&r.settings.node.gpus.declared);
+        let pooled = limits
+            .pooled(&offerable)
+            .map_err(|e| DaemonError::Provider(e.to_string()))?;
+        if pooled.is_empty() {
+            return Err(DaemonError::Provider(
+                "[provider] is set but no GPU is declared: add [[gpus.declared]]".into(),
+            ));
+        }
+        let (bond, stake) = chain::ensure_bond(
+            &r.indexer,
+            &access(),
+            &r.deployment,
+            &r.env,
+            &BondOwner {
+                provider: key_hash,
+                attest: &r.attest,
+                peer,
+            },
+            r.settings.daemon.bond.as_ref(),
+            pooled.len() as u64,
+        )
+        .await?;
+        bond_ref = Some(bond);
+        let min = r.deployment.params.min_bond_per_gpu.max(1);
+        let offer = limits.offer(
+            OfferTerms {
+                provider: key_hash,
+                bond_gpus: u32::try_from(stake / min).unwrap_or(u32::MAX),
+                score: DECLARED_SCORE,
+                uplink_mbps: UPLINK_MBPS,
+            },
+            &pooled,
+            &[],
+        );
+        let docker = DockerEngine::connect(Path::new(DEFAULT_SOCKET), 120).await?;
+        let executor = Arc::new(Exec::new(
+            docker,
+            Embedded::new(blocks.clone()),
+            ExecutorConfig::new(r.dir.root().join("work")),
+        )?);
+        provider_cfg = Some(ProviderConfig {
+            bond,
+            provider: key_hash,
+            attest: r.attest.clone(),
+            gpus: pooled.len() as u64,
+            min_rate: limits.price_ntx_per_gpu_hour,
+            reservation_ttl_ms: RESERVATION_TTL_MS,
+            max_deadline_ahead_ms: MAX_DEADLINE_AHEAD_MS,
+        });
+        side = Some(ProviderSide {
+            executor,
+            attest: r.attest.clone(),
+            bond,
+            peer_id: peer,
+            gpus: pooled
+                .iter()
+                .map(|g| GpuAttachment::Declared {
+                    id: g
+                        .uuid
+                        .clone()
+                        .unwrap_or_else(|| format!("declared-{}", g.index)),
+                })
+                .collect(),
+            offer,
+            reservation_ttl_ms: RESERVATION_TTL_MS,
+        });
+    }
+
+    // The swarm.
+    let bonds = p2p::bonds::snapshot(&r.indexer)?;
+    let (client, event_loop, events) = p2p::new(
+        r.libp2p_key.clone(),
+        p2p::Config {
+            network_magic: r.preset.magic,
+            listen: vec![],
+            bootstrap: r.settings.daemon.p2p.bootstrap.clone(),
+            blockstore: Some(BitswapStore::new(blocks.clone() as Arc<dyn Blockstore>)),
+            autonat_only_global_ips: r.preset.network != Network::Devnet,
+            ..p2p::Config::default()
+        },
+        bonds,
+        provider_cfg,
+    )?;
+    let p2p_task = tokio::spawn(event_loop.run());
+    let mut p2p_addrs: Vec<Multiaddr> = Vec::new();
+    for addr in &r.settings.daemon.p2p.listen {
+        let bound = client.listen(addr.clone()).await?;
+        p2p_addrs.push(bound.with(Protocol::P2p(peer)));
+    }
+    for addr in &r.settings.daemon.p2p.bootstrap {
+        if let Err(e) = client.dial(addr.clone()).await {
+            tracing::warn!(%addr, error = %e, "bootstrap peer unreachable (Kademlia retries)");
+        }
+    }
+
+    // The engine and the RPC server.
+    let engine = Engine::start(
+        Parts {
+            store: JobStore::open(&r.dir.root().join("jobs.sled"))
+                .map_err(|e| DaemonError::Engine(crate::job::EngineError::Store(e)))?,
+            indexer: r.indexer.clone(),
+            p2p: client.clone(),
+            p2p_events: events,
+            chain: access(),
+            blockstore: blocks.clone() as Arc<dyn Blockstore>,
+            provider: side,
+        },
+        engine_config(&r.settings, &r.preset),
+    )?;
+    let token = r.dir.new_rpc_cookie().map_err(settings_err)?;
+    let listen = r.settings.daemon.rpc.listen;
+    let module = Api::new(r.settings.clone())?
+        .with_jobs(Arc::new(engine.handle()))
+        .into_module();
+    let rpc = ganglion_rpc::server::start(listen, &token, module)
+        .await
+        .map_err(|source| crate::rpc::Error::Bind {
+            addr: listen,
+            source,
+        })?;
+    let info = NodeInfo {
+        pid: std::process::id(),
+        peer_id: peer.to_string(),
+        p2p: p2p_addrs.iter().map(ToString::to_string).collect(),
+        rpc: rpc.addr,
+        payment_key_hash: hex::encode(key_hash),
+        bond: bond_ref.map(|b| format!("{}#{}", hex::encode(b.tx_hash), b.index)),
+    };
+    info.write(r.dir.root())?;
+    tracing::info!(rpc = %rpc.addr, p2p = ?info.p2p, provider = info.bond.is_some(), "node running");
+
+    r.shutdown.cancelled().await;
+    tracing::info!("shutting down");
+    engine.shutdown().await;
+    let _ = rpc.handle.stop();
+    rpc.handle.stopped().await;
+    p2p_task.abort();
+    Ok(())
+}

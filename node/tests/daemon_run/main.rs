@@ -1,0 +1,342 @@
+//! `ganglion node run` as separate processes: a devnet in the test process (validator deployed
+//! by the lifecycle support), one orchestrator and two provider nodes as child processes of the
+//! real binary, each with its own data dir and config written by
+//! `ganglion_node::daemon::devnet`. The providers post their bonds at start; a probe job is
+//! submitted through JSON-RPC `job_submit` over HTTP with the orchestrator's cookie and
+//! followed with `job_status` until `settled`; both providers' NTX rose; SIGTERM stops a node
+//! cleanly. Docker is required (the providers run the probe container).
+
+#[path = "../lifecycle/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::Duration;
+
+use ganglion_node::daemon::NodeInfo;
+use ganglion_node::daemon::devnet::{self, DevnetNode, DevnetProvider};
+use ganglion_node::datadir::DataDir;
+use ganglion_rpc::types::{JobStatus, JobSubmitted};
+use jsonrpsee::core::client::ClientT;
+use jsonrpsee::http_client::{HeaderMap, HeaderValue, HttpClient, HttpClientBuilder};
+use jsonrpsee::rpc_params;
+
+use support::{Chain, RATE, STAKE, dev_key, hash_of, wait_for};
+
+/// Longest wait for a node process to write its `node.json`.
+const START: Duration = Duration::from_secs(60);
+
+/// The child processes; killed (SIGKILL) and reaped when the test ends, however it ends.
+#[derive(Default)]
+struct Children(Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn ganglion() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_ganglion"))
+}
+
+fn config(chain: &Chain, dir: PathBuf, seed: u32, bootstrap: Vec<String>) -> DevnetNode {
+    DevnetNode {
+        data_dir: dir,
+        n2c: chain.handle.n2c_tcp_addr().expect("n2c"),
+        payment_seed: seed,
+        deployment: chain.deployment.params.clone(),
+        reference: chain.deployment.reference.reference,
+        bootstrap,
+        provider: None,
+        settle_grace_ms: None,
+    }
+}
+
+/// Writes `node`'s config, spawns `ganglion node run` on it and waits for its `node.json`.
+/// On failure the panic message carries the node's log.
+fn start(kids: &mut Children, node: &DevnetNode, name: &str) -> NodeInfo {
+    let cfg = node.write().expect("config written");
+    let log = node.data_dir.with_extension("log");
+    let mut child = devnet::spawn(ganglion(), &cfg, &log).expect("spawns");
+    let started =
+        tokio::task::block_in_place(|| devnet::wait_started(&mut child, &node.data_dir, START));
+    kids.0.push(child);
+    match started {
+        Ok(info) => info,
+        Err(e) => panic!(
+            "{name} did not start: {e}\n--- log ---\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        ),
+    }
+}
+
+fn http(info: &NodeInfo, token: &str) -> HttpClient {
+    let mut h = HeaderMap::new();
+    h.insert(
+        "authorization",
+        HeaderValue::from_str(&format!("Bearer {token}")).expect("header"),
+    );
+    HttpClientBuilder::default()
+        .set_headers(h)
+        .request_timeout(Duration::from_secs(30))
+        .build(format!("http://{}", info.rpc))
+        .expect("client")
+}
+
+/// Gives devnet key `seed` a UTxO unique to this run, so the job id (seeded from the
+/// orchestrator's UTxOs) and hence the container names differ from concurrent tests'.
+async fn fresh_seed(chain: &Chain, seed: u32) {
+    let access = chain.access(dev_key(seed));
+    let mut draft = ganglion_contracts::tx::Draft::default();
+    draft.pay(ganglion_contracts::tx::Output::new(
+        access.address(),
+        ganglion_contracts::tx::Value::lovelace(
+            100_000_000 + ganglion_node::p2p::now_ms() % 1_000_000,
+        ),
+    ));
+    let now = ganglion_node::p2p::now_ms();
+    let tx = access.build(draft, now).await.expect("seed builds");
+    access.submit(&tx, now).await.expect("seed submits");
+    let address = access.address();
+    wait_for("the fresh seed UTxO", || {
+        let found = chain
+            .handle
+            .chain()
+            .utxos_at(&address)
+            .expect("utxos")
+            .iter()
+            .any(|(r, _)| *r.tx_id == tx.hash);
+        async move { found.then_some(()) }
+    })
+    .await;
+}
+
+/// Sends SIGTERM to `child` and waits up to 20 s for it to exit.
+fn terminate(child: &mut Child) -> Option<std::process::ExitStatus> {
+    let pid = i32::try_from(child.id()).expect("pid");
+    // SAFETY: kill(2) on our own child's pid with a valid signal number.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            return Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A devnet with an orchestrator process and two bonded provider processes (devnet keys 0, 1
+/// and 2), and a JSON-RPC client of the orchestrator holding its cookie's token.
+struct Network {
+    chain: Chain,
+    kids: Children,
+    orch: NodeInfo,
+    /// Each provider's config and devnet key seed.
+    providers: Vec<(DevnetNode, u32)>,
+    rpc: HttpClient,
+}
+
+impl Network {
+    async fn start() -> Self {
+        let chain = Chain::start().await;
+        let root = chain.dir.path().to_path_buf();
+        let _ = support::probe_image();
+        fresh_seed(&chain, 0).await;
+        let mut kids = Children::default();
+
+        let orch_node = config(&chain, root.join("orch"), 0, vec![]);
+        let orch = start(&mut kids, &orch_node, "orchestrator");
+        assert!(orch.bond.is_none(), "an orchestrator posts no bond");
+        assert!(!orch.p2p.is_empty());
+
+        let mut providers = Vec::new();
+        for (name, seed) in [("pa", 1), ("pb", 2)] {
+            let mut node = config(&chain, root.join(name), seed, orch.p2p.clone());
+            node.provider = Some(DevnetProvider {
+                gpus: 1,
+                price_ntx_per_gpu_hour: RATE,
+                stake_ntx: STAKE,
+            });
+            let info = start(&mut kids, &node, name);
+            assert!(info.bond.is_some(), "{name} posted its bond at start");
+            assert_eq!(info.payment_key_hash, hex::encode(hash_of(&dev_key(seed))));
+            providers.push((node, seed));
+        }
+        let token = DataDir::open(&orch_node.data_dir)
+            .expect("data dir")
+            .read_rpc_cookie()
+            .expect("cookie written by the node");
+        let rpc = http(&orch, &token);
+        Self {
+            chain,
+            kids,
+            orch,
+            providers,
+            rpc,
+        }
+    }
+
+    fn ntx(&self) -> Vec<u64> {
+        self.providers
+            .iter()
+            .map(|(_, seed)| self.chain.ntx_of(&hash_of(&dev_key(*seed))))
+            .collect()
+    }
+
+    async fn submit(&self, sleep_s: u32) -> String {
+        let spec = serde_json::to_value(support::probe_spec(sleep_s, 600_000)).expect("spec JSON");
+        let sub: JobSubmitted = self
+            .rpc
+            .request("job_submit", rpc_params![spec])
+            .await
+            .expect("job_submit");
+        sub.job_id
+    }
+
+    /// Waits for the orchestrator's record of `id` to reach `settled`.
+    async fn settled(&self, id: &str) -> JobStatus {
+        wait_for("settled, by job_status", || async {
+            let s: Vec<JobStatus> = self
+                .rpc
+                .request("job_status", rpc_params![id])
+                .await
+                .expect("job_status");
+            let o = s.iter().find(|r| r.role == "orchestrator")?;
+            assert!(
+                !matches!(o.state.as_str(), "cancelled" | "expired"),
+                "the job ended without settling: {o:?}"
+            );
+            (o.state == "settled").then(|| o.clone())
+        })
+        .await
+    }
+}
+
+/// Names of the containers created on this Docker host since `since` (POSIX s) whose name
+/// starts with `prefix`, one entry per `create` event (Docker's event log, via the CLI).
+fn containers_created(since: u64, prefix: &str) -> Vec<String> {
+    let until = ganglion_node::p2p::now_ms() / 1000 + 1;
+    let out = std::process::Command::new("docker")
+        .args([
+            "events",
+            "--since",
+            &since.to_string(),
+            "--until",
+            &until.to_string(),
+            "--filter",
+            "type=container",
+            "--filter",
+            "event=create",
+            "--format",
+            "{{.Actor.Attributes.name}}",
+        ])
+        .output()
+        .expect("docker events runs");
+    assert!(out.status.success(), "docker events: {out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|n| n.starts_with(prefix))
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc() {
+    let mut net = Network::start().await;
+    // Bonds are posted, so balances from here on change only by the job's payments.
+    let before = net.ntx();
+    let id = net.submit(2).await;
+    let done = net.settled(&id).await;
+    assert_eq!(
+        done.txs.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
+        ["lock", "assign", "settle"],
+        "one transaction each"
+    );
+    for ((after, before), (_, seed)) in net.ntx().into_iter().zip(before).zip(&net.providers) {
+        assert!(
+            after > before,
+            "provider {seed} was not paid: {before} → {after}"
+        );
+    }
+
+    // SIGTERM stops the orchestrator cleanly (engine, RPC, swarm, follower).
+    let status = tokio::task::block_in_place(|| terminate(&mut net.kids.0[0]));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the orchestrator did not exit cleanly on SIGTERM: {status:?}"
+    );
+    assert!(!net.orch.p2p.is_empty());
+    drop(net.kids);
+    net.chain.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_provider_killed_mid_run_restarts_on_its_data_dir_and_the_job_settles_once() {
+    let mut net = Network::start().await;
+    let since = ganglion_node::p2p::now_ms() / 1000;
+    let before = net.ntx();
+    let id = net.submit(8).await;
+
+    // Provider A's own RPC says when its container runs; then SIGKILL it.
+    let (pa_node, _) = net.providers[0].clone();
+    let pa_info = NodeInfo::read(&pa_node.data_dir).expect("pa node.json");
+    let pa_token = DataDir::open(&pa_node.data_dir)
+        .expect("data dir")
+        .read_rpc_cookie()
+        .expect("pa cookie");
+    let pa_rpc = http(&pa_info, &pa_token);
+    wait_for("provider A running the job", || async {
+        let s: Vec<JobStatus> = pa_rpc
+            .request("job_status", rpc_params![id.clone()])
+            .await
+            .ok()?;
+        s.iter()
+            .any(|r| r.role == "provider" && r.state == "running")
+            .then_some(())
+    })
+    .await;
+    // Index 1 is provider A (0 is the orchestrator).
+    let mut pa = net.kids.0.remove(1);
+    pa.kill().expect("SIGKILL");
+    let _ = pa.wait();
+    let restarted = start(&mut net.kids, &pa_node, "pa (restarted)");
+    assert_eq!(
+        restarted.peer_id, pa_info.peer_id,
+        "same identity from the data dir"
+    );
+    assert_eq!(
+        restarted.bond, pa_info.bond,
+        "the bond found again, not re-posted"
+    );
+
+    let done = net.settled(&id).await;
+    assert_eq!(
+        done.txs.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
+        ["lock", "assign", "settle"]
+    );
+    for ((after, before), (_, seed)) in net.ntx().into_iter().zip(before).zip(&net.providers) {
+        assert!(
+            after > before,
+            "provider {seed} was not paid: {before} → {after}"
+        );
+    }
+    let mut created = containers_created(since, &format!("ganglion-{}", &id[..40]));
+    created.sort();
+    let n = created.len();
+    created.dedup();
+    assert_eq!(
+        n, 2,
+        "one container per rank, none started twice: {created:?}"
+    );
+    assert_eq!(created.len(), 2, "two distinct ranks: {created:?}");
+    drop(net.kids);
+    net.chain.handle.shutdown().await;
+}
