@@ -32,6 +32,7 @@ pub mod config;
 /// `ganglion node run`: a node process composed from the settings.
 pub mod daemon;
 pub mod datadir;
+pub mod demo;
 pub mod doctor;
 pub mod executor;
 pub mod gpu;
