@@ -31,6 +31,7 @@
 pub mod config;
 pub mod daemon;
 pub mod datadir;
+pub mod demo;
 pub mod doctor;
 pub mod executor;
 pub mod gpu;

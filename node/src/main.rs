@@ -20,6 +20,8 @@ enum Command {
     Gpus(cli::gpus::Args),
     /// The node's wallet: key, address, balance, payments.
     Wallet(cli::wallet::Args),
+    /// The embedded devnet: `ganglion devnet demo` runs a multi-provider job to payment.
+    Devnet(cli::devnet::Args),
     /// Check that this machine can run a node: Docker, GPU runtime, GPUs, chain, port, disk.
     Doctor(cli::doctor::Args),
     /// Run the node: `ganglion node run [--config F]`.
@@ -31,6 +33,7 @@ fn main() -> anyhow::Result<()> {
         Command::Gpus(args) => cli::gpus::run(args),
         Command::Wallet(args) => cli::wallet::run(args),
         Command::Doctor(args) => cli::doctor::run(args),
+        Command::Devnet(args) => cli::devnet::run(args),
         Command::Node(args) => cli::node::run(args),
     }
 }

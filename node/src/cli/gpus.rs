@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use ganglion_node::config::NodeConfig;
 use ganglion_node::gpu::{self, Inventory};
+use ganglion_node::settings::Settings;
 
 /// Show the GPUs this node detects (NVML, AMD sysfs/KFD) and declares (config).
 #[derive(Debug, clap::Args)]
@@ -15,17 +15,17 @@ pub struct Args {
     /// Also run the onboarding benchmark (CPU on machines without a usable GPU).
     #[arg(long)]
     pub bench: bool,
-    /// Node config (TOML) with `[[gpus.declared]]` and `network`.
+    /// Node config (TOML) with `[[gpus.declared]]` and `network`: the same file `node`,
+    /// `wallet` and `doctor` read; `GANGLION_*` variables override it.
     #[arg(long, env = "GANGLION_CONFIG")]
     pub config: Option<PathBuf>,
 }
 
 /// Runs the subcommand; notes (degraded sources) go to stderr, one line each.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let cfg = match &args.config {
-        Some(path) => NodeConfig::load(path).context("loading the node config")?,
-        None => NodeConfig::default(),
-    };
+    let cfg = Settings::load(args.config.as_deref())
+        .context("loading the settings")?
+        .node;
     let inv = gpu::detect(&cfg.gpus.sysfs_root, &cfg.gpus.declared);
     for note in &inv.notes {
         eprintln!("note: {note}");

@@ -1,6 +1,7 @@
 //! Subcommands of the `ganglion` binary, one file each. The only place (with `main.rs`) where
 //! `anyhow` context strings are used.
 
+pub mod devnet;
 pub mod doctor;
 pub mod gpus;
 pub mod node;

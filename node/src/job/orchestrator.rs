@@ -154,6 +154,15 @@ fn lapsed<S: Kv, E: Executor>(ctx: &Ctx<S, E>, intent: &TxIntent) -> bool {
         .is_some_and(|u| ctx.chain.slot_at(ctx.now()) >= u)
 }
 
+/// Whether a lock intent can no longer land: its validity ended at least one more
+/// validity window ago ([`super::EngineConfig::validity_slots`] of grace, time for the follower
+/// to deliver a block forged just before the end).
+fn lock_lapsed<S: Kv, E: Executor>(ctx: &Ctx<S, E>, intent: &TxIntent) -> bool {
+    intent
+        .valid_until_slot
+        .is_some_and(|u| ctx.chain.slot_at(ctx.now()) >= u + ctx.config.validity_slots)
+}
+
 /// Pins the spec, locks the budget. See [`super::Engine::submit`].
 pub(crate) async fn submit<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
@@ -327,7 +336,12 @@ async fn step<S: Kv, E: Executor>(
     match r.state {
         OrchestratorState::Locked => {
             if let Some(i) = r.intent(TxKind::Lock) {
-                nudge(ctx, i).await;
+                if confirmed.is_none() && lock_lapsed(ctx, i) {
+                    tracing::warn!(job = %job, tx = %hex::encode(i.tx_hash), "the lock never landed and can no longer: job ends");
+                    apply(ctx, &job, OrchestratorEvent::LockLapsed, None)?;
+                } else {
+                    nudge(ctx, i).await;
+                }
             }
             Ok(())
         }

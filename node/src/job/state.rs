@@ -57,6 +57,10 @@ pub enum OrchestratorEvent {
     CancelConfirmed,
     /// The expire was seen on chain.
     ExpireConfirmed,
+    /// The lock never reached the chain and its validity interval has passed: it can no
+    /// longer land, nothing was locked, the budget never left the wallet (a ledger refusal
+    /// at submission, or a crash before it). Ends the job as cancelled.
+    LockLapsed,
 }
 
 impl OrchestratorState {
@@ -84,6 +88,7 @@ impl OrchestratorEvent {
             Self::SettleConfirmed => (S::Settled, matches!(from, S::Assigned | S::Settling)),
             Self::CancelConfirmed => (S::Cancelled, from.is_open()),
             Self::ExpireConfirmed => (S::Expired, !from.is_terminal()),
+            Self::LockLapsed => (S::Cancelled, from == S::Locked),
         }
     }
 }
@@ -236,7 +241,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const O_EVENTS: [OrchestratorEvent; 8] = [
+    const O_EVENTS: [OrchestratorEvent; 9] = [
         OrchestratorEvent::LockConfirmed,
         OrchestratorEvent::Matched,
         OrchestratorEvent::Rematch,
@@ -245,6 +250,7 @@ mod tests {
         OrchestratorEvent::SettleConfirmed,
         OrchestratorEvent::CancelConfirmed,
         OrchestratorEvent::ExpireConfirmed,
+        OrchestratorEvent::LockLapsed,
     ];
     const P_EVENTS: [ProviderEvent; 8] = [
         ProviderEvent::AssignmentSeen,
@@ -274,6 +280,15 @@ mod tests {
             s = transition(s, e).expect("legal");
             assert_eq!(s, want, "after {e:?}");
         }
+    }
+
+    #[test]
+    fn a_lapsed_lock_cancels_only_a_job_still_waiting_for_it() {
+        use OrchestratorEvent as E;
+        use OrchestratorState as S;
+        assert_eq!(transition(S::Locked, E::LockLapsed), Ok(S::Cancelled));
+        assert!(transition(S::Matching, E::LockLapsed).is_err());
+        assert!(transition(S::Assigned, E::LockLapsed).is_err());
     }
 
     #[test]

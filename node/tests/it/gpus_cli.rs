@@ -88,3 +88,26 @@ fn gpus_with_declared_gpus_on_mainnet_warns() {
         "{stderr}"
     );
 }
+
+/// One config file serves every command: the daemon sections (`data_dir`, `[chain]`, `[rpc]`)
+/// beside the node ones are accepted by `gpus` too.
+#[test]
+fn gpus_reads_the_same_full_config_as_the_other_commands() {
+    let f = tempfile::NamedTempFile::new().expect("temp file");
+    let full = format!(
+        "data_dir = \"/tmp/ganglion-gpus-test\"\n{CONFIG}\n[chain]\nn2c = \"127.0.0.1:1\"\n\n[rpc]\nlisten = \"127.0.0.1:7070\"\n"
+    );
+    std::fs::write(f.path(), full).expect("write");
+    let out = ganglion(&["gpus", "--json"], f.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        v["inventory"]["gpus"].as_array().map(Vec::len),
+        Some(2),
+        "{v}"
+    );
+}

@@ -60,3 +60,71 @@ async fn cancel_before_assignment_refunds_the_budget() {
     orch.engine.shutdown().await;
     chain.handle.shutdown().await;
 }
+
+/// A lock that never reached the chain (refused by the ledger at submission, or the node died
+/// before sending it) and whose validity has passed can no longer land: the job ends as
+/// cancelled instead of being re-submitted forever, and nothing moved on chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lock_that_can_no_longer_land_ends_the_job() {
+    use ganglion_node::job::orchestrator::OrchestratorDetail;
+    use ganglion_node::job::store::{JobRecord, JobStore, TxIntent};
+
+    let chain = Chain::start().await;
+    let dir = chain.dir.path().join("orch");
+    let orch = support::orchestrator(&chain, 0, &dir).await;
+    let before = chain.ntx_of(&orch.key_hash);
+    let stopped = orch.stop_engine().await;
+    let job = JobId([7; 32]);
+    {
+        // What a crash right after writing the intent leaves behind, for bytes that cannot
+        // land (valid until slot 0, long past).
+        let store = JobStore::open(&dir.join("jobs")).expect("store");
+        store
+            .create::<ganglion_node::job::engine::OrchestratorRole>(&JobRecord::new(
+                job,
+                OrchestratorState::Locked,
+                OrchestratorDetail {
+                    spec: support::probe_spec(1, 600_000),
+                    spec_cid: vec![1, 2, 3],
+                    excluded: Vec::new(),
+                    chosen: Vec::new(),
+                    last_error: None,
+                },
+                0,
+            ))
+            .expect("record");
+        store
+            .record_intent::<ganglion_node::job::engine::OrchestratorRole>(
+                &job,
+                TxIntent {
+                    kind: TxKind::Lock,
+                    tx_hash: [8; 32],
+                    signed: vec![0x84, 0xa0],
+                    written_ms: 0,
+                    valid_until_slot: Some(0),
+                },
+            )
+            .expect("intent");
+    }
+    let orch = stopped.start_engine(&chain);
+    let r = wait_for("the lapsed lock to end the job", || async {
+        let r = orch.engine.orchestrator_record(&job).expect("store")?;
+        (r.state == OrchestratorState::Cancelled).then_some(r)
+    })
+    .await;
+    assert_eq!(
+        r.history.iter().map(|h| h.state).collect::<Vec<_>>(),
+        [OrchestratorState::Locked, OrchestratorState::Cancelled],
+        "{r:?}"
+    );
+    assert_eq!(
+        r.intents.iter().map(|i| i.kind).collect::<Vec<_>>(),
+        [TxKind::Lock],
+        "no cancel transaction: nothing was locked"
+    );
+    assert_eq!(chain.ntx_of(&orch.key_hash), before, "nothing moved");
+    assert!(orch.indexer.job(&job, 0).expect("q").is_none());
+    orch.cancel.cancel();
+    orch.engine.shutdown().await;
+    chain.handle.shutdown().await;
+}

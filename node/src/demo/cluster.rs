@@ -1,0 +1,263 @@
+//! The demo's node processes: one orchestrator (devnet key 0) and three providers (keys 1, 2
+//! and 3; the devnet funds keys 0..3) as `ganglion node run` children, each with its own data dir, config and log under
+//! the demo folder. Dropping the [`Cluster`] stops them (SIGTERM, then SIGKILL after 10 s).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use ganglion_contracts::blueprint::key_address;
+use ganglion_testnet::devnet::DevnetHandle;
+use jsonrpsee::http_client::{HeaderMap, HeaderValue, HttpClient, HttpClientBuilder};
+
+use super::DemoError;
+use super::deploy::Deployed;
+use crate::daemon::NodeInfo;
+use crate::daemon::devnet::{self, DevnetNode, DevnetProvider};
+use crate::datadir::DataDir;
+use crate::wallet::PaymentKey;
+
+/// Every provider's price, NTX base units per GPU-hour (1000 per GPU-second).
+pub const PRICE: u64 = 3_600_000;
+/// Longest wait for a node process to come up (its bond on chain included).
+pub const START: Duration = Duration::from_secs(90);
+
+/// A provider of the demo.
+#[derive(Debug, Clone, Copy)]
+pub struct ProviderSpec {
+    /// Its name (data dir, log).
+    pub name: &'static str,
+    /// The devnet key seed paying for its bond and receiving its pay.
+    pub seed: u32,
+    /// Declared GPUs.
+    pub gpus: u32,
+    /// Bond stake, NTX base units (at least 1 NTX per GPU on the demo deployment).
+    pub stake: u64,
+}
+
+/// The three providers: 2, 2 and 4 GPUs.
+pub const PROVIDERS: [ProviderSpec; 3] = [
+    ProviderSpec {
+        name: "provider-a",
+        seed: 1,
+        gpus: 2,
+        stake: 5_000_000,
+    },
+    ProviderSpec {
+        name: "provider-b",
+        seed: 2,
+        gpus: 2,
+        stake: 5_000_000,
+    },
+    ProviderSpec {
+        name: "provider-c",
+        seed: 3,
+        gpus: 4,
+        stake: 5_000_000,
+    },
+];
+
+/// The orchestrator's devnet key seed.
+pub const ORCHESTRATOR_SEED: u32 = 0;
+
+/// The running node processes.
+pub struct Cluster {
+    ganglion: PathBuf,
+    dir: PathBuf,
+    children: Vec<(String, Child)>,
+    orchestrator: Option<(NodeInfo, PathBuf)>,
+}
+
+impl Cluster {
+    /// No node yet; `ganglion` is the binary, `dir` the demo folder.
+    pub fn new(ganglion: PathBuf, dir: PathBuf) -> Self {
+        Self {
+            ganglion,
+            dir,
+            children: Vec::new(),
+            orchestrator: None,
+        }
+    }
+
+    fn node(
+        &self,
+        handle: &DevnetHandle,
+        deployed: &Deployed,
+        name: &str,
+        seed: u32,
+    ) -> Result<DevnetNode, DemoError> {
+        Ok(DevnetNode {
+            data_dir: self.dir.join(name),
+            n2c: handle
+                .n2c_tcp_addr()
+                .ok_or_else(|| DemoError::Chain("the devnet has no N2C TCP endpoint".into()))?,
+            payment_seed: seed,
+            deployment: deployed.params.clone(),
+            reference: deployed.reference,
+            bootstrap: Vec::new(),
+            provider: None,
+            settle_grace_ms: None,
+        })
+    }
+
+    fn start(&mut self, node: &DevnetNode, name: &str) -> Result<NodeInfo, DemoError> {
+        let config = node.write()?;
+        let log = self.dir.join(format!("{name}.log"));
+        let mut child = devnet::spawn(&self.ganglion, &config, &log)?;
+        let started = devnet::wait_started(&mut child, &node.data_dir, START);
+        self.children.push((name.to_string(), child));
+        started.map_err(|e| DemoError::Node {
+            name: name.to_string(),
+            reason: format!("{e}\n--- end of {} ---\n{}", log.display(), tail(&log, 30)),
+        })
+    }
+
+    /// Starts the orchestrator node.
+    ///
+    /// # Errors
+    /// [`DemoError::Node`] with the end of its log.
+    pub fn start_orchestrator(
+        &mut self,
+        handle: &DevnetHandle,
+        deployed: &Deployed,
+    ) -> Result<NodeInfo, DemoError> {
+        let node = self.node(handle, deployed, "orchestrator", ORCHESTRATOR_SEED)?;
+        let info = self.start(&node, "orchestrator")?;
+        self.orchestrator = Some((info.clone(), node.data_dir));
+        Ok(info)
+    }
+
+    /// Starts provider `p`, bootstrapping from the orchestrator; it posts its bond at start.
+    ///
+    /// # Errors
+    /// [`DemoError::Node`] with the end of its log.
+    pub fn start_provider(
+        &mut self,
+        handle: &DevnetHandle,
+        deployed: &Deployed,
+        p: ProviderSpec,
+        orchestrator: &NodeInfo,
+    ) -> Result<NodeInfo, DemoError> {
+        let mut node = self.node(handle, deployed, p.name, p.seed)?;
+        node.bootstrap = orchestrator.p2p.clone();
+        node.provider = Some(DevnetProvider {
+            gpus: p.gpus,
+            price_ntx_per_gpu_hour: PRICE,
+            stake_ntx: p.stake,
+        });
+        self.start(&node, p.name)
+    }
+
+    /// A JSON-RPC client of the orchestrator holding its cookie's bearer token.
+    ///
+    /// # Errors
+    /// [`DemoError::Rpc`] before the orchestrator started or without its cookie.
+    pub fn orchestrator_rpc(&self) -> Result<HttpClient, DemoError> {
+        let (info, dir) = self
+            .orchestrator
+            .as_ref()
+            .ok_or_else(|| DemoError::Rpc("the orchestrator is not running".into()))?;
+        let token = DataDir::open(dir)
+            .and_then(|d| d.read_rpc_cookie())
+            .map_err(|e| DemoError::Rpc(e.to_string()))?;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "authorization",
+            HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|e| DemoError::Rpc(e.to_string()))?,
+        );
+        HttpClientBuilder::default()
+            .set_headers(headers)
+            .request_timeout(Duration::from_secs(30))
+            .build(format!("http://{}", info.rpc))
+            .map_err(|e| DemoError::Rpc(e.to_string()))
+    }
+
+    /// Each provider's NTX base units at its payment address, from the devnet's ledger.
+    ///
+    /// # Errors
+    /// [`DemoError::Chain`].
+    pub fn provider_ntx(
+        &self,
+        handle: &DevnetHandle,
+        deployed: &Deployed,
+    ) -> Result<Vec<u64>, DemoError> {
+        PROVIDERS
+            .iter()
+            .map(|p| {
+                let address =
+                    key_address(deployed.env.network, &PaymentKey::devnet(p.seed).key_hash());
+                let utxos = handle
+                    .chain()
+                    .utxos_at(&address)
+                    .map_err(DemoError::chain)?;
+                let mut sum = 0u64;
+                for (_, bytes) in utxos {
+                    let out = pallas_traverse::MultiEraOutput::decode(
+                        pallas_traverse::Era::Conway,
+                        &bytes,
+                    )
+                    .map_err(DemoError::chain)?;
+                    sum += ganglion_contracts::tx::Output::from_chain(&out)
+                        .value
+                        .quantity_of(&deployed.params.ntx);
+                }
+                Ok(sum)
+            })
+            .collect()
+    }
+
+    /// The nodes' names and RPC addresses (for `--keep`).
+    pub fn names(&self) -> Vec<String> {
+        self.children.iter().map(|(n, _)| n.clone()).collect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for (_, c) in &mut self.children {
+            if let Ok(pid) = i32::try_from(c.id()) {
+                // SAFETY: kill(2) on our own child's pid with a valid signal number.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for (_, c) in &mut self.children {
+            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Builds (or finds, cached by tag) the probe image with `scripts/build-probe-image.sh` from
+/// this checkout and returns its tag.
+///
+/// # Errors
+/// [`DemoError::Image`] with the script's output.
+pub fn probe_image() -> Result<String, DemoError> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/build-probe-image.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .output()
+        .map_err(|e| DemoError::Image(format!("{}: {e}", script.display())))?;
+    if !out.status.success() {
+        return Err(DemoError::Image(
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_string())
+}
