@@ -25,7 +25,7 @@ fn the_devnet_demo_settles_a_job_across_two_providers() {
         .as_array()
         .expect("txs")
         .iter()
-        .filter_map(|t| t[0].as_str())
+        .filter_map(|t| t["kind"].as_str())
         .collect();
     assert_eq!(kinds, ["lock", "assign", "settle"], "one transaction each");
     let payments = s["payments"].as_array().expect("payments");
@@ -34,9 +34,9 @@ fn the_devnet_demo_settles_a_job_across_two_providers() {
         .iter()
         .map(|p| {
             (
-                p[0].as_str().expect("name"),
-                p[1].as_u64().expect("gpus"),
-                p[2].as_u64().expect("paid"),
+                p["provider"].as_str().expect("name"),
+                p["gpus"].as_u64().expect("gpus"),
+                p["paid_ntx"].as_u64().expect("paid"),
             )
         })
         .collect();

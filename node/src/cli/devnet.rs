@@ -100,12 +100,12 @@ fn render(s: &Summary) -> String {
         let _ = writeln!(out, "  {:>6.1} s  {}", step.at_s, step.what);
     }
     let _ = writeln!(out, "transactions:");
-    for (kind, id) in &s.txs {
-        let _ = writeln!(out, "  {kind:<7} {id}");
+    for t in &s.txs {
+        let _ = writeln!(out, "  {:<7} {}", t.kind, t.tx_id);
     }
     let _ = writeln!(out, "payments (NTX base units):");
-    for (name, gpus, paid) in &s.payments {
-        let _ = writeln!(out, "  {name:<11} {gpus} GPUs  +{paid}");
+    for p in &s.payments {
+        let _ = writeln!(out, "  {:<11} {} GPUs  +{}", p.provider, p.gpus, p.paid_ntx);
     }
     let _ = writeln!(out, "lock → settled: {:.1} s", s.lock_to_settled_s);
     let _ = writeln!(out, "data and logs: {}", s.dir.display());

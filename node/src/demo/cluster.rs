@@ -185,8 +185,10 @@ impl Cluster {
         PROVIDERS
             .iter()
             .map(|p| {
-                let address =
-                    key_address(deployed.env.network, &PaymentKey::devnet(p.seed).key_hash());
+                let address = key_address(
+                    pallas_addresses::Network::Testnet,
+                    &PaymentKey::devnet(p.seed).key_hash(),
+                );
                 let utxos = handle
                     .chain()
                     .utxos_at(&address)
@@ -207,7 +209,7 @@ impl Cluster {
             .collect()
     }
 
-    /// The nodes' names and RPC addresses (for `--keep`).
+    /// The running nodes' names (for `--keep`).
     pub fn names(&self) -> Vec<String> {
         self.children.iter().map(|(n, _)| n.clone()).collect()
     }

@@ -106,6 +106,26 @@ pub struct Step {
     pub what: String,
 }
 
+/// What one provider earned from the job.
+#[derive(Debug, Clone, Serialize)]
+pub struct Payment {
+    /// The provider's name in the demo.
+    pub provider: String,
+    /// GPUs it declared.
+    pub gpus: u32,
+    /// NTX base units its payment address gained while the job ran.
+    pub paid_ntx: u64,
+}
+
+/// One transaction the orchestrator submitted.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tx {
+    /// `lock`, `assign`, `settle`, …
+    pub kind: String,
+    /// Transaction id, hex.
+    pub tx_id: String,
+}
+
 /// What the demo reports at the end.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -113,10 +133,10 @@ pub struct Summary {
     pub job_id: String,
     /// Its final state on the orchestrator (`settled`).
     pub state: String,
-    /// The orchestrator's transactions (kind, tx id).
-    pub txs: Vec<(String, String)>,
-    /// Per provider: name, GPUs declared, NTX base units earned by the job.
-    pub payments: Vec<(String, u32, u64)>,
+    /// The orchestrator's transactions, in order.
+    pub txs: Vec<Tx>,
+    /// Per provider, what the job paid it.
+    pub payments: Vec<Payment>,
     /// The timeline.
     pub timeline: Vec<Step>,
     /// From the lock submitted to the settle seen, seconds.
@@ -262,12 +282,23 @@ pub async fn run(
     let payments = cluster::PROVIDERS
         .iter()
         .zip(before.iter().zip(&after))
-        .map(|(p, (b, a))| (p.name.to_string(), p.gpus, a.saturating_sub(*b)))
+        .map(|(p, (b, a))| Payment {
+            provider: p.name.to_string(),
+            gpus: p.gpus,
+            paid_ntx: a.saturating_sub(*b),
+        })
         .collect();
     let summary = Summary {
         job_id: sub.job_id,
         state: done.state,
-        txs: done.txs.into_iter().map(|t| (t.kind, t.tx_id)).collect(),
+        txs: done
+            .txs
+            .into_iter()
+            .map(|t| Tx {
+                kind: t.kind,
+                tx_id: t.tx_id,
+            })
+            .collect(),
         payments,
         timeline,
         lock_to_settled_s,
