@@ -35,7 +35,6 @@ pub mod demo;
 pub mod doctor;
 pub mod executor;
 pub mod gpu;
-/// The job lifecycle: state machines, the durable job store, the orchestrator and provider drivers.
 pub mod job;
 pub mod market;
 pub mod network;

@@ -18,7 +18,7 @@ pub struct Args {
 /// `ganglion node …`.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Run the node (indexer, p2p, job engine, JSON-RPC; a provider too with [provider])
+    /// Run the node (indexer, p2p, job engine, JSON-RPC; a provider too with `[provider]`)
     /// until SIGINT or SIGTERM.
     Run {
         /// Node config (TOML); `GANGLION_*` variables override it.

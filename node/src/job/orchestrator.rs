@@ -3,7 +3,7 @@
 //! attestations → settle; cancel while open; expire after the deadline, slashing the bonds of
 //! assigned providers that never attested (DESIGN §1, §3; issue 10 "Orchestrator path").
 //!
-//! Every step is a pure function of the record and the chain: [`pass`] runs them for each
+//! Every step is a pure function of the record and the chain: `pass` runs them for each
 //! unfinished job. A step that submits a transaction first writes it to the intent log; while
 //! an intent of a kind is pending, the step only waits for it on chain (re-submitting the same
 //! bytes every [`super::EngineConfig::resubmit_after_ms`]).
