@@ -99,34 +99,6 @@ fn http(info: &NodeInfo, token: &str) -> HttpClient {
         .expect("client")
 }
 
-/// Gives devnet key `seed` a UTxO unique to this run, so the job id (seeded from the
-/// orchestrator's UTxOs) and hence the container names differ from concurrent tests'.
-async fn fresh_seed(chain: &Chain, seed: u32) {
-    let access = chain.access(dev_key(seed));
-    let mut draft = ganglion_contracts::tx::Draft::default();
-    draft.pay(ganglion_contracts::tx::Output::new(
-        access.address(),
-        ganglion_contracts::tx::Value::lovelace(
-            100_000_000 + ganglion_node::p2p::now_ms() % 1_000_000,
-        ),
-    ));
-    let now = ganglion_node::p2p::now_ms();
-    let tx = access.build(draft, now).await.expect("seed builds");
-    access.submit(&tx, now).await.expect("seed submits");
-    let address = access.address();
-    wait_for("the fresh seed UTxO", || {
-        let found = chain
-            .handle
-            .chain()
-            .utxos_at(&address)
-            .expect("utxos")
-            .iter()
-            .any(|(r, _)| *r.tx_id == tx.hash);
-        async move { found.then_some(()) }
-    })
-    .await;
-}
-
 /// Sends SIGTERM to `child` and waits up to 20 s for it to exit.
 fn terminate(child: &mut Child) -> Option<std::process::ExitStatus> {
     let pid = i32::try_from(child.id()).expect("pid");
@@ -160,7 +132,7 @@ impl Network {
         let chain = Chain::start().await;
         let root = chain.dir.path().to_path_buf();
         let _ = support::probe_image();
-        fresh_seed(&chain, 0).await;
+        support::fresh_seed(&chain, &dev_key(0)).await;
         let mut kids = Children::default();
         // The nodes use a reference script deployed here (devnet key 3), not the support's.
         let reference = devnet::deploy_validator(

@@ -5,7 +5,6 @@
 //! test loudly (CI starts it with scripts/ensure-docker.sh).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -86,22 +85,8 @@ pub fn hash_of(key: &SigningKey) -> KeyHash {
 pub fn probe_image() -> String {
     static TAG: OnceLock<String> = OnceLock::new();
     TAG.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/build-probe-image.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "build-probe-image.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .trim()
-            .to_string()
+        ganglion_node::demo::cluster::probe_image()
+            .unwrap_or_else(|e| panic!("build-probe-image.sh failed: {e}"))
     })
     .clone()
 }
@@ -518,7 +503,7 @@ async fn listen(client: &Client, peer: PeerId) -> Multiaddr {
 /// the clock): the engine seeds job ids from such a UTxO, and on a fresh devnet the genesis
 /// UTxOs — hence the job ids, hence the container names on the shared Docker host — would
 /// otherwise be the same in every test.
-async fn fresh_seed(chain: &Chain, key: &SigningKey) {
+pub async fn fresh_seed(chain: &Chain, key: &SigningKey) {
     let access = chain.access(key.clone());
     let jitter = p2p::now_ms() % 1_000_000;
     let mut draft = ganglion_contracts::tx::Draft::default();
