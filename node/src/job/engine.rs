@@ -120,6 +120,10 @@ pub struct EngineConfig {
     /// it attested submits the settle itself (the provider at assignment index `i` waits
     /// `(i + 1) ×` this), in case the orchestrator is gone (default 30 s).
     pub settle_grace_ms: u64,
+    /// A provider that refused for want of free GPUs, or did not answer, is left out of this
+    /// job's matching for this long, then considered again (default 10 s): busy is transient.
+    /// Other refusals (price, deadline, bond) exclude it for the job's life.
+    pub retry_excluded_ms: u64,
     /// A provider re-publishes its offer this often (default 2 s).
     pub offer_every: Duration,
     /// Validity of each published offer, ms (default 60 s).
@@ -139,6 +143,7 @@ impl Default for EngineConfig {
             allow_declared_gpus: false,
             reservation_grace_ms: 60_000,
             settle_grace_ms: 30_000,
+            retry_excluded_ms: 10_000,
             offer_every: Duration::from_secs(2),
             offer_ttl_ms: 60_000,
             clock: p2p::now_ms,

@@ -28,7 +28,7 @@ use crate::executor::Executor;
 use crate::market::matching::{Requirements, match_gang};
 use crate::market::snapshot::{MarketSnapshot, SnapshotOptions};
 use crate::market::spec::Ensemble;
-use crate::p2p::protocols::{AcceptRequest, AcceptResponse, AttestMessage};
+use crate::p2p::protocols::{AcceptRequest, AcceptResponse, AttestMessage, RefusalReason};
 
 /// A provider the matcher chose, with what the accept request and the assignment need.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +54,16 @@ pub struct Excluded {
     pub chosen: Chosen,
     /// Its refusal or the failure of the request.
     pub reason: String,
+    /// Until when (POSIX ms) it is left out; `None`: for the job's life.
+    #[serde(default)]
+    pub until_ms: Option<u64>,
+}
+
+impl Excluded {
+    /// Whether it is still left out at `now_ms`.
+    pub fn applies(&self, now_ms: u64) -> bool {
+        self.until_ms.is_none_or(|until| now_ms < until)
+    }
 }
 
 /// What the orchestrator keeps per job.
@@ -358,10 +368,12 @@ async fn do_match<S: Kv, E: Executor>(
     r: &OrchestratorRecord,
 ) -> Result<(), EngineError> {
     let market = ctx.p2p.market().await?;
+    let now = ctx.now();
     let excluded: Vec<KeyHash> = r
         .detail
         .excluded
         .iter()
+        .filter(|x| x.applies(now))
         .map(|x| x.chosen.provider)
         .collect();
     let offers: Vec<_> = market
@@ -413,18 +425,42 @@ async fn do_match<S: Kv, E: Executor>(
     Ok(())
 }
 
-/// Drops `bad` from the plan, excludes it and matches again.
+/// How long a provider stays out of a job's matching after failing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exclusion {
+    /// Busy or unreachable: [`EngineConfig::retry_excluded_ms`](super::EngineConfig).
+    Transient,
+    /// Its terms do not fit the job: for the job's life.
+    ForGood,
+}
+
+impl Exclusion {
+    fn of(refusal: &RefusalReason) -> Self {
+        match refusal {
+            RefusalReason::NoCapacity { .. } | RefusalReason::RateLimited => Self::Transient,
+            _ => Self::ForGood,
+        }
+    }
+}
+
+/// Drops `bad` from the plan, excludes it (see [`Exclusion`]) and matches again.
 fn rematch<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     r: &OrchestratorRecord,
     bad: &Chosen,
     why: String,
+    exclusion: Exclusion,
 ) -> Result<(), EngineError> {
-    tracing::info!(job = %r.job_id, provider = %hex::encode(bad.provider), %why, "re-matching without provider");
+    tracing::info!(job = %r.job_id, provider = %hex::encode(bad.provider), %why, ?exclusion, "re-matching without provider");
     let mut d = r.detail.clone();
+    let until_ms = match exclusion {
+        Exclusion::Transient => Some(ctx.now() + ctx.config.retry_excluded_ms),
+        Exclusion::ForGood => None,
+    };
     d.excluded.push(Excluded {
         chosen: bad.clone(),
         reason: why.clone(),
+        until_ms,
     });
     d.chosen.clear();
     d.last_error = Some(why);
@@ -453,7 +489,9 @@ async fn assign<S: Kv, E: Executor>(
     for c in &r.detail.chosen {
         let peer = match PeerId::from_bytes(&c.peer) {
             Ok(p) => p,
-            Err(e) => return rematch(ctx, r, c, format!("bad peer id: {e}")),
+            Err(e) => {
+                return rematch(ctx, r, c, format!("bad peer id: {e}"), Exclusion::ForGood);
+            }
         };
         let req = AcceptRequest {
             job_id: job,
@@ -478,12 +516,20 @@ async fn assign<S: Kv, E: Executor>(
                 acceptances.push(signature);
             }
             Ok(AcceptResponse::Accepted { .. }) => {
-                return rematch(ctx, r, c, "accepted under another provider key".into());
+                return rematch(
+                    ctx,
+                    r,
+                    c,
+                    "accepted under another provider key".into(),
+                    Exclusion::ForGood,
+                );
             }
             Ok(AcceptResponse::Refused(why)) => {
-                return rematch(ctx, r, c, format!("refused: {why}"));
+                return rematch(ctx, r, c, format!("refused: {why}"), Exclusion::of(&why));
             }
-            Err(e) => return rematch(ctx, r, c, format!("no answer: {e}")),
+            Err(e) => {
+                return rematch(ctx, r, c, format!("no answer: {e}"), Exclusion::Transient);
+            }
         }
     }
     if assignments.is_empty() {
@@ -628,4 +674,50 @@ async fn expire<S: Kv, E: Executor>(
     .map_err(super::chain::ChainError::from)?;
     let tx = ctx.chain.build(draft, ctx.now()).await?;
     submit_new(ctx, &r.job_id, TxKind::Expire, tx, None).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn excluded(until_ms: Option<u64>) -> Excluded {
+        Excluded {
+            chosen: Chosen {
+                provider: [1; 28],
+                peer: vec![],
+                bond: TxoRef {
+                    tx_hash: [2; 32],
+                    index: 0,
+                },
+                gpus: 1,
+                rate: 1,
+            },
+            reason: "test".into(),
+            until_ms,
+        }
+    }
+
+    #[test]
+    fn busy_providers_come_back_and_misfits_stay_out() {
+        assert_eq!(
+            Exclusion::of(&RefusalReason::NoCapacity { free: 0 }),
+            Exclusion::Transient
+        );
+        assert_eq!(
+            Exclusion::of(&RefusalReason::RateLimited),
+            Exclusion::Transient
+        );
+        for misfit in [
+            RefusalReason::RateTooLow { price: 9 },
+            RefusalReason::Deadline,
+            RefusalReason::UnknownBond,
+            RefusalReason::NotProvider,
+        ] {
+            assert_eq!(Exclusion::of(&misfit), Exclusion::ForGood, "{misfit}");
+        }
+        let transient = excluded(Some(1_000));
+        assert!(transient.applies(999));
+        assert!(!transient.applies(1_000));
+        assert!(excluded(None).applies(u64::MAX));
+    }
 }

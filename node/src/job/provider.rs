@@ -153,16 +153,26 @@ fn busy_gpus(records: &[ProviderRecord]) -> u64 {
         .sum()
 }
 
-/// Publishes this provider's offer (fresh timestamps, GPUs of unfinished jobs taken out).
+/// Publishes this provider's offer (fresh timestamps, GPUs of unfinished jobs taken out) and
+/// syncs the accept side with it (busy GPUs; reservations of assigned or ended jobs released).
 /// Publishing before any peer joined the topic fails; that is only logged.
 pub(crate) async fn publish_offer<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
     let Some(side) = &ctx.provider else { return };
     let now = ctx.now();
-    let busy = ctx
-        .store
-        .all::<ProviderRole>()
-        .map(|r| busy_gpus(&r))
-        .unwrap_or(0);
+    let records = ctx.store.all::<ProviderRole>().unwrap_or_default();
+    let busy = busy_gpus(&records);
+    // Reservations live at most `reservation_ttl_ms` in the p2p provider: only records that
+    // left `Reserved` since then can still have one to release.
+    let since = now.saturating_sub(side.reservation_ttl_ms);
+    let tracked = records
+        .iter()
+        .filter(|r| r.state != ProviderState::Reserved)
+        .filter(|r| r.history.last().is_some_and(|t| t.at_ms >= since))
+        .map(|r| r.job_id)
+        .collect();
+    if let Err(e) = ctx.p2p.sync_provider(busy, tracked).await {
+        tracing::debug!(error = %e, "provider side not synced");
+    }
     let body = OfferBody {
         network_magic: ctx.chain_magic(),
         bond: side.bond,

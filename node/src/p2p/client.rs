@@ -24,6 +24,7 @@ pub(crate) enum Command {
     AddExternalAddress(Multiaddr, oneshot::Sender<()>),
     PublishOffer(Box<SignedOffer>, oneshot::Sender<Result<(), Error>>),
     SetBonds(BondSnapshot, oneshot::Sender<()>),
+    SyncProvider(u64, Vec<JobId>, oneshot::Sender<()>),
     Market(oneshot::Sender<Vec<SignedOffer>>),
     Rtts(oneshot::Sender<Vec<(PeerId, Rtt)>>),
     PeerScore(PeerId, oneshot::Sender<Option<f64>>),
@@ -133,6 +134,18 @@ impl Client {
     /// [`Error::Stopped`].
     pub async fn set_bonds(&self, bonds: BondSnapshot) -> Result<(), Error> {
         self.ask(|r| Command::SetBonds(bonds, r)).await
+    }
+
+    /// Tells the provider side what the job engine tracks: `busy_gpus` held by jobs assigned on
+    /// chain and not yet attested, and the `tracked` jobs (assigned or ended) whose acceptance
+    /// reservations are released: their GPUs are counted in `busy_gpus` now, or free again.
+    /// Accept requests are answered against `gpus − busy − reserved`. No-op on a non-provider.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn sync_provider(&self, busy_gpus: u64, tracked: Vec<JobId>) -> Result<(), Error> {
+        self.ask(|r| Command::SyncProvider(busy_gpus, tracked, r))
+            .await
     }
 
     /// The live market: one verified, unexpired offer per provider.

@@ -272,15 +272,16 @@ impl EventLoop {
                     .kad
                     .add_address(&peer, addr.clone());
             }
-            if let Err(e) = self.swarm.dial(addr.clone()) {
-                tracing::warn!(target: "p2p", %addr, error = %e, "cannot dial bootstrap peer");
-            }
         }
+        self.dial_bootstrap();
         if !self.config.bootstrap.is_empty() {
             let _ = self.swarm.behaviour_mut().kad.bootstrap();
         }
         let mut prune = tokio::time::interval(self.config.prune_interval);
         prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut redial = tokio::time::interval(self.config.redial_interval);
+        redial.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        redial.reset();
         loop {
             tokio::select! {
                 event = self.swarm.select_next_some() => self.on_swarm_event(event),
@@ -289,9 +290,26 @@ impl EventLoop {
                     None => break,
                 },
                 _ = prune.tick() => self.prune(),
+                _ = redial.tick() => self.dial_bootstrap(),
             }
         }
         tracing::debug!(target: "p2p", "event loop stopped: no client left");
+    }
+
+    /// Dials every bootstrap peer this node is not connected to (all of them at start).
+    fn dial_bootstrap(&mut self) {
+        for addr in self.config.bootstrap.clone() {
+            let peer = match addr.iter().last() {
+                Some(libp2p::multiaddr::Protocol::P2p(peer)) => Some(peer),
+                _ => None,
+            };
+            if peer.is_some_and(|p| self.swarm.is_connected(&p)) {
+                continue;
+            }
+            if let Err(e) = self.swarm.dial(addr.clone()) {
+                tracing::warn!(target: "p2p", %addr, error = %e, "cannot dial bootstrap peer");
+            }
+        }
     }
 
     fn emit(&mut self, event: Event) {
@@ -371,6 +389,12 @@ impl EventLoop {
             Command::SetBonds(bonds, reply) => {
                 self.bonds = bonds;
                 self.prune();
+                let _ = reply.send(());
+            }
+            Command::SyncProvider(busy, tracked, reply) => {
+                if let Some(p) = &mut self.provider {
+                    p.sync(busy, &tracked);
+                }
                 let _ = reply.send(());
             }
             Command::Market(reply) => {

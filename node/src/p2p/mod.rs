@@ -94,7 +94,11 @@ pub struct Config {
     /// Addresses to listen on (default `/ip4/0.0.0.0/tcp/0` and `/ip4/0.0.0.0/udp/0/quic-v1`).
     pub listen: Vec<Multiaddr>,
     /// Bootstrap peers for Kademlia, each ending in `/p2p/<peer id>` (a devnet provides them).
+    /// They are dialled at start and re-dialled every [`Config::redial_interval`] while not
+    /// connected, so a bootstrap peer that restarts (e.g. after `kill -9`) is found again.
     pub bootstrap: Vec<Multiaddr>,
+    /// How often unconnected bootstrap peers are re-dialled (default 5 s).
+    pub redial_interval: Duration,
     /// Serve as a circuit-relay v2 relay for others (default off).
     pub relay_server: bool,
     /// Interval between pings on each connection (default 5 s).
@@ -137,6 +141,7 @@ impl Default for Config {
                 "/ip4/0.0.0.0/udp/0/quic-v1".parse().expect("valid literal"),
             ],
             bootstrap: Vec::new(),
+            redial_interval: Duration::from_secs(5),
             relay_server: false,
             ping_interval: Duration::from_secs(5),
             gossip_heartbeat: Duration::from_secs(1),

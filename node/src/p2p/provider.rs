@@ -43,6 +43,8 @@ struct Reservation {
 pub struct Provider {
     config: ProviderConfig,
     reservations: HashMap<JobId, Reservation>,
+    /// GPUs held by assigned, unfinished jobs (set by the job engine, [`Provider::sync`]).
+    busy: u64,
 }
 
 impl Provider {
@@ -51,6 +53,7 @@ impl Provider {
         Self {
             config,
             reservations: HashMap::new(),
+            busy: 0,
         }
     }
 
@@ -59,11 +62,24 @@ impl Provider {
         &self.config
     }
 
-    /// GPUs not held by an unexpired reservation at `now_ms` (POSIX ms).
+    /// GPUs neither busy with an assigned job nor held by an unexpired reservation at `now_ms`
+    /// (POSIX ms).
     pub fn free_gpus(&mut self, now_ms: u64) -> u64 {
         self.reservations.retain(|_, r| r.until_ms > now_ms);
         let reserved: u64 = self.reservations.values().map(|r| r.gpus).sum();
-        self.config.gpus.saturating_sub(reserved)
+        self.config
+            .gpus
+            .saturating_sub(self.busy)
+            .saturating_sub(reserved)
+    }
+
+    /// The job engine's view: `busy` GPUs held by assigned, unfinished jobs; the reservations of
+    /// `tracked` jobs (assigned, hence counted in `busy`, or ended) are released.
+    pub fn sync(&mut self, busy: u64, tracked: &[JobId]) {
+        self.busy = busy;
+        for job in tracked {
+            self.reservations.remove(job);
+        }
     }
 
     /// Releases a job's reservation (refused by the orchestrator, or turned into an assignment
@@ -126,6 +142,27 @@ impl Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sync_converts_a_reservation_into_busy_and_frees_it_when_the_job_ends() {
+        let mut p = provider();
+        let job = JobId([7; 32]);
+        p.reservations.insert(
+            job,
+            Reservation {
+                gpus: 3,
+                until_ms: 10_000,
+            },
+        );
+        assert_eq!(p.free_gpus(0), 1);
+        // Assigned: the engine counts the job's 3 GPUs as busy, the reservation goes.
+        p.sync(3, &[job]);
+        assert!(p.reservations.is_empty());
+        assert_eq!(p.free_gpus(0), 1);
+        // Ended: nothing busy, all free again before the reservation's TTL would have run out.
+        p.sync(0, &[job]);
+        assert_eq!(p.free_gpus(0), 4);
+    }
 
     fn provider() -> Provider {
         Provider::new(ProviderConfig {

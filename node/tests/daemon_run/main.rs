@@ -10,6 +10,8 @@
 #[allow(dead_code)]
 mod support;
 
+mod crash_points;
+
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::Duration;
@@ -122,6 +124,8 @@ struct Network {
     chain: Chain,
     kids: Children,
     orch: NodeInfo,
+    /// The orchestrator's config (to restart it).
+    orch_node: DevnetNode,
     /// Each provider's config and devnet key seed.
     providers: Vec<(DevnetNode, u32)>,
     rpc: HttpClient,
@@ -171,6 +175,7 @@ impl Network {
             chain,
             kids,
             orch,
+            orch_node,
             providers,
             rpc,
         }
@@ -236,6 +241,26 @@ fn containers_created(since: u64, prefix: &str) -> Vec<String> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|n| n.starts_with(prefix))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Names of this Docker host's containers (any state) whose name starts with `prefix`.
+fn containers_named(prefix: &str) -> Vec<String> {
+    let out = std::process::Command::new("docker")
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            &format!("name=^{prefix}"),
+            "--format",
+            "{{.Names}}",
+        ])
+        .output()
+        .expect("docker ps runs");
+    assert!(out.status.success(), "docker ps: {out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
         .map(str::to_string)
         .collect()
 }
