@@ -12,7 +12,6 @@ use ganglion_contracts::blueprint::Blueprint;
 use ganglion_contracts::build::{self, BondRequest, Deployment};
 use ganglion_contracts::env::Env;
 use ganglion_contracts::params::KeyHash;
-use ganglion_contracts::protocol::ProtocolParams;
 use ganglion_contracts::time::SlotConfig;
 use ganglion_contracts::tx::TxoRef;
 use ganglion_indexer::Indexer;
@@ -67,7 +66,7 @@ pub async fn resolve(
         },
     };
     let env = Env {
-        params: ProtocolParams::mainnet().map_err(chain_err)?,
+        params: client.protocol_params().await.map_err(chain_err)?,
         slot_config,
         network: preset.address_network,
     };

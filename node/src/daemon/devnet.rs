@@ -27,7 +27,6 @@ use ganglion_contracts::blueprint::Blueprint;
 use ganglion_contracts::build::{self, Deployment};
 use ganglion_contracts::env::Env;
 use ganglion_contracts::params::Params;
-use ganglion_contracts::protocol::ProtocolParams;
 use ganglion_contracts::time::SlotConfig;
 use ganglion_contracts::tx::{Output, TxoRef, Utxo};
 
@@ -66,9 +65,10 @@ pub async fn deploy_validator(
         .await
         .map_err(chain_err)?;
     let zero_time = client.system_start_ms().await;
+    let pparams = client.protocol_params().await;
     client.close().await;
     let env = Env {
-        params: ProtocolParams::mainnet().map_err(chain_err)?,
+        params: pparams.map_err(chain_err)?,
         slot_config: SlotConfig {
             zero_time: zero_time.map_err(chain_err)?,
             zero_slot: 0,

@@ -1,14 +1,15 @@
 //! An N2C connection to a node (cardano-node or the devnet): the wallet's UTxOs through the
-//! local-state query `GetUTxOByAddress`, the system start, the tip, and transaction
+//! local-state queries `GetUTxOByAddress` and `GetCurrentPParams`, the system start, the tip, and transaction
 //! submission with readable rejections (the testnet crate's client facade, DESIGN §4).
 
+use ganglion_contracts::protocol::{ExUnits, ProtocolParams, Ratio};
 use ganglion_contracts::tx::{Output, TxoRef, Utxo};
 use ganglion_testnet::client::{ClientError, N2cClient};
 use pallas_codec::minicbor::{self, Decoder};
 use pallas_codec::utils::AnyCbor;
 use pallas_network::miniprotocols::Point;
 use pallas_network::miniprotocols::localstate::queries_v16::{
-    BlockQuery, LedgerQuery, Request, SystemStart,
+    self as q16, BlockQuery, LedgerQuery, Request, SystemStart,
 };
 use pallas_traverse::{Era, MultiEraOutput};
 
@@ -98,6 +99,26 @@ impl ChainClient {
         })
     }
 
+    /// The ledger's current protocol parameters (`GetCurrentPParams`, Conway era): what fees,
+    /// min-UTxO and script budgets are computed from, so transactions built here pay what the
+    /// ledger asks on any network (the devnet answers its genesis values).
+    ///
+    /// # Errors
+    /// [`Error::Query`], also when a field the builder needs is missing or out of range.
+    pub async fn protocol_params(&mut self) -> Result<ProtocolParams, Error> {
+        let q = Request::LedgerQuery(LedgerQuery::BlockQuery(
+            CONWAY_QUERY_ERA,
+            BlockQuery::GetCurrentPParams,
+        ));
+        let raw = self.query("GetCurrentPParams", q).await?;
+        let err = |reason: String| Error::Query {
+            query: "GetCurrentPParams",
+            reason,
+        };
+        let (p,): (q16::ProtocolParam,) = minicbor::decode(&raw).map_err(|e| err(e.to_string()))?;
+        protocol_params_of(&p).map_err(err)
+    }
+
     /// The chain's system start (POSIX ms) from `GetSystemStart`.
     ///
     /// # Errors
@@ -153,6 +174,54 @@ impl ChainClient {
 }
 
 /// `[{ [tx_id, index] => output }]` → UTxOs (outputs decoded in the Conway era).
+/// The builder's parameters from a `ConwayPParams` answer; names the first missing field.
+fn protocol_params_of(p: &q16::ProtocolParam) -> Result<ProtocolParams, String> {
+    fn need<T: Clone>(v: &Option<T>, name: &str) -> Result<T, String> {
+        v.clone().ok_or_else(|| format!("{name} missing"))
+    }
+    let ratio = |r: &q16::RationalNumber, name: &str| {
+        if r.denominator == 0 {
+            return Err(format!("{name} has a zero denominator"));
+        }
+        Ok(Ratio {
+            num: r.numerator,
+            den: r.denominator,
+        })
+    };
+    let prices = need(&p.execution_costs, "executionUnitPrices")?;
+    let max_ex = need(&p.max_tx_ex_units, "maxTxExecutionUnits")?;
+    let coins = need(&p.ada_per_utxo_byte, "coinsPerUTxOByte")?;
+    let cost_models = need(&p.cost_models_for_script_languages, "costModels")?;
+    let ref_cost = need(
+        &p.minfee_refscript_cost_per_byte,
+        "minFeeRefScriptCostPerByte",
+    )?;
+    if ref_cost.denominator == 0 {
+        return Err("minFeeRefScriptCostPerByte has a zero denominator".into());
+    }
+    let (major, _minor) = need(&p.protocol_version, "protocolVersion")?;
+    Ok(ProtocolParams {
+        min_fee_a: need(&p.minfee_a, "minFeeA")?,
+        min_fee_b: need(&p.minfee_b, "minFeeB")?,
+        max_tx_size: need(&p.max_transaction_size, "maxTxSize")?,
+        price_mem: ratio(&prices.mem_price, "priceMemory")?,
+        price_steps: ratio(&prices.step_price, "priceSteps")?,
+        max_tx_ex_units: ExUnits {
+            mem: max_ex.mem,
+            steps: max_ex.steps,
+        },
+        coins_per_utxo_byte: u64::from(coins),
+        collateral_percentage: need(&p.collateral_percentage, "collateralPercentage")?,
+        max_collateral_inputs: need(&p.max_collateral_inputs, "maxCollateralInputs")?,
+        // Lovelace per byte of reference script, rounded up so a fee is never short.
+        min_fee_ref_script_cost_per_byte: ref_cost.numerator.div_ceil(ref_cost.denominator),
+        cost_model_v3: cost_models
+            .plutus_v3
+            .ok_or("the PlutusV3 cost model is missing")?,
+        protocol_major: u16::try_from(major).map_err(|_| "protocol version out of range")?,
+    })
+}
+
 fn decode_utxos(raw: &[u8]) -> Result<Vec<Utxo>, String> {
     let mut d = Decoder::new(raw);
     let e = |e: minicbor::decode::Error| e.to_string();

@@ -2,7 +2,6 @@
 //! operation opens one N2C connection, does its work and closes it.
 
 use ganglion_contracts::env::Env;
-use ganglion_contracts::protocol::ProtocolParams;
 use ganglion_contracts::time::SlotConfig;
 use ganglion_contracts::tx::Value;
 use pallas_addresses::Address;
@@ -174,9 +173,8 @@ impl Wallet {
         Ok(p)
     }
 
-    /// The build environment. Protocol parameters: the mainnet values from the fixtures,
-    /// which the devnet uses; on public networks this is a placeholder until they are read
-    /// with `GetCurrentPParams` (see the report of issue 10).
+    /// The build environment: the ledger's current protocol parameters (`GetCurrentPParams`)
+    /// and the preset's slot clock (the chain's system start where the preset has none).
     async fn env(&self, c: &mut ChainClient) -> Result<Env, Error> {
         let slot_config = match self.preset.slot_config {
             Some(s) => s,
@@ -187,7 +185,7 @@ impl Wallet {
             },
         };
         Ok(Env {
-            params: ProtocolParams::mainnet()?,
+            params: c.protocol_params().await?,
             slot_config,
             network: self.preset.address_network,
         })

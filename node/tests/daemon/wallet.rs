@@ -107,3 +107,23 @@ async fn opening_without_a_key_or_creating_twice_is_refused() {
     assert_eq!(Wallet::open(s).expect("open").address(), w.address());
     h.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_parameters_come_from_the_ledger_over_get_current_pparams() {
+    use ganglion_node::settings::N2cEndpoint;
+    use ganglion_node::wallet::ChainClient;
+
+    let t = tempfile::tempdir().expect("tempdir");
+    let h = devnet(t.path()).await;
+    let endpoint = N2cEndpoint::Tcp(h.n2c_tcp_addr().expect("n2c tcp"));
+    let mut c = ChainClient::connect(&endpoint, h.magic())
+        .await
+        .expect("connects");
+    let got = c.protocol_params().await.expect("GetCurrentPParams");
+    c.close().await;
+    // The devnet's genesis carries the mainnet parameters of the fixtures: every field the
+    // transaction builder uses must survive the ledger's encoding and our decoding.
+    let want = ganglion_contracts::protocol::ProtocolParams::mainnet().expect("fixtures");
+    assert_eq!(got, want);
+    assert_eq!(got.cost_model_v3.len(), want.cost_model_v3.len());
+}
