@@ -319,6 +319,7 @@ async fn p2p_acceptance_round_trip_is_accepted_by_the_escrow_validator() {
         min_rate: a.rate,
         reservation_ttl_ms: 60_000,
         max_deadline_ahead_ms: 30 * 24 * 3_600_000,
+        max_concurrent_jobs: 4,
     };
     let prov = start(
         prov_id.clone(),

@@ -274,6 +274,7 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
             min_rate: limits.price_ntx_per_gpu_hour,
             reservation_ttl_ms: RESERVATION_TTL_MS,
             max_deadline_ahead_ms: MAX_DEADLINE_AHEAD_MS,
+            max_concurrent_jobs: limits.max_concurrent_jobs,
         });
         side = Some(ProviderSide {
             executor,

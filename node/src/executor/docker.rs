@@ -7,8 +7,10 @@
 //! and outputs (CID, CAR, piece CID) → remove containers, network, dirs → record.
 //!
 //! `recover`: for each unfinished job in the table, the labelled containers are adopted
-//! (still running: supervised to the end) or collected (exited); jobs that never started are
-//! failed as interrupted; failed cleanups are retried. Nothing is created or started again.
+//! (still running: supervised to the end, also when the crash came before `Running` was
+//! recorded) or collected (exited). A job none of whose containers ever started (the crash fell
+//! in its set-up) has its set-up undone and is run from the beginning: it never ran, so this is
+//! its first start. Failed cleanups are retried. No container is ever started twice.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -657,7 +659,7 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
         let mut reports = vec![];
         for mut record in self.table.all()? {
             let t0 = Instant::now();
-            let Some(_active) = Active::claim(&self.active, &record.plan.job) else {
+            let Some(active) = Active::claim(&self.active, &record.plan.job) else {
                 continue; // supervised by a `run` of this process
             };
             if record.phase.is_terminal() {
@@ -697,24 +699,63 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
                         .await?,
                     );
                 }
+                _ if self.started_any(&found).await? => {
+                    // Started before the crash, though `Running` was not recorded yet.
+                    tracing::info!(job = %record.plan.job, "adopting (started before the crash)");
+                    record.phase = Phase::Running;
+                    record.started_at_unix_ms.get_or_insert_with(unix_ms);
+                    self.table.put(&record)?;
+                    let report = self
+                        .supervise(record, image, Timings::default(), t0, true)
+                        .await?;
+                    reports.push(report);
+                }
                 _ => {
-                    // Never started: do not start it now (a job is never started twice).
-                    reports.push(
-                        self.finish(
-                            &mut record,
-                            image,
-                            vec![],
-                            Some(FailureReason::Interrupted),
-                            Timings::default(),
-                            t0,
-                            true,
-                        )
-                        .await?,
-                    );
+                    // Caught in its set-up, nothing started: undo the set-up and run the job
+                    // from the beginning (its first start; `run` records it anew).
+                    tracing::info!(job = %record.plan.job, "set-up interrupted by a crash: running the job afresh");
+                    if !self.cleanup(&record).await {
+                        // The engine would not remove the set-up: give up on the job.
+                        reports.push(
+                            self.finish(
+                                &mut record,
+                                image,
+                                vec![],
+                                Some(FailureReason::Interrupted),
+                                Timings::default(),
+                                t0,
+                                true,
+                            )
+                            .await?,
+                        );
+                        continue;
+                    }
+                    self.table.remove(&record.plan.job)?;
+                    drop(active);
+                    reports.push(self.run_inner(record.plan).await?);
                 }
             }
         }
         Ok(reports)
+    }
+
+    /// Whether any of `containers` was ever started (left Docker's `created` state).
+    async fn started_any(&self, containers: &[String]) -> Result<bool, ExecError> {
+        use bollard::models::ContainerStateStatusEnum as Status;
+        for id in containers {
+            let inspected = self
+                .docker()
+                .inspect_container(id, None)
+                .await
+                .map_err(ExecError::engine("inspect container"))?;
+            if !matches!(
+                inspected.state.and_then(|s| s.status),
+                Some(Status::CREATED)
+            ) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 }
 

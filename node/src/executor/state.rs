@@ -139,6 +139,16 @@ impl JobTable {
         Ok(())
     }
 
+    /// Forgets `job` and flushes (a set-up undone after a crash, before its first start).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn remove(&self, job: &JobId) -> Result<(), ExecError> {
+        self.jobs.remove(job.as_str().as_bytes())?;
+        self.db.flush()?;
+        Ok(())
+    }
+
     /// The record of `job`.
     ///
     /// # Errors

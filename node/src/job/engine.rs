@@ -89,6 +89,9 @@ pub enum EngineError {
     /// The executor.
     #[error("executor: {0}")]
     Exec(#[from] ExecError),
+    /// The blockstore (e.g. making pinned blocks durable).
+    #[error("blockstore: {0}")]
+    Blockstore(#[source] Box<ganglion_storage::blockstore::Error>),
     /// The job is not (or no longer) in a state that allows the call.
     #[error("job {job}: {reason}")]
     State {
@@ -97,6 +100,12 @@ pub enum EngineError {
         /// Why.
         reason: String,
     },
+}
+
+impl From<ganglion_storage::blockstore::Error> for EngineError {
+    fn from(e: ganglion_storage::blockstore::Error) -> Self {
+        Self::Blockstore(Box::new(e))
+    }
 }
 
 /// Timing and policy. Units in the names; defaults in [`EngineConfig::default`].

@@ -186,6 +186,8 @@ pub(crate) async fn submit<S: Kv, E: Executor>(
         .map_err(|e| EngineError::Spec(format!("pinning the spec: {e}")))?;
     ganglion_storage::blockstore::pin_recursive(&ctx.blockstore, &imported.root)
         .map_err(|e| EngineError::Spec(format!("pinning the spec: {e}")))?;
+    // On disk before the lock names it: after a crash the providers must still find the spec.
+    ctx.blockstore.flush()?;
     let spec_cid = imported.root.to_bytes();
     let terms = spec.escrow_terms();
     let utxos = ctx.chain.wallet_utxos(now).await?;
@@ -437,7 +439,9 @@ enum Exclusion {
 impl Exclusion {
     fn of(refusal: &RefusalReason) -> Self {
         match refusal {
-            RefusalReason::NoCapacity { .. } | RefusalReason::RateLimited => Self::Transient,
+            RefusalReason::NoCapacity { .. }
+            | RefusalReason::TooManyJobs { .. }
+            | RefusalReason::RateLimited => Self::Transient,
             _ => Self::ForGood,
         }
     }
@@ -701,6 +705,10 @@ mod tests {
     fn busy_providers_come_back_and_misfits_stay_out() {
         assert_eq!(
             Exclusion::of(&RefusalReason::NoCapacity { free: 0 }),
+            Exclusion::Transient
+        );
+        assert_eq!(
+            Exclusion::of(&RefusalReason::TooManyJobs { active: 1, max: 1 }),
             Exclusion::Transient
         );
         assert_eq!(

@@ -137,20 +137,23 @@ pub fn with_busy(offer: &MarketOffer, busy: u64) -> MarketOffer {
 fn busy_gpus(records: &[ProviderRecord]) -> u64 {
     records
         .iter()
-        .filter(|r| {
-            matches!(
-                r.state,
-                ProviderState::Assigned
-                    | ProviderState::Preparing
-                    | ProviderState::Running
-                    | ProviderState::Finished
-            )
-        })
+        .filter(|r| holds_gpus(r.state))
         .filter_map(|r| {
             let i = usize::try_from(r.detail.index?).ok()?;
             r.detail.assignments.get(i).map(|a| a.gpus)
         })
         .sum()
+}
+
+/// Whether a job in `state` holds this provider's GPUs: assigned on chain, not yet attested.
+fn holds_gpus(state: ProviderState) -> bool {
+    matches!(
+        state,
+        ProviderState::Assigned
+            | ProviderState::Preparing
+            | ProviderState::Running
+            | ProviderState::Finished
+    )
 }
 
 /// Publishes this provider's offer (fresh timestamps, GPUs of unfinished jobs taken out) and
@@ -161,6 +164,8 @@ pub(crate) async fn publish_offer<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
     let now = ctx.now();
     let records = ctx.store.all::<ProviderRole>().unwrap_or_default();
     let busy = busy_gpus(&records);
+    let running =
+        u32::try_from(records.iter().filter(|r| holds_gpus(r.state)).count()).unwrap_or(u32::MAX);
     // Reservations live at most `reservation_ttl_ms` in the p2p provider: only records that
     // left `Reserved` since then can still have one to release.
     let since = now.saturating_sub(side.reservation_ttl_ms);
@@ -170,7 +175,7 @@ pub(crate) async fn publish_offer<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
         .filter(|r| r.history.last().is_some_and(|t| t.at_ms >= since))
         .map(|r| r.job_id)
         .collect();
-    if let Err(e) = ctx.p2p.sync_provider(busy, tracked).await {
+    if let Err(e) = ctx.p2p.sync_provider(busy, running, tracked).await {
         tracing::debug!(error = %e, "provider side not synced");
     }
     let body = OfferBody {
@@ -486,6 +491,9 @@ async fn attest<S: Kv, E: Executor>(
     let msg = match &r.detail.attestation {
         Some(m) => m.clone(),
         None => {
+            // The result and log blocks on disk before a signature names them: after a crash
+            // the auditor and the orchestrator must still find them here.
+            ctx.blockstore.flush()?;
             let body = AttestationBody {
                 job_id: r.job_id,
                 provider: me,

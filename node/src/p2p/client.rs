@@ -24,7 +24,7 @@ pub(crate) enum Command {
     AddExternalAddress(Multiaddr, oneshot::Sender<()>),
     PublishOffer(Box<SignedOffer>, oneshot::Sender<Result<(), Error>>),
     SetBonds(BondSnapshot, oneshot::Sender<()>),
-    SyncProvider(u64, Vec<JobId>, oneshot::Sender<()>),
+    SyncProvider(u64, u32, Vec<JobId>, oneshot::Sender<()>),
     Market(oneshot::Sender<Vec<SignedOffer>>),
     Rtts(oneshot::Sender<Vec<(PeerId, Rtt)>>),
     PeerScore(PeerId, oneshot::Sender<Option<f64>>),
@@ -136,15 +136,21 @@ impl Client {
         self.ask(|r| Command::SetBonds(bonds, r)).await
     }
 
-    /// Tells the provider side what the job engine tracks: `busy_gpus` held by jobs assigned on
-    /// chain and not yet attested, and the `tracked` jobs (assigned or ended) whose acceptance
-    /// reservations are released: their GPUs are counted in `busy_gpus` now, or free again.
-    /// Accept requests are answered against `gpus − busy − reserved`. No-op on a non-provider.
+    /// Tells the provider side what the job engine tracks: `running` jobs assigned on chain
+    /// and not yet attested, holding `busy_gpus`, and the `tracked` jobs (assigned or ended)
+    /// whose acceptance reservations are released: they are counted in `running` now, or over.
+    /// Accept requests are answered against `gpus − busy − reserved` GPUs and `running +
+    /// reserved` jobs (`max_concurrent_jobs`). No-op on a non-provider.
     ///
     /// # Errors
     /// [`Error::Stopped`].
-    pub async fn sync_provider(&self, busy_gpus: u64, tracked: Vec<JobId>) -> Result<(), Error> {
-        self.ask(|r| Command::SyncProvider(busy_gpus, tracked, r))
+    pub async fn sync_provider(
+        &self,
+        busy_gpus: u64,
+        running: u32,
+        tracked: Vec<JobId>,
+    ) -> Result<(), Error> {
+        self.ask(|r| Command::SyncProvider(busy_gpus, running, tracked, r))
             .await
     }
 

@@ -391,9 +391,9 @@ impl EventLoop {
                 self.prune();
                 let _ = reply.send(());
             }
-            Command::SyncProvider(busy, tracked, reply) => {
+            Command::SyncProvider(busy, running, tracked, reply) => {
                 if let Some(p) = &mut self.provider {
-                    p.sync(busy, &tracked);
+                    p.sync(busy, running, &tracked);
                 }
                 let _ = reply.send(());
             }

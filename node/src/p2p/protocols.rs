@@ -61,6 +61,14 @@ pub enum RefusalReason {
         /// Free GPUs now.
         free: u64,
     },
+    /// The provider holds its `[provider] max_concurrent_jobs` already (reserved or running).
+    #[error("already holding {active} of at most {max} jobs")]
+    TooManyJobs {
+        /// Jobs reserved or running now.
+        active: u32,
+        /// The provider's maximum.
+        max: u32,
+    },
     /// Rate under the provider's price.
     #[error("rate below the price of {price} NTX/GPU-hour")]
     RateTooLow {

@@ -29,6 +29,8 @@ pub struct ProviderConfig {
     pub reservation_ttl_ms: u64,
     /// Furthest deadline accepted, ms from now.
     pub max_deadline_ahead_ms: u64,
+    /// Jobs held at once, reserved or running (`[provider] max_concurrent_jobs`, ≥ 1).
+    pub max_concurrent_jobs: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -45,6 +47,8 @@ pub struct Provider {
     reservations: HashMap<JobId, Reservation>,
     /// GPUs held by assigned, unfinished jobs (set by the job engine, [`Provider::sync`]).
     busy: u64,
+    /// Assigned, unfinished jobs (set by the job engine, [`Provider::sync`]).
+    running: u32,
 }
 
 impl Provider {
@@ -54,6 +58,7 @@ impl Provider {
             config,
             reservations: HashMap::new(),
             busy: 0,
+            running: 0,
         }
     }
 
@@ -73,10 +78,12 @@ impl Provider {
             .saturating_sub(reserved)
     }
 
-    /// The job engine's view: `busy` GPUs held by assigned, unfinished jobs; the reservations of
-    /// `tracked` jobs (assigned, hence counted in `busy`, or ended) are released.
-    pub fn sync(&mut self, busy: u64, tracked: &[JobId]) {
+    /// The job engine's view: `running` assigned, unfinished jobs holding `busy` GPUs; the
+    /// reservations of `tracked` jobs (assigned, hence counted in `running`, or ended) are
+    /// released.
+    pub fn sync(&mut self, busy: u64, running: u32, tracked: &[JobId]) {
         self.busy = busy;
+        self.running = running;
         for job in tracked {
             self.reservations.remove(job);
         }
@@ -109,6 +116,18 @@ impl Provider {
         // A repeated request for the same job replaces its own reservation.
         let previous = self.reservations.remove(&req.job_id);
         let free = self.free_gpus(now_ms);
+        let active = self
+            .running
+            .saturating_add(u32::try_from(self.reservations.len()).unwrap_or(u32::MAX));
+        if active >= self.config.max_concurrent_jobs {
+            if let Some(p) = previous {
+                self.reservations.insert(req.job_id, p);
+            }
+            return Refused(RefusalReason::TooManyJobs {
+                active,
+                max: self.config.max_concurrent_jobs,
+            });
+        }
         if req.gpus > free {
             if let Some(p) = previous {
                 self.reservations.insert(req.job_id, p);
@@ -156,11 +175,11 @@ mod tests {
         );
         assert_eq!(p.free_gpus(0), 1);
         // Assigned: the engine counts the job's 3 GPUs as busy, the reservation goes.
-        p.sync(3, &[job]);
+        p.sync(3, 1, &[job]);
         assert!(p.reservations.is_empty());
         assert_eq!(p.free_gpus(0), 1);
         // Ended: nothing busy, all free again before the reservation's TTL would have run out.
-        p.sync(0, &[job]);
+        p.sync(0, 0, &[job]);
         assert_eq!(p.free_gpus(0), 4);
     }
 
@@ -176,6 +195,7 @@ mod tests {
             min_rate: 100,
             reservation_ttl_ms: 1_000,
             max_deadline_ahead_ms: 10_000,
+            max_concurrent_jobs: 2,
         })
     }
 
@@ -219,6 +239,32 @@ mod tests {
         // After the TTL the reservation lapses.
         assert!(matches!(
             p.handle(&req(2, 2), 1_001),
+            AcceptResponse::Accepted { .. }
+        ));
+    }
+
+    #[test]
+    fn refuses_beyond_max_concurrent_jobs_counting_reservations_and_running_jobs() {
+        let mut p = provider();
+        assert!(matches!(
+            p.handle(&req(1, 1), 0),
+            AcceptResponse::Accepted { .. }
+        ));
+        // One reserved + one running = the maximum of 2.
+        p.sync(1, 1, &[]);
+        assert_eq!(
+            p.handle(&req(2, 1), 0),
+            AcceptResponse::Refused(RefusalReason::TooManyJobs { active: 2, max: 2 })
+        );
+        // Asking again for the job it already holds is not a new job.
+        assert!(matches!(
+            p.handle(&req(1, 1), 0),
+            AcceptResponse::Accepted { .. }
+        ));
+        // The running job ended.
+        p.sync(0, 0, &[]);
+        assert!(matches!(
+            p.handle(&req(2, 1), 0),
             AcceptResponse::Accepted { .. }
         ));
     }

@@ -1,7 +1,7 @@
 //! The executor is killed mid-job (its task aborted and its state dropped, as a crash leaves
 //! it; the containers keep running in the engine) and restarted on the same work dir and
-//! blockstore: the job is adopted and finishes exactly once; a job that never started is not
-//! started by the restart.
+//! blockstore: the job is adopted and finishes exactly once; a job whose containers were
+//! created but never started is set up afresh by the restart and runs once (its first start).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use ganglion_node::executor::docker::DockerExecutor;
 use ganglion_node::executor::plan::JobPlan;
 
-use ganglion_node::executor::{ExecError, Executor, FailureReason, Phase};
+use ganglion_node::executor::{ExecError, Executor, Phase};
 use ganglion_storage::blockstore::MemoryBlockstore;
 use ganglion_storage::unixfs::{self, ImportOptions};
 
@@ -103,7 +103,7 @@ async fn a_job_running_when_the_executor_dies_finishes_exactly_once_after_restar
 }
 
 #[tokio::test]
-async fn a_job_created_but_not_started_before_the_crash_is_not_started_by_the_restart() {
+async fn a_job_created_but_not_started_before_the_crash_is_started_once_by_the_restart() {
     let node = Node::new();
     let job = support::job_id("notstarted");
     let plan = support::plan(job.clone(), &support::probe_image(), &["echo", "x"], 2);
@@ -120,9 +120,19 @@ async fn a_job_created_but_not_started_before_the_crash_is_not_started_by_the_re
     let exec = node.executor(node.pinner()).await;
     let reports = exec.recover().await.expect("recover");
     assert_eq!(reports.len(), 1);
-    assert_eq!(reports[0].failure(), Some(&FailureReason::Interrupted));
-    assert_eq!(reports[0].billable_gpu_seconds(), 0.0);
-    assert!(support::log(&exec, &job, 0).is_empty(), "never ran");
+    assert_eq!(reports[0].failure(), None, "{:?}", reports[0]);
+    assert_eq!(
+        exec.record(&job).expect("table").expect("record").phase,
+        Phase::Succeeded
+    );
+    for rank in 0..2 {
+        assert_eq!(
+            support::log(&exec, &job, rank).matches("x").count(),
+            1,
+            "rank {rank} ran exactly once"
+        );
+    }
+    assert!(exec.recover().await.expect("again").is_empty());
     support::assert_no_leftovers(&exec, &job).await;
 }
 

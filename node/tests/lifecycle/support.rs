@@ -609,6 +609,7 @@ pub async fn provider_with(
             min_rate,
             reservation_ttl_ms,
             max_deadline_ahead_ms: 3_600_000,
+            max_concurrent_jobs: 4,
         }),
     )
     .expect("swarm");
