@@ -337,6 +337,7 @@ async fn main() -> anyhow::Result<()> {
                     endpoint: nodes[1 - side].local_addr()?,
                     addresses: vec![plan.addresses[1 - side]],
                     keepalive_s: Some(25),
+                    relay: None,
                 }],
             },
         );
