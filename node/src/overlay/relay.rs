@@ -30,6 +30,10 @@ pub const MAX_FRAME: usize = 65_536 + 64;
 /// Datagrams queued for one peer's stream before new ones are dropped, as a full NIC queue
 /// drops them (WireGuard and the TCP inside it recover).
 const QUEUE: usize = 1024;
+/// A writer with nothing to send for this long closes its stream (the libp2p connection may
+/// then idle out); a relayed link sends at least a keepalive every 25 s, so only links of
+/// removed jobs go quiet this long. The next datagram opens a new stream.
+const WRITER_IDLE: std::time::Duration = std::time::Duration::from_secs(90);
 
 fn codec() -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder()
@@ -122,7 +126,8 @@ where
 }
 
 /// One peer's writer: opens the stream, then writes queued datagrams (batched, flushed when
-/// the queue is empty) until the stream fails or the sender is dropped.
+/// the queue is empty) until the stream fails, the sender is dropped, or nothing came for
+/// [`WRITER_IDLE`].
 async fn write_frames(mut control: Control, peer: PeerId, mut rx: mpsc::Receiver<Vec<u8>>) {
     let stream = match control.open_stream(peer, RELAY_PROTOCOL).await {
         Ok(s) => s,
@@ -132,7 +137,7 @@ async fn write_frames(mut control: Control, peer: PeerId, mut rx: mpsc::Receiver
         }
     };
     let mut sink = FramedWrite::new(stream.compat(), codec());
-    while let Some(first) = rx.recv().await {
+    while let Ok(Some(first)) = tokio::time::timeout(WRITER_IDLE, rx.recv()).await {
         if let Err(e) = sink.feed(Bytes::from(first)).await {
             tracing::debug!(%peer, error = %e, "relay stream write failed");
             return;
