@@ -6,7 +6,17 @@
 //! on one bridge. Issue targets: the overlay adds at most 0.5 ms of RTT on loopback hosts; step
 //! time within 1.10x.
 //!
-//! `cargo run -p ganglion-node --example overlay_bench [-- --mib N --pings N]` (root: setns
+//! Then the same TCP numbers for a relayed link (`--relay-mib`, default 64): a second job
+//! between the same two nodes whose peers announce a UDP endpoint nothing answers, so no
+//! direct handshake completes and both links fall back to `/ganglion/overlay-relay/1` streams
+//! between two libp2p swarms on loopback (the relay fallback, issue 9).
+//!
+//! The DDP step is measured `--ddp-rounds` times (default 3), overlay and bridge interleaved
+//! (overlay first in even rounds, bridge first in odd ones, so drift in the machine's load
+//! hits both alike), and the median of the per-round ratios is the result: single runs on a
+//! busy 2-core machine ranged 0.70–1.38x.
+//!
+//! `cargo run -p ganglion-node --example overlay_bench [-- --mib N --pings N --ddp-rounds N]` (root: setns
 //! into the pods; Docker Engine and the probe image, scripts/ensure-docker.sh). The workspace
 //! builds dependencies (boringtun, its ChaCha20-Poly1305) optimised even in dev; `--release`
 //! optimises the node's own driver too.
@@ -29,7 +39,7 @@ use ganglion_node::overlay::netns;
 use ganglion_node::overlay::network::{JobSetup, OverlayNetwork};
 use ganglion_node::overlay::node::OverlayNode;
 use ganglion_node::overlay::pod;
-use ganglion_node::overlay::router::OverlayPeer;
+use ganglion_node::overlay::router::{LinkMode, OverlayPeer};
 
 const CHUNK: usize = 64 * 1024;
 
@@ -177,6 +187,32 @@ fn probe_image() -> anyhow::Result<String> {
         .to_string())
 }
 
+/// A libp2p swarm on loopback TCP (port 0) with no bonds, for the relay streams: its client,
+/// peer id, address and the event receiver (kept open).
+async fn p2p_swarm(
+    seed: u8,
+) -> anyhow::Result<(
+    ganglion_node::p2p::Client,
+    libp2p::PeerId,
+    libp2p::Multiaddr,
+    tokio::sync::mpsc::Receiver<ganglion_node::p2p::Event>,
+)> {
+    use ganglion_node::p2p::{self, Config, offers::BondSnapshot};
+    let key = libp2p::identity::Keypair::ed25519_from_bytes([seed; 32])?;
+    let peer = key.public().to_peer_id();
+    let config = Config {
+        listen: vec![],
+        ..Config::default()
+    };
+    let (client, event_loop, events) = p2p::new(key, config, BondSnapshot::default(), None)?;
+    tokio::spawn(event_loop.run());
+    let addr = client
+        .listen("/ip4/127.0.0.1/tcp/0".parse()?)
+        .await?
+        .with(libp2p::multiaddr::Protocol::P2p(peer));
+    Ok((client, peer, addr, events))
+}
+
 const TORCH_IMAGE: &str = "ganglion/torch-cpu:bookworm-1";
 const EPOCHS: usize = 6;
 const SAMPLES: usize = 8192;
@@ -259,6 +295,10 @@ fn ddp_step_ms(
     let (Some(first), Some(last)) = (epochs.first(), epochs.last()) else {
         bail!("no epoch lines in rank 0's log:\n{text}");
     };
+    for name in &names {
+        // Free the `rank-N` alias and the CPU for the next run.
+        let _ = Command::new("docker").args(["rm", "-f", name]).output();
+    }
     let steps_per_epoch = (SAMPLES / 2).div_ceil(64) as f64;
     Ok((last - first) * 1000.0 / ((epochs.len() - 1) as f64 * steps_per_epoch))
 }
@@ -337,6 +377,7 @@ async fn main() -> anyhow::Result<()> {
                     endpoint: nodes[1 - side].local_addr()?,
                     addresses: vec![plan.addresses[1 - side]],
                     keepalive_s: Some(25),
+                    relay: None,
                 }],
             },
         );
@@ -378,6 +419,89 @@ async fn main() -> anyhow::Result<()> {
         if added_ms <= 0.5 { "met" } else { "NOT met" }
     );
 
+    // The relay fallback: job 2 on the same nodes, peers at an endpoint nothing answers (the
+    // discard port), relayed over libp2p streams between two swarms on loopback.
+    let relay_mib = arg("--relay-mib", 64);
+    let swarms = [p2p_swarm(91).await?, p2p_swarm(92).await?];
+    swarms[1].0.dial(swarms[0].2.clone()).await?;
+    for side in 0..2 {
+        nodes[side].set_relay(swarms[side].0.streams(), Duration::from_secs(1))?;
+    }
+    let job2 = JobId::new(format!("bench-relay-{pid}"))?;
+    let plan2 = OverlayPool::default().plan(&job2, 2, &BTreeSet::from([plan.subnet]))?;
+    let keys2 = [JobKeys::generate(), JobKeys::generate()];
+    let nowhere: SocketAddr = "127.0.0.1:9".parse()?;
+    let mut nets2 = Vec::new();
+    for side in 0..2 {
+        cleanup
+            .containers
+            .push(OverlayNetwork::sandbox_name(&job2, side as u32));
+        let net = OverlayNetwork::new(
+            engine.clone(),
+            format!("bench-relay-{side}-{pid}"),
+            nodes[side].clone(),
+            probe.clone(),
+            sleep.clone(),
+        );
+        net.prepare(
+            &job2,
+            JobSetup {
+                overlay: plan2.clone(),
+                keys: keys2[side].clone(),
+                peers: vec![OverlayPeer {
+                    public: keys2[1 - side].public(),
+                    endpoint: nowhere,
+                    addresses: vec![plan2.addresses[1 - side]],
+                    keepalive_s: Some(25),
+                    relay: Some(swarms[1 - side].1),
+                }],
+            },
+        );
+        net.attach(&job2, 2, &[side as u32]).await?;
+        nets2.push(net);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !nodes.iter().all(|n| {
+        let links = n.links(&job2);
+        !links.is_empty() && links.iter().all(|l| l.mode == LinkMode::Relayed)
+    }) {
+        if Instant::now() > deadline {
+            bail!("job 2's links did not fall back to the relay in 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut relayed = Vec::new();
+    for side in 0..2u32 {
+        let ns = pod::sandbox_netns(&engine, &OverlayNetwork::sandbox_name(&job2, side)).await?;
+        relayed.push((ns, plan2.addresses[side as usize]));
+    }
+    let relay_pings = (pings / 4).max(10);
+    let r = tokio::task::spawn_blocking(move || -> anyhow::Result<Numbers> {
+        measure(&relayed[0].0, &relayed[1].0, relayed[1].1, 4, 20)?;
+        measure(
+            &relayed[0].0,
+            &relayed[1].0,
+            relayed[1].1,
+            relay_mib,
+            relay_pings,
+        )
+    })
+    .await??;
+    println!(
+        "{:<16} {:>12.1} {:>14.1} {:>14.1}   ({relay_mib} MiB, {relay_pings} pings; links Relayed)",
+        "overlay relayed", r.mib_per_s, r.rtt_p50_us, r.rtt_p99_us
+    );
+    println!(
+        "ratio relayed/bridge: throughput {:.3}x, RTT p50 {:.2}x; relayed/direct overlay: throughput {:.3}x, RTT p50 {:.2}x",
+        r.mib_per_s / b.mib_per_s,
+        r.rtt_p50_us / b.rtt_p50_us,
+        r.mib_per_s / o.mib_per_s,
+        r.rtt_p50_us / o.rtt_p50_us,
+    );
+    for net in &nets2 {
+        net.detach(&job2).await?;
+    }
+
     let has_torch = Command::new("docker")
         .args(["image", "inspect", TORCH_IMAGE])
         .output()
@@ -400,16 +524,41 @@ async fn main() -> anyhow::Result<()> {
             .collect();
         let on_overlay =
             move |rank: usize| vec!["--network".to_string(), pod::join_mode(&sandboxes[rank])];
-        let bridge_ms = ddp_step_ms(&mut cleanup, "bridge", &on_bridge, "eth0")?;
-        let overlay_ms = ddp_step_ms(&mut cleanup, "overlay", &on_overlay, pod::OVERLAY_IFNAME)?;
-        println!(
-            "ddp step (2 ranks, CPU/gloo, {EPOCHS} epochs of {SAMPLES} samples): bridge {bridge_ms:.2} ms, overlay {overlay_ms:.2} ms, ratio {:.3}x (target <= 1.10x: {})",
-            overlay_ms / bridge_ms,
-            if overlay_ms / bridge_ms <= 1.10 {
-                "met"
+        let rounds = arg("--ddp-rounds", 3).max(1);
+        let mut ratios = Vec::with_capacity(rounds);
+        for round in 0..rounds {
+            let order = if round % 2 == 0 {
+                [true, false]
             } else {
-                "NOT met"
+                [false, true]
+            };
+            let (mut overlay_ms, mut bridge_ms) = (0.0, 0.0);
+            for on_the_overlay in order {
+                if on_the_overlay {
+                    let tag = format!("overlay{round}");
+                    overlay_ms = ddp_step_ms(&mut cleanup, &tag, &on_overlay, pod::OVERLAY_IFNAME)?;
+                } else {
+                    let tag = format!("bridge{round}");
+                    bridge_ms = ddp_step_ms(&mut cleanup, &tag, &on_bridge, "eth0")?;
+                }
             }
+            println!(
+                "ddp step round {round} (2 ranks, CPU/gloo, {EPOCHS} epochs of {SAMPLES} samples): bridge {bridge_ms:.2} ms, overlay {overlay_ms:.2} ms, ratio {:.3}x",
+                overlay_ms / bridge_ms
+            );
+            ratios.push(overlay_ms / bridge_ms);
+        }
+        ratios.sort_by(f64::total_cmp);
+        let median = if rounds % 2 == 1 {
+            ratios[rounds / 2]
+        } else {
+            (ratios[rounds / 2 - 1] + ratios[rounds / 2]) / 2.0
+        };
+        println!(
+            "ddp step ratio overlay/bridge, median of {rounds} interleaved rounds: {median:.3}x (min {:.3}x, max {:.3}x; target <= 1.10x: {})",
+            ratios[0],
+            ratios[rounds - 1],
+            if median <= 1.10 { "met" } else { "NOT met" }
         );
     } else {
         println!("ddp step: SKIPPED, {TORCH_IMAGE} is not built (scripts/build-torch-image.sh)");

@@ -19,7 +19,7 @@ use ganglion_node::overlay::netns;
 use ganglion_node::overlay::network::{JobSetup, OverlayNetwork};
 use ganglion_node::overlay::node::OverlayNode;
 use ganglion_node::overlay::pod::{self, OVERLAY_IFNAME};
-use ganglion_node::overlay::router::OverlayPeer;
+use ganglion_node::overlay::router::{LinkMode, OverlayPeer};
 use ganglion_node::overlay::tun::{self, OVERLAY_MTU, TunDevice};
 
 /// True when root; otherwise prints why the test is skipped.
@@ -88,6 +88,7 @@ fn peer(keys: &JobKeys, endpoint: SocketAddr, address: Ipv4Addr) -> OverlayPeer 
         endpoint,
         addresses: vec![address],
         keepalive_s: Some(25),
+        relay: None,
     }
 }
 
@@ -1130,6 +1131,11 @@ async fn overlay_keys_exchanged_over_p2p_cluster_protocol() {
             .expect("join")
             .expect("echo through the overlay built from the exchange");
     assert_eq!(back, payload);
+    for (name, node) in [("a", &node_a), ("b", &node_b)] {
+        let links = node.links(&job);
+        assert_eq!(links.len(), 1, "{name}: {links:?}");
+        assert_eq!(links[0].mode, LinkMode::Direct, "{name}: UDP works here");
+    }
 }
 
 /// Runs `cmd` inside the network namespace at `ns` (`/run/netns/<name>` or
@@ -1611,6 +1617,15 @@ async fn ddp_across_nat(prefix: &str, per_node: u32) {
         world.masqueraded(0) > 0 && world.masqueraded(1) > 0,
         "the tunnel's datagrams went through both NATs"
     );
+    for (side, node) in nodes.iter().enumerate() {
+        let links = node.links(&job);
+        assert_eq!(links.len(), 1, "node {side}: {links:?}");
+        assert_eq!(
+            links[0].mode,
+            LinkMode::Direct,
+            "node {side}: punched, not relayed"
+        );
+    }
     for net in &nets {
         net.detach(&job).await.expect("detach");
     }
@@ -1734,4 +1749,207 @@ async fn overlay_counter_test_master_port_forwarding_alone_fails_behind_nat() {
         "gloo tried rank 0's own (private) address:\n{}",
         r1.1
     );
+}
+
+/// Packets that the `udp … DROP` rule in `FORWARD` of side `side`'s router dropped.
+fn udp_dropped(world: &NatWorld, side: usize) -> u64 {
+    let out = Command::new("nsenter")
+        .arg(format!("--net={}", world.routers[side].path().display()))
+        .args(["iptables", "-L", "FORWARD", "-v", "-n", "-x"])
+        .output()
+        .expect("iptables");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            // pkts bytes target prot …; `-n` prints the protocol as a number on some builds.
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            let udp_drop =
+                cols.get(2) == Some(&"DROP") && matches!(cols.get(3), Some(&("udp" | "17")));
+            udp_drop.then(|| cols[0].parse::<u64>().ok()).flatten()
+        })
+        .sum()
+}
+
+/// Drops (`-I`) or stops dropping (`-D`) every UDP datagram side `side`'s router forwards,
+/// both ways: the direct WireGuard path between the two sites is gone, TCP is left alone.
+fn block_udp(world: &NatWorld, side: usize, op: &str) {
+    run_in_ns(
+        &world.routers[side].path(),
+        &["iptables", op, "FORWARD", "-p", "udp", "-j", "DROP"],
+    );
+}
+
+/// Waits (`limit` at most) until every link of `job` on both nodes is in `mode`.
+async fn links_become(nodes: [&OverlayNode; 2], job: &JobId, mode: LinkMode, limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let links: Vec<_> = nodes.iter().map(|n| n.links(job)).collect();
+        if links
+            .iter()
+            .all(|l| !l.is_empty() && l.iter().all(|l| l.mode == mode))
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "links not {mode:?} after {limit:?}: {links:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The relay fallback (issue 9): the two NATed sites of the DDP tests, but every UDP datagram
+/// between them is dropped by both routers, so no WireGuard handshake can complete directly.
+/// The keys come over the p2p `cluster` exchange, each peer's relay node is the swarm its hello
+/// came from, and `relay_fallback_s` later both links switch to `Relayed`: 1 MiB echoed
+/// through the overlay comes back byte for byte over `/ganglion/overlay-relay/1` streams. Once
+/// the block is lifted, the UDP probes find the direct path and both links turn `Direct`.
+///
+/// (The two swarms run on this host's loopback, not inside the sites: the relay stream only
+/// needs some libp2p connection between the nodes, whether direct, hole-punched or through a
+/// circuit relay.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlay_relay_fallback_when_direct_udp_is_blocked() {
+    use ganglion_contracts::datum::JobId as ChainJobId;
+    use ganglion_node::overlay::exchange;
+
+    if !root("overlay_relay_fallback_when_direct_udp_is_blocked") {
+        return;
+    }
+    let pid = std::process::id();
+    let tag = format!("gr{}", pid % 100_000);
+    let world = NatWorld::new(&tag);
+    let hosts = [
+        Netns::new(format!("{tag}-ha")),
+        Netns::new(format!("{tag}-hb")),
+    ];
+    for (side, h) in hosts.iter().enumerate() {
+        world.plug(side, &h.0, &h.path());
+        block_udp(&world, side, "-I");
+    }
+    let job = job_id("relay");
+    let chain_job = ChainJobId([0x52; 32]);
+    let plan = OverlayPool::default()
+        .plan(&job, 2, &BTreeSet::new())
+        .expect("plan");
+    // Each host: its WireGuard socket and its TUN (rank = side), behind its NAT.
+    let (sockets, tuns): (Vec<UdpSocket>, Vec<TunDevice>) = hosts
+        .iter()
+        .enumerate()
+        .map(|(side, h)| {
+            let net = plan.interface_net(side as u32).expect("rank");
+            host_side(&h.path(), "0.0.0.0:0".parse().expect("addr"), net)
+        })
+        .unzip();
+    let ports: Vec<u16> = sockets
+        .iter()
+        .map(|s| s.local_addr().expect("port").port())
+        .collect();
+
+    let (a, b) = (p2p_node(81).await, p2p_node(82).await);
+    b.client.dial(a.addr.clone()).await.expect("b dials a");
+    let keys = [JobKeys::generate(), JobKeys::generate()];
+    let hellos: Vec<_> = (0..2)
+        .map(|side| {
+            let observed: libp2p::Multiaddr =
+                format!("/ip4/{}/tcp/4001", NatWorld::public_ip(side))
+                    .parse()
+                    .expect("multiaddr");
+            let cands = exchange::candidates(
+                &[SocketAddr::from((NatWorld::lan_ip(side), ports[side]))],
+                [observed],
+            );
+            exchange::hello(chain_job, &keys[side], &[plan.addresses[side]], &cands)
+        })
+        .collect();
+    let timeout = Duration::from_secs(20);
+    let (only_b, only_a) = ([b.peer], [a.peer]);
+    let (got_a, got_b) = tokio::join!(
+        exchange::exchange(&a.client, hellos[0].clone(), &only_b, timeout),
+        exchange::exchange(&b.client, hellos[1].clone(), &only_a, timeout),
+    );
+    let got = [got_a.expect("a's exchange"), got_b.expect("b's exchange")];
+    let relay_after = Duration::from_secs(2);
+    let mut nodes = Vec::new();
+    for (side, (socket, tun)) in sockets.into_iter().zip(tuns).enumerate() {
+        let learned = exchange::learn_peers(
+            &got[side],
+            chain_job,
+            &plan,
+            &[plan.addresses[side]],
+            &[NatWorld::lan_net(side)],
+            Some(25),
+        )
+        .expect("peer hello valid");
+        let relay_node = [b.peer, a.peer][side];
+        assert_eq!(learned.len(), 1);
+        assert_eq!(learned[0].peer.relay, Some(relay_node));
+        let node = OverlayNode::start(socket).expect("node");
+        let client = [&a.client, &b.client][side];
+        node.set_relay(client.streams(), relay_after)
+            .expect("relay on");
+        let err = node
+            .set_relay(client.streams(), relay_after)
+            .expect_err("one relay per swarm");
+        assert!(err.to_string().contains("overlay relay"), "{err}");
+        node.add_job(&job, keys[side].clone(), &[learned[0].peer.clone()], tun)
+            .expect("job");
+        assert_eq!(node.links(&job)[0].mode, LinkMode::Pending);
+        nodes.push(node);
+    }
+    links_become(
+        [&nodes[0], &nodes[1]],
+        &job,
+        LinkMode::Relayed,
+        Duration::from_secs(15),
+    )
+    .await;
+    let port = echo_server(&hosts[1].path(), plan.addresses[1]);
+    let payload: Vec<u8> = (0..1024 * 1024).map(|i: u32| (i % 251) as u8).collect();
+    let (path_a, p, ip_b) = (hosts[0].path(), payload.clone(), plan.addresses[1]);
+    let started = std::time::Instant::now();
+    let back =
+        tokio::task::spawn_blocking(move || echo_from(&path_a, SocketAddr::from((ip_b, port)), p))
+            .await
+            .expect("join")
+            .expect("echo through the relayed overlay");
+    eprintln!(
+        "relayed echo: {} KiB each way in {:?}",
+        payload.len() / 1024,
+        started.elapsed()
+    );
+    assert_eq!(back, payload, "every byte came back through the relay");
+    for (side, node) in nodes.iter().enumerate() {
+        let links = node.links(&job);
+        assert_eq!(links[0].mode, LinkMode::Relayed, "node {side}: {links:?}");
+        assert_eq!(links[0].relay, Some([b.peer, a.peer][side]));
+        assert!(
+            udp_dropped(&world, side) > 0,
+            "side {side}: the direct UDP path was tried and dropped"
+        );
+    }
+
+    // Lift the block: the probes (one initiation over UDP every `relay_after`) punch both
+    // NATs and the links go direct again.
+    for side in 0..2 {
+        block_udp(&world, side, "-D");
+    }
+    links_become(
+        [&nodes[0], &nodes[1]],
+        &job,
+        LinkMode::Direct,
+        Duration::from_secs(20),
+    )
+    .await;
+    let port = echo_server(&hosts[1].path(), plan.addresses[1]);
+    let (path_a, p) = (hosts[0].path(), payload[..64 * 1024].to_vec());
+    let back =
+        tokio::task::spawn_blocking(move || echo_from(&path_a, SocketAddr::from((ip_b, port)), p))
+            .await
+            .expect("join")
+            .expect("echo through the direct overlay");
+    assert_eq!(back, payload[..64 * 1024]);
+    for node in &nodes {
+        node.remove_job(&job);
+    }
 }

@@ -44,8 +44,8 @@ pub struct OverlayConfig {
     pub mtu: u32,
     /// Persistent keepalive, seconds; default 25; 0 turns it off (only sensible without NAT).
     pub keepalive_s: u16,
-    /// Seconds without a completed handshake before a link falls back to the libp2p relay;
-    /// default 10. Validated, but not acted on yet: the relay fallback is not built.
+    /// Seconds without a direct handshake before a link falls back to the libp2p relay;
+    /// default 10 (see [`super::router`] and [`super::node::OverlayNode::set_relay`]).
     pub relay_fallback_s: u16,
 }
 
@@ -70,6 +70,11 @@ impl OverlayConfig {
             pool: self.pool,
             job_prefix: self.job_prefix,
         }
+    }
+
+    /// The relay fallback delay for [`super::node::OverlayNode::set_relay`].
+    pub fn relay_fallback(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.relay_fallback_s.into())
     }
 
     /// The keepalive for each peer, `None` when off.
@@ -128,6 +133,7 @@ mod tests {
         assert_eq!(cfg.mtu, 1420);
         assert_eq!(cfg.keepalive(), Some(25));
         assert_eq!(cfg.relay_fallback_s, 10);
+        assert_eq!(cfg.relay_fallback(), std::time::Duration::from_secs(10));
     }
 
     #[test]

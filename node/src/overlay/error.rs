@@ -77,6 +77,10 @@ pub enum OverlayError {
         /// The engine's error.
         source: bollard::errors::Error,
     },
+    /// The relay fallback could not be set up (e.g. its protocol is already registered on the
+    /// swarm).
+    #[error("overlay relay: {0}")]
+    Relay(String),
     /// A sandbox container is not running (no PID, so no namespace to join).
     #[error("sandbox container {0} is not running")]
     SandboxNotRunning(String),

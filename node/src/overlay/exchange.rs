@@ -152,9 +152,34 @@ pub fn learn_peer(
             endpoint,
             addresses,
             keepalive_s,
+            relay: None,
         },
         candidates,
     })
+}
+
+/// [`learn_peer`] for every hello [`exchange`] returned, each peer's relay node set to the
+/// p2p peer its hello came from (so the relay fallback can reach it), in peer-id order.
+///
+/// # Errors
+/// The first hello [`learn_peer`] refuses.
+pub fn learn_peers(
+    hellos: &HashMap<PeerId, ClusterHello>,
+    job: ChainJobId,
+    plan: &JobOverlay,
+    own: &[Ipv4Addr],
+    local_nets: &[Ipv4Net],
+    keepalive_s: Option<u16>,
+) -> Result<Vec<LearnedPeer>, OverlayError> {
+    let mut ids: Vec<&PeerId> = hellos.keys().collect();
+    ids.sort();
+    ids.into_iter()
+        .map(|id| {
+            let mut learned = learn_peer(&hellos[id], job, plan, own, local_nets, keepalive_s)?;
+            learned.peer.relay = Some(*id);
+            Ok(learned)
+        })
+        .collect()
 }
 
 /// Runs the exchange for one job from this node: registers `own` for the `assigned` peers
@@ -303,5 +328,36 @@ mod tests {
             ..good
         };
         assert!(check(&garbage).is_err());
+    }
+
+    #[test]
+    fn learn_peers_names_each_hello_sender_as_the_relay_node() {
+        let plan = plan();
+        let job = ChainJobId([7; 32]);
+        let ep: SocketAddr = "10.0.0.1:1".parse().expect("addr");
+        let (p1, p2) = (PeerId::random(), PeerId::random());
+        let hellos = HashMap::from([
+            (
+                p1,
+                hello(job, &JobKeys::generate(), &[plan.addresses[1]], &[ep]),
+            ),
+            (
+                p2,
+                hello(job, &JobKeys::generate(), &[plan.addresses[2]], &[ep]),
+            ),
+        ]);
+        let own = [plan.addresses[0]];
+        let learned = learn_peers(&hellos, job, &plan, &own, &[], Some(25)).expect("valid");
+        assert_eq!(learned.len(), 2);
+        for l in &learned {
+            let from = if l.peer.addresses == [plan.addresses[1]] {
+                p1
+            } else {
+                p2
+            };
+            assert_eq!(l.peer.relay, Some(from));
+        }
+        let bad = HashMap::from([(p1, hello(job, &JobKeys::generate(), &own, &[ep]))]);
+        assert!(learn_peers(&bad, job, &plan, &own, &[], None).is_err());
     }
 }

@@ -14,17 +14,24 @@
 //! - [`netns`]: running set-up code inside another network namespace on a dedicated OS thread.
 //! - [`node`]: the I/O driver: one UDP socket per node, one TUN per job, the timer tick, and
 //!   hole punching (a handshake initiation to every peer as a job's tunnels start).
+//! - [`relay`]: the relay fallback's transport: datagrams over libp2p streams
+//!   (`/ganglion/overlay-relay/1`) when a link has no direct handshake in time.
 //! - [`pod`]: the pod model: the TUN inside a sandbox container's namespace.
 //! - [`sweep`]: removing orphaned pods (sandboxes and joined workloads) on restart.
 //! - [`network`]: the overlay as the executor's `ClusterNetwork` (sandbox + TUN + tunnels).
 //!
 //! Tests: `tests/overlay.rs` (root; loud SKIP otherwise): tunnels between namespaces, pods,
 //! isolation between two jobs, the sweep after a crash, the exchange over p2p, DDP across two
-//! NATed hosts and the port-forwarding counter-test. Numbers: `examples/overlay_bench.rs`.
+//! NATed hosts, the port-forwarding counter-test, and the relay fallback with the direct UDP
+//! path blocked. Numbers: `examples/overlay_bench.rs`.
 //!
-//! Not here yet: the relay fallback (`[overlay] relay_fallback_s` is parsed and validated but
-//! nothing carries datagrams over a libp2p stream), so links are not reported as direct or
-//! relayed either; the daemon does not start an [`node::OverlayNode`] from the config yet.
+//! Relay fallback: [`node::OverlayNode::set_relay`] with the swarm's
+//! [`crate::p2p::Client::streams`]; peers from [`exchange::learn_peers`] name their relay
+//! node; [`node::OverlayNode::links`] reports each link `Direct`, `Relayed` or `Pending`
+//! ([`router`] has the rules).
+//!
+//! Not here yet: the daemon does not start an [`node::OverlayNode`] from the config; the
+//! matcher does not prefer direct-capable providers.
 
 pub mod addressing;
 pub mod config;
@@ -35,6 +42,7 @@ pub mod netns;
 pub mod network;
 pub mod node;
 pub mod pod;
+pub mod relay;
 pub mod router;
 pub mod sweep;
 pub mod tun;

@@ -1,12 +1,14 @@
 //! The overlay's I/O driver on one node: a single UDP socket for every job's tunnels, one TUN
 //! per job pod, and the 250 ms timer tick, all on tokio (the namespace work happens before,
-//! on dedicated threads; see [`super::netns`]).
+//! on dedicated threads; see [`super::netns`]). With a relay ([`OverlayNode::set_relay`]),
+//! links without a direct handshake fall back to libp2p streams ([`super::relay`]) and
+//! [`OverlayNode::links`] reports each link as direct, relayed or pending.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
 use tokio::net::UdpSocket;
@@ -15,7 +17,8 @@ use tokio::task::JoinHandle;
 use super::OverlayError;
 use super::config::OverlayConfig;
 use super::keys::JobKeys;
-use super::router::{Action, Drops, OverlayPeer, Router};
+use super::relay::{self, RelaySender};
+use super::router::{Action, Drops, LinkReport, OverlayPeer, Router};
 use super::tun::TunDevice;
 use crate::executor::plan::JobId;
 
@@ -60,6 +63,14 @@ struct Inner {
     router: Mutex<Router>,
     socket: UdpSocket,
     tuns: Mutex<HashMap<JobId, JobTun>>,
+    relay: OnceLock<Relay>,
+}
+
+/// The relay fallback of a node: where relayed datagrams go, and after how long a link falls
+/// back.
+struct Relay {
+    sender: RelaySender,
+    after: Duration,
 }
 
 /// A job's TUN on this node and the task reading it.
@@ -71,7 +82,7 @@ struct JobTun {
 /// The node's overlay: started once, jobs added and removed as they run.
 pub struct OverlayNode {
     inner: Arc<Inner>,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for OverlayNode {
@@ -95,6 +106,10 @@ impl Inner {
                         tracing::debug!(%to, error = %e, "overlay send failed");
                     }
                 }
+                Action::Relay { peer, datagram } => match self.relay.get() {
+                    Some(relay) => relay.sender.send(peer, datagram),
+                    None => tracing::debug!(%peer, "no relay: datagram dropped"),
+                },
                 Action::Deliver { job, packet } => {
                     let fd = lock(&self.tuns).get(&job).map(|t| t.fd.clone());
                     if let Some(fd) = fd {
@@ -133,6 +148,7 @@ impl OverlayNode {
             router: Mutex::new(Router::new()),
             socket,
             tuns: Mutex::new(HashMap::new()),
+            relay: OnceLock::new(),
         });
         let rx = inner.clone();
         let recv = tokio::spawn(async move {
@@ -152,14 +168,74 @@ impl OverlayNode {
             let mut interval = tokio::time::interval(TICK);
             loop {
                 interval.tick().await;
-                let actions = lock(&tk.router).tick();
+                let actions = {
+                    let mut router = lock(&tk.router);
+                    let mut actions = router.tick();
+                    if let Some(relay) = tk.relay.get() {
+                        actions.extend(router.relay_fallback(Instant::now(), relay.after));
+                    }
+                    actions
+                };
                 tk.execute(actions).await;
             }
         });
         Ok(Self {
             inner,
-            tasks: vec![recv, tick],
+            tasks: Mutex::new(vec![recv, tick]),
         })
+    }
+
+    /// Turns on the relay fallback (issue 9): links whose peer names a relay node
+    /// ([`OverlayPeer::relay`]) and that have no direct handshake `after` they started
+    /// (`[overlay] relay_fallback_s`, default 10 s) carry their datagrams over libp2p streams
+    /// opened through `streams` ([`crate::p2p::Client::streams`] of this node's swarm); this
+    /// node also accepts the streams its peers open. Call once, after [`Self::start`] or
+    /// [`Self::bind`], before adding jobs. Must run inside a tokio runtime.
+    ///
+    /// # Errors
+    /// [`OverlayError::Relay`] when this node or another one already registered the relay
+    /// protocol on the same swarm.
+    pub fn set_relay(
+        &self,
+        mut streams: libp2p_stream::Control,
+        after: Duration,
+    ) -> Result<(), OverlayError> {
+        let incoming = relay::accept(&mut streams)?;
+        self.inner
+            .relay
+            .set(Relay {
+                sender: RelaySender::new(streams),
+                after,
+            })
+            .map_err(|_| OverlayError::Relay("already set".into()))?;
+        let inner = self.inner.clone();
+        let accept = tokio::spawn(async move {
+            use futures::StreamExt;
+            let mut incoming = incoming;
+            // Readers die with this task (the set aborts them on drop).
+            let mut readers = tokio::task::JoinSet::new();
+            while let Some((peer, stream)) = incoming.next().await {
+                tracing::debug!(%peer, "relay stream accepted");
+                let inner = inner.clone();
+                readers.spawn(relay::read_frames(peer, stream, move |datagram| {
+                    let inner = inner.clone();
+                    async move {
+                        let actions = lock(&inner.router).inbound_relayed(peer, &datagram);
+                        inner.execute(actions).await;
+                    }
+                }));
+                while readers.try_join_next().is_some() {}
+            }
+        });
+        lock(&self.tasks).push(accept);
+        Ok(())
+    }
+
+    /// Every link of `job` on this node: the peer, its addresses, and whether datagrams go
+    /// direct (UDP), over the relay, or are still pending (UDP, no handshake yet). Empty for an
+    /// unknown job.
+    pub fn links(&self, job: &JobId) -> Vec<LinkReport> {
+        lock(&self.inner.router).links(job)
     }
 
     /// Binds the node's one UDP socket on all IPv4 addresses at `[overlay] listen_port` (0: any
@@ -268,7 +344,7 @@ impl OverlayNode {
 
 impl Drop for OverlayNode {
     fn drop(&mut self) {
-        for task in &self.tasks {
+        for task in lock(&self.tasks).iter() {
             task.abort();
         }
         for (_, old) in lock(&self.inner.tuns).drain() {

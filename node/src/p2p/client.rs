@@ -58,14 +58,28 @@ pub(crate) enum Command {
 }
 
 /// Cloneable handle to the p2p event loop.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Client {
     tx: mpsc::Sender<Command>,
+    streams: libp2p_stream::Control,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").finish_non_exhaustive()
+    }
 }
 
 impl Client {
-    pub(crate) fn new(tx: mpsc::Sender<Command>) -> Self {
-        Self { tx }
+    pub(crate) fn new(tx: mpsc::Sender<Command>, streams: libp2p_stream::Control) -> Self {
+        Self { tx, streams }
+    }
+
+    /// A handle for raw streams on this swarm's connections (`libp2p-stream`): open one to a
+    /// peer for a protocol, or accept a protocol's inbound streams (once per protocol per
+    /// swarm). The overlay's relay fallback uses it ([`crate::overlay::relay`]).
+    pub fn streams(&self) -> libp2p_stream::Control {
+        self.streams.clone()
     }
 
     async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Error> {

@@ -183,6 +183,7 @@ fn make_behaviour(
             rr_config,
         ),
         bitswap: cfg.blockstore.clone().map(super::bitswap::behaviour).into(),
+        streams: libp2p_stream::Behaviour::new(),
     })
 }
 

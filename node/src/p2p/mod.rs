@@ -14,7 +14,9 @@
 //! v1, DCUtR, relay client (server opt-in), gossipsub offers ([`offers`](crate::p2p::offers)) on
 //! `ganglion/offers/1/<magic>`, and the request-response protocols of [`protocols`](crate::p2p::protocols):
 //! `/ganglion/accept/1`, `/ganglion/cluster/1`, `/ganglion/attest/1`; bitswap
-//! (`/ipfs/bitswap/1.2.0`, [`bitswap`](crate::p2p::bitswap)) over the storage crate's blockstore.
+//! (`/ipfs/bitswap/1.2.0`, [`bitswap`](crate::p2p::bitswap)) over the storage crate's blockstore;
+//! raw streams (`libp2p-stream`, [`Client::streams`](crate::p2p::Client::streams)) for the
+//! overlay's relay fallback (`/ganglion/overlay-relay/1`, [`crate::overlay::relay`]).
 //!
 //! **Artifact hand-over (`fetch`)** is bitswap: job inputs, image archives and outputs are
 //! UnixFS DAGs in the blockstore; a peer fetches one by root CID with
@@ -353,10 +355,11 @@ pub fn new(
     provider: Option<provider::ProviderConfig>,
 ) -> Result<(Client, EventLoop, tokio::sync::mpsc::Receiver<Event>), Error> {
     let swarm = event_loop::build_swarm(keypair, &config)?;
+    let streams = swarm.behaviour().streams.new_control();
     let (cmd_tx, cmd_rx) = tokio::sync::mpsc::channel(COMMAND_CHANNEL);
     let (ev_tx, ev_rx) = tokio::sync::mpsc::channel(EVENT_CHANNEL);
     let event_loop = EventLoop::new(swarm, config, bonds, provider, cmd_rx, ev_tx)?;
-    Ok((Client::new(cmd_tx), event_loop, ev_rx))
+    Ok((Client::new(cmd_tx, streams), event_loop, ev_rx))
 }
 
 /// Now, POSIX ms.
