@@ -22,12 +22,15 @@
 //!   (cancel, expire with slashing) over the chain, p2p and the executor.
 //! - [`daemon`]: `ganglion node run` — the whole node in one process (indexer, swarm, engine,
 //!   provider side, JSON-RPC) and devnet helpers that spawn it.
+//! - [`audit`]: `audit verify` — a job re-derived from chain and IPFS only, one named check
+//!   per item — and the read-only `audit_*`, `market_*`, `provider_*` JSON-RPC methods.
 //! - [`doctor`]: read-only checks that this machine can run a node (Docker, GPU runtime, GPUs,
 //!   chain, RPC port, disk), each with the step that fixes it.
 //!
 //! Overlay wiring into the daemon (NAT traversal, relay fallback), detected GPUs in
 //! `ganglion node run`, and the other RPC namespaces arrive with issues 9–11.
 
+pub mod audit;
 pub mod config;
 pub mod daemon;
 pub mod datadir;
