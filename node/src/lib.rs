@@ -17,6 +17,7 @@
 //!   cookie), config file plus `GANGLION_*` overrides.
 //! - [`wallet`]: payment key, balance over N2C, payments via the contracts crate.
 //! - [`rpc`]: the `ganglion-rpc` API implemented by the node (`node_*`, `wallet_*`, `job_*`).
+//! - [`rpc_client`]: a JSON-RPC client of a running node found through its data dir (CLI).
 //! - [`job`]: the job lifecycle: persisted orchestrator/provider state machines, the intent
 //!   log, and the engine driving lock → match → accept → assign → dispatch → attest → settle
 //!   (cancel, expire with slashing) over the chain, p2p and the executor.
@@ -45,5 +46,6 @@ pub mod overlay;
 /// Peer to peer: one libp2p swarm, signed offers, accept/cluster/attest exchange, RTT matrix.
 pub mod p2p;
 pub mod rpc;
+pub mod rpc_client;
 pub mod settings;
 pub mod wallet;
