@@ -164,6 +164,14 @@ pub async fn audit_settled_job<E: Executor + 'static, F: Executor + 'static>(
     );
     let report = checks::check(&evidence);
     assert!(report.pass, "audit of a settled job: {report:#?}");
+    for c in &report.checks {
+        eprintln!(
+            "{}  {:<16} {}",
+            if c.pass { "pass" } else { "FAIL" },
+            c.name,
+            c.detail
+        );
+    }
     let names: Vec<_> = report.checks.iter().map(|c| c.name.as_str()).collect();
     for n in [
         "status",
