@@ -16,7 +16,8 @@
 //! - [`network`], [`datadir`], [`settings`]: network presets, the data dir (0600 secrets, RPC
 //!   cookie), config file plus `GANGLION_*` overrides.
 //! - [`wallet`]: payment key, balance over N2C, payments via the contracts crate.
-//! - [`rpc`]: the `ganglion-rpc` API implemented by the node (`node_*`, `wallet_*`, `job_*`).
+//! - [`rpc`]: the `ganglion-rpc` API implemented by the node (`node_*`, `wallet_*`, `job_*`;
+//!   `audit_*`, `market_*`, `provider_*` from [`audit::rpc`]).
 //! - [`rpc_client`]: a JSON-RPC client of a running node found through its data dir (CLI).
 //! - [`job`]: the job lifecycle: persisted orchestrator/provider state machines, the intent
 //!   log, and the engine driving lock → match → accept → assign → dispatch → attest → settle
