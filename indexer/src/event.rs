@@ -114,6 +114,10 @@ pub enum Event {
         started_at_ms: u64,
         /// The continuing escrow UTxO.
         escrow: TxoRef,
+        /// The providers' acceptance signatures from the `Assign` redeemer (64 bytes each,
+        /// hex), in assignment order; empty in records indexed before they were kept.
+        #[serde(default, with = "hex_bytes_list")]
+        acceptances: Vec<Vec<u8>>,
     },
     /// The job settled: every attestation and every payment.
     JobSettled {
@@ -180,6 +184,21 @@ pub struct Record {
     pub seq: u32,
     /// What.
     pub event: Event,
+}
+
+mod hex_bytes_list {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[Vec<u8>], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(v.iter().map(hex::encode))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<u8>>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .into_iter()
+            .map(|h| hex::decode(&h).map_err(serde::de::Error::custom))
+            .collect()
+    }
 }
 
 mod hex_list {

@@ -211,7 +211,7 @@ pub fn extract_tx(
     let mut events = Vec::new();
     for (t, redeemer) in &spent {
         match (&t.datum, redeemer) {
-            (GanglionDatum::Escrow(e), Some(SpendRedeemer::Assign { .. })) => {
+            (GanglionDatum::Escrow(e), Some(SpendRedeemer::Assign { acceptances, .. })) => {
                 if let Some(next) = created_escrow(&e.job_id)
                     && let Some(EscrowDatum {
                         state:
@@ -227,6 +227,7 @@ pub fn extract_tx(
                         assignments: assignments.clone(),
                         started_at_ms: *started_at_ms,
                         escrow: next.reference,
+                        acceptances: acceptances.clone(),
                     });
                 }
             }

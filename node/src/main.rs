@@ -26,6 +26,12 @@ enum Command {
     Doctor(cli::doctor::Args),
     /// Run the node: `ganglion node run [--config F]`.
     Node(cli::node::Args),
+    /// Audit a job or a provider from the chain record; `audit verify` re-derives a job.
+    Audit(cli::audit::Args),
+    /// The live offers the running node sees.
+    Market(cli::market::Args),
+    /// This node as a provider: its bond and its offers.
+    Provider(cli::provider::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -35,5 +41,8 @@ fn main() -> anyhow::Result<()> {
         Command::Doctor(args) => cli::doctor::run(args),
         Command::Devnet(args) => cli::devnet::run(args),
         Command::Node(args) => cli::node::run(args),
+        Command::Audit(args) => cli::audit::run(args),
+        Command::Market(args) => cli::market::run(args),
+        Command::Provider(args) => cli::provider::run(args),
     }
 }

@@ -49,6 +49,7 @@ struct Inner {
 pub struct Api {
     inner: Arc<Inner>,
     jobs: Option<Arc<dyn JobControl>>,
+    audit: Option<RpcModule<()>>,
 }
 
 impl Api {
@@ -71,6 +72,7 @@ impl Api {
                 wallet,
             }),
             jobs: None,
+            audit: None,
         })
     }
 
@@ -80,9 +82,21 @@ impl Api {
         self
     }
 
+    /// The same API answering `audit_*`, `market_*` and `provider_*` from `audit`.
+    pub fn with_audit<S: ganglion_indexer::store::Kv + Send + Sync + 'static>(
+        mut self,
+        audit: crate::audit::rpc::AuditRpc<S>,
+    ) -> Self {
+        self.audit = Some(audit.into_module());
+        self
+    }
+
     /// All namespaces in one module.
-    pub fn into_module(self) -> RpcModule<()> {
+    pub fn into_module(mut self) -> RpcModule<()> {
         let mut m = RpcModule::new(());
+        if let Some(audit) = self.audit.take() {
+            let _ = m.merge(audit);
+        }
         // Namespaces have distinct prefixes, so merging cannot collide.
         let _ = m.merge(NodeApiServer::into_rpc(self.clone()));
         let _ = m.merge(WalletApiServer::into_rpc(self.clone()));

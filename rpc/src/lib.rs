@@ -10,11 +10,13 @@
 //! - [`error`]: JSON-RPC error codes and readable messages.
 //! - [`auth`]: the `Authorization: Bearer <cookie>` check for mutating calls.
 //! - [`server`]: start a server for a set of methods.
+//! - [`audit`]: the read-only `audit_*`, `market_*` and `provider_*` traits and their types.
 //!
 //! The published API is `docs/openrpc.json`; the node's tests check it against the method
 //! list of the running server.
 
 pub mod api;
+pub mod audit;
 pub mod auth;
 pub mod error;
 pub mod server;

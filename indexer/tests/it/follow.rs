@@ -199,6 +199,12 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
         settled.value.payments[0].ntx, 3,
         "3600 GPU-seconds at 3 NTX units per GPU-hour"
     );
+    // The assign's acceptance signature is kept with its event (auditors re-verify it).
+    let kept = settled.value.history.iter().find_map(|r| match &r.event {
+        Event::JobAssigned { acceptances, .. } => Some(acceptances.clone()),
+        _ => None,
+    });
+    assert_eq!(kept, Some(assign.acceptances.clone()));
 
     // Follower 2: N2C over TCP, from origin, after the fact.
     let (fresh, fresh_rx, sync2) = spawn_follower(

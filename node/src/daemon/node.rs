@@ -340,6 +340,14 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
     let listen = r.settings.daemon.rpc.listen;
     let module = Api::new(r.settings.clone())?
         .with_jobs(Arc::new(engine.handle()))
+        .with_audit(
+            crate::audit::rpc::AuditRpc::new(
+                r.indexer.clone(),
+                blocks.clone() as Arc<dyn Blockstore>,
+            )
+            .with_p2p(client.clone())
+            .with_provider(key_hash),
+        )
         .into_module();
     let rpc = ganglion_rpc::server::start(listen, &token, module)
         .await

@@ -4,7 +4,8 @@
 //! `ganglion_node::daemon::devnet`. The providers post their bonds at start; a probe job is
 //! submitted through JSON-RPC `job_submit` over HTTP with the orchestrator's cookie and
 //! followed with `job_status` until `settled`; both providers' NTX rose; SIGTERM stops a node
-//! cleanly. Docker is required (the providers run the probe container).
+//! cleanly; the CLI (`audit verify|job|provider`, `market`, `provider bond|offers`) answers
+//! with `--json` from the running nodes. Docker is required (the providers run the probe container).
 
 #[path = "../lifecycle/support.rs"]
 #[allow(dead_code)]
@@ -99,6 +100,30 @@ fn http(info: &NodeInfo, token: &str) -> HttpClient {
         .request_timeout(Duration::from_secs(30))
         .build(format!("http://{}", info.rpc))
         .expect("client")
+}
+
+/// Runs `ganglion <args> --json --config <config>` and parses its stdout; `ok` is the exit
+/// status expected.
+fn cli_json<T: serde::de::DeserializeOwned>(config: &Path, args: &[&str], ok: bool) -> T {
+    let out = std::process::Command::new(ganglion())
+        .args(args)
+        .arg("--json")
+        .arg("--config")
+        .arg(config)
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.success(),
+        ok,
+        "ganglion {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "ganglion {args:?} --json: {e}\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
 }
 
 /// Sends SIGTERM to `child` and waits up to 20 s for it to exit.
@@ -288,6 +313,44 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
             "provider {seed} was not paid: {before} → {after}"
         );
     }
+
+    // The CLI against the running orchestrator (JSON-RPC through node.json and the cookie):
+    // `audit verify` passes every check, fetching results and logs from the providers.
+    let orch_config = net.chain.dir.path().join("orch").join("node.toml");
+    let report: ganglion_rpc::audit::AuditReport =
+        cli_json(&orch_config, &["audit", "verify", &id], true);
+    assert!(report.pass && report.checks.len() >= 16, "{report:#?}");
+    let job: ganglion_rpc::audit::AuditJob = cli_json(&orch_config, &["audit", "job", &id], true);
+    assert_eq!(job.status, "settled");
+    let pa = &job.assignments[0].provider;
+    let prov: ganglion_rpc::audit::AuditProvider =
+        cli_json(&orch_config, &["audit", "provider", pa], true);
+    assert_eq!(prov.jobs, std::slice::from_ref(&id));
+    assert!(prov.earnings > 0 && prov.bonds.len() == 1, "{prov:?}");
+    let offers: Vec<ganglion_rpc::audit::MarketOffer> = cli_json(&orch_config, &["market"], true);
+    assert_eq!(offers.len(), 2, "both providers' offers: {offers:?}");
+    let pa_config = net.providers[0].0.data_dir.join("node.toml");
+    let bonds: Vec<ganglion_rpc::audit::BondInfo> =
+        cli_json(&pa_config, &["provider", "bond"], true);
+    assert_eq!(bonds.len(), 1, "{bonds:?}");
+    let own: Vec<ganglion_rpc::audit::MarketOffer> =
+        cli_json(&pa_config, &["provider", "offers"], true);
+    assert!(
+        own.iter().all(|o| o.provider == bonds[0].provider) && !own.is_empty(),
+        "{own:?}"
+    );
+    // An unknown job: `audit verify` exits non-zero with the node's message.
+    let out = std::process::Command::new(ganglion())
+        .args(["audit", "verify", &"ab".repeat(32), "--json", "--config"])
+        .arg(&orch_config)
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not on chain"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // SIGTERM stops the orchestrator cleanly (engine, RPC, swarm, follower).
     let status = tokio::task::block_in_place(|| terminate(&mut net.kids.0[0]));

@@ -101,6 +101,27 @@ async fn a_dead_provider_is_slashed_at_expiry_and_the_attested_one_paid() {
         "B earned nothing"
     );
     assert_eq!(refund, 1_000_000 - due + slashed);
+    // `audit verify` of the expired job passes: B's missing attestation is accounted for as a
+    // listed defaulter, the refund carries the slash.
+    let report =
+        ganglion_node::audit::verify(&orch.indexer, orch.blocks.as_ref(), Some(&orch.p2p), &job)
+            .await
+            .expect("audit");
+    assert!(report.pass, "{report:#?}");
+    let b_index = 1 - i;
+    let missing = report
+        .checks
+        .iter()
+        .find(|c| c.name == format!("attestation[{b_index}]"))
+        .expect("B's attestation check");
+    assert!(missing.detail.contains("defaulter"), "{missing:?}");
+    assert!(
+        !report
+            .checks
+            .iter()
+            .any(|c| c.name == format!("payment[{b_index}]")),
+        "no payment check for B"
+    );
     assert_eq!(
         chain.ntx_of(&orch.key_hash),
         before[2] - due + slashed,

@@ -5,6 +5,7 @@
 mod support;
 
 mod abandoned;
+mod audit;
 mod cancel;
 mod expire;
 mod rematch;

@@ -1,6 +1,6 @@
 //! A job across two providers reaches `Settled`; each provider is paid exactly
 //! `pay_for(gpu_seconds, rate)` NTX (the escrow rule, `build::pay_for`) and the orchestrator
-//! gets the rest back.
+//! gets the rest back; `audit verify` passes every check (and `crate::audit` tampers).
 
 use ganglion_contracts::build::pay_for;
 use ganglion_indexer::JobStatus;
@@ -155,6 +155,9 @@ async fn a_job_across_two_providers_settles_and_pays_by_the_escrow_rule() {
     }
     assert_eq!(refund, 1_000_000 - paid_total);
     assert_eq!(chain.ntx_of(&orch.key_hash), before[2] - paid_total);
+
+    // `audit verify` re-derives all of it from chain and IPFS only (crate::audit).
+    crate::audit::audit_settled_job(&orch, &[&pa, &pb], &job).await;
     for n in [&orch.cancel, &pa.cancel, &pb.cancel] {
         n.cancel();
     }

@@ -313,7 +313,7 @@ pub struct Node<E: ganglion_node::executor::Executor + 'static> {
     pub dir: PathBuf,
     pub cancel: CancellationToken,
     pub executor: Option<Arc<E>>,
-    blocks: Arc<SledBlockstore>,
+    pub blocks: Arc<SledBlockstore>,
     payment: SigningKey,
     side: Option<SideParts<E>>,
 }

@@ -1,0 +1,256 @@
+//! The indexer's records and the node's market in their JSON-RPC shapes
+//! ([`ganglion_rpc::audit`]).
+
+use cid::Cid;
+use ganglion_contracts::datum::GanglionDatum;
+use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::tx::TxoRef;
+use ganglion_indexer::event::Event;
+use ganglion_indexer::query::Confirmed;
+use ganglion_indexer::store::Kv;
+use ganglion_indexer::{Indexer, JobStatus, JobView};
+use ganglion_rpc::audit::{
+    AuditAssignment, AuditAttestation, AuditJob, AuditProvider, AuditTx, BondInfo, MarketOffer,
+    OfferGpus,
+};
+
+use super::error::AuditError;
+use crate::p2p::offers::SignedOffer;
+
+/// A CID's text form; bytes that are not a CID as `0x<hex>`; empty stays empty.
+pub fn cid_text(bytes: &[u8]) -> String {
+    if bytes.is_empty() {
+        return String::new();
+    }
+    Cid::try_from(bytes).map_or_else(|_| format!("0x{}", hex::encode(bytes)), |c| c.to_string())
+}
+
+/// `<tx hash hex>#<index>`.
+pub fn txo_text(r: &TxoRef) -> String {
+    format!("{}#{}", hex::encode(r.tx_hash), r.index)
+}
+
+fn peer_text(bytes: &[u8]) -> String {
+    libp2p::PeerId::from_bytes(bytes).map_or_else(|_| hex::encode(bytes), |p| p.to_string())
+}
+
+fn status_text(s: JobStatus) -> &'static str {
+    match s {
+        JobStatus::Locked => "locked",
+        JobStatus::Assigned => "assigned",
+        JobStatus::Settled => "settled",
+        JobStatus::Cancelled => "cancelled",
+        JobStatus::Expired => "expired",
+    }
+}
+
+/// `audit_job` from the indexer's view of a job.
+pub fn job(c: &Confirmed<JobView>) -> AuditJob {
+    let v = &c.value;
+    let mut out = AuditJob {
+        job_id: hex::encode(v.job_id.0),
+        status: status_text(v.status).to_string(),
+        orchestrator: hex::encode(v.orchestrator),
+        spec: cid_text(&v.spec),
+        gpus: v.gpus,
+        max_rate: 0,
+        budget: v.budget,
+        deadline_ms: v.deadline_ms,
+        started_at_ms: None,
+        assignments: Vec::new(),
+        refund: None,
+        txs: Vec::new(),
+        confirmations: c.confirmations,
+    };
+    for r in &v.history {
+        let kind = match &r.event {
+            Event::JobLocked { max_rate, .. } => {
+                out.max_rate = *max_rate;
+                "lock"
+            }
+            Event::JobAssigned {
+                assignments,
+                started_at_ms,
+                ..
+            } => {
+                out.started_at_ms = Some(*started_at_ms);
+                out.assignments = assignments
+                    .iter()
+                    .map(|a| AuditAssignment {
+                        provider: hex::encode(a.provider),
+                        attest_key: hex::encode(a.attest_key),
+                        gpus: a.gpus,
+                        rate: a.rate,
+                        attestation: None,
+                        paid: None,
+                    })
+                    .collect();
+                "assign"
+            }
+            Event::JobSettled {
+                attestations,
+                payments,
+                refund,
+                ..
+            }
+            | Event::JobExpired {
+                attestations,
+                payments,
+                refund,
+                ..
+            } => {
+                out.refund = Some(*refund);
+                for (k, att) in attestations.iter().enumerate() {
+                    let slot = usize::try_from(att.provider_index)
+                        .ok()
+                        .and_then(|i| out.assignments.get_mut(i));
+                    if let Some(a) = slot {
+                        a.attestation = Some(AuditAttestation {
+                            result: cid_text(&att.result),
+                            logs: cid_text(&att.logs),
+                            gpu_seconds: att.gpu_seconds,
+                            exit_code: att.exit_code,
+                        });
+                        a.paid = payments.get(k).map(|p| p.ntx);
+                    }
+                }
+                if matches!(r.event, Event::JobSettled { .. }) {
+                    "settle"
+                } else {
+                    "expire"
+                }
+            }
+            Event::JobCancelled { refund, .. } => {
+                out.refund = Some(*refund);
+                "cancel"
+            }
+            Event::BondSlashed { .. } => "slash",
+            _ => continue,
+        };
+        out.txs.push(AuditTx {
+            kind: kind.to_string(),
+            tx_id: hex::encode(r.meta.tx_hash),
+            slot: r.meta.slot,
+        });
+    }
+    out
+}
+
+/// Every live bond UTxO (active or unbonding) of `provider`, with free GPUs from the
+/// indexer's active-bond view.
+///
+/// # Errors
+/// [`AuditError::Indexer`].
+pub fn bonds_of<S: Kv>(
+    indexer: &Indexer<S>,
+    provider: &KeyHash,
+) -> Result<Vec<BondInfo>, AuditError> {
+    let active = indexer.active_bonds()?;
+    let mut out = Vec::new();
+    for t in indexer.live_utxos()? {
+        if let GanglionDatum::Bond(b) = &t.datum
+            && b.provider == *provider
+        {
+            let free = active
+                .iter()
+                .find(|x| x.bond == t.reference)
+                .map_or(0, |x| x.free_gpus);
+            out.push(BondInfo {
+                bond: txo_text(&t.reference),
+                provider: hex::encode(b.provider),
+                attest_key: hex::encode(b.attest_key),
+                peer_id: peer_text(&b.peer_id),
+                gpus: b.gpus,
+                stake: t.ntx,
+                free_gpus: free,
+                unbonding_since_ms: b.unbonding_since_ms,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Parses `key`: a payment key hash (56 hex digits) or a libp2p peer id (base58) that a bond
+/// on chain names (live, or in a `BondPosted` event).
+///
+/// # Errors
+/// [`AuditError::UnknownProvider`] when it is neither, or no bond names the peer.
+pub fn provider_key<S: Kv>(indexer: &Indexer<S>, key: &str) -> Result<KeyHash, AuditError> {
+    if let Some(h) = hex::decode(key)
+        .ok()
+        .and_then(|b| <KeyHash>::try_from(b).ok())
+    {
+        return Ok(h);
+    }
+    let peer: libp2p::PeerId = key.parse().map_err(|_| {
+        AuditError::UnknownProvider(format!("{key:?} (not 56 hex digits nor a peer id)"))
+    })?;
+    let bytes = peer.to_bytes();
+    for t in indexer.live_utxos()? {
+        if let GanglionDatum::Bond(b) = t.datum
+            && b.peer_id == bytes
+        {
+            return Ok(b.provider);
+        }
+    }
+    for r in indexer.events(0, u64::MAX)? {
+        if let Event::BondPosted {
+            provider, peer_id, ..
+        } = r.event
+            && peer_id == bytes
+        {
+            return Ok(provider);
+        }
+    }
+    Err(AuditError::UnknownProvider(key.to_string()))
+}
+
+/// `audit_provider` for `provider`.
+///
+/// # Errors
+/// [`AuditError::Indexer`].
+pub fn provider<S: Kv>(
+    indexer: &Indexer<S>,
+    provider: &KeyHash,
+) -> Result<AuditProvider, AuditError> {
+    let s = indexer.provider(provider)?;
+    Ok(AuditProvider {
+        provider: hex::encode(provider),
+        bonds: bonds_of(indexer, provider)?,
+        jobs: s.jobs.iter().map(|j| hex::encode(j.0)).collect(),
+        earnings: s.earnings,
+        defaults: s.defaults.iter().map(|j| hex::encode(j.0)).collect(),
+        slashed: s.slashed,
+    })
+}
+
+/// A market entry from a signed offer.
+pub fn offer(o: &SignedOffer) -> MarketOffer {
+    let b = &o.body;
+    MarketOffer {
+        provider: hex::encode(b.market.provider),
+        peer_id: peer_text(&b.peer_id),
+        bond: txo_text(&b.bond),
+        bond_gpus: b.market.bond_gpus,
+        price_per_gpu_hour: b.market.price_per_gpu_hour,
+        score: b.market.score,
+        gpus: b
+            .market
+            .gpus
+            .iter()
+            .map(|g| OfferGpus {
+                model: g.model.name.clone(),
+                vram_mib: g.model.vram_mib,
+                free: g.free,
+                declared: g.declared,
+            })
+            .collect(),
+        addrs: b
+            .addrs
+            .iter()
+            .filter_map(|a| libp2p::Multiaddr::try_from(a.clone()).ok())
+            .map(|a| a.to_string())
+            .collect(),
+        expires_ms: b.expires_ms,
+    }
+}

@@ -1,0 +1,50 @@
+//! `ganglion market`: the live, verified offers a running node sees (`market_offers`).
+
+use std::path::PathBuf;
+
+use ganglion_rpc::audit::MarketOffer;
+
+use super::remote::{call, print_json};
+
+/// The live market as the node sees it.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Node config (TOML); `GANGLION_*` variables override it.
+    #[arg(long, env = "GANGLION_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// Prints offers one per line (text) or as JSON.
+pub fn print_offers(offers: &[MarketOffer], json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(&offers);
+    }
+    if offers.is_empty() {
+        println!("no live offers");
+    }
+    for o in offers {
+        let free: u32 = o.gpus.iter().map(|g| g.free).sum();
+        let models: Vec<_> = o.gpus.iter().map(|g| g.model.as_str()).collect();
+        println!(
+            "{} {} free GPUs ({}) at {} NTX/GPU-h, score {}, bond {} ({} GPUs), peer {}",
+            o.provider,
+            free,
+            models.join(", "),
+            o.price_per_gpu_hour,
+            o.score,
+            o.bond,
+            o.bond_gpus,
+            o.peer_id
+        );
+    }
+    Ok(())
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let offers: Vec<MarketOffer> = call(args.config.as_deref(), "market_offers", vec![])?;
+    print_offers(&offers, args.json)
+}

@@ -1,0 +1,66 @@
+//! `ganglion provider bond|offers`: this node as a provider, asked of the running node
+//! (`provider_bond`, `provider_offers`). The bond itself is posted by `ganglion node run` from
+//! the config's `[bond]` section.
+
+use std::path::PathBuf;
+
+use ganglion_rpc::audit::{BondInfo, MarketOffer};
+
+use super::remote::{call, print_json};
+
+/// This node as a provider (a running node answers).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Node config (TOML); `GANGLION_*` variables override it.
+    #[arg(long, env = "GANGLION_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Provider subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// This node's bonds on chain: stake, GPUs, free GPUs, unbonding.
+    Bond,
+    /// This node's offers as its market holds them.
+    Offers,
+}
+
+/// Runs the subcommand.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let config = args.config.as_deref();
+    match args.command {
+        Command::Bond => {
+            let bonds: Vec<BondInfo> = call(config, "provider_bond", vec![])?;
+            if args.json {
+                return print_json(&bonds);
+            }
+            if bonds.is_empty() {
+                println!(
+                    "no bond: set [provider] and [bond] in the config and run `ganglion node run`"
+                );
+            }
+            for b in &bonds {
+                println!(
+                    "bond {}: {} NTX for {} GPUs ({} free), attest key {}{}",
+                    b.bond,
+                    b.stake,
+                    b.gpus,
+                    b.free_gpus,
+                    b.attest_key,
+                    b.unbonding_since_ms
+                        .map_or(String::new(), |s| format!(", unbonding since {s} ms"))
+                );
+            }
+            Ok(())
+        }
+        Command::Offers => {
+            let offers: Vec<MarketOffer> = call(config, "provider_offers", vec![])?;
+            super::market::print_offers(&offers, args.json)
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! What the commands that talk to a running node share: finding it (settings → data dir →
+//! `node.json` and `rpc.cookie`), one call on a small runtime, and printing.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use ganglion_node::rpc_client::NodeClient;
+use ganglion_node::settings::Settings;
+use serde::de::DeserializeOwned;
+
+/// Calls `method` on the node of the settings at `config` (or the defaults and `GANGLION_*`).
+pub fn call<T: DeserializeOwned>(
+    config: Option<&Path>,
+    method: &str,
+    params: Vec<serde_json::Value>,
+) -> anyhow::Result<T> {
+    let settings = Settings::load(config).context("loading the settings")?;
+    let dir = settings.data_dir().context("finding the data dir")?;
+    let client = NodeClient::of_data_dir(&dir)
+        .with_context(|| format!("finding the node of {}", dir.display()))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(client.call(method, params))
+        .with_context(|| format!("asking the node at {}", client.addr))
+}
+
+/// Prints `v` as pretty JSON.
+pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}

@@ -1,0 +1,299 @@
+//! `audit verify` on the settled job of [`crate::settle`]: every check passes from the
+//! orchestrator's node (its indexer, its blockstore, results and logs fetched over bitswap
+//! from the providers); the same evidence, changed one item at a time, fails exactly the
+//! check about that item; and the read-only `audit_*`, `market_*`, `provider_*` methods over
+//! HTTP, happy and bad-params paths.
+
+use std::sync::Arc;
+
+use cid::Cid;
+use ganglion_contracts::datum::JobId;
+use ganglion_indexer::event::Event;
+use ganglion_node::audit::rpc::AuditRpc;
+use ganglion_node::audit::{self, Evidence, Report, checks};
+use ganglion_node::executor::Executor;
+use ganglion_node::rpc::Api;
+use ganglion_node::settings::Settings;
+use ganglion_rpc::audit::{AuditJob, AuditProvider, AuditReport, BondInfo, MarketOffer};
+use ganglion_rpc::error as codes;
+use ganglion_storage::blockstore::Blockstore;
+use jsonrpsee::core::client::{ClientT, Error as ClientError};
+use jsonrpsee::http_client::HttpClientBuilder;
+use jsonrpsee::rpc_params;
+
+use crate::support::Node;
+
+fn failed(r: &Report) -> Vec<&str> {
+    r.checks
+        .iter()
+        .filter(|c| !c.pass)
+        .map(|c| c.name.as_str())
+        .collect()
+}
+
+/// The report with every check printed when it does not pass as expected.
+fn assert_fails_only(r: &Report, names: &[&str], what: &str) {
+    assert!(!r.pass, "{what}: the report still passes: {r:#?}");
+    assert_eq!(failed(r), names, "{what}: {r:#?}");
+}
+
+fn settle_attestations(e: &mut Evidence) -> &mut Vec<ganglion_contracts::redeemer::Attestation> {
+    e.job
+        .history
+        .iter_mut()
+        .find_map(|r| match &mut r.event {
+            Event::JobSettled { attestations, .. } => Some(attestations),
+            _ => None,
+        })
+        .expect("settle event")
+}
+
+/// The check names (`<kind>[i]`) of every attestation naming `root` as its result or logs:
+/// two providers writing identical bytes attest the same CID.
+fn holders<'a>(e: &Evidence, kind: &str, root: &Cid) -> Vec<&'a str> {
+    let mut e = e.clone();
+    let mut out: Vec<(u64, String)> = settle_attestations(&mut e)
+        .iter()
+        .filter(|a| {
+            let c = if kind == "result_cid" {
+                &a.result
+            } else {
+                &a.logs
+            };
+            Cid::try_from(c.as_slice()).ok() == Some(*root)
+        })
+        .map(|a| (a.provider_index, format!("{kind}[{}]", a.provider_index)))
+        .collect();
+    out.sort();
+    out.into_iter()
+        .map(|(_, n)| &*Box::leak(n.into_boxed_str()))
+        .collect()
+}
+
+/// Tamper cases: each changes one item of real evidence.
+fn tampered_evidence_fails_the_right_check(e: &Evidence) {
+    // A wrong attestation signature.
+    let mut t = e.clone();
+    let att = &mut settle_attestations(&mut t)[0];
+    let i = att.provider_index;
+    att.signature[0] ^= 1;
+    assert_fails_only(
+        &checks::check(&t),
+        &[&format!("attestation[{i}]")],
+        "flipped attestation signature",
+    );
+
+    // A wrong acceptance signature.
+    let mut t = e.clone();
+    for r in &mut t.job.history {
+        if let Event::JobAssigned { acceptances, .. } = &mut r.event {
+            acceptances[1][5] ^= 0x80;
+        }
+    }
+    assert_fails_only(&checks::check(&t), &["acceptance[1]"], "flipped acceptance");
+
+    // A result block whose bytes do not hash to its CID.
+    let mut t = e.clone();
+    let att = settle_attestations(&mut t)[1].clone();
+    let root = Cid::try_from(att.result.as_slice()).expect("result CID");
+    t.blocks.get_mut(&root).expect("result block held")[0] ^= 1;
+    let names = holders(e, "result_cid", &root);
+    assert_fails_only(&checks::check(&t), &names, "result block changed");
+
+    // A log DAG with its root block missing (not fetchable).
+    let mut t = e.clone();
+    let logs = Cid::try_from(att.logs.as_slice()).expect("logs CID");
+    t.blocks.remove(&logs);
+    let names = holders(e, "logs_cid", &logs);
+    assert_fails_only(&checks::check(&t), &names, "logs missing");
+
+    // Spec bytes that no longer hash to the escrow's CID.
+    let mut t = e.clone();
+    let spec = Cid::try_from(t.job.spec.as_slice()).expect("spec CID");
+    t.blocks.get_mut(&spec).expect("spec block")[3] ^= 1;
+    let r = checks::check(&t);
+    assert!(failed(&r).contains(&"spec_cid"), "{r:#?}");
+
+    // A payment that breaks the escrow rule (one NTX too many): the payment and the
+    // refund arithmetic both fail.
+    let mut t = e.clone();
+    for r in &mut t.job.history {
+        if let Event::JobSettled { payments, .. } = &mut r.event {
+            payments[0].ntx += 1;
+        }
+    }
+    let k0 = settle_attestations(&mut t)[0].provider_index;
+    assert_fails_only(
+        &checks::check(&t),
+        &[&format!("payment[{k0}]"), "refund"],
+        "overpaid provider",
+    );
+
+    // An assignment naming an attest key the provider never bonded: the bond check fails
+    // (and the signatures, made by the bonded key, no longer verify under it).
+    let mut t = e.clone();
+    for r in &mut t.job.history {
+        if let Event::JobAssigned { assignments, .. } = &mut r.event {
+            assignments[0].attest_key = [7; 32];
+        }
+    }
+    let r = checks::check(&t);
+    assert!(!r.pass);
+    assert!(failed(&r).contains(&"bond_key[0]"), "{r:#?}");
+}
+
+/// Runs the audit of the settled `job` from the orchestrator's node and the RPC checks.
+pub async fn audit_settled_job<E: Executor + 'static, F: Executor + 'static>(
+    orch: &Node<E>,
+    providers: &[&Node<F>],
+    job: &JobId,
+) {
+    // The orchestrator never held the results or logs: they come over bitswap.
+    let evidence = audit::evidence::gather(
+        &orch.indexer,
+        orch.blocks.as_ref() as &dyn Blockstore,
+        Some(&orch.p2p),
+        job,
+    )
+    .await
+    .expect("evidence gathered");
+    assert!(
+        evidence.fetch_errors.is_empty(),
+        "{:?}",
+        evidence.fetch_errors
+    );
+    let report = checks::check(&evidence);
+    assert!(report.pass, "audit of a settled job: {report:#?}");
+    for c in &report.checks {
+        eprintln!(
+            "{}  {:<16} {}",
+            if c.pass { "pass" } else { "FAIL" },
+            c.name,
+            c.detail
+        );
+    }
+    let names: Vec<_> = report.checks.iter().map(|c| c.name.as_str()).collect();
+    for n in [
+        "status",
+        "spec_cid",
+        "spec_terms",
+        "assignment",
+        "bond_key[0]",
+        "acceptance[1]",
+        "attestation[0]",
+        "gpu_seconds[1]",
+        "result_cid[0]",
+        "logs_cid[1]",
+        "payment[0]",
+        "payment[1]",
+        "refund",
+    ] {
+        assert!(names.contains(&n), "check {n} missing from {names:?}");
+    }
+    tampered_evidence_fails_the_right_check(&evidence);
+
+    // Over JSON-RPC (read-only methods: no token).
+    let settings = Settings::from_toml(&format!(
+        "network = \"devnet\"\ndata_dir = \"{}\"",
+        orch.dir.join("rpc").display()
+    ))
+    .expect("settings");
+    let module = Api::new(settings)
+        .expect("api")
+        .with_audit(
+            AuditRpc::new(
+                orch.indexer.clone(),
+                orch.blocks.clone() as Arc<dyn Blockstore>,
+            )
+            .with_p2p(orch.p2p.clone())
+            .with_provider(providers[0].key_hash),
+        )
+        .into_module();
+    let running = ganglion_rpc::server::start("127.0.0.1:0".parse().expect("addr"), "t", module)
+        .await
+        .expect("serves");
+    let c = HttpClientBuilder::default()
+        .build(format!("http://{}", running.addr))
+        .expect("client");
+    let id = hex::encode(job.0);
+    let code = |e: ClientError| match e {
+        ClientError::Call(o) => o.code(),
+        other => panic!("expected a JSON-RPC error, got {other:?}"),
+    };
+
+    let r: AuditReport = c
+        .request("audit_verify", rpc_params![id.clone()])
+        .await
+        .expect("audit_verify");
+    assert!(r.pass, "{r:#?}");
+    assert_eq!(r.checks.len(), report.checks.len());
+    let j: AuditJob = c
+        .request("audit_job", rpc_params![id.clone()])
+        .await
+        .expect("audit_job");
+    assert_eq!(j.status, "settled");
+    assert_eq!(
+        j.txs.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
+        ["lock", "assign", "settle"]
+    );
+    assert_eq!(j.assignments.len(), 2);
+    let paid: u64 = j.assignments.iter().map(|a| a.paid.expect("paid")).sum();
+    assert_eq!(j.refund, Some(j.budget - paid));
+    for a in &j.assignments {
+        let att = a.attestation.as_ref().expect("attested");
+        assert!(
+            att.result.starts_with('b') && att.logs.starts_with('b'),
+            "{att:?}"
+        );
+    }
+    let p = &providers[0];
+    let by_key: AuditProvider = c
+        .request("audit_provider", rpc_params![hex::encode(p.key_hash)])
+        .await
+        .expect("audit_provider by key");
+    assert_eq!(by_key.jobs, std::slice::from_ref(&id));
+    let mine = j
+        .assignments
+        .iter()
+        .find(|a| a.provider == hex::encode(p.key_hash))
+        .expect("assigned");
+    assert_eq!(by_key.earnings, mine.paid.expect("paid"));
+    assert_eq!(by_key.bonds.len(), 1);
+    let peer = by_key.bonds[0].peer_id.clone();
+    let by_peer: AuditProvider = c
+        .request("audit_provider", rpc_params![peer])
+        .await
+        .expect("audit_provider by peer id");
+    assert_eq!(by_peer, by_key);
+    let offers: Vec<MarketOffer> = c
+        .request("market_offers", rpc_params![])
+        .await
+        .expect("market_offers");
+    assert!(offers.len() >= 2, "{offers:?}");
+    let bond: Vec<BondInfo> = c
+        .request("provider_bond", rpc_params![])
+        .await
+        .expect("provider_bond");
+    assert_eq!(bond, by_key.bonds);
+
+    // Bad params and unknown ids: JSON-RPC errors, the server keeps serving.
+    for (method, param, want) in [
+        ("audit_verify", "xyz", codes::INVALID_PARAMS),
+        ("audit_job", "00", codes::INVALID_PARAMS),
+        ("audit_job", &"ab".repeat(32) as &str, codes::JOB),
+        ("audit_verify", &"cd".repeat(32), codes::JOB),
+        ("audit_provider", "not-a-key", codes::INVALID_PARAMS),
+    ] {
+        let e = c
+            .request::<serde_json::Value, _>(method, rpc_params![param])
+            .await
+            .expect_err(method);
+        assert_eq!(code(e), want, "{method}({param})");
+    }
+    let e = c
+        .request::<serde_json::Value, _>("audit_job", rpc_params![])
+        .await
+        .expect_err("missing param");
+    assert_eq!(code(e), codes::INVALID_PARAMS);
+    let _ = running.handle.stop();
+}

@@ -1,0 +1,214 @@
+//! The read-only namespaces about the chain's record and the live market: `audit_*` (a job,
+//! a provider, and the re-verification of a job from chain and IPFS), `market_*` (live
+//! offers) and `provider_*` (this node's bond and offers). None changes state, so none needs
+//! the bearer token. Types and traits live together here; amounts are NTX base units, times
+//! POSIX ms, keys and hashes hex.
+
+use jsonrpsee::core::RpcResult;
+use jsonrpsee::proc_macros::rpc;
+use serde::{Deserialize, Serialize};
+
+/// One named check of [`AuditReport`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditCheck {
+    /// What was checked, e.g. `spec_cid`, `acceptance[1]`, `payment[0]`.
+    pub name: String,
+    /// Whether it holds.
+    pub pass: bool,
+    /// What was compared, or why it failed.
+    pub detail: String,
+}
+
+/// `audit_verify`: a job re-derived from the chain and IPFS only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditReport {
+    /// Job id, hex (64 characters).
+    pub job_id: String,
+    /// True only when every check passes.
+    pub pass: bool,
+    /// One entry per item checked, in a fixed order (spec, assignment, then per provider).
+    pub checks: Vec<AuditCheck>,
+}
+
+/// One provider's share of a job, as the chain records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditAssignment {
+    /// Payment key hash, hex (56 characters).
+    pub provider: String,
+    /// ed25519 attest key of its bond, hex (64 characters).
+    pub attest_key: String,
+    /// GPUs it ran.
+    pub gpus: u64,
+    /// NTX per GPU-hour.
+    pub rate: u64,
+    /// Its attestation, once settled or expired with one.
+    pub attestation: Option<AuditAttestation>,
+    /// NTX paid to it by the settle or expire.
+    pub paid: Option<u64>,
+}
+
+/// An attestation, with the CIDs in their text form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditAttestation {
+    /// CID of the pinned outputs (empty when none).
+    pub result: String,
+    /// CID of the pinned logs (empty when none).
+    pub logs: String,
+    /// GPU-seconds claimed.
+    pub gpu_seconds: u64,
+    /// The container's exit code.
+    pub exit_code: i64,
+}
+
+/// One transaction of a job's chain trail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditTx {
+    /// `lock`, `assign`, `settle`, `cancel`, `expire` or `slash`.
+    pub kind: String,
+    /// Transaction id, hex.
+    pub tx_id: String,
+    /// Slot of its block.
+    pub slot: u64,
+}
+
+/// `audit_job`: who ran what, on how many GPUs, with which inputs and outputs, for what pay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditJob {
+    /// Job id, hex.
+    pub job_id: String,
+    /// `locked`, `assigned`, `settled`, `cancelled` or `expired`.
+    pub status: String,
+    /// Orchestrator payment key hash, hex.
+    pub orchestrator: String,
+    /// CID of the ensemble spec (text form).
+    pub spec: String,
+    /// GPUs asked for.
+    pub gpus: u64,
+    /// Highest rate accepted, NTX per GPU-hour.
+    pub max_rate: u64,
+    /// NTX locked.
+    pub budget: u64,
+    /// Deadline, POSIX ms.
+    pub deadline_ms: u64,
+    /// When the assignment started, POSIX ms.
+    pub started_at_ms: Option<u64>,
+    /// The providers, in assignment order.
+    pub assignments: Vec<AuditAssignment>,
+    /// NTX returned to the orchestrator by the settle, cancel or expire.
+    pub refund: Option<u64>,
+    /// Every transaction of the job, oldest first.
+    pub txs: Vec<AuditTx>,
+    /// Blocks on top of the job's latest event.
+    pub confirmations: u64,
+}
+
+/// A bond as the chain holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BondInfo {
+    /// The bond UTxO, `<tx hash hex>#<index>`.
+    pub bond: String,
+    /// Provider payment key hash, hex.
+    pub provider: String,
+    /// ed25519 attest key, hex.
+    pub attest_key: String,
+    /// libp2p peer id (base58), or the raw bytes in hex when they do not parse.
+    pub peer_id: String,
+    /// GPUs the bond backs.
+    pub gpus: u64,
+    /// NTX staked.
+    pub stake: u64,
+    /// GPUs not in assigned jobs (0 for an unbonding bond).
+    pub free_gpus: u64,
+    /// When unbonding started, POSIX ms; `None` while active.
+    pub unbonding_since_ms: Option<u64>,
+}
+
+/// `audit_provider`: a provider's record on chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditProvider {
+    /// Payment key hash, hex.
+    pub provider: String,
+    /// Live bonds (active and unbonding).
+    pub bonds: Vec<BondInfo>,
+    /// Jobs it was assigned, hex ids.
+    pub jobs: Vec<String>,
+    /// NTX earned from settled and expired jobs.
+    pub earnings: u64,
+    /// Jobs it was assigned and never attested.
+    pub defaults: Vec<String>,
+    /// NTX slashed from its bonds.
+    pub slashed: u64,
+}
+
+/// GPUs of one model in an offer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OfferGpus {
+    /// Model name.
+    pub model: String,
+    /// VRAM per GPU, MiB.
+    pub vram_mib: u64,
+    /// GPUs of this model free now.
+    pub free: u32,
+    /// Declared in config rather than detected.
+    pub declared: bool,
+}
+
+/// A signed, verified offer in the node's live market.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarketOffer {
+    /// Provider payment key hash, hex.
+    pub provider: String,
+    /// libp2p peer id (base58).
+    pub peer_id: String,
+    /// The backing bond, `<tx hash hex>#<index>`.
+    pub bond: String,
+    /// GPUs the bond backs.
+    pub bond_gpus: u32,
+    /// NTX per GPU-hour.
+    pub price_per_gpu_hour: u64,
+    /// Benchmark score.
+    pub score: u32,
+    /// GPUs by model.
+    pub gpus: Vec<OfferGpus>,
+    /// Listen multiaddrs.
+    pub addrs: Vec<String>,
+    /// When the offer stops counting, POSIX ms.
+    pub expires_ms: u64,
+}
+
+/// `audit_*`: the chain's record of jobs and providers, and independent verification.
+#[rpc(server, namespace = "audit")]
+pub trait AuditApi {
+    /// The indexer's view of a job (64 hex digits).
+    #[method(name = "job")]
+    async fn job(&self, job_id: String) -> RpcResult<AuditJob>;
+
+    /// A provider by payment key hash (56 hex digits) or libp2p peer id (base58).
+    #[method(name = "provider")]
+    async fn provider(&self, key: String) -> RpcResult<AuditProvider>;
+
+    /// Re-derives a job from chain and IPFS only (blocks missing locally are fetched over
+    /// bitswap from the job's providers) and reports each check.
+    #[method(name = "verify")]
+    async fn verify(&self, job_id: String) -> RpcResult<AuditReport>;
+}
+
+/// `market_*`: what the node sees of the market.
+#[rpc(server, namespace = "market")]
+pub trait MarketApi {
+    /// Live, verified offers (gossipsub), this node's own included.
+    #[method(name = "offers")]
+    async fn offers(&self) -> RpcResult<Vec<MarketOffer>>;
+}
+
+/// `provider_*`: this node as a provider.
+#[rpc(server, namespace = "provider")]
+pub trait ProviderApi {
+    /// This node's bonds on chain (active and unbonding); empty when it has none.
+    #[method(name = "bond")]
+    async fn bond(&self) -> RpcResult<Vec<BondInfo>>;
+
+    /// This node's offers as its market holds them; empty when it offers nothing.
+    #[method(name = "offers")]
+    async fn offers(&self) -> RpcResult<Vec<MarketOffer>>;
+}
