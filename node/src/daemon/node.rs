@@ -338,7 +338,7 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
     let token = r.dir.new_rpc_cookie().map_err(settings_err)?;
     let listen = r.settings.daemon.rpc.listen;
     let module = Api::new(r.settings.clone())?
-        .with_jobs(Arc::new(engine.handle()))
+        .with_engine(engine.handle())
         .into_module();
     let rpc = ganglion_rpc::server::start(listen, &token, module)
         .await

@@ -6,6 +6,7 @@ mod support;
 
 mod abandoned;
 mod cancel;
+mod cip30;
 mod expire;
 mod rematch;
 mod restart;
