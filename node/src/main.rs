@@ -26,6 +26,8 @@ enum Command {
     Doctor(cli::doctor::Args),
     /// Run the node: `ganglion node run [--config F]`.
     Node(cli::node::Args),
+    /// Jobs of a running node: `ganglion job submit|status|cancel`.
+    Job(cli::job::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -35,5 +37,6 @@ fn main() -> anyhow::Result<()> {
         Command::Doctor(args) => cli::doctor::run(args),
         Command::Devnet(args) => cli::devnet::run(args),
         Command::Node(args) => cli::node::run(args),
+        Command::Job(args) => cli::job::run(args),
     }
 }

@@ -1,8 +1,10 @@
 //! Subcommands of the `ganglion` binary, one file each. The only place (with `main.rs`) where
 //! `anyhow` context strings are used.
 
+pub mod client;
 pub mod devnet;
 pub mod doctor;
 pub mod gpus;
+pub mod job;
 pub mod node;
 pub mod wallet;

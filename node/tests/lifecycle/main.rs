@@ -7,6 +7,7 @@ mod support;
 mod abandoned;
 mod cancel;
 mod cip30;
+mod cli_job;
 mod expire;
 mod rematch;
 mod restart;
