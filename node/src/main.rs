@@ -32,6 +32,8 @@ enum Command {
     Market(cli::market::Args),
     /// This node as a provider: its bond and its offers.
     Provider(cli::provider::Args),
+    /// Jobs of a running node: `ganglion job submit|status|cancel`.
+    Job(cli::job::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -44,5 +46,6 @@ fn main() -> anyhow::Result<()> {
         Command::Audit(args) => cli::audit::run(args),
         Command::Market(args) => cli::market::run(args),
         Command::Provider(args) => cli::provider::run(args),
+        Command::Job(args) => cli::job::run(args),
     }
 }

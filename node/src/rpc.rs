@@ -20,6 +20,9 @@ use crate::network::NetworkPreset;
 use crate::settings::Settings;
 use crate::wallet::{self, ChainClient, Wallet};
 
+mod cip30;
+mod events;
+
 /// Why the API could not start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -50,6 +53,7 @@ pub struct Api {
     inner: Arc<Inner>,
     jobs: Option<Arc<dyn JobControl>>,
     audit: Option<RpcModule<()>>,
+    locks: Option<Arc<dyn crate::job::WalletLocks>>,
 }
 
 impl Api {
@@ -73,6 +77,7 @@ impl Api {
             }),
             jobs: None,
             audit: None,
+            locks: None,
         })
     }
 
@@ -91,6 +96,17 @@ impl Api {
         self
     }
 
+    /// The same API answering `job_*`, `job_buildLock` and `tx_submit` from a running job
+    /// engine's handle (`Engine::handle`).
+    pub fn with_engine<H>(mut self, engine: H) -> Self
+    where
+        H: JobControl + crate::job::WalletLocks + Clone + 'static,
+    {
+        self.jobs = Some(Arc::new(engine.clone()));
+        self.locks = Some(Arc::new(engine));
+        self
+    }
+
     /// All namespaces in one module.
     pub fn into_module(mut self) -> RpcModule<()> {
         let mut m = RpcModule::new(());
@@ -100,7 +116,12 @@ impl Api {
         // Namespaces have distinct prefixes, so merging cannot collide.
         let _ = m.merge(NodeApiServer::into_rpc(self.clone()));
         let _ = m.merge(WalletApiServer::into_rpc(self.clone()));
-        let _ = m.merge(JobApiServer::into_rpc(self));
+        let _ = m.merge(JobApiServer::into_rpc(self.clone()));
+        let _ = m.merge(ganglion_rpc::api::JobWalletApiServer::into_rpc(
+            self.clone(),
+        ));
+        let _ = m.merge(ganglion_rpc::api::TxApiServer::into_rpc(self.clone()));
+        let _ = m.merge(ganglion_rpc::api::JobEventsApiServer::into_rpc(self));
         m
     }
 
@@ -306,9 +327,9 @@ fn statuses(
 impl JobApiServer for Api {
     async fn submit(&self, ext: &Extensions, spec: serde_json::Value) -> RpcResult<JobSubmitted> {
         ganglion_rpc::auth::require(ext)?;
-        let jobs = jobs_of(self)?;
         let spec = crate::market::spec::Ensemble::from_json_str(&spec.to_string())
             .map_err(|e| error(error::INVALID_PARAMS, e.to_string()))?;
+        let jobs = jobs_of(self)?;
         let job = jobs.submit(&spec).await.map_err(|e| engine_rpc(&e))?;
         Ok(JobSubmitted {
             job_id: hex::encode(job.0),

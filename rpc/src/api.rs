@@ -58,3 +58,54 @@ pub trait JobApi {
 
 /// Methods that change state and need the bearer token.
 pub const MUTATING: &[&str] = &["wallet_send", "job_submit", "job_cancel"];
+
+/// `job_buildLock`: a lock for a wallet outside the node (CIP-30), submitted back through
+/// [`TxApi`]'s `tx_submit`.
+#[rpc(server, namespace = "job")]
+pub trait JobWalletApi {
+    /// Pins the ensemble spec and builds its lock funded by the wallet at `change_address`
+    /// (bech32 or hex, a key address on the node's network), spending `utxos` (CIP-30
+    /// `getUtxos()` items, hex CBOR) or, when absent, the address's UTxOs on chain. The escrow
+    /// names this node's key as orchestrator, so the node can drive the job once the lock is
+    /// submitted through `tx_submit` (refunds go to the node's wallet). Mutating: bearer token
+    /// required. The wallet signs the returned body (CIP-30 `signTx(tx, false)`).
+    #[method(name = "buildLock", with_extensions)]
+    async fn build_lock(
+        &self,
+        spec: serde_json::Value,
+        change_address: String,
+        utxos: Option<Vec<String>>,
+    ) -> RpcResult<crate::types::UnsignedLock>;
+}
+
+/// `tx_*`: transactions signed outside the node.
+#[rpc(server, namespace = "tx")]
+pub trait TxApi {
+    /// Joins a CIP-30 witness set (hex CBOR, `signTx`'s answer) to the unsigned transaction
+    /// (hex CBOR, e.g. from `job_buildLock`), checks every vkey witness against the transaction
+    /// id, and submits. A lock built by `job_buildLock` on this node is then orchestrated by
+    /// the node (`adopted`). Mutating: bearer token required.
+    #[method(name = "submit", with_extensions)]
+    async fn submit(
+        &self,
+        tx_cbor_hex: String,
+        witness_set_cbor_hex: String,
+    ) -> RpcResult<crate::types::TxSubmitted>;
+}
+
+/// `job_subscribe` (WebSocket): a job's transitions as they happen.
+#[rpc(server, namespace = "job")]
+pub trait JobEventsApi {
+    /// Streams [`crate::types::JobEvent`]s for `job_id` (64 hex digits) as `job_event`
+    /// notifications: first every transition so far, then each new one, until every record
+    /// the node holds for the job is terminal; then the server closes the subscription with a
+    /// last `job_event` whose `params.error` (instead of `result`) says the job ended, which
+    /// jsonrpsee clients read as the end of the stream.
+    /// Unknown job or no engine: [`crate::error::JOB`]; a malformed id:
+    /// [`crate::error::INVALID_PARAMS`].
+    #[subscription(name = "subscribe" => "event", unsubscribe = "unsubscribe", item = crate::types::JobEvent)]
+    async fn subscribe(&self, job_id: String) -> jsonrpsee::core::SubscriptionResult;
+}
+
+/// Mutating methods of the CIP-30 flow (bearer token required), besides [`MUTATING`].
+pub const MUTATING_WALLET: &[&str] = &["job_buildLock", "tx_submit"];

@@ -100,3 +100,50 @@ pub struct JobStatus {
     /// The last problem met, if any.
     pub last_error: Option<String>,
 }
+
+/// `job_buildLock` result: the unsigned lock for a CIP-30 wallet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnsignedLock {
+    /// Job id, hex (64 characters).
+    pub job_id: String,
+    /// The unsigned transaction, hex CBOR (Conway): pass to CIP-30 `signTx(tx, false)`.
+    pub tx_cbor_hex: String,
+    /// Transaction id, hex: blake2b-256 of the body, what the wallet's key signs.
+    pub tx_id: String,
+    /// Fee, lovelace.
+    pub fee: u64,
+    /// First slot at which the transaction is no longer valid.
+    pub valid_until_slot: u64,
+    /// Payment key hash the escrow names as orchestrator (this node's), hex.
+    pub orchestrator: String,
+}
+
+/// `tx_submit` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxSubmitted {
+    /// Transaction id, hex.
+    pub tx_id: String,
+    /// The job the transaction locks, hex, when it is a lock.
+    pub job_id: Option<String>,
+    /// Whether this node now orchestrates that job (a lock from its own `job_buildLock`).
+    pub adopted: bool,
+}
+
+/// A `job_event` notification of `job_subscribe`: one transition of one role's record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobEvent {
+    /// Job id, hex.
+    pub job_id: String,
+    /// `orchestrator` or `provider`.
+    pub role: String,
+    /// The state entered (snake_case).
+    pub state: String,
+    /// When, POSIX ms.
+    pub at_ms: u64,
+    /// Slot of the chain event behind the transition, when one was.
+    pub slot: Option<u64>,
+    /// The record's transactions when the event was sent (kind and id).
+    pub txs: Vec<JobTx>,
+    /// Whether the state is final for this role.
+    pub terminal: bool,
+}

@@ -2,9 +2,11 @@
 //! `anyhow` context strings are used.
 
 pub mod audit;
+pub mod client;
 pub mod devnet;
 pub mod doctor;
 pub mod gpus;
+pub mod job;
 pub mod market;
 pub mod node;
 pub mod provider;

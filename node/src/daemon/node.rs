@@ -339,7 +339,7 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
     let token = r.dir.new_rpc_cookie().map_err(settings_err)?;
     let listen = r.settings.daemon.rpc.listen;
     let module = Api::new(r.settings.clone())?
-        .with_jobs(Arc::new(engine.handle()))
+        .with_engine(engine.handle())
         .with_audit(
             crate::audit::rpc::AuditRpc::new(
                 r.indexer.clone(),

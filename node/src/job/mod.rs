@@ -9,14 +9,19 @@
 //! - [`orchestrator`], [`provider`]: the drivers, one step per job per pass.
 //! - [`engine`]: [`Engine`], the task running the drivers; how a node starts it.
 //! - [`control`]: [`JobControl`], the engine as the RPC server sees it.
+//! - [`external`]: [`WalletLocks`], locks paid and signed by a CIP-30 wallet, adopted by the
+//!   engine; [`witness`]: joining a wallet's witness set to the transaction it signed.
 
 pub mod chain;
 pub mod control;
 pub mod engine;
+pub mod external;
 pub mod orchestrator;
 pub mod provider;
 pub mod state;
 pub mod store;
+pub mod witness;
 
 pub use control::{EngineHandle, JobControl};
 pub use engine::{Engine, EngineConfig, EngineError, NoExecutor, Parts};
+pub use external::WalletLocks;

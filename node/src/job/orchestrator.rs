@@ -173,12 +173,13 @@ fn lock_lapsed<S: Kv, E: Executor>(ctx: &Ctx<S, E>, intent: &TxIntent) -> bool {
         .is_some_and(|u| ctx.chain.slot_at(ctx.now()) >= u + ctx.config.validity_slots)
 }
 
-/// Pins the spec, locks the budget. See [`super::Engine::submit`].
-pub(crate) async fn submit<S: Kv, E: Executor>(
+/// Validates `spec` at `now` (POSIX ms) and pins it (UnixFS, CIDv1) into the blockstore;
+/// returns its binary CID (the escrow's `spec`).
+pub(crate) fn pin_spec<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     spec: &Ensemble,
-) -> Result<JobId, EngineError> {
-    let now = ctx.now();
+    now: u64,
+) -> Result<Vec<u8>, EngineError> {
     spec.validate(now)
         .map_err(|e| EngineError::Spec(e.to_string()))?;
     let json = serde_json::to_vec(spec).map_err(|e| EngineError::Spec(e.to_string()))?;
@@ -188,16 +189,32 @@ pub(crate) async fn submit<S: Kv, E: Executor>(
         .map_err(|e| EngineError::Spec(format!("pinning the spec: {e}")))?;
     // On disk before the lock names it: after a crash the providers must still find the spec.
     ctx.blockstore.flush()?;
-    let spec_cid = imported.root.to_bytes();
-    let terms = spec.escrow_terms();
-    let utxos = ctx.chain.wallet_utxos(now).await?;
-    let seed = utxos
+    Ok(imported.root.to_bytes())
+}
+
+/// The UTxO a lock consumes to fix the job id: the largest asset-free one, else the largest.
+pub(crate) fn seed_of(
+    utxos: &[ganglion_contracts::tx::Utxo],
+) -> Result<ganglion_contracts::tx::Utxo, EngineError> {
+    utxos
         .iter()
         .filter(|u| u.output.value.assets.is_empty())
         .max_by_key(|u| u.output.value.lovelace)
         .or_else(|| utxos.iter().max_by_key(|u| u.output.value.lovelace))
         .cloned()
-        .ok_or_else(|| EngineError::Spec("the wallet has no UTxO to seed the job id".into()))?;
+        .ok_or_else(|| EngineError::Spec("the wallet has no UTxO to seed the job id".into()))
+}
+
+/// Pins the spec, locks the budget. See [`super::Engine::submit`].
+pub(crate) async fn submit<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    spec: &Ensemble,
+) -> Result<JobId, EngineError> {
+    let now = ctx.now();
+    let spec_cid = pin_spec(ctx, spec, now)?;
+    let terms = spec.escrow_terms();
+    let utxos = ctx.chain.wallet_utxos(now).await?;
+    let seed = seed_of(&utxos)?;
     let until = ctx.chain.slot_at(now) + ctx.config.validity_slots;
     let (draft, job) = build::lock(
         ctx.chain.deployment(),

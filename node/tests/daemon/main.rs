@@ -3,6 +3,7 @@
 
 mod doctor_cli;
 mod rpc;
+mod rpc_params;
 mod support;
 mod wallet;
 mod wallet_cli;

@@ -7,6 +7,8 @@ mod support;
 mod abandoned;
 mod audit;
 mod cancel;
+mod cip30;
+mod cli_job;
 mod expire;
 mod rematch;
 mod restart;

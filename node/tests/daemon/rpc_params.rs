@@ -1,0 +1,138 @@
+//! Bad params for every served method, one table: each answers a JSON-RPC error with the
+//! expected code (never a panic or a dropped connection), and every mutating method refuses a
+//! call without the bearer token before looking at anything else. The table must name every
+//! method the server serves, so a new method cannot skip it.
+
+use ganglion_node::rpc::Api;
+use ganglion_node::settings::Settings;
+use ganglion_rpc::error as codes;
+use jsonrpsee::core::client::{ClientT, Error as ClientError, SubscriptionClientT};
+use jsonrpsee::core::params::ArrayParams;
+use jsonrpsee::http_client::{HeaderMap, HeaderValue};
+use jsonrpsee::rpc_params;
+use jsonrpsee::ws_client::{WsClient, WsClientBuilder};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "params-test-token";
+
+async fn ws(addr: std::net::SocketAddr, token: Option<&str>) -> WsClient {
+    let mut h = HeaderMap::new();
+    if let Some(t) = token {
+        h.insert(
+            "authorization",
+            HeaderValue::from_str(&format!("Bearer {t}")).expect("header"),
+        );
+    }
+    WsClientBuilder::default()
+        .set_headers(h)
+        .build(format!("ws://{addr}"))
+        .await
+        .expect("ws client")
+}
+
+fn params(v: &[Value]) -> ArrayParams {
+    let mut p = ArrayParams::new();
+    for x in v {
+        p.insert(x).expect("param");
+    }
+    p
+}
+
+/// The code of a call's error; `None` when it succeeded.
+async fn call(c: &WsClient, method: &str, p: &[Value]) -> Option<i32> {
+    let r = if method.ends_with("_subscribe") {
+        c.subscribe::<Value, _>(method, params(p), "job_unsubscribe")
+            .await
+            .map(|_| ())
+    } else {
+        c.request::<Value, _>(method, params(p)).await.map(|_| ())
+    };
+    match r {
+        Ok(()) => None,
+        Err(ClientError::Call(o)) => Some(o.code()),
+        Err(other) => panic!("{method}: expected a JSON-RPC error object, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_token() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let s = Settings::from_toml(&format!(
+        "network = \"devnet\"\ndata_dir = \"{}\"",
+        t.path().display()
+    ))
+    .expect("settings");
+    let module = Api::new(s).expect("api").into_module();
+    let served: Vec<&str> = ganglion_rpc::server::method_names(&module);
+    let running = ganglion_rpc::server::start("127.0.0.1:0".parse().expect("addr"), TOKEN, module)
+        .await
+        .expect("serves");
+    let c = ws(running.addr, Some(TOKEN)).await;
+    let anon = ws(running.addr, None).await;
+    let bad = codes::INVALID_PARAMS;
+    let spec = json!({ "image": { "local": "x" } });
+    // (method, bad params, code). Methods without params ignore extra ones (jsonrpsee):
+    // they answer as usual, here without a key or a chain (`None`: a result).
+    let table: Vec<(&str, Vec<Value>, Option<i32>)> = vec![
+        ("node_info", vec![json!(1)], None),
+        ("node_tip", vec![json!("x")], Some(codes::CHAIN_UNAVAILABLE)),
+        ("wallet_address", vec![json!([])], Some(codes::WALLET)),
+        ("wallet_balance", vec![json!({})], Some(codes::WALLET)),
+        ("wallet_send", vec![json!("addr"), json!("ten")], Some(bad)),
+        ("wallet_send", vec![json!(1), json!(1)], Some(bad)),
+        ("job_submit", vec![json!("not an object")], Some(bad)),
+        ("job_submit", vec![spec.clone()], Some(bad)),
+        ("job_status", vec![json!("xyz")], Some(bad)),
+        ("job_status", vec![json!(42)], Some(bad)),
+        ("job_cancel", vec![json!("00")], Some(bad)),
+        ("job_buildLock", vec![spec.clone()], Some(bad)),
+        ("job_buildLock", vec![json!({}), json!(7)], Some(bad)),
+        ("tx_submit", vec![json!("zz"), json!("a0")], Some(bad)),
+        ("tx_submit", vec![json!("84")], Some(bad)),
+        ("job_subscribe", vec![json!("nothex")], Some(bad)),
+        ("job_subscribe", vec![], Some(bad)),
+        // An unknown subscription id is not an error: the answer is `false`.
+        ("job_unsubscribe", vec![json!({"a": 1})], None),
+    ];
+    for (method, p, want) in &table {
+        assert_eq!(
+            call(&c, method, p).await,
+            *want,
+            "{method} {p:?} answers {want:?}"
+        );
+    }
+    let mut named: Vec<&str> = table.iter().map(|(m, _, _)| *m).collect();
+    named.sort_unstable();
+    named.dedup();
+    assert_eq!(named, served, "the table covers every served method");
+
+    // Mutating methods without the token: refused first, whatever the params.
+    let mutating: Vec<&str> = ganglion_rpc::api::MUTATING
+        .iter()
+        .chain(ganglion_rpc::api::MUTATING_WALLET)
+        .copied()
+        .collect();
+    for m in &mutating {
+        assert!(served.contains(m), "{m} is served");
+        let p: Vec<Value> = match *m {
+            "wallet_send" => vec![json!("addr_test1"), json!(1_000_000)],
+            "job_submit" => vec![spec.clone()],
+            "job_cancel" => vec![json!(hex::encode([1u8; 32]))],
+            "job_buildLock" => vec![spec.clone(), json!("addr_test1")],
+            "tx_submit" => vec![json!("84"), json!("a0")],
+            other => panic!("no unauthorized case for {other}"),
+        };
+        assert_eq!(
+            call(&anon, m, &p).await,
+            Some(codes::UNAUTHORIZED),
+            "{m} without a token"
+        );
+    }
+    // Reads need no token, and the connection survived every refusal above.
+    let info: Value = anon
+        .request("node_info", rpc_params![])
+        .await
+        .expect("info");
+    assert_eq!(info["network"], "devnet");
+    running.handle.stop().expect("stop");
+}

@@ -1,0 +1,114 @@
+//! `ganglion job submit|status|cancel` as a process, talking over JSON-RPC to a node (an
+//! orchestrator engine behind the real server) whose address and cookie it reads from the
+//! config's data dir.
+
+use ganglion_node::datadir::DataDir;
+use ganglion_node::rpc::Api;
+use ganglion_node::settings::Settings;
+use ganglion_rpc::types::{JobStatus, JobSubmitted};
+
+use crate::support::{self, Chain, wait_for};
+
+async fn ganglion(config: &std::path::Path, args: &[&str]) -> std::process::Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_ganglion"))
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env_remove("GANGLION_CONFIG")
+        .env_remove("GANGLION_RPC_LISTEN")
+        .env_remove("GANGLION_DATA_DIR")
+        .output()
+        .await
+        .expect("ganglion runs")
+}
+
+fn stdout(o: &std::process::Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn job_cli_submits_follows_and_cancels_through_the_node() {
+    let chain = Chain::start().await;
+    let root = chain.dir.path().to_path_buf();
+    let orch = support::orchestrator(&chain, 0, &root.join("orch")).await;
+    let data = root.join("cli-node");
+    let token = DataDir::open(&data)
+        .expect("data dir")
+        .new_rpc_cookie()
+        .expect("cookie");
+    let config = root.join("node.toml");
+    let base = format!("network = \"devnet\"\ndata_dir = \"{}\"\n", data.display());
+    let settings = Settings::from_toml(&base).expect("settings");
+    let module = Api::new(settings)
+        .expect("api")
+        .with_engine(orch.engine.handle())
+        .into_module();
+    let running = ganglion_rpc::server::start("127.0.0.1:0".parse().expect("addr"), &token, module)
+        .await
+        .expect("serves");
+    std::fs::write(
+        &config,
+        format!("{base}\n[rpc]\nlisten = \"{}\"\n", running.addr),
+    )
+    .expect("config");
+    let spec = root.join("spec.yaml");
+    std::fs::write(
+        &spec,
+        format!(
+            "image: {{ local: \"ganglion/cli-never-runs:latest\" }}\ncommand: [\"true\"]\n\
+             gpus: {{ count: 1 }}\nlimits: {{ max_duration_s: 60, max_rate_ntx_per_gpu_hour: {} }}\n\
+             budget_ntx: 500000\ndeadline_ms: {}\n",
+            support::RATE,
+            ganglion_node::p2p::now_ms() + 600_000
+        ),
+    )
+    .expect("spec");
+
+    let out = stdout(
+        &ganglion(
+            &config,
+            &["job", "submit", spec.to_str().expect("utf8"), "--json"],
+        )
+        .await,
+    );
+    let sub: JobSubmitted = serde_json::from_str(&out).expect("submit JSON");
+    assert_eq!(sub.job_id.len(), 64);
+    let id = sub.job_id.clone();
+    wait_for("matching, by `ganglion job status --json`", || async {
+        let out = stdout(&ganglion(&config, &["job", "status", &id, "--json"]).await);
+        let s: Vec<JobStatus> = serde_json::from_str(&out).expect("status JSON");
+        (s.len() == 1 && s[0].state == "matching").then_some(())
+    })
+    .await;
+    let text = stdout(&ganglion(&config, &["job", "status", &id]).await);
+    assert!(
+        text.contains("orchestrator") && text.contains("locked → matching"),
+        "{text}"
+    );
+    let text = stdout(&ganglion(&config, &["job", "cancel", &id]).await);
+    assert!(text.starts_with("cancel submitted"), "{text}");
+    assert!(text.contains("cancel tx "), "{text}");
+    wait_for("cancelled", || async {
+        let out = stdout(&ganglion(&config, &["job", "status", &id, "--json"]).await);
+        let s: Vec<JobStatus> = serde_json::from_str(&out).expect("status JSON");
+        (s[0].state == "cancelled").then_some(())
+    })
+    .await;
+    // A bad id: non-zero exit, the server's reason on stderr.
+    let o = ganglion(&config, &["job", "status", "xyz"]).await;
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("job_status") && err.contains("64 hex digits"),
+        "{err}"
+    );
+    orch.cancel.cancel();
+    orch.engine.shutdown().await;
+    chain.handle.shutdown().await;
+}
