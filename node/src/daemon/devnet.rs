@@ -163,7 +163,8 @@ fn quote(s: &str) -> String {
 }
 
 impl DevnetNode {
-    /// The config file's text. Listens on loopback, any free port (p2p and RPC); confirmation
+    /// The config file's text. Listens on loopback, any free port (p2p, RPC and, for a
+    /// provider, the overlay's UDP socket); confirmation
     /// depth 0 (the devnet forges only when a transaction is pending) and 10-slot validity
     /// windows.
     pub fn to_toml(&self) -> String {
@@ -197,7 +198,7 @@ impl DevnetNode {
             t.push_str(&format!(
                 "\n[provider]\nprice_ntx_per_gpu_hour = {}\n\n[bond]\nstake_ntx = {}\n\n\
                  [[gpus.declared]]\nname = \"declared\"\nvendor = \"nvidia\"\nvram_gib = 80\n\
-                 count = {}\n",
+                 count = {}\n\n[overlay]\nlisten_port = 0\n",
                 pr.price_ntx_per_gpu_hour, pr.stake_ntx, pr.gpus
             ));
         }
@@ -325,6 +326,10 @@ mod tests {
         let limits = s.node.provider.as_ref().expect("[provider]");
         assert_eq!(limits.price_ntx_per_gpu_hour, 3_600_000);
         assert_eq!(s.node.gpus.declared.iter().map(|d| d.count).sum::<u32>(), 2);
+        assert_eq!(
+            s.node.overlay.listen_port, 0,
+            "several providers share one host"
+        );
         let orch = DevnetNode {
             provider: None,
             settle_grace_ms: None,

@@ -15,6 +15,7 @@
 
 pub mod cluster;
 pub mod deploy;
+pub mod torch;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
