@@ -44,7 +44,8 @@ fn chain_err(e: impl std::fmt::Display) -> DaemonError {
 }
 
 /// Deploys the validator applied to `params` on the devnet at `n2c`: a reference-script
-/// output paid and signed by `deployer` (a funded devnet key). Returns its UTxO once the
+/// output paid and signed by `deployer` (a funded devnet key), with a small clock-dependent
+/// self-payment so that every run's job ids differ. Returns its UTxO once the
 /// ledger holds it (the `[validator] reference` of every node's config).
 ///
 /// # Errors
@@ -95,7 +96,14 @@ pub async fn deploy_validator(
         placeholder,
         deployer.clone(),
     );
-    let draft = build::deploy(&env, &script).map_err(chain_err)?;
+    let mut draft = build::deploy(&env, &script).map_err(chain_err)?;
+    // A self-payment whose amount carries the clock: the deployer's UTxOs (and so the job ids
+    // the engine seeds from them, and the container names on a shared Docker host) differ in
+    // every run of a fresh devnet.
+    draft.pay(Output::new(
+        access.address(),
+        ganglion_contracts::tx::Value::lovelace(2_000_000 + crate::p2p::now_ms() % 1_000_000),
+    ));
     let tx = access
         .build(draft, crate::p2p::now_ms())
         .await

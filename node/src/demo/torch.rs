@@ -118,29 +118,44 @@ pub fn checksums(log: &str) -> Vec<(u32, String)> {
         .collect()
 }
 
-/// The rank logs the executor kept under a provider's data dir for chain job `job_hex`
-/// (`work/jobs/<first 40 hex>-n<rank>/artifacts/rank-*.log`).
-pub fn rank_logs(data_dir: &Path, job_hex: &str) -> Vec<PathBuf> {
+/// The executor's kept artifacts dirs under a provider's data dir for chain job `job_hex`
+/// (`work/jobs/<first 40 hex>-n<rank>/artifacts`: logs, CARs, `report.json`).
+pub fn artifact_dirs(data_dir: &Path, job_hex: &str) -> Vec<PathBuf> {
     let prefix = &job_hex[..job_hex.len().min(40)];
     let Ok(jobs) = std::fs::read_dir(data_dir.join("work").join("jobs")) else {
         return Vec::new();
     };
-    let mut logs = Vec::new();
-    for job in jobs.flatten() {
-        if !job.file_name().to_string_lossy().starts_with(prefix) {
-            continue;
-        }
-        if let Ok(files) = std::fs::read_dir(job.path().join("artifacts")) {
-            logs.extend(
-                files
-                    .flatten()
-                    .map(|f| f.path())
-                    .filter(|p| p.extension().is_some_and(|e| e == "log")),
-            );
-        }
-    }
+    let mut dirs: Vec<PathBuf> = jobs
+        .flatten()
+        .filter(|j| j.file_name().to_string_lossy().starts_with(prefix))
+        .map(|j| j.path().join("artifacts"))
+        .filter(|d| d.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// The rank logs (`rank-*.log`) in an artifacts dir.
+pub fn logs_in(dir: &Path) -> Vec<PathBuf> {
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|files| {
+            files
+                .flatten()
+                .map(|f| f.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "log"))
+                .collect()
+        })
+        .unwrap_or_default();
     logs.sort();
     logs
+}
+
+/// The rank logs the executor kept under a provider's data dir for chain job `job_hex`.
+pub fn rank_logs(data_dir: &Path, job_hex: &str) -> Vec<PathBuf> {
+    artifact_dirs(data_dir, job_hex)
+        .iter()
+        .flat_map(|d| logs_in(d))
+        .collect()
 }
 
 #[cfg(test)]
