@@ -2,16 +2,22 @@
 //! validator deployed on it, one orchestrator and three provider nodes as separate
 //! `ganglion node run` processes (declared GPUs 2, 2 and 4, bonds posted at start), a 4-GPU
 //! ensemble (`min_gpus_per_node` = `max_gpus_per_node` = 2, `max_nodes` = 2) submitted over
-//! JSON-RPC, matched to two providers, assigned on-chain, dispatched to Docker, attested and
-//! settled; then a summary: the timeline, the transactions, and what each provider was paid.
+//! JSON-RPC, matched to two providers, assigned on-chain, dispatched into per-job pods on the
+//! WireGuard overlay (each provider's `node run`, see [`crate::daemon::overlay`]), attested
+//! and settled; then a summary: the timeline with block and slot per transaction, fees, rank
+//! checksums, pinned CIDs, payments and the issue's numbers.
 //!
 //! - [`deploy`]: the validator published as a reference script on the devnet.
 //! - [`cluster`]: the node processes (configs written by [`crate::daemon::devnet`]).
+//! - [`torch`]: the PyTorch DDP workload (`--workload torch`, the default) and its checksums.
+//! - [`chainlog`]: the blocks as forged (block, slot, time, fees of the job's transactions).
 //!
-//! What the demo does not do yet (issue 11): the PyTorch workload across providers (the
-//! daemon does not wire the overlay: providers share one Docker host's bridges), the
-//! provider-loss scenario, network namespaces with NAT per provider (nodes use loopback),
-//! and `audit verify`.
+//! Scenarios: `settle`, and `provider-loss` (one assigned provider SIGKILLed while its
+//! container runs; the job expires at its deadline, [`LOSS_DEADLINE_MS`] after the lock).
+//!
+//! What the demo does not do yet (issue 11): network namespaces with NAT per provider (nodes
+//! share this host's network; [`NETWORK`] says so in the summary) and `audit verify`
+//! ([`audit_step`] is the hook; it reports the step as skipped).
 
 pub mod chainlog;
 pub mod cluster;

@@ -330,7 +330,10 @@ async fn a_provider_killed_mid_run_restarts_on_its_data_dir_and_the_job_settles_
             "provider {seed} was not paid: {before} → {after}"
         );
     }
-    let mut created = containers_created(since, &format!("ganglion-{}", &id[..40]));
+    // Workload containers and (as root) overlay sandboxes: one each per rank, none twice.
+    let all = containers_created(since, &format!("ganglion-{}", &id[..40]));
+    let (pods, mut created): (Vec<String>, Vec<String>) =
+        all.into_iter().partition(|n| n.contains("-pod-"));
     created.sort();
     let n = created.len();
     created.dedup();
@@ -339,6 +342,13 @@ async fn a_provider_killed_mid_run_restarts_on_its_data_dir_and_the_job_settles_
         "one container per rank, none started twice: {created:?}"
     );
     assert_eq!(created.len(), 2, "two distinct ranks: {created:?}");
+    // SAFETY: geteuid(2) has no preconditions.
+    let expected_pods = if unsafe { libc::geteuid() } == 0 {
+        2
+    } else {
+        0
+    };
+    assert_eq!(pods.len(), expected_pods, "one sandbox per rank: {pods:?}");
     drop(net.kids);
     net.chain.handle.shutdown().await;
 }
