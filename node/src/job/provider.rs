@@ -410,19 +410,23 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
         });
         (setup, peers)
     });
-    let ctx = ctx.clone();
+    // Weak: a stopped engine's context (its store) must not live on in a running job's task.
+    let weak = Arc::downgrade(ctx);
+    let p2p = ctx.p2p.clone();
     tokio::spawn(async move {
         if let Some((setup, peers)) = &cluster {
             let ready = match peers {
-                Ok(peers) => setup.prepare(&ctx.p2p, peers).await,
+                Ok(peers) => setup.prepare(&p2p, peers).await,
                 Err(why) => Err(why.clone()),
             };
             if let Err(why) = ready {
                 tracing::warn!(job = %id, error = %why, "job network not ready (retried)");
-                ctx.running
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&id);
+                if let Some(ctx) = weak.upgrade() {
+                    ctx.running
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&id);
+                }
                 return;
             }
         }
