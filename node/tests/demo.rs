@@ -1,26 +1,164 @@
 //! `ganglion devnet demo` as a user runs it (the README's main command): the real binary
 //! starts a devnet, deploys the validator, starts an orchestrator and three provider node
-//! processes, and a 4-GPU job (2 GPUs on each of 2 nodes) runs from lock to settlement.
-//! Docker is required (the providers run the probe container).
+//! processes, and a 4-GPU job (2 GPUs on each of 2 nodes) runs from lock to settlement
+//! (smoke and torch workloads), or to expiry when a provider is killed mid-job
+//! (`--scenario provider-loss`). Docker is required (the providers run the containers); the
+//! torch run needs root (the per-job overlay's TUNs) and builds the torch image on first use.
 
 use std::process::Command;
 
-#[test]
-fn the_devnet_demo_settles_a_job_across_two_providers() {
+/// Runs the demo with `args` (plus `--json --dir <temp>`); returns the JSON summary and the
+/// progress printed to stderr.
+fn demo(args: &[&str]) -> (serde_json::Value, String) {
     let dir = tempfile::Builder::new()
         .prefix("ganglion-demo-test-")
         .tempdir_in("/var/tmp")
         .expect("temp dir");
     let out = Command::new(env!("CARGO_BIN_EXE_ganglion"))
-        .args(["devnet", "demo", "--json", "--run-s", "2", "--dir"])
+        .args(["devnet", "demo", "--json"])
+        .args(args)
+        .arg("--dir")
         .arg(dir.path().join("demo"))
         .env("RUST_BACKTRACE", "0")
         .output()
         .expect("the ganglion binary runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "the demo failed:\n{stderr}");
     let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON summary");
+    (s, stderr)
+}
+
+fn kinds(s: &serde_json::Value) -> Vec<String> {
+    s["txs"]
+        .as_array()
+        .expect("txs")
+        .iter()
+        .filter_map(|t| t["kind"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// (provider, paid NTX, killed) per provider.
+fn paid(s: &serde_json::Value) -> Vec<(String, u64, bool)> {
+    s["payments"]
+        .as_array()
+        .expect("payments")
+        .iter()
+        .map(|p| {
+            (
+                p["provider"].as_str().expect("name").to_string(),
+                p["paid_ntx"].as_u64().expect("paid"),
+                p["killed"].as_bool().expect("killed"),
+            )
+        })
+        .collect()
+}
+
+/// Every transaction landed in a block with a fee, and the job's fees stay within the issue's
+/// 1.2 ADA.
+fn fees_within_target(s: &serde_json::Value) {
+    let mut sum = 0;
+    for t in s["txs"].as_array().expect("txs") {
+        assert!(t["block"].as_u64().is_some(), "no block for {t}");
+        sum += t["fee_lovelace"].as_u64().expect("fee");
+    }
+    assert_eq!(s["numbers"]["fees_lovelace"].as_u64(), Some(sum));
+    assert!(
+        sum > 0 && sum <= 1_200_000,
+        "fees {sum} lovelace over 1.2 ADA"
+    );
+}
+
+#[test]
+fn the_devnet_demo_trains_torch_ddp_across_two_providers_and_settles() {
+    // SAFETY: geteuid(2) has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "SKIP the_devnet_demo_trains_torch_ddp_across_two_providers_and_settles: needs \
+             root (the per-job overlay's TUN inside each pod needs CAP_NET_ADMIN)"
+        );
+        return;
+    }
+    let (s, stderr) = demo(&["--workload", "torch"]);
     assert_eq!(s["state"], "settled", "{s}");
+    assert_eq!(kinds(&s), ["lock", "assign", "settle"]);
+    let paid = paid(&s);
+    assert_eq!(
+        paid.iter().filter(|(_, p, _)| *p > 0).count(),
+        2,
+        "two providers paid: {paid:?}"
+    );
+    // Four ranks (2 + 2), one checksum each, all equal: DDP averaged across the overlay.
+    let ranks = s["ranks"].as_array().expect("ranks");
+    let got: Vec<u64> = ranks.iter().filter_map(|r| r["rank"].as_u64()).collect();
+    assert_eq!(got, [0, 1, 2, 3], "{s}");
+    let first = &ranks[0]["checksum"];
+    assert!(ranks.iter().all(|r| &r["checksum"] == first), "{s}");
+    assert_eq!(s["checksums_agree"], true);
+    let providers: std::collections::BTreeSet<&str> = ranks
+        .iter()
+        .filter_map(|r| r["provider"].as_str())
+        .collect();
+    assert_eq!(providers.len(), 2, "ranks on two providers: {s}");
+    // Each provider pinned its outputs (CAR + piece CID) and logs.
+    let artifacts = s["artifacts"].as_array().expect("artifacts");
+    assert_eq!(artifacts.len(), 2, "{s}");
+    for a in artifacts {
+        assert_eq!(a["exit_code"], 0, "{a}");
+        for k in ["outputs_cid", "logs_cid", "piece_cid"] {
+            assert!(
+                a[k].as_str().is_some_and(|c| c.starts_with("ba")),
+                "{k}: {a}"
+            );
+        }
+    }
+    fees_within_target(&s);
+    let n = &s["numbers"];
+    for k in [
+        "lock_block_to_running_s",
+        "job_wall_s",
+        "last_attestation_to_end_block_s",
+    ] {
+        assert!(n[k].as_f64().is_some_and(|v| v >= 0.0), "{k}: {n}");
+    }
+    eprintln!("torch demo numbers: {n}");
+    assert!(stderr.contains("orchestrator: settled"), "{stderr}");
+}
+
+#[test]
+fn the_devnet_demo_provider_loss_expires_pays_the_attested_and_slashes_the_defaulter() {
+    let (s, stderr) = demo(&[
+        "--workload",
+        "smoke",
+        "--scenario",
+        "provider-loss",
+        "--run-s",
+        "10",
+    ]);
+    assert_eq!(s["state"], "expired", "{s}");
+    assert_eq!(kinds(&s), ["lock", "assign", "expire"]);
+    let paid = paid(&s);
+    let killed: Vec<_> = paid.iter().filter(|(_, _, k)| *k).collect();
+    assert_eq!(killed.len(), 1, "one provider killed: {paid:?}");
+    assert_eq!(killed[0].1, 0, "the defaulter is not paid: {paid:?}");
+    let survivors: Vec<_> = paid.iter().filter(|(_, p, _)| *p > 0).collect();
+    assert_eq!(
+        survivors.len(),
+        1,
+        "the attested provider is paid: {paid:?}"
+    );
+    // 2 GPUs × about 10 s at 1000 NTX base units per GPU-second.
+    assert!((10_000..=60_000).contains(&survivors[0].1), "{paid:?}");
+    // The demo deployment slashes 10% (slash_bps 1000) of the 5 NTX bond, to the orchestrator.
+    assert_eq!(s["slashed_ntx"], 500_000, "{s}");
+    fees_within_target(&s);
+    assert!(stderr.contains("killed (SIGKILL)"), "{stderr}");
+}
+
+#[test]
+fn the_devnet_demo_settles_a_job_across_two_providers() {
+    let (s, stderr) = demo(&["--workload", "smoke", "--run-s", "2"]);
+    assert_eq!(s["state"], "settled", "{s}");
+    fees_within_target(&s);
     let kinds: Vec<&str> = s["txs"]
         .as_array()
         .expect("txs")

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use ganglion_node::demo::{self, DemoOptions, Summary, Workload};
+use ganglion_node::demo::{self, DemoOptions, Scenario, Summary, Workload};
 
 /// The embedded devnet and what runs on it.
 #[derive(Debug, clap::Args)]
@@ -20,10 +20,15 @@ pub enum Command {
     /// Run a multi-provider job from lock to payment: devnet, validator, an orchestrator and
     /// three provider nodes (2, 2 and 4 declared GPUs) as processes, a 4-GPU job on two of them.
     Demo {
-        /// The workload the job runs.
-        #[arg(long, value_enum, default_value = "smoke")]
+        /// The workload the job runs: `torch` (PyTorch DDP, 4 ranks over the overlay; the image
+        /// is built on first use, about 3 minutes) or `smoke` (the tiny probe image).
+        #[arg(long, value_enum, default_value = "torch")]
         workload: Workload,
-        /// Seconds each container runs.
+        /// `settle`, or `provider-loss`: kill one assigned provider mid-job and show the
+        /// expiry (the attested provider paid, the defaulter slashed, the rest refunded).
+        #[arg(long, value_enum, default_value = "settle")]
+        scenario: Scenario,
+        /// Seconds each smoke container runs.
         #[arg(long, default_value_t = 3)]
         run_s: u32,
         /// Folder for the devnet, the nodes' data dirs and logs (default: a new folder under
@@ -43,6 +48,7 @@ pub enum Command {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let Command::Demo {
         workload,
+        scenario,
         run_s,
         dir,
         keep,
@@ -59,6 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         dir,
         ganglion: std::env::current_exe().context("locating the ganglion binary")?,
         workload,
+        scenario,
         run_s,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -93,22 +100,102 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 fn render(s: &Summary) -> String {
     use std::fmt::Write as _;
+    let opt = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.1} s"));
     let mut out = String::new();
-    let _ = writeln!(out, "\njob {}: {}", s.job_id, s.state);
+    let _ = writeln!(
+        out,
+        "\njob {} ({:?}, {:?}): {}",
+        s.job_id, s.workload, s.scenario, s.state
+    );
+    let _ = writeln!(out, "network: {}", s.network);
     let _ = writeln!(out, "timeline:");
     for step in &s.timeline {
-        let _ = writeln!(out, "  {:>6.1} s  {}", step.at_s, step.what);
+        let at = match (step.block, step.slot) {
+            (Some(b), Some(sl)) => format!("  [block {b}, slot {sl}]"),
+            _ => String::new(),
+        };
+        let _ = writeln!(out, "  {:>6.1} s  {}{at}", step.at_s, step.what);
     }
     let _ = writeln!(out, "transactions:");
     for t in &s.txs {
-        let _ = writeln!(out, "  {:<7} {}", t.kind, t.tx_id);
+        let _ = writeln!(
+            out,
+            "  {:<7} {}  block {}  fee {} ADA",
+            t.kind,
+            t.tx_id,
+            t.block.map_or("?".into(), |b| b.to_string()),
+            t.fee_lovelace
+                .map_or("?".into(), |f| format!("{:.6}", f as f64 / 1e6)),
+        );
     }
-    let _ = writeln!(out, "payments (NTX base units):");
+    let _ = writeln!(out, "providers and payments (NTX base units):");
     for p in &s.payments {
-        let _ = writeln!(out, "  {:<11} {} GPUs  +{}", p.provider, p.gpus, p.paid_ntx);
+        let killed = if p.killed { "  (killed)" } else { "" };
+        let _ = writeln!(
+            out,
+            "  {:<11} {} GPUs  +{}{killed}",
+            p.provider, p.gpus, p.paid_ntx
+        );
     }
-    let _ = writeln!(out, "lock → settled: {:.1} s", s.lock_to_settled_s);
+    if let Some(slashed) = s.slashed_ntx {
+        let _ = writeln!(
+            out,
+            "slashed from the defaulter's bond: {slashed} NTX base units"
+        );
+    }
+    if !s.ranks.is_empty() {
+        let _ = writeln!(out, "rank checksums:");
+        for r in &s.ranks {
+            let _ = writeln!(
+                out,
+                "  rank {} on {:<11} {}",
+                r.rank, r.provider, r.checksum
+            );
+        }
+    }
+    if let Some(agree) = s.checksums_agree {
+        let _ = writeln!(out, "all ranks agree: {agree}");
+    }
+    if !s.artifacts.is_empty() {
+        let _ = writeln!(out, "pinned artifacts:");
+        for a in &s.artifacts {
+            let _ = writeln!(
+                out,
+                "  node rank {} on {}: exit {}\n    outputs {}\n    logs    {}\n    piece   {}",
+                a.node_rank,
+                a.provider,
+                a.exit_code.map_or("?".into(), |c| c.to_string()),
+                a.outputs_cid.as_deref().unwrap_or("-"),
+                a.logs_cid.as_deref().unwrap_or("-"),
+                a.piece_cid.as_deref().unwrap_or("-"),
+            );
+        }
+    }
+    let n = &s.numbers;
+    let _ = writeln!(out, "numbers:");
+    let _ = writeln!(
+        out,
+        "  lock's block -> all containers running: {}",
+        opt(n.lock_block_to_running_s)
+    );
+    let _ = writeln!(
+        out,
+        "  job wall time:                          {}",
+        opt(n.job_wall_s)
+    );
+    let _ = writeln!(
+        out,
+        "  total fees:                             {:.6} ADA",
+        n.fees_ada
+    );
+    let _ = writeln!(
+        out,
+        "  last attestation -> end's block:        {}",
+        opt(n.last_attestation_to_end_block_s)
+    );
+    let _ = writeln!(out, "lock -> {}: {:.1} s", s.state, s.lock_to_end_s);
+    let _ = writeln!(out, "audit: {}", s.audit);
     let _ = writeln!(out, "data and logs: {}", s.dir.display());
-    let _ = writeln!(out, "settled");
+    let _ = writeln!(out, "{}", s.state);
     out
 }

@@ -43,7 +43,8 @@ fn chain_err(e: impl std::fmt::Display) -> DaemonError {
 }
 
 /// Deploys the validator applied to `params` on the devnet at `n2c`: a reference-script
-/// output paid and signed by `deployer` (a funded devnet key). Returns its UTxO once the
+/// output paid and signed by `deployer` (a funded devnet key), with a small clock-dependent
+/// self-payment so that every run's job ids differ. Returns its UTxO once the
 /// ledger holds it (the `[validator] reference` of every node's config).
 ///
 /// # Errors
@@ -95,7 +96,14 @@ pub async fn deploy_validator(
         placeholder,
         deployer.clone(),
     );
-    let draft = build::deploy(&env, &script).map_err(chain_err)?;
+    let mut draft = build::deploy(&env, &script).map_err(chain_err)?;
+    // A self-payment whose amount carries the clock: the deployer's UTxOs (and so the job ids
+    // the engine seeds from them, and the container names on a shared Docker host) differ in
+    // every run of a fresh devnet.
+    draft.pay(Output::new(
+        access.address(),
+        ganglion_contracts::tx::Value::lovelace(2_000_000 + crate::p2p::now_ms() % 1_000_000),
+    ));
     let tx = access
         .build(draft, crate::p2p::now_ms())
         .await
@@ -163,7 +171,8 @@ fn quote(s: &str) -> String {
 }
 
 impl DevnetNode {
-    /// The config file's text. Listens on loopback, any free port (p2p and RPC); confirmation
+    /// The config file's text. Listens on loopback, any free port (p2p, RPC and, for a
+    /// provider, the overlay's UDP socket); confirmation
     /// depth 0 (the devnet forges only when a transaction is pending) and 10-slot validity
     /// windows.
     pub fn to_toml(&self) -> String {
@@ -197,7 +206,7 @@ impl DevnetNode {
             t.push_str(&format!(
                 "\n[provider]\nprice_ntx_per_gpu_hour = {}\n\n[bond]\nstake_ntx = {}\n\n\
                  [[gpus.declared]]\nname = \"declared\"\nvendor = \"nvidia\"\nvram_gib = 80\n\
-                 count = {}\n",
+                 count = {}\n\n[overlay]\nlisten_port = 0\n",
                 pr.price_ntx_per_gpu_hour, pr.stake_ntx, pr.gpus
             ));
         }
@@ -325,6 +334,10 @@ mod tests {
         let limits = s.node.provider.as_ref().expect("[provider]");
         assert_eq!(limits.price_ntx_per_gpu_hour, 3_600_000);
         assert_eq!(s.node.gpus.declared.iter().map(|d| d.count).sum::<u32>(), 2);
+        assert_eq!(
+            s.node.overlay.listen_port, 0,
+            "several providers share one host"
+        );
         let orch = DevnetNode {
             provider: None,
             settle_grace_ms: None,

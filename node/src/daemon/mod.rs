@@ -15,10 +15,12 @@
 //! with the same data dir continues every job (the engine's store and the executor's table
 //! are durable; see [`crate::job`]).
 //!
+//! - [`overlay`]: the per-job overlay of a provider (one UDP socket, pods, the `cluster`
+//!   exchange with the job's other assigned providers before dispatch, the orphan sweep at
+//!   start); the single-host bridge when not root or without the sandbox image.
+//!
 //! Not wired yet: detected (NVML/sysfs) GPUs — `node run` offers declared GPUs only, so a
-//! provider runs on the devnet only; the per-job overlay (containers use one Docker bridge,
-//! so all providers must share a Docker host) and therefore `OverlayNetwork::sweep_orphans`;
-//! the other RPC namespaces and metrics.
+//! provider runs on the devnet only; the other RPC namespaces and metrics.
 
 pub mod chain;
 pub mod config;
@@ -26,6 +28,7 @@ pub mod devnet;
 mod error;
 pub mod keys;
 pub mod node;
+pub mod overlay;
 
 pub use error::DaemonError;
 pub use node::{NodeInfo, run};

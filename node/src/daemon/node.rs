@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::DaemonError;
 use super::chain::{self, BondOwner};
+use super::overlay::{self as daemon_overlay, DaemonNetwork, OverlaySetup};
 use crate::config::Network;
 use crate::datadir::DataDir;
 use crate::executor::docker::{DockerExecutor, ExecutorConfig};
@@ -87,10 +88,62 @@ impl NodeInfo {
     }
 }
 
-type Exec = DockerExecutor<SledBlockstore>;
+type Exec = DockerExecutor<SledBlockstore, DaemonNetwork>;
 
 fn settings_err(e: impl std::fmt::Display) -> DaemonError {
     DaemonError::Settings(e.to_string())
+}
+
+/// The executor's network for a provider: the overlay (`[overlay]`, owner = `peer`) when this
+/// process may create TUNs (root) and the engine has the sandbox image, else one Docker bridge
+/// per job, with a warning (see [`super::overlay`]).
+///
+/// # Errors
+/// [`DaemonError::Provider`] for an invalid `[overlay]` or a UDP port already taken.
+async fn job_network(
+    docker: &DockerEngine,
+    settings: &Settings,
+    peer: libp2p::PeerId,
+) -> Result<(DaemonNetwork, Option<Arc<OverlaySetup>>), DaemonError> {
+    let bridge = DaemonNetwork::Bridge(crate::executor::network::DockerBridge::new(
+        docker.docker.clone(),
+    ));
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        tracing::warn!(
+            "not root: no per-job overlay (its TUN needs CAP_NET_ADMIN); jobs use one Docker \
+             bridge, so this provider cannot share a job with another host"
+        );
+        return Ok((bridge, None));
+    }
+    let sandbox = daemon_overlay::probe_image_tag();
+    if docker.docker.inspect_image(&sandbox).await.is_err() {
+        tracing::warn!(image = %sandbox,
+            "no pod sandbox image (bash scripts/build-probe-image.sh): no per-job overlay; jobs \
+             use one Docker bridge, so this provider cannot share a job with another host");
+        return Ok((bridge, None));
+    }
+    let config = settings.node.overlay.clone();
+    config
+        .validate()
+        .map_err(|e| DaemonError::Provider(e.to_string()))?;
+    let node = crate::overlay::node::OverlayNode::bind(&config)
+        .map_err(|e| DaemonError::Provider(e.to_string()))?;
+    let port = node
+        .local_addr()
+        .map_err(|e| DaemonError::Provider(e.to_string()))?
+        .port();
+    let network = crate::overlay::network::OverlayNetwork::new(
+        docker.docker.clone(),
+        peer.to_string(),
+        Arc::new(node),
+        sandbox,
+        daemon_overlay::sandbox_cmd(),
+    )
+    .with_mtu(config.mtu);
+    tracing::info!(port, pool = %config.pool, "per-job overlay ready");
+    let setup = Arc::new(OverlaySetup::new(network.clone(), config, port));
+    Ok((DaemonNetwork::Overlay(network), Some(setup)))
 }
 
 /// Engine timing: `[engine]` over the defaults, depth from the preset.
@@ -261,11 +314,28 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
             &[],
         );
         let docker = DockerEngine::connect(Path::new(DEFAULT_SOCKET), 120).await?;
-        let executor = Arc::new(Exec::new(
+        let (network, setup) = job_network(&docker, &r.settings, peer).await?;
+        let executor = Arc::new(Exec::with_network(
             docker,
+            network.clone(),
             Embedded::new(blocks.clone()),
             ExecutorConfig::new(r.dir.root().join("work")),
         )?);
+        if let DaemonNetwork::Overlay(overlay) = &network {
+            // Pods of jobs the executor no longer runs (a crash left them) go now.
+            let keep = executor
+                .table()
+                .all()?
+                .into_iter()
+                .filter(|rec| !rec.phase.is_terminal())
+                .map(|rec| rec.plan.job)
+                .collect();
+            let swept = overlay.sweep_orphans(&keep).await?;
+            if !swept.jobs.is_empty() {
+                tracing::info!(jobs = ?swept.jobs, sandboxes = swept.sandboxes.len(),
+                    workloads = swept.workloads.len(), "orphaned overlay pods removed");
+            }
+        }
         provider_cfg = Some(ProviderConfig {
             bond,
             provider: key_hash,
@@ -292,6 +362,7 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
                 .collect(),
             offer,
             reservation_ttl_ms: RESERVATION_TTL_MS,
+            cluster: setup.map(|s| s as Arc<dyn crate::job::cluster::ClusterSetup>),
         });
     }
 

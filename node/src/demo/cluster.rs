@@ -66,6 +66,7 @@ pub struct Cluster {
     dir: PathBuf,
     children: Vec<(String, Child)>,
     orchestrator: Option<(NodeInfo, PathBuf)>,
+    providers: Vec<(String, NodeInfo, PathBuf)>,
 }
 
 impl Cluster {
@@ -76,6 +77,7 @@ impl Cluster {
             dir,
             children: Vec::new(),
             orchestrator: None,
+            providers: Vec::new(),
         }
     }
 
@@ -145,7 +147,58 @@ impl Cluster {
             price_ntx_per_gpu_hour: PRICE,
             stake_ntx: p.stake,
         });
-        self.start(&node, p.name)
+        let info = self.start(&node, p.name)?;
+        self.providers
+            .push((p.name.to_string(), info.clone(), node.data_dir));
+        Ok(info)
+    }
+
+    /// Provider `name`'s data dir, once started.
+    pub fn provider_dir(&self, name: &str) -> Option<&Path> {
+        self.providers
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, _, d)| d.as_path())
+    }
+
+    /// A JSON-RPC client of provider `name`.
+    ///
+    /// # Errors
+    /// [`DemoError::Rpc`] for an unknown provider or without its cookie.
+    pub fn provider_rpc(&self, name: &str) -> Result<HttpClient, DemoError> {
+        let (_, info, dir) = self
+            .providers
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .ok_or_else(|| DemoError::Rpc(format!("no provider {name}")))?;
+        rpc_client(info, dir)
+    }
+
+    /// Kills node `name` with SIGKILL (the provider-loss scenario) and reaps it; returns its
+    /// peer id (the owner label of its overlay pods) when it is a provider.
+    ///
+    /// # Errors
+    /// [`DemoError::Node`] when no such node runs or the signal fails.
+    pub fn kill(&mut self, name: &str) -> Result<Option<String>, DemoError> {
+        let i = self
+            .children
+            .iter()
+            .position(|(n, _)| n == name)
+            .ok_or_else(|| DemoError::Node {
+                name: name.into(),
+                reason: "not running".into(),
+            })?;
+        let (_, mut child) = self.children.remove(i);
+        child.kill().map_err(|e| DemoError::Node {
+            name: name.into(),
+            reason: format!("SIGKILL: {e}"),
+        })?;
+        let _ = child.wait();
+        Ok(self
+            .providers
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, info, _)| info.peer_id.clone()))
     }
 
     /// A JSON-RPC client of the orchestrator holding its cookie's bearer token.
@@ -157,20 +210,7 @@ impl Cluster {
             .orchestrator
             .as_ref()
             .ok_or_else(|| DemoError::Rpc("the orchestrator is not running".into()))?;
-        let token = DataDir::open(dir)
-            .and_then(|d| d.read_rpc_cookie())
-            .map_err(|e| DemoError::Rpc(e.to_string()))?;
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            "authorization",
-            HeaderValue::from_str(&format!("Bearer {token}"))
-                .map_err(|e| DemoError::Rpc(e.to_string()))?,
-        );
-        HttpClientBuilder::default()
-            .set_headers(headers)
-            .request_timeout(Duration::from_secs(30))
-            .build(format!("http://{}", info.rpc))
-            .map_err(|e| DemoError::Rpc(e.to_string()))
+        rpc_client(info, dir)
     }
 
     /// Each provider's NTX base units at its payment address, from the devnet's ledger.
@@ -184,28 +224,7 @@ impl Cluster {
     ) -> Result<Vec<u64>, DemoError> {
         PROVIDERS
             .iter()
-            .map(|p| {
-                let address = key_address(
-                    pallas_addresses::Network::Testnet,
-                    &PaymentKey::devnet(p.seed).key_hash(),
-                );
-                let utxos = handle
-                    .chain()
-                    .utxos_at(&address)
-                    .map_err(DemoError::chain)?;
-                let mut sum = 0u64;
-                for (_, bytes) in utxos {
-                    let out = pallas_traverse::MultiEraOutput::decode(
-                        pallas_traverse::Era::Conway,
-                        &bytes,
-                    )
-                    .map_err(DemoError::chain)?;
-                    sum += ganglion_contracts::tx::Output::from_chain(&out)
-                        .value
-                        .quantity_of(&deployed.params.ntx);
-                }
-                Ok(sum)
-            })
+            .map(|p| ntx_of(handle, deployed, p.seed))
             .collect()
     }
 
@@ -232,6 +251,48 @@ impl Drop for Cluster {
             let _ = c.wait();
         }
     }
+}
+
+/// NTX base units at devnet key `seed`'s payment address, from the devnet's ledger.
+///
+/// # Errors
+/// [`DemoError::Chain`].
+pub fn ntx_of(handle: &DevnetHandle, deployed: &Deployed, seed: u32) -> Result<u64, DemoError> {
+    let address = key_address(
+        pallas_addresses::Network::Testnet,
+        &PaymentKey::devnet(seed).key_hash(),
+    );
+    let utxos = handle
+        .chain()
+        .utxos_at(&address)
+        .map_err(DemoError::chain)?;
+    let mut sum = 0u64;
+    for (_, bytes) in utxos {
+        let out = pallas_traverse::MultiEraOutput::decode(pallas_traverse::Era::Conway, &bytes)
+            .map_err(DemoError::chain)?;
+        sum += ganglion_contracts::tx::Output::from_chain(&out)
+            .value
+            .quantity_of(&deployed.params.ntx);
+    }
+    Ok(sum)
+}
+
+/// A JSON-RPC client of the node `info` with data dir `dir`, holding its cookie's token.
+fn rpc_client(info: &NodeInfo, dir: &Path) -> Result<HttpClient, DemoError> {
+    let token = DataDir::open(dir)
+        .and_then(|d| d.read_rpc_cookie())
+        .map_err(|e| DemoError::Rpc(e.to_string()))?;
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        "authorization",
+        HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|e| DemoError::Rpc(e.to_string()))?,
+    );
+    HttpClientBuilder::default()
+        .set_headers(headers)
+        .request_timeout(Duration::from_secs(30))
+        .build(format!("http://{}", info.rpc))
+        .map_err(|e| DemoError::Rpc(e.to_string()))
 }
 
 fn tail(path: &Path, lines: usize) -> String {

@@ -2,19 +2,27 @@
 //! validator deployed on it, one orchestrator and three provider nodes as separate
 //! `ganglion node run` processes (declared GPUs 2, 2 and 4, bonds posted at start), a 4-GPU
 //! ensemble (`min_gpus_per_node` = `max_gpus_per_node` = 2, `max_nodes` = 2) submitted over
-//! JSON-RPC, matched to two providers, assigned on-chain, dispatched to Docker, attested and
-//! settled; then a summary: the timeline, the transactions, and what each provider was paid.
+//! JSON-RPC, matched to two providers, assigned on-chain, dispatched into per-job pods on the
+//! WireGuard overlay (each provider's `node run`, see [`crate::daemon::overlay`]), attested
+//! and settled; then a summary: the timeline with block and slot per transaction, fees, rank
+//! checksums, pinned CIDs, payments and the issue's numbers.
 //!
 //! - [`deploy`]: the validator published as a reference script on the devnet.
 //! - [`cluster`]: the node processes (configs written by [`crate::daemon::devnet`]).
+//! - [`torch`]: the PyTorch DDP workload (`--workload torch`, the default) and its checksums.
+//! - [`chainlog`]: the blocks as forged (block, slot, time, fees of the job's transactions).
 //!
-//! What the demo does not do yet (issue 11): the PyTorch workload across providers (the
-//! daemon does not wire the overlay: providers share one Docker host's bridges), the
-//! provider-loss scenario, network namespaces with NAT per provider (nodes use loopback),
-//! and `audit verify`.
+//! Scenarios: `settle`, and `provider-loss` (one assigned provider SIGKILLed while its
+//! container runs; the job expires at its deadline, [`LOSS_DEADLINE_MS`] after the lock).
+//!
+//! What the demo does not do yet (issue 11): network namespaces with NAT per provider (nodes
+//! share this host's network; [`NETWORK`] says so in the summary) and `audit verify`
+//! ([`audit_step`] is the hook; it reports the step as skipped).
 
+pub mod chainlog;
 pub mod cluster;
 pub mod deploy;
+pub mod torch;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -54,11 +62,13 @@ pub enum DemoError {
     /// The JSON-RPC exchange with the orchestrator failed.
     #[error("JSON-RPC: {0}")]
     Rpc(String),
-    /// The job ended without settling.
-    #[error("the job ended {state} instead of settled: {detail}")]
+    /// The job ended otherwise than the scenario wants.
+    #[error("the job ended {state} instead of {want}: {detail}")]
     NotSettled {
         /// cancelled, expired…
         state: String,
+        /// What the scenario wanted (settled, expired).
+        want: &'static str,
         /// The last error the orchestrator recorded.
         detail: String,
     },
@@ -77,12 +87,35 @@ impl DemoError {
 }
 
 /// The workload the job runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Workload {
+    /// PyTorch DDP: `examples/workloads/ddp_train.py` (gloo on CPU), 4 ranks, 2 per provider,
+    /// across the per-job overlay. The torch image is built on first use (about 3 minutes,
+    /// `scripts/build-torch-image.sh`) and cached by tag.
+    Torch,
     /// The tiny static probe image (`scripts/build-probe-image.sh`): writes an output file,
     /// prints a line, sleeps a few seconds. No PyTorch.
     Smoke,
 }
+
+/// What happens to the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// Both providers run and attest; the escrow settles.
+    Settle,
+    /// One assigned provider is killed (SIGKILL) while its container runs; after the job's
+    /// deadline ([`LOSS_DEADLINE_MS`] after the lock) the job expires: the provider that
+    /// attested is paid, the defaulter's bond slashed to the orchestrator, the rest refunded.
+    ProviderLoss,
+}
+
+/// The job's deadline in the provider-loss scenario, ms after the submission.
+pub const LOSS_DEADLINE_MS: u64 = 40_000;
+/// Seconds the smoke containers run at least in the provider-loss scenario (the kill must
+/// land while they run).
+pub const LOSS_MIN_RUN_S: u32 = 10;
 
 /// How to run the demo.
 #[derive(Debug, Clone)]
@@ -93,7 +126,9 @@ pub struct DemoOptions {
     pub ganglion: PathBuf,
     /// The workload.
     pub workload: Workload,
-    /// Seconds the workload runs.
+    /// What happens to the job.
+    pub scenario: Scenario,
+    /// Seconds the smoke workload runs.
     pub run_s: u32,
 }
 
@@ -104,6 +139,10 @@ pub struct Step {
     pub at_s: f64,
     /// What happened.
     pub what: String,
+    /// The block it is about, if any.
+    pub block: Option<u64>,
+    /// That block's slot.
+    pub slot: Option<u64>,
 }
 
 /// What one provider earned from the job.
@@ -115,15 +154,66 @@ pub struct Payment {
     pub gpus: u32,
     /// NTX base units its payment address gained while the job ran.
     pub paid_ntx: u64,
+    /// Whether the demo killed it (provider-loss).
+    pub killed: bool,
 }
 
 /// One transaction the orchestrator submitted.
 #[derive(Debug, Clone, Serialize)]
 pub struct Tx {
-    /// `lock`, `assign`, `settle`, …
+    /// `lock`, `assign`, `settle`, `expire`, …
     pub kind: String,
     /// Transaction id, hex.
     pub tx_id: String,
+    /// The block holding it, as the demo saw it forged.
+    pub block: Option<u64>,
+    /// That block's slot.
+    pub slot: Option<u64>,
+    /// Its fee, lovelace.
+    pub fee_lovelace: Option<u64>,
+}
+
+/// One rank's result from its provider's log.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct RankChecksum {
+    /// The provider that ran it.
+    pub provider: String,
+    /// Global rank.
+    pub rank: u32,
+    /// The rank's weights checksum (`ddp_train.py`).
+    pub checksum: String,
+}
+
+/// One provider's pinned artifacts (its executor's `report.json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Artifacts {
+    /// The provider.
+    pub provider: String,
+    /// Its node rank.
+    pub node_rank: u32,
+    /// The container's exit code.
+    pub exit_code: Option<i64>,
+    /// CID of the pinned `/outputs`.
+    pub outputs_cid: Option<String>,
+    /// CID of the pinned log.
+    pub logs_cid: Option<String>,
+    /// Piece CID of the outputs' CAR.
+    pub piece_cid: Option<String>,
+}
+
+/// The issue's numbers (issue 11 "Numbers").
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Numbers {
+    /// The lock's block forged → every assigned provider's container running, seconds.
+    pub lock_block_to_running_s: Option<f64>,
+    /// First container running → last container finished, seconds.
+    pub job_wall_s: Option<f64>,
+    /// Fees of the job's transactions (lock, assign, settle/expire), lovelace.
+    pub fees_lovelace: u64,
+    /// The same in ADA.
+    pub fees_ada: f64,
+    /// The last attestation sent → the settle's (or expire's) block forged, seconds.
+    pub last_attestation_to_end_block_s: Option<f64>,
 }
 
 /// What the demo reports at the end.
@@ -131,38 +221,84 @@ pub struct Tx {
 pub struct Summary {
     /// The job id, hex.
     pub job_id: String,
-    /// Its final state on the orchestrator (`settled`).
+    /// The workload.
+    pub workload: Workload,
+    /// The scenario.
+    pub scenario: Scenario,
+    /// How the nodes are networked.
+    pub network: String,
+    /// Its final state on the orchestrator (`settled`, or `expired` for provider-loss).
     pub state: String,
     /// The orchestrator's transactions, in order.
     pub txs: Vec<Tx>,
     /// Per provider, what the job paid it.
     pub payments: Vec<Payment>,
+    /// NTX base units slashed from the defaulter's bond (provider-loss), from the ledger:
+    /// the orchestrator's NTX change plus what the providers were paid.
+    pub slashed_ntx: Option<u64>,
+    /// Every rank's checksum (torch).
+    pub ranks: Vec<RankChecksum>,
+    /// Whether every rank ended with the same weights (torch; `None` for smoke).
+    pub checksums_agree: Option<bool>,
+    /// Per provider that ran, its pinned artifacts.
+    pub artifacts: Vec<Artifacts>,
+    /// The issue's numbers.
+    pub numbers: Numbers,
+    /// What the audit step said.
+    pub audit: String,
     /// The timeline.
     pub timeline: Vec<Step>,
-    /// From the lock submitted to the settle seen, seconds.
-    pub lock_to_settled_s: f64,
+    /// From the lock submitted to the job's end (settled or expired) seen, seconds.
+    pub lock_to_end_s: f64,
     /// Where the logs and data dirs are.
     pub dir: PathBuf,
 }
 
-/// The demo's 4-GPU ensemble: two nodes of two GPUs each, running `image`.
+/// How the demo's nodes are networked (no per-provider namespace yet).
+pub const NETWORK: &str = "loopback: every node process shares this host's network (no \
+    per-provider namespace behind NAT); the providers' containers share no Docker network \
+    and reach each other only through the job's WireGuard overlay";
+
+/// The demo's 4-GPU smoke ensemble: two nodes of two GPUs each, running `image`.
 ///
 /// # Errors
 /// Never for the fixed spec; typed for the parser's sake.
-pub fn ensemble(image: &str, run_s: u32, now_ms: u64) -> Result<Ensemble, DemoError> {
+pub fn ensemble(image: &str, run_s: u32, deadline_ms: u64) -> Result<Ensemble, DemoError> {
     let json = serde_json::json!({
         "image": { "local": image },
         "command": ["write", "result.bin", "4096", "echo", "ganglion demo rank done", "sleep", run_s.to_string()],
         "gpus": { "count": 4 },
         "placement": { "min_gpus_per_node": 2, "max_gpus_per_node": 2, "max_nodes": 2 },
         "limits": { "max_duration_s": 300, "max_rate_ntx_per_gpu_hour": cluster::PRICE },
-        "budget_ntx": 2_000_000,
-        "deadline_ms": now_ms + 600_000,
+        "budget_ntx": BUDGET_NTX,
+        "deadline_ms": deadline_ms,
     });
     Ensemble::from_json_str(&json.to_string()).map_err(|e| DemoError::Chain(e.to_string()))
 }
 
-/// Runs the demo to settlement; `on_step` hears each timeline step as it happens. The node
+/// NTX base units the demo's job locks.
+pub const BUDGET_NTX: u64 = 2_000_000;
+
+/// The audit step: `audit verify` on the job once that command exists (helper `audit`);
+/// until then it says so.
+pub async fn audit_step(_summary: &Summary) -> String {
+    "skipped: `ganglion audit verify` is not built yet".into()
+}
+
+fn rpc_err(e: impl std::fmt::Display) -> DemoError {
+    DemoError::Rpc(e.to_string())
+}
+
+/// The first time `record` entered `state`, POSIX ms.
+fn entered(record: &JobStatus, state: &str) -> Option<u64> {
+    record
+        .history
+        .iter()
+        .find(|t| t.state == state)
+        .map(|t| t.at_ms)
+}
+
+/// Runs the demo to the job's end; `on_step` hears each timeline step as it happens. The node
 /// processes are returned running in the [`cluster::Cluster`] (drop it to stop them) with
 /// the devnet handle, so that `--keep` can leave them up.
 ///
@@ -173,11 +309,16 @@ pub async fn run(
     mut on_step: impl FnMut(&Step),
 ) -> Result<(Summary, cluster::Cluster, devnet::DevnetHandle), DemoError> {
     let started = Instant::now();
+    let started_ms = crate::p2p::now_ms();
     let mut timeline = Vec::new();
-    let mut step = |what: String, timeline: &mut Vec<Step>| {
+    let mut step = |what: String, at: Option<chainlog::Landed>, timeline: &mut Vec<Step>| {
         let s = Step {
-            at_s: started.elapsed().as_secs_f64(),
+            at_s: at.map_or(started.elapsed().as_secs_f64(), |l| {
+                l.seen_ms.saturating_sub(started_ms) as f64 / 1000.0
+            }),
             what,
+            block: at.map(|l| l.block),
+            slot: at.map(|l| l.slot),
         };
         on_step(&s);
         timeline.push(s);
@@ -188,10 +329,20 @@ pub async fn run(
     )
     .await
     .map_err(|e| DemoError::NoDocker(e.to_string()))?;
+    // The probe image is every pod's sandbox, whatever the workload.
+    let probe = cluster::probe_image()?;
     let image = match opts.workload {
-        Workload::Smoke => cluster::probe_image()?,
+        Workload::Smoke => probe,
+        Workload::Torch => tokio::task::block_in_place(|| {
+            let bar = indicatif::ProgressBar::new_spinner();
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar.set_message("torch image: looking for it (built on first use, about 3 min)");
+            let built = torch::image(|line| bar.set_message(line.to_string()));
+            bar.finish_and_clear();
+            built
+        })?,
     };
-    step(format!("workload image {image} ready"), &mut timeline);
+    step(format!("workload image {image} ready"), None, &mut timeline);
 
     std::fs::create_dir_all(&opts.dir)?;
     let genesis = Genesis::devnet().map_err(DemoError::chain)?;
@@ -204,6 +355,7 @@ pub async fn run(
             handle.n2n_addr(),
             handle.magic()
         ),
+        None,
         &mut timeline,
     );
     let deployed = deploy::deploy(&handle, &genesis).await?;
@@ -213,6 +365,7 @@ pub async fn run(
             hex::encode(deployed.reference.tx_hash),
             deployed.reference.index
         ),
+        None,
         &mut timeline,
     );
     let mut cluster = cluster::Cluster::new(opts.ganglion.clone(), opts.dir.clone());
@@ -222,6 +375,7 @@ pub async fn run(
             "orchestrator node up: RPC {}, peer {}",
             orch.rpc, orch.peer_id
         ),
+        None,
         &mut timeline,
     );
     for p in cluster::PROVIDERS {
@@ -233,76 +387,293 @@ pub async fn run(
                 p.gpus,
                 info.bond.as_deref().unwrap_or("?")
             ),
+            None,
             &mut timeline,
         );
     }
     let before = cluster.provider_ntx(&handle, &deployed)?;
+    let orch_before = cluster::ntx_of(&handle, &deployed, cluster::ORCHESTRATOR_SEED)?;
     let rpc = cluster.orchestrator_rpc()?;
-    let spec = ensemble(&image, opts.run_s, crate::p2p::now_ms())?;
-    let spec = serde_json::to_value(&spec).map_err(|e| DemoError::Rpc(e.to_string()))?;
+    let provider_rpcs = cluster::PROVIDERS
+        .iter()
+        .map(|p| cluster.provider_rpc(p.name))
+        .collect::<Result<Vec<_>, _>>()?;
+    let loss = opts.scenario == Scenario::ProviderLoss;
+    let deadline_ms = crate::p2p::now_ms() + if loss { LOSS_DEADLINE_MS } else { 600_000 };
+    let spec = match opts.workload {
+        Workload::Smoke => {
+            let run_s = if loss {
+                opts.run_s.max(LOSS_MIN_RUN_S)
+            } else {
+                opts.run_s
+            };
+            ensemble(&image, run_s, deadline_ms)?
+        }
+        Workload::Torch => torch::ensemble(
+            &image,
+            2,
+            2,
+            3,
+            cluster::PRICE,
+            BUDGET_NTX,
+            300,
+            deadline_ms,
+        )?,
+    };
+    let spec = serde_json::to_value(&spec).map_err(rpc_err)?;
+    let chain_log = chainlog::ChainLog::start(&handle);
     let lock_at = Instant::now();
     let sub: JobSubmitted = rpc
         .request("job_submit", rpc_params![spec])
         .await
-        .map_err(|e| DemoError::Rpc(e.to_string()))?;
+        .map_err(rpc_err)?;
     step(
         format!("job {} submitted over JSON-RPC: lock sent", sub.job_id),
+        None,
         &mut timeline,
     );
-    let deadline = Instant::now() + Duration::from_secs(240);
+    let until = Instant::now() + Duration::from_secs(if loss { 180 } else { 300 });
     let mut seen = String::from("locked");
+    let mut landed_seen: Vec<String> = Vec::new();
+    let mut last: Vec<Option<JobStatus>> = vec![None; cluster::PROVIDERS.len()];
+    let mut provider_seen: Vec<String> = vec![String::new(); cluster::PROVIDERS.len()];
+    let mut killed: Option<usize> = None;
+    let mut killed_peer: Option<String> = None;
+    let want = if loss { "expired" } else { "settled" };
     let done = loop {
         let records: Vec<JobStatus> = rpc
             .request("job_status", rpc_params![sub.job_id.clone()])
             .await
-            .map_err(|e| DemoError::Rpc(e.to_string()))?;
-        if let Some(o) = records.into_iter().find(|r| r.role == "orchestrator") {
-            if o.state != seen {
-                seen = o.state.clone();
-                step(format!("orchestrator: {}", o.state), &mut timeline);
+            .map_err(rpc_err)?;
+        for (i, (p, client)) in cluster::PROVIDERS.iter().zip(&provider_rpcs).enumerate() {
+            if killed == Some(i) {
+                continue;
             }
-            match o.state.as_str() {
-                "settled" => break o,
-                "cancelled" | "expired" => {
-                    return Err(DemoError::NotSettled {
-                        state: o.state,
-                        detail: o.last_error.unwrap_or_default(),
-                    });
+            let got: Result<Vec<JobStatus>, _> = client
+                .request("job_status", rpc_params![sub.job_id.clone()])
+                .await;
+            if let Some(r) = got
+                .ok()
+                .and_then(|v| v.into_iter().find(|r| r.role == "provider"))
+            {
+                if r.state != provider_seen[i] {
+                    provider_seen[i] = r.state.clone();
+                    step(format!("{}: {}", p.name, r.state), None, &mut timeline);
                 }
-                _ => {}
+                if loss && killed.is_none() && r.state == "running" {
+                    killed_peer = cluster.kill(p.name)?;
+                    killed = Some(i);
+                    step(
+                        format!("{} killed (SIGKILL) while its container runs", p.name),
+                        None,
+                        &mut timeline,
+                    );
+                }
+                last[i] = Some(r);
             }
         }
-        if Instant::now() > deadline {
-            return Err(DemoError::Timeout("the job to settle"));
+        if let Some(o) = records.into_iter().find(|r| r.role == "orchestrator") {
+            for t in &o.txs {
+                if !landed_seen.contains(&t.tx_id)
+                    && let Some(l) = chain_log.landed(&t.tx_id)
+                {
+                    landed_seen.push(t.tx_id.clone());
+                    step(
+                        format!("{} transaction {} in block {}", t.kind, t.tx_id, l.block),
+                        Some(l),
+                        &mut timeline,
+                    );
+                }
+            }
+            if o.state != seen {
+                seen = o.state.clone();
+                step(format!("orchestrator: {}", o.state), None, &mut timeline);
+            }
+            let all_landed = o.txs.iter().all(|t| landed_seen.contains(&t.tx_id));
+            if o.state == want && all_landed {
+                break o;
+            }
+            if o.state != want && matches!(o.state.as_str(), "settled" | "cancelled" | "expired") {
+                return Err(DemoError::NotSettled {
+                    state: o.state,
+                    want,
+                    detail: o.last_error.unwrap_or_default(),
+                });
+            }
+        }
+        if Instant::now() > until {
+            return Err(DemoError::Timeout(if loss {
+                "the job to expire"
+            } else {
+                "the job to settle"
+            }));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    let lock_to_settled_s = lock_at.elapsed().as_secs_f64();
+    let lock_to_end_s = lock_at.elapsed().as_secs_f64();
+    if let Some(owner) = &killed_peer {
+        // What the killed provider's restart would do: remove its orphaned pod (the sandbox
+        // and the workload joined to it).
+        let docker = bollard::Docker::connect_with_local_defaults().map_err(DemoError::chain)?;
+        let swept = crate::overlay::sweep::sweep(&docker, owner, &Default::default())
+            .await
+            .map_err(DemoError::chain)?;
+        step(
+            format!(
+                "the killed provider's orphaned pod removed ({} sandbox, {} workload)",
+                swept.sandboxes.len(),
+                swept.workloads.len()
+            ),
+            None,
+            &mut timeline,
+        );
+    }
     let after = cluster.provider_ntx(&handle, &deployed)?;
-    let payments = cluster::PROVIDERS
+    let orch_after = cluster::ntx_of(&handle, &deployed, cluster::ORCHESTRATOR_SEED)?;
+    let payments: Vec<Payment> = cluster::PROVIDERS
         .iter()
+        .enumerate()
         .zip(before.iter().zip(&after))
-        .map(|(p, (b, a))| Payment {
+        .map(|((i, p), (b, a))| Payment {
             provider: p.name.to_string(),
             gpus: p.gpus,
             paid_ntx: a.saturating_sub(*b),
+            killed: killed == Some(i),
         })
         .collect();
-    let summary = Summary {
+    let paid: u64 = payments.iter().map(|p| p.paid_ntx).sum();
+    let slashed_ntx = loss.then(|| {
+        let delta = i128::from(orch_after) - i128::from(orch_before);
+        u64::try_from(delta + i128::from(paid)).unwrap_or(0)
+    });
+    let txs: Vec<Tx> = done
+        .txs
+        .iter()
+        .map(|t| {
+            let l = chain_log.landed(&t.tx_id);
+            Tx {
+                kind: t.kind.clone(),
+                tx_id: t.tx_id.clone(),
+                block: l.map(|l| l.block),
+                slot: l.map(|l| l.slot),
+                fee_lovelace: l.and_then(|l| chainlog::fee_of(&handle, l.block, &t.tx_id)),
+            }
+        })
+        .collect();
+    let numbers = numbers(&txs, &done, &last, &chain_log);
+    let (ranks, artifacts) = results(&cluster, &sub.job_id);
+    let checksums_agree = (opts.workload == Workload::Torch)
+        .then(|| !ranks.is_empty() && ranks.iter().all(|r| r.checksum == ranks[0].checksum));
+    // Block steps carry the block's own time, which may precede a step printed before it.
+    timeline.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+    let mut summary = Summary {
         job_id: sub.job_id,
+        workload: opts.workload,
+        scenario: opts.scenario,
+        network: NETWORK.into(),
         state: done.state,
-        txs: done
-            .txs
-            .into_iter()
-            .map(|t| Tx {
-                kind: t.kind,
-                tx_id: t.tx_id,
-            })
-            .collect(),
+        txs,
         payments,
+        slashed_ntx,
+        ranks,
+        checksums_agree,
+        artifacts,
+        numbers,
+        audit: String::new(),
         timeline,
-        lock_to_settled_s,
+        lock_to_end_s,
         dir: opts.dir.clone(),
     };
+    summary.audit = audit_step(&summary).await;
     Ok((summary, cluster, handle))
+}
+
+/// The issue's numbers from the transactions' blocks and the nodes' records. The last
+/// attestation is the orchestrator's `settling` (every attestation in), else (expire) the
+/// last provider's `attested`.
+fn numbers(
+    txs: &[Tx],
+    orchestrator: &JobStatus,
+    providers: &[Option<JobStatus>],
+    log: &chainlog::ChainLog,
+) -> Numbers {
+    let seen = |kind: &str| {
+        txs.iter()
+            .find(|t| t.kind == kind)
+            .and_then(|t| log.landed(&t.tx_id))
+            .map(|l| l.seen_ms)
+    };
+    let ran: Vec<&JobStatus> = providers
+        .iter()
+        .flatten()
+        .filter(|r| entered(r, "running").is_some() || entered(r, "finished").is_some())
+        .collect();
+    let running: Vec<u64> = ran
+        .iter()
+        .filter_map(|r| entered(r, "running").or_else(|| entered(r, "finished")))
+        .collect();
+    let finished: Vec<u64> = ran.iter().filter_map(|r| entered(r, "finished")).collect();
+    let attested: Vec<u64> = ran.iter().filter_map(|r| entered(r, "attested")).collect();
+    let secs = |from: u64, to: u64| to.saturating_sub(from) as f64 / 1000.0;
+    let fees_lovelace: u64 = txs.iter().filter_map(|t| t.fee_lovelace).sum();
+    let end = seen("settle").or_else(|| seen("expire"));
+    Numbers {
+        lock_block_to_running_s: seen("lock")
+            .zip(running.iter().max())
+            .map(|(l, r)| secs(l, *r)),
+        job_wall_s: running
+            .iter()
+            .min()
+            .zip(finished.iter().max())
+            .map(|(a, b)| secs(*a, *b)),
+        fees_lovelace,
+        fees_ada: fees_lovelace as f64 / 1_000_000.0,
+        last_attestation_to_end_block_s: entered(orchestrator, "settling")
+            .or_else(|| attested.iter().max().copied())
+            .zip(end)
+            .map(|(a, e)| secs(a, e)),
+    }
+}
+
+/// Rank checksums and pinned artifacts from each provider's kept executor artifacts.
+fn results(cluster: &cluster::Cluster, job_hex: &str) -> (Vec<RankChecksum>, Vec<Artifacts>) {
+    let mut ranks = Vec::new();
+    let mut artifacts = Vec::new();
+    for p in cluster::PROVIDERS {
+        let Some(dir) = cluster.provider_dir(p.name) else {
+            continue;
+        };
+        for job_dir in torch::artifact_dirs(dir, job_hex) {
+            for log in torch::logs_in(&job_dir) {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                ranks.extend(torch::checksums(&text).into_iter().map(|(rank, checksum)| {
+                    RankChecksum {
+                        provider: p.name.to_string(),
+                        rank,
+                        checksum,
+                    }
+                }));
+            }
+            let report = std::fs::read(job_dir.join("report.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<crate::executor::JobReport>(&b).ok());
+            for r in report.iter().flat_map(|r| &r.ranks) {
+                artifacts.push(Artifacts {
+                    provider: p.name.to_string(),
+                    node_rank: r.node_rank,
+                    exit_code: r.exit_code,
+                    outputs_cid: r.outputs.as_ref().map(|a| a.cid.clone()),
+                    logs_cid: r.logs.as_ref().map(|a| a.cid.clone()),
+                    piece_cid: r
+                        .outputs
+                        .as_ref()
+                        .and_then(|a| a.car.as_ref())
+                        .map(|c| c.deal.piece_cid.to_string()),
+                });
+            }
+        }
+    }
+    ranks.sort_by_key(|r| r.rank);
+    artifacts.sort_by_key(|a| a.node_rank);
+    (ranks, artifacts)
 }

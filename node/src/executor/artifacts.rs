@@ -54,6 +54,11 @@ impl JobDirs {
         self.artifacts().join(format!("rank-{rank}.log"))
     }
 
+    /// The job's report as JSON (`artifacts/report.json`), written when the job ends.
+    pub fn report(&self) -> PathBuf {
+        self.artifacts().join("report.json")
+    }
+
     /// The outputs CAR of `rank`.
     pub fn car(&self, rank: u32) -> PathBuf {
         self.artifacts().join(format!("rank-{rank}.car"))

@@ -560,6 +560,12 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
         };
         record.report = Some(report.clone());
         self.table.put(record)?;
+        // A copy beside the artifacts for people and tools (the table is the durable one).
+        if let Ok(json) = serde_json::to_vec_pretty(&report)
+            && let Err(e) = tokio::fs::write(dirs.report(), json).await
+        {
+            tracing::debug!(job = %plan.job, error = %e, "report.json not written");
+        }
         Ok(report)
     }
 

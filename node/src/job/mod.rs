@@ -6,6 +6,8 @@
 //! - [`store`]: the sled job store: one record per (job, role), history, the transaction
 //!   intent log and the dispatch intent that make restarts safe.
 //! - [`chain`]: UTxOs, submission, slot clock, transactions balanced and signed.
+//! - [`cluster`]: [`cluster::ClusterSetup`], the job's network agreed with the other assigned
+//!   providers before dispatch (the daemon's overlay).
 //! - [`orchestrator`], [`provider`]: the drivers, one step per job per pass.
 //! - [`engine`]: [`Engine`], the task running the drivers; how a node starts it.
 //! - [`control`]: [`JobControl`], the engine as the RPC server sees it.
@@ -13,6 +15,7 @@
 //!   engine; [`witness`]: joining a wallet's witness set to the transaction it signed.
 
 pub mod chain;
+pub mod cluster;
 pub mod control;
 pub mod engine;
 pub mod external;

@@ -19,6 +19,7 @@ use ganglion_indexer::store::Kv;
 use libp2p::PeerId;
 use serde::{Deserialize, Serialize};
 
+use super::cluster::{ClusterPeers, ClusterSetup, peers_of};
 use super::engine::{Ctx, EngineError, ProviderRecord, ProviderRole};
 use super::orchestrator;
 use super::state::{ProviderEvent, ProviderState};
@@ -46,6 +47,9 @@ pub struct ProviderSide<E> {
     pub offer: MarketOffer,
     /// The reservation TTL of the p2p `ProviderConfig`, ms.
     pub reservation_ttl_ms: u64,
+    /// Sets up the job's network with the other assigned providers before each dispatch (the
+    /// daemon's overlay); `None` when the executor's network needs no set-up.
+    pub cluster: Option<Arc<dyn ClusterSetup>>,
 }
 
 /// What the executor produced, as attested.
@@ -388,13 +392,18 @@ async fn dispatch<S: Kv + 'static, E: Executor + 'static>(
         },
     )?;
     apply(ctx, &job, ProviderEvent::Dispatched)?;
-    spawn_run(ctx, side, intent.executor_job, plan);
+    spawn_run(ctx, side, r, index, intent.executor_job, plan);
     Ok(())
 }
 
+/// Starts this node's share of the job in the background: first the job's network with the
+/// other assigned providers (when the side has a [`ClusterSetup`]), then the executor. A failed
+/// set-up leaves the job to the next pass (`watch` finds no executor record and calls again).
 fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
     ctx: &Arc<Ctx<S, E>>,
     side: &ProviderSide<E>,
+    r: &ProviderRecord,
+    index: u64,
     id: String,
     plan: JobPlan,
 ) {
@@ -405,12 +414,45 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
         }
     }
     let exec = side.executor.clone();
+    let cluster = side.cluster.clone().map(|setup| {
+        let rank = u32::try_from(index).unwrap_or(u32::MAX);
+        let peers = peers_of(&ctx.indexer, &r.detail.assignments, rank).map(|peers| ClusterPeers {
+            job: r.job_id,
+            exec_job: plan.job.clone(),
+            rank,
+            world: u32::try_from(r.detail.assignments.len()).unwrap_or(u32::MAX),
+            peers,
+        });
+        (setup, peers)
+    });
+    // Weak: a stopped engine's context (its store) must not live on in a running job's task.
+    let weak = Arc::downgrade(ctx);
+    let p2p = ctx.p2p.clone();
     tokio::spawn(async move {
+        if let Some((setup, peers)) = &cluster {
+            let ready = match peers {
+                Ok(peers) => setup.prepare(&p2p, peers).await,
+                Err(why) => Err(why.clone()),
+            };
+            if let Err(why) = ready {
+                tracing::warn!(job = %id, error = %why, "job network not ready (retried)");
+                if let Some(ctx) = weak.upgrade() {
+                    ctx.running
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&id);
+                }
+                return;
+            }
+        }
         match exec.run(plan).await {
             Ok(report) => {
                 tracing::info!(job = %report.job, outcome = ?report.outcome, "executor finished")
             }
             Err(e) => tracing::warn!(job = %id, error = %e, "executor refused the job"),
+        }
+        if let Some((setup, Ok(peers))) = &cluster {
+            setup.forget(&peers.job);
         }
     });
 }
@@ -457,7 +499,7 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
                 && let Some(v) = view
                 && let Ok(plan) = plan_for(ctx, side, r, index, &v.spec).await?
             {
-                spawn_run(ctx, side, d.executor_job.clone(), plan);
+                spawn_run(ctx, side, r, index, d.executor_job.clone(), plan);
             }
             Ok(())
         }

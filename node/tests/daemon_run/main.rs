@@ -214,7 +214,12 @@ impl Network {
     }
 
     async fn submit(&self, sleep_s: u32) -> String {
-        let spec = serde_json::to_value(support::probe_spec(sleep_s, 600_000)).expect("spec JSON");
+        self.submit_spec(&support::probe_spec(sleep_s, 600_000))
+            .await
+    }
+
+    async fn submit_spec(&self, spec: &ganglion_node::market::spec::Ensemble) -> String {
+        let spec = serde_json::to_value(spec).expect("spec JSON");
         let sub: JobSubmitted = self
             .rpc
             .request("job_submit", rpc_params![spec])
@@ -413,7 +418,10 @@ async fn a_provider_killed_mid_run_restarts_on_its_data_dir_and_the_job_settles_
             "provider {seed} was not paid: {before} → {after}"
         );
     }
-    let mut created = containers_created(since, &format!("ganglion-{}", &id[..40]));
+    // Workload containers and (as root) overlay sandboxes: one each per rank, none twice.
+    let all = containers_created(since, &format!("ganglion-{}", &id[..40]));
+    let (pods, mut created): (Vec<String>, Vec<String>) =
+        all.into_iter().partition(|n| n.contains("-pod-"));
     created.sort();
     let n = created.len();
     created.dedup();
@@ -422,6 +430,81 @@ async fn a_provider_killed_mid_run_restarts_on_its_data_dir_and_the_job_settles_
         "one container per rank, none started twice: {created:?}"
     );
     assert_eq!(created.len(), 2, "two distinct ranks: {created:?}");
+    // SAFETY: geteuid(2) has no preconditions.
+    let expected_pods = if unsafe { libc::geteuid() } == 0 {
+        2
+    } else {
+        0
+    };
+    assert_eq!(pods.len(), expected_pods, "one sandbox per rank: {pods:?}");
+    drop(net.kids);
+    net.chain.handle.shutdown().await;
+}
+
+/// The job's containers must talk: a 2-rank PyTorch DDP job (gloo) across the two provider
+/// processes, each rank in its provider's pod on the per-job overlay (the providers' pods share
+/// no Docker network), settles; both ranks print the same weights' checksum. Root only (the
+/// pods' TUNs); the torch image is built on first use (about 3 minutes, cached by tag).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_provider_processes_train_ddp_over_the_overlay_and_settle() {
+    use ganglion_node::demo::torch;
+    // SAFETY: geteuid(2) has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "SKIP two_provider_processes_train_ddp_over_the_overlay_and_settle: needs root \
+             (the overlay's TUN inside each pod needs CAP_NET_ADMIN)"
+        );
+        return;
+    }
+    let image = tokio::task::block_in_place(|| torch::image(|_| {})).expect("torch image");
+    let net = Network::start().await;
+    let since = ganglion_node::p2p::now_ms() / 1000;
+    let before = net.ntx();
+    let spec = torch::ensemble(
+        &image,
+        2,
+        1,
+        2,
+        RATE,
+        1_000_000,
+        120,
+        ganglion_node::p2p::now_ms() + 600_000,
+    )
+    .expect("spec");
+    let t0 = std::time::Instant::now();
+    let id = net.submit_spec(&spec).await;
+    let done = net.settled(&id).await;
+    eprintln!("torch DDP 1+1: job_submit → settled in {:?}", t0.elapsed());
+    assert_eq!(
+        done.txs.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
+        ["lock", "assign", "settle"]
+    );
+    for ((after, before), (_, seed)) in net.ntx().into_iter().zip(before).zip(&net.providers) {
+        assert!(
+            after > before,
+            "provider {seed} was not paid: {before} → {after}"
+        );
+    }
+    // Each provider kept its rank's log; every rank printed the same checksum.
+    let mut sums = Vec::new();
+    for (node, _) in &net.providers {
+        for log in torch::rank_logs(&node.data_dir, &id) {
+            sums.extend(torch::checksums(
+                &std::fs::read_to_string(&log).expect("log"),
+            ));
+        }
+    }
+    sums.sort();
+    assert_eq!(
+        sums.iter().map(|(r, _)| *r).collect::<Vec<_>>(),
+        [0, 1],
+        "one checksum per rank: {sums:?}"
+    );
+    assert_eq!(sums[0].1, sums[1].1, "the ranks disagree: {sums:?}");
+    // Each rank ran in a pod: a sandbox per provider, the workload joined to it.
+    let created = containers_created(since, &format!("ganglion-{}", &id[..40]));
+    let pods = created.iter().filter(|n| n.contains("-pod-")).count();
+    assert_eq!(pods, 2, "one overlay sandbox per provider: {created:?}");
     drop(net.kids);
     net.chain.handle.shutdown().await;
 }

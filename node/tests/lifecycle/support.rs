@@ -340,6 +340,7 @@ impl<E> SideParts<E> {
             gpus: self.gpus.clone(),
             offer: self.offer.clone(),
             reservation_ttl_ms: self.reservation_ttl_ms,
+            cluster: None,
         }
     }
 }

@@ -1,0 +1,271 @@
+//! The per-job overlay in `ganglion node run` (issue 9, DESIGN §6): a provider binds one
+//! [`OverlayNode`](crate::overlay::node::OverlayNode) (`[overlay] listen_port`), gives its
+//! Docker executor an [`OverlayNetwork`] (owner = its peer id), sweeps orphaned pods at
+//! start, and before each dispatch runs the
+//! p2p `cluster` exchange with exactly the job's other assigned providers ([`OverlaySetup`],
+//! the engine's [`ClusterSetup`]).
+//!
+//! Policy: a provider always uses the overlay, single-node jobs too (one code path), when it
+//! can: the pod's TUN needs root (`CAP_NET_ADMIN`) and the sandbox image must exist on the
+//! engine. Otherwise it falls back to one Docker bridge per job ([`DaemonNetwork::Bridge`]),
+//! logged as a warning: such a provider runs single-host jobs only.
+//!
+//! Addressing: the job's subnet is planned from the chain job id alone (no held subnets), so
+//! every node computes the same plan without another round; two jobs on one node that land
+//! in the same subnet still stay apart (each pod is its own namespace and the router keys
+//! every link by job). Rank `i` (the `i`-th assignment) gets the `i`-th address, rank 0
+//! first.
+//!
+//! Endpoint candidates: this host's IPv4 interface addresses (loopback and Docker's own
+//! `docker*`/`br-*`/`veth*` left out; loopback only when nothing else exists) with the
+//! socket's port, then the mappings peers observed (identify), as
+//! [`exchange::candidates`] orders them.
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ganglion_contracts::datum::JobId as ChainJobId;
+use ipnet::Ipv4Net;
+
+use crate::executor::ExecError;
+use crate::executor::network::{Attachment, ClusterNetwork, DockerBridge};
+use crate::executor::plan::JobId;
+use crate::job::cluster::{ClusterPeers, ClusterSetup};
+use crate::overlay::addressing::JobOverlay;
+use crate::overlay::config::OverlayConfig;
+use crate::overlay::exchange;
+use crate::overlay::keys::JobKeys;
+use crate::overlay::network::{JobSetup, OverlayNetwork};
+use crate::p2p::Client;
+
+/// Longest wait for every peer's hello in one dispatch try, then the engine retries.
+pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The sandbox's command in the probe image: sleep until removed (the longest `sleep(3)`
+/// the probe takes, about 68 years).
+pub fn sandbox_cmd() -> Vec<String> {
+    vec!["sleep".into(), i32::MAX.to_string()]
+}
+
+/// The tag `scripts/build-probe-image.sh` gives the probe image built from this checkout's
+/// `scripts/images/probe/probe.c` (`ganglion/probe:<first 12 hex of its SHA-256>`): the
+/// default sandbox image of every pod.
+pub fn probe_image_tag() -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(include_bytes!("../../../scripts/images/probe/probe.c"));
+    format!("ganglion/probe:{}", &hex::encode(digest)[..12])
+}
+
+/// The executor's network in the daemon: the overlay, or the single-host bridge fallback.
+#[derive(Clone)]
+pub enum DaemonNetwork {
+    /// The per-job overlay.
+    Overlay(OverlayNetwork),
+    /// One internal Docker bridge per job (single host only).
+    Bridge(DockerBridge),
+}
+
+impl ClusterNetwork for DaemonNetwork {
+    async fn attach(
+        &self,
+        job: &JobId,
+        world: u32,
+        local: &[u32],
+    ) -> Result<Attachment, ExecError> {
+        match self {
+            Self::Overlay(n) => n.attach(job, world, local).await,
+            Self::Bridge(n) => n.attach(job, world, local).await,
+        }
+    }
+
+    async fn detach(&self, job: &JobId) -> Result<(), ExecError> {
+        match self {
+            Self::Overlay(n) => n.detach(job).await,
+            Self::Bridge(n) => n.detach(job).await,
+        }
+    }
+}
+
+/// This host's LAN: each usable IPv4 interface's address and network.
+fn lan_interfaces() -> Vec<(Ipv4Addr, Ipv4Net)> {
+    let all = if_addrs::get_if_addrs().unwrap_or_default();
+    let v4 = |i: &if_addrs::Interface| match &i.addr {
+        if_addrs::IfAddr::V4(a) => Ipv4Net::new(a.ip, a.prefixlen).ok().map(|n| (a.ip, n)),
+        if_addrs::IfAddr::V6(_) => None,
+    };
+    let docker = |name: &str| {
+        ["docker", "br-", "veth"]
+            .iter()
+            .any(|p| name.starts_with(p))
+    };
+    let lan: Vec<_> = all
+        .iter()
+        .filter(|i| !i.is_loopback() && !docker(&i.name))
+        .filter_map(v4)
+        .collect();
+    if lan.is_empty() {
+        all.iter()
+            .filter(|i| i.is_loopback())
+            .filter_map(v4)
+            .collect()
+    } else {
+        lan
+    }
+}
+
+/// What this node announced for one job (kept so a retried exchange announces the same).
+#[derive(Clone)]
+struct Announced {
+    keys: JobKeys,
+    plan: JobOverlay,
+}
+
+/// The overlay's [`ClusterSetup`]: the `cluster` exchange bound to the assignment, then
+/// [`OverlayNetwork::prepare`].
+pub struct OverlaySetup {
+    network: OverlayNetwork,
+    config: OverlayConfig,
+    port: u16,
+    jobs: Mutex<HashMap<ChainJobId, Announced>>,
+}
+
+impl OverlaySetup {
+    /// The set-up for `network`, whose node's socket listens on `port`.
+    pub fn new(network: OverlayNetwork, config: OverlayConfig, port: u16) -> Self {
+        Self {
+            network,
+            config,
+            port,
+            jobs: Mutex::default(),
+        }
+    }
+
+    fn announced(&self, job: &ClusterPeers) -> Result<Announced, String> {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(a) = jobs
+            .get(&job.job)
+            .filter(|a| a.plan.addresses.len() == job.world as usize)
+        {
+            return Ok(a.clone());
+        }
+        let key = JobId::new(hex::encode(job.job.0)).map_err(|e| e.to_string())?;
+        let plan = self
+            .config
+            .pool()
+            .plan(&key, job.world, &BTreeSet::new())
+            .map_err(|e| e.to_string())?;
+        let a = Announced {
+            keys: JobKeys::generate(),
+            plan,
+        };
+        jobs.insert(job.job, a.clone());
+        Ok(a)
+    }
+}
+
+#[async_trait]
+impl ClusterSetup for OverlaySetup {
+    async fn prepare(&self, p2p: &Client, job: &ClusterPeers) -> Result<(), String> {
+        let Announced { keys, plan } = self.announced(job)?;
+        let own = plan
+            .address(job.rank)
+            .ok_or_else(|| format!("no overlay address for rank {}", job.rank))?;
+        let lan = lan_interfaces();
+        let lan_sockets: Vec<SocketAddr> = lan
+            .iter()
+            .map(|(ip, _)| SocketAddr::new(IpAddr::V4(*ip), self.port))
+            .collect();
+        let observed = p2p
+            .observed_addrs()
+            .await
+            .map_err(|e| format!("p2p: {e}"))?
+            .into_iter()
+            .map(|(_, a)| a);
+        let candidates = exchange::candidates(&lan_sockets, observed);
+        let hello = exchange::hello(job.job, &keys, &[own], &candidates);
+        let assigned: Vec<_> = job.peers.iter().map(|(_, p)| *p).collect();
+        let answers = exchange::exchange(p2p, hello, &assigned, EXCHANGE_TIMEOUT)
+            .await
+            .map_err(|e| e.to_string())?;
+        let nets: Vec<Ipv4Net> = lan.iter().map(|(_, n)| *n).collect();
+        let mut peers = Vec::new();
+        for (rank, peer) in &job.peers {
+            let hello = answers
+                .get(peer)
+                .ok_or_else(|| format!("rank {rank} ({peer}) sent no hello"))?;
+            let learned = exchange::learn_peer(
+                hello,
+                job.job,
+                &plan,
+                &[own],
+                &nets,
+                self.config.keepalive(),
+            )
+            .map_err(|e| format!("rank {rank} ({peer}): {e}"))?;
+            if learned.peer.addresses != [plan.addresses[*rank as usize]] {
+                return Err(format!(
+                    "rank {rank} ({peer}) claims {:?}, the plan gives it {}",
+                    learned.peer.addresses, plan.addresses[*rank as usize]
+                ));
+            }
+            tracing::info!(job = %job.job, rank, %peer, endpoint = %learned.peer.endpoint,
+                "overlay peer");
+            peers.push(learned.peer);
+        }
+        self.network.prepare(
+            &job.exec_job,
+            JobSetup {
+                overlay: plan,
+                keys,
+                peers,
+            },
+        );
+        Ok(())
+    }
+
+    fn forget(&self, job: &ChainJobId) {
+        self.jobs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(job);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_tag_matches_the_build_script_rule() {
+        let tag = probe_image_tag();
+        let hash = tag.strip_prefix("ganglion/probe:").expect("prefix");
+        assert_eq!(hash.len(), 12);
+        assert!(hash.bytes().all(|b| b.is_ascii_hexdigit()));
+        // The script hashes the same file with sha256sum; check against the CLI where present.
+        let src = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scripts/images/probe/probe.c"
+        );
+        if let Ok(out) = std::process::Command::new("sha256sum").arg(src).output() {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.starts_with(hash), "{text} vs {tag}");
+        }
+    }
+
+    #[test]
+    fn lan_interfaces_exclude_docker_bridges() {
+        let lan = lan_interfaces();
+        assert!(!lan.is_empty(), "at least loopback");
+        for (ip, net) in &lan {
+            assert!(net.contains(ip));
+        }
+        assert!(
+            lan.iter()
+                .all(|(ip, _)| !ip.is_loopback() || lan.iter().all(|(i, _)| i.is_loopback())),
+            "loopback only when nothing else: {lan:?}"
+        );
+    }
+}

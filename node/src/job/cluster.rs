@@ -1,0 +1,82 @@
+//! The provider's hook between the on-chain assignment and the executor: before a multi-node
+//! job's container starts, this node and the job's other assigned providers must agree on the
+//! job's network (issue 9: the `cluster` exchange of overlay keys, addresses and endpoints;
+//! DESIGN §6). The engine knows the assignment; [`ClusterSetup`] knows the network. The daemon
+//! implements it with the overlay (`crate::daemon::overlay`); without one (tests, a single
+//! Docker host) the executor's own network needs no set-up.
+
+use async_trait::async_trait;
+use ganglion_contracts::datum::{Assignment, JobId};
+use ganglion_indexer::Indexer;
+use ganglion_indexer::store::Kv;
+use libp2p::PeerId;
+
+use crate::executor::plan::JobId as ExecJobId;
+use crate::p2p::Client;
+
+/// One job's nodes as the assignment names them, seen from this provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterPeers {
+    /// The job on chain.
+    pub job: JobId,
+    /// This node's executor job id (what the executor's network is keyed by).
+    pub exec_job: ExecJobId,
+    /// This node's index in the assignment: its node rank (rank 0 = the first assignment).
+    pub rank: u32,
+    /// Node ranks in the job (= assignments).
+    pub world: u32,
+    /// The libp2p peer id of every other node, by node rank (this node's rank absent).
+    pub peers: Vec<(u32, PeerId)>,
+}
+
+/// Sets up a job's network with its other nodes before dispatch.
+#[async_trait]
+pub trait ClusterSetup: Send + Sync {
+    /// Agrees on `job`'s network with every peer over `p2p` and makes it ready for the
+    /// executor's `attach`. Called again (same job) when a previous call failed; an
+    /// implementation keeps what it announced so a peer that already answered stays valid.
+    ///
+    /// # Errors
+    /// A reason, logged by the engine, which retries on its next pass.
+    async fn prepare(&self, p2p: &Client, job: &ClusterPeers) -> Result<(), String>;
+
+    /// Forgets `job` (its run ended).
+    fn forget(&self, job: &JobId);
+}
+
+/// The peers of `assignments` for the provider at `index`: each other assignment's provider's
+/// peer id from its live bond on chain (the bond whose attest key the assignment names; the
+/// bond datum carries the peer id).
+///
+/// # Errors
+/// A reason naming the assignment whose bond or peer id cannot be found.
+pub fn peers_of<S: Kv>(
+    indexer: &Indexer<S>,
+    assignments: &[Assignment],
+    index: u32,
+) -> Result<Vec<(u32, PeerId)>, String> {
+    let mut peers = Vec::new();
+    for (i, a) in assignments.iter().enumerate() {
+        let rank = u32::try_from(i).map_err(|_| "too many assignments".to_string())?;
+        if rank == index {
+            continue;
+        }
+        let bonds = indexer
+            .provider(&a.provider)
+            .map_err(|e| format!("indexer: {e}"))?
+            .bonds;
+        let peer = bonds
+            .iter()
+            .filter(|b| b.datum.attest_key == a.attest_key)
+            .chain(bonds.iter())
+            .find_map(|b| PeerId::from_bytes(&b.datum.peer_id).ok())
+            .ok_or_else(|| {
+                format!(
+                    "assignment {i}: no bond with a peer id for provider {}",
+                    hex::encode(a.provider)
+                )
+            })?;
+        peers.push((rank, peer));
+    }
+    Ok(peers)
+}
