@@ -53,6 +53,26 @@ fn paid(s: &serde_json::Value) -> Vec<(String, u64, bool)> {
         .collect()
 }
 
+/// `audit verify` of the job passed every check (and there are checks per provider).
+fn audit_passes(s: &serde_json::Value) {
+    let checks = s["audit"]["checks"].as_array().expect("audit checks");
+    let failed: Vec<_> = checks.iter().filter(|c| c["pass"] != true).collect();
+    assert!(failed.is_empty(), "audit checks failed: {failed:?}");
+    assert_eq!(s["audit"]["pass"], true, "{}", s["audit"]);
+    for name in [
+        "spec_cid",
+        "assignment",
+        "attestation[0]",
+        "attestation[1]",
+        "refund",
+    ] {
+        assert!(
+            checks.iter().any(|c| c["name"] == name),
+            "no {name} check in {checks:?}"
+        );
+    }
+}
+
 /// Every transaction landed in a block with a fee, and the job's fees stay within the issue's
 /// 1.2 ADA.
 fn fees_within_target(s: &serde_json::Value) {
@@ -80,6 +100,7 @@ fn the_devnet_demo_trains_torch_ddp_across_two_providers_and_settles() {
     }
     let (s, stderr) = demo(&["--workload", "torch"]);
     assert_eq!(s["state"], "settled", "{s}");
+    audit_passes(&s);
     assert_eq!(kinds(&s), ["lock", "assign", "settle"]);
     let paid = paid(&s);
     assert_eq!(
@@ -135,6 +156,7 @@ fn the_devnet_demo_provider_loss_expires_pays_the_attested_and_slashes_the_defau
         "10",
     ]);
     assert_eq!(s["state"], "expired", "{s}");
+    audit_passes(&s);
     assert_eq!(kinds(&s), ["lock", "assign", "expire"]);
     let paid = paid(&s);
     let killed: Vec<_> = paid.iter().filter(|(_, _, k)| *k).collect();
@@ -158,6 +180,7 @@ fn the_devnet_demo_provider_loss_expires_pays_the_attested_and_slashes_the_defau
 fn the_devnet_demo_settles_a_job_across_two_providers() {
     let (s, stderr) = demo(&["--workload", "smoke", "--run-s", "2"]);
     assert_eq!(s["state"], "settled", "{s}");
+    audit_passes(&s);
     fees_within_target(&s);
     let kinds: Vec<&str> = s["txs"]
         .as_array()

@@ -194,7 +194,18 @@ fn render(s: &Summary) -> String {
         opt(n.last_attestation_to_end_block_s)
     );
     let _ = writeln!(out, "lock -> {}: {:.1} s", s.state, s.lock_to_end_s);
-    let _ = writeln!(out, "audit: {}", s.audit);
+    let failed: Vec<_> = s.audit.checks.iter().filter(|c| !c.pass).collect();
+    let _ = writeln!(
+        out,
+        "audit verify: {} ({} of {} checks pass: spec CID, assignment, acceptances, attestations, \
+         result and log CIDs, payments)",
+        if s.audit.pass { "pass" } else { "FAIL" },
+        s.audit.checks.len() - failed.len(),
+        s.audit.checks.len()
+    );
+    for c in failed {
+        let _ = writeln!(out, "  FAIL {}: {}", c.name, c.detail);
+    }
     let _ = writeln!(out, "data and logs: {}", s.dir.display());
     let _ = writeln!(out, "{}", s.state);
     out

@@ -105,6 +105,8 @@ async fn job_network(
     settings: &Settings,
     peer: libp2p::PeerId,
 ) -> Result<(DaemonNetwork, Option<Arc<OverlaySetup>>), DaemonError> {
+    // The overlay node, once bound, gets its relay fallback after the swarm exists
+    // ([`OverlaySetup::enable_relay`]).
     let bridge = DaemonNetwork::Bridge(crate::executor::network::DockerBridge::new(
         docker.docker.clone(),
     ));
@@ -127,8 +129,10 @@ async fn job_network(
     config
         .validate()
         .map_err(|e| DaemonError::Provider(e.to_string()))?;
-    let node = crate::overlay::node::OverlayNode::bind(&config)
-        .map_err(|e| DaemonError::Provider(e.to_string()))?;
+    let node = Arc::new(
+        crate::overlay::node::OverlayNode::bind(&config)
+            .map_err(|e| DaemonError::Provider(e.to_string()))?,
+    );
     let port = node
         .local_addr()
         .map_err(|e| DaemonError::Provider(e.to_string()))?
@@ -136,13 +140,13 @@ async fn job_network(
     let network = crate::overlay::network::OverlayNetwork::new(
         docker.docker.clone(),
         peer.to_string(),
-        Arc::new(node),
+        node.clone(),
         sandbox,
         daemon_overlay::sandbox_cmd(),
     )
     .with_mtu(config.mtu);
     tracing::info!(port, pool = %config.pool, "per-job overlay ready");
-    let setup = Arc::new(OverlaySetup::new(network.clone(), config, port));
+    let setup = Arc::new(OverlaySetup::new(network.clone(), node, config, port));
     Ok((DaemonNetwork::Overlay(network), Some(setup)))
 }
 
@@ -269,6 +273,7 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
     // The provider side: declared GPUs, the bond, the executor.
     let mut provider_cfg = None;
     let mut side = None;
+    let mut overlay_setup: Option<Arc<OverlaySetup>> = None;
     let mut bond_ref = None;
     if let Some(limits) = &r.settings.node.provider {
         if r.preset.network != Network::Devnet {
@@ -315,6 +320,7 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
         );
         let docker = DockerEngine::connect(Path::new(DEFAULT_SOCKET), 120).await?;
         let (network, setup) = job_network(&docker, &r.settings, peer).await?;
+        overlay_setup = setup.clone();
         let executor = Arc::new(Exec::with_network(
             docker,
             network.clone(),
@@ -382,6 +388,11 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
         provider_cfg,
     )?;
     let p2p_task = tokio::spawn(event_loop.run());
+    if let Some(setup) = &overlay_setup {
+        setup
+            .enable_relay(&client)
+            .map_err(|e| DaemonError::Provider(e.to_string()))?;
+    }
     let mut p2p_addrs: Vec<Multiaddr> = Vec::new();
     for addr in &r.settings.daemon.p2p.listen {
         let bound = client.listen(addr.clone()).await?;

@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -39,6 +39,7 @@ use crate::overlay::config::OverlayConfig;
 use crate::overlay::exchange;
 use crate::overlay::keys::JobKeys;
 use crate::overlay::network::{JobSetup, OverlayNetwork};
+use crate::overlay::node::OverlayNode;
 use crate::p2p::Client;
 
 /// Longest wait for every peer's hello in one dispatch try, then the engine retries.
@@ -127,20 +128,43 @@ struct Announced {
 /// [`OverlayNetwork::prepare`].
 pub struct OverlaySetup {
     network: OverlayNetwork,
+    node: Arc<OverlayNode>,
     config: OverlayConfig,
     port: u16,
     jobs: Mutex<HashMap<ChainJobId, Announced>>,
 }
 
 impl OverlaySetup {
-    /// The set-up for `network`, whose node's socket listens on `port`.
-    pub fn new(network: OverlayNetwork, config: OverlayConfig, port: u16) -> Self {
+    /// The set-up for `network` on `node`, whose socket listens on `port`.
+    pub fn new(
+        network: OverlayNetwork,
+        node: Arc<OverlayNode>,
+        config: OverlayConfig,
+        port: u16,
+    ) -> Self {
         Self {
             network,
+            node,
             config,
             port,
             jobs: Mutex::default(),
         }
+    }
+
+    /// Turns on the relay fallback over `p2p`'s streams (`[overlay] relay_fallback_s`): a
+    /// link with no direct handshake by then carries its datagrams over libp2p, through the
+    /// peer that sent the job's hello. Call once, after the swarm started.
+    ///
+    /// # Errors
+    /// [`OverlayError::Relay`](crate::overlay::OverlayError) when the relay protocol is taken.
+    pub fn enable_relay(&self, p2p: &Client) -> Result<(), crate::overlay::OverlayError> {
+        self.node
+            .set_relay(p2p.streams(), self.config.relay_fallback())
+    }
+
+    /// This node's links of `job` (direct, relayed or pending), for logs and status.
+    pub fn links(&self, job: &JobId) -> Vec<crate::overlay::router::LinkReport> {
+        self.node.links(job)
     }
 
     fn announced(&self, job: &ClusterPeers) -> Result<Announced, String> {
@@ -196,7 +220,7 @@ impl ClusterSetup for OverlaySetup {
             let hello = answers
                 .get(peer)
                 .ok_or_else(|| format!("rank {rank} ({peer}) sent no hello"))?;
-            let learned = exchange::learn_peer(
+            let mut learned = exchange::learn_peer(
                 hello,
                 job.job,
                 &plan,
@@ -205,6 +229,8 @@ impl ClusterSetup for OverlaySetup {
                 self.config.keepalive(),
             )
             .map_err(|e| format!("rank {rank} ({peer}): {e}"))?;
+            // The relay fallback reaches the peer through the node that sent its hello.
+            learned.peer.relay = Some(*peer);
             if learned.peer.addresses != [plan.addresses[*rank as usize]] {
                 return Err(format!(
                     "rank {rank} ({peer}) claims {:?}, the plan gives it {}",

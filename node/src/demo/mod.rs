@@ -5,7 +5,8 @@
 //! JSON-RPC, matched to two providers, assigned on-chain, dispatched into per-job pods on the
 //! WireGuard overlay (each provider's `node run`, see [`crate::daemon::overlay`]), attested
 //! and settled; then a summary: the timeline with block and slot per transaction, fees, rank
-//! checksums, pinned CIDs, payments and the issue's numbers.
+//! checksums, pinned CIDs, payments, the issue's numbers and `audit verify` of the job
+//! ([`audit_step`]).
 //!
 //! - [`deploy`]: the validator published as a reference script on the devnet.
 //! - [`cluster`]: the node processes (configs written by [`crate::daemon::devnet`]).
@@ -16,8 +17,7 @@
 //! container runs; the job expires at its deadline, [`LOSS_DEADLINE_MS`] after the lock).
 //!
 //! What the demo does not do yet (issue 11): network namespaces with NAT per provider (nodes
-//! share this host's network; [`NETWORK`] says so in the summary) and `audit verify`
-//! ([`audit_step`] is the hook; it reports the step as skipped).
+//! share this host's network; [`NETWORK`] says so in the summary).
 
 pub mod chainlog;
 pub mod cluster;
@@ -27,6 +27,7 @@ pub mod torch;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use ganglion_rpc::audit::AuditReport;
 use ganglion_rpc::types::{JobStatus, JobSubmitted};
 use ganglion_testnet::devnet::{self, DevnetConfig};
 use ganglion_testnet::genesis::Genesis;
@@ -244,8 +245,9 @@ pub struct Summary {
     pub artifacts: Vec<Artifacts>,
     /// The issue's numbers.
     pub numbers: Numbers,
-    /// What the audit step said.
-    pub audit: String,
+    /// `audit verify` of the job, asked from the orchestrator (JSON-RPC `audit_verify`): each
+    /// check re-derived from the chain and IPFS only.
+    pub audit: AuditReport,
     /// The timeline.
     pub timeline: Vec<Step>,
     /// From the lock submitted to the job's end (settled or expired) seen, seconds.
@@ -279,10 +281,21 @@ pub fn ensemble(image: &str, run_s: u32, deadline_ms: u64) -> Result<Ensemble, D
 /// NTX base units the demo's job locks.
 pub const BUDGET_NTX: u64 = 2_000_000;
 
-/// The audit step: `audit verify` on the job once that command exists (helper `audit`);
-/// until then it says so.
-pub async fn audit_step(_summary: &Summary) -> String {
-    "skipped: `ganglion audit verify` is not built yet".into()
+/// The audit step: `audit verify` of `job_id` on the orchestrator node (JSON-RPC
+/// `audit_verify`, the same as `ganglion audit verify`), which fetches missing result and log
+/// blocks from the providers over bitswap.
+///
+/// # Errors
+/// [`DemoError::Rpc`] when the call fails (a failing check is in the report, not an error).
+pub async fn audit_step(
+    cluster: &cluster::Cluster,
+    job_id: &str,
+) -> Result<AuditReport, DemoError> {
+    cluster
+        .orchestrator_rpc()?
+        .request("audit_verify", rpc_params![job_id])
+        .await
+        .map_err(rpc_err)
 }
 
 fn rpc_err(e: impl std::fmt::Display) -> DemoError {
@@ -566,7 +579,8 @@ pub async fn run(
         .then(|| !ranks.is_empty() && ranks.iter().all(|r| r.checksum == ranks[0].checksum));
     // Block steps carry the block's own time, which may precede a step printed before it.
     timeline.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
-    let mut summary = Summary {
+    let audit = audit_step(&cluster, &sub.job_id).await?;
+    let summary = Summary {
         job_id: sub.job_id,
         workload: opts.workload,
         scenario: opts.scenario,
@@ -579,12 +593,11 @@ pub async fn run(
         checksums_agree,
         artifacts,
         numbers,
-        audit: String::new(),
+        audit,
         timeline,
         lock_to_end_s,
         dir: opts.dir.clone(),
     };
-    summary.audit = audit_step(&summary).await;
     Ok((summary, cluster, handle))
 }
 

@@ -9,8 +9,9 @@
 //! `recover`: for each unfinished job in the table, the labelled containers are adopted
 //! (still running: supervised to the end, also when the crash came before `Running` was
 //! recorded) or collected (exited). A job none of whose containers ever started (the crash fell
-//! in its set-up) has its set-up undone and is run from the beginning: it never ran, so this is
-//! its first start. Failed cleanups are retried. No container is ever started twice.
+//! in its set-up) has its set-up undone and is forgotten, so its dispatcher runs it again: it
+//! never ran, so that is its first start. Failed cleanups are retried. No container is ever
+//! started twice.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -665,7 +666,7 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
         let mut reports = vec![];
         for mut record in self.table.all()? {
             let t0 = Instant::now();
-            let Some(active) = Active::claim(&self.active, &record.plan.job) else {
+            let Some(_active) = Active::claim(&self.active, &record.plan.job) else {
                 continue; // supervised by a `run` of this process
             };
             if record.phase.is_terminal() {
@@ -717,10 +718,13 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
                     reports.push(report);
                 }
                 _ => {
-                    // Caught in its set-up, nothing started: undo the set-up and run the job
-                    // from the beginning (its first start; `run` records it anew).
-                    tracing::info!(job = %record.plan.job, "set-up interrupted by a crash: running the job afresh");
-                    if !self.cleanup(&record).await {
+                    // Caught in its set-up, nothing started: undo the set-up and forget the
+                    // job, so that its dispatcher runs it again as its first start (after
+                    // whatever must precede it, e.g. the overlay's key exchange).
+                    tracing::info!(job = %record.plan.job, "set-up interrupted by a crash: undone, to be dispatched again");
+                    if self.cleanup(&record).await {
+                        self.table.remove(&record.plan.job)?;
+                    } else {
                         // The engine would not remove the set-up: give up on the job.
                         reports.push(
                             self.finish(
@@ -734,11 +738,7 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
                             )
                             .await?,
                         );
-                        continue;
                     }
-                    self.table.remove(&record.plan.job)?;
-                    drop(active);
-                    reports.push(self.run_inner(record.plan).await?);
                 }
             }
         }

@@ -197,10 +197,32 @@ fn openrpc_document_lists_exactly_the_served_methods() {
         "network = \"devnet\"\ndata_dir = \"/nonexistent/ganglion-openrpc\"",
     )
     .expect("settings");
-    // No key and an unreachable data dir are fine: only the method list is read.
+    // No key and an unreachable data dir are fine: only the method list is read. The
+    // namespaces are attached as `node run` attaches them (audit over an empty index).
+    let watch = ganglion_indexer::watch::Watch {
+        script_hash: [0; 28],
+        params: ganglion_contracts::params::Params {
+            ntx: ganglion_contracts::params::AssetClass {
+                policy: [0; 28],
+                name: b"NTX".to_vec(),
+            },
+            min_bond_per_gpu: 1,
+            unbonding_delay_ms: 1,
+            slash_bps: 1,
+        },
+    };
+    let indexer = std::sync::Arc::new(ganglion_indexer::Indexer::new(
+        ganglion_indexer::store::MemoryKv::new(),
+        watch,
+        10,
+    ));
+    let blocks: std::sync::Arc<dyn ganglion_storage::blockstore::Blockstore> =
+        std::sync::Arc::new(ganglion_storage::blockstore::MemoryBlockstore::new());
     let api = Api::new(s);
     let module = match api {
-        Ok(a) => a.into_module(),
+        Ok(a) => a
+            .with_audit(ganglion_node::audit::rpc::AuditRpc::new(indexer, blocks))
+            .into_module(),
         Err(e) => panic!("api: {e}"),
     };
     let served: Vec<String> = ganglion_rpc::server::method_names(&module)
