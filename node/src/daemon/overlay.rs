@@ -1,5 +1,5 @@
 //! The per-job overlay in `ganglion node run` (issue 9, DESIGN §6): a provider binds one
-//! [`OverlayNode`](crate::overlay::node::OverlayNode) (`[overlay] listen_port`), gives its
+//! [`OverlayNode`] (`[overlay] listen_port`), gives its
 //! Docker executor an [`OverlayNetwork`] (owner = its peer id), sweeps orphaned pods at
 //! start, and before each dispatch runs the
 //! p2p `cluster` exchange with exactly the job's other assigned providers ([`OverlaySetup`],
