@@ -6,8 +6,9 @@
 //! - none paid twice: NTX is conserved between the orchestrator and the providers (what the
 //!   providers gained is exactly what the orchestrator lost, so no second lock or payment
 //!   happened), and every provider that ran a rank was paid;
-//! - no container orphaned: one container per rank was created (no double dispatch) and none of
-//!   the job's containers is left once the providers' records say `paid`.
+//! - no container orphaned: one container per rank was started (no double dispatch; a set-up
+//!   interrupted before its start is undone and made again) and none of the job's containers
+//!   is left once the providers' records say `paid`.
 //!
 //! The points come from a seeded RNG (`GANGLION_CRASH_SEED`, default below) and are printed,
 //! so a failing point can be replayed alone with `GANGLION_CRASH_POINTS=<first>..<end>`.
@@ -23,7 +24,7 @@ use jsonrpsee::rpc_params;
 use rand::{Rng, SeedableRng};
 
 use super::support::{dev_key, hash_of, wait_for};
-use super::{Network, containers_created, containers_named, http, start};
+use super::{Network, container_events, containers_named, http, start};
 
 /// The default seed of the kill points.
 const SEED: u64 = 0x6761_6e67_6c69;
@@ -241,18 +242,20 @@ async fn kill_9_at_20_seeded_points_loses_no_job_pays_once_and_orphans_no_contai
         );
 
         let prefix = format!("ganglion-{}", &id[..40]);
-        // Workload containers end in `-r<rank>`; pod sandboxes (`-pod-<rank>`) are the overlay's
-        // and may be made again by a restarted provider before its rank's first start.
-        let (mut workloads, pods): (Vec<String>, Vec<String>) = containers_created(since, &prefix)
-            .into_iter()
-            .partition(|n| !n.contains("-pod-"));
+        // Starts, not creations: a set-up a crash interrupted before any start is undone and
+        // made again. Workload containers end in `-r<rank>`; pod sandboxes (`-pod-<rank>`) are
+        // the overlay's and may be made again by a restarted provider.
+        let (mut workloads, pods): (Vec<String>, Vec<String>) =
+            container_events(since, &prefix, "start")
+                .into_iter()
+                .partition(|n| !n.contains("-pod-"));
         let n = workloads.len();
         workloads.sort();
         workloads.dedup();
         assert_eq!(
             (n, workloads.len()),
             (2, 2),
-            "point {i}: one container per rank, none dispatched twice: {workloads:?} (pods {pods:?})"
+            "point {i}: one container started per rank, none twice: {workloads:?} (pods {pods:?})"
         );
         wait_for("the job's containers removed", || async {
             containers_named(&prefix).is_empty().then_some(())

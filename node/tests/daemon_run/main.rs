@@ -250,6 +250,12 @@ impl Network {
 /// Names of the containers created on this Docker host since `since` (POSIX s) whose name
 /// starts with `prefix`, one entry per `create` event (Docker's event log, via the CLI).
 fn containers_created(since: u64, prefix: &str) -> Vec<String> {
+    container_events(since, prefix, "create")
+}
+
+/// Names of the containers with a Docker `event` (`create`, `start`, …) since `since` (POSIX s)
+/// whose name starts with `prefix`, one entry per event (Docker's event log, via the CLI).
+fn container_events(since: u64, prefix: &str, event: &str) -> Vec<String> {
     let until = ganglion_node::p2p::now_ms() / 1000 + 1;
     let out = std::process::Command::new("docker")
         .args([
@@ -261,7 +267,7 @@ fn containers_created(since: u64, prefix: &str) -> Vec<String> {
             "--filter",
             "type=container",
             "--filter",
-            "event=create",
+            &format!("event={event}"),
             "--format",
             "{{.Actor.Attributes.name}}",
         ])
