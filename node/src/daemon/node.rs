@@ -372,7 +372,12 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
         });
     }
 
-    // The swarm.
+    // The swarm, with the job store's attestation log.
+    let store = JobStore::open(&r.dir.root().join("jobs.sled"))
+        .map_err(|e| DaemonError::Engine(crate::job::EngineError::Store(e)))?;
+    let attestation_log = store
+        .attestation_log()
+        .map_err(|e| DaemonError::Engine(crate::job::EngineError::Store(e)))?;
     let bonds = p2p::bonds::snapshot(&r.indexer)?;
     let (client, event_loop, events) = p2p::new(
         r.libp2p_key.clone(),
@@ -382,6 +387,7 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
             bootstrap: r.settings.daemon.p2p.bootstrap.clone(),
             blockstore: Some(BitswapStore::new(blocks.clone() as Arc<dyn Blockstore>)),
             autonat_only_global_ips: r.preset.network != Network::Devnet,
+            attestation_log: Some(attestation_log),
             ..p2p::Config::default()
         },
         bonds,
@@ -407,8 +413,7 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
     // The engine and the RPC server.
     let engine = Engine::start(
         Parts {
-            store: JobStore::open(&r.dir.root().join("jobs.sled"))
-                .map_err(|e| DaemonError::Engine(crate::job::EngineError::Store(e)))?,
+            store,
             indexer: r.indexer.clone(),
             p2p: client.clone(),
             p2p_events: events,

@@ -200,6 +200,18 @@ impl JobStore {
         })
     }
 
+    /// The log the p2p layer keeps received attestations in, in this store's database (one
+    /// sled database per data dir: sled allows one opener per path).
+    ///
+    /// # Errors
+    /// [`StoreError::Sled`].
+    pub fn attestation_log(&self) -> Result<crate::p2p::attestations::AttestationLog, StoreError> {
+        crate::p2p::attestations::AttestationLog::open(&self.db).map_err(|e| match e {
+            crate::p2p::attestations::LogError::Sled(e) => StoreError::Sled(e),
+            crate::p2p::attestations::LogError::Decode(e) => StoreError::from(e),
+        })
+    }
+
     fn tree<R: Role>(&self) -> Result<sled::Tree, StoreError> {
         Ok(self.db.open_tree(R::NAME)?)
     }

@@ -1,12 +1,11 @@
 //! The event loop: sole owner of the [`Swarm`]; selects over swarm events, client commands and
 //! the market prune timer.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use futures::StreamExt;
 use ganglion_contracts::datum::JobId;
-use ganglion_contracts::params::KeyHash;
 use libp2p::gossipsub::{self, MessageAcceptance};
 use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport};
 use libp2p::swarm::dial_opts::DialOpts;
@@ -17,6 +16,7 @@ use libp2p::{
 };
 use tokio::sync::{mpsc, oneshot};
 
+use super::attestations::AttestationBook;
 use super::behaviour::{Behaviour, BehaviourEvent};
 use super::bitswap::DagFetches;
 use super::client::Command;
@@ -28,7 +28,7 @@ use super::protocols::{
 };
 use super::provider::{Provider, ProviderConfig};
 use super::rtt::RttMatrix;
-use super::{Config, Error, Event, INVALID_OFFER_WEIGHT, MAX_ATTEST_JOBS, MAX_CLUSTER_JOBS};
+use super::{Config, Error, Event, INVALID_OFFER_WEIGHT, MAX_CLUSTER_JOBS};
 
 type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
@@ -209,8 +209,7 @@ pub struct EventLoop {
     clusters: HashMap<JobId, (ClusterHello, HashSet<PeerId>)>,
     /// Our address as each connected peer observed it (identify).
     observed: HashMap<PeerId, Multiaddr>,
-    attestations: HashMap<JobId, HashMap<KeyHash, AttestMessage>>,
-    attestation_order: VecDeque<JobId>,
+    attestations: AttestationBook,
     fetches: DagFetches,
     pending_find: HashMap<kad::QueryId, (PeerId, oneshot::Sender<Vec<Multiaddr>>)>,
 }
@@ -227,6 +226,7 @@ impl EventLoop {
         let topic = protocols::offer_topic(config.network_magic);
         swarm.behaviour_mut().gossipsub.subscribe(&topic)?;
         let fetches = DagFetches::new(config.blockstore.as_ref().map(|b| b.store().clone()));
+        let attestations = AttestationBook::open(config.attestation_log.clone())?;
         Ok(Self {
             swarm,
             limiter: RateLimiter::new(config.inbound_burst, config.inbound_per_second),
@@ -246,8 +246,7 @@ impl EventLoop {
             pending_attest: HashMap::new(),
             clusters: HashMap::new(),
             observed: HashMap::new(),
-            attestations: HashMap::new(),
-            attestation_order: VecDeque::new(),
+            attestations,
             fetches,
             pending_find: HashMap::new(),
         })
@@ -467,12 +466,7 @@ impl EventLoop {
                 self.fetches.start(root, reply, bitswap, Instant::now());
             }
             Command::Attestations(job, reply) => {
-                let list = self
-                    .attestations
-                    .get(&job)
-                    .map(|m| m.values().cloned().collect())
-                    .unwrap_or_default();
-                let _ = reply.send(list);
+                let _ = reply.send(self.attestations.of(&job));
             }
         }
     }
@@ -783,7 +777,11 @@ impl EventLoop {
                 AttestResponse::RateLimited
             } else if self.verify_attestation(&request) {
                 let (job_id, provider) = (request.job_id, request.provider);
-                self.store_attestation(request);
+                if let Err(e) = self.attestations.store(request) {
+                    // No answer: the provider sees the request fail and sends it again.
+                    tracing::error!(%job_id, error = %e, "attestation not stored");
+                    return;
+                }
                 self.emit(Event::AttestationStored {
                     peer,
                     job_id,
@@ -812,21 +810,6 @@ impl EventLoop {
         self.bonds
             .attest_keys_of(&msg.provider)
             .any(|k| ganglion_contracts::signed::verify(k, &bytes, &msg.signature).is_ok())
-    }
-
-    fn store_attestation(&mut self, msg: AttestMessage) {
-        if !self.attestations.contains_key(&msg.job_id) {
-            if self.attestation_order.len() >= MAX_ATTEST_JOBS
-                && let Some(old) = self.attestation_order.pop_front()
-            {
-                self.attestations.remove(&old);
-            }
-            self.attestation_order.push_back(msg.job_id);
-        }
-        self.attestations
-            .entry(msg.job_id)
-            .or_default()
-            .insert(msg.provider, msg);
     }
 }
 

@@ -49,6 +49,7 @@
 //! (accept policy, reservations), [`rtt`](crate::p2p::rtt) (latency matrix), [`limits`](crate::p2p::limits) (rate limits),
 //! [`identity`](crate::p2p::identity) (the node key in the data dir).
 
+pub mod attestations;
 pub mod behaviour;
 pub mod bitswap;
 pub mod bonds;
@@ -124,6 +125,9 @@ pub struct Config {
     pub blockstore: Option<ganglion_storage::bitswap::BitswapStore>,
     /// A DAG fetch fails when no block arrived for this long (default 30 s).
     pub fetch_timeout: Duration,
+    /// Where received attestations are kept across restarts (default none: in memory only, so
+    /// a restarted orchestrator would need the providers to attest again).
+    pub attestation_log: Option<attestations::AttestationLog>,
     /// AutoNAT v1: answer other peers' dial-back probes (default off: serving is opt-in, as it
     /// makes this node dial addresses others name). The client side always runs.
     pub autonat_server: bool,
@@ -155,6 +159,7 @@ impl Default for Config {
             clock: now_ms,
             blockstore: None,
             fetch_timeout: Duration::from_secs(30),
+            attestation_log: None,
             autonat_server: false,
             autonat_only_global_ips: true,
             autonat_boot_delay: Duration::from_secs(15),
@@ -202,6 +207,9 @@ pub enum Error {
     /// The event loop has stopped.
     #[error("the p2p event loop has stopped")]
     Stopped,
+    /// Reading the received attestations from [`Config::attestation_log`] failed.
+    #[error("{0}")]
+    AttestationLog(#[from] attestations::LogError),
     /// Reading or writing the node key.
     #[error("node key {path}: {source}")]
     Key {
