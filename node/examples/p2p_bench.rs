@@ -64,6 +64,7 @@ fn offer(id: &Id, issued_ms: u64) -> SignedOffer {
             max_job_duration_s: None,
             max_job_nodes: None,
             gpus: vec![],
+            direct_capable: false,
         },
         issued_ms,
         expires_ms: issued_ms + 600_000,

@@ -146,6 +146,7 @@ fn offer_body(id: &Ident, now_ms: u64, ttl_ms: u64) -> OfferBody {
             max_job_duration_s: None,
             max_job_nodes: None,
             gpus: vec![],
+            direct_capable: false,
         },
         issued_ms: now_ms,
         expires_ms: now_ms + ttl_ms,

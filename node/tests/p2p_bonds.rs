@@ -50,6 +50,7 @@ fn offer(h: &Harness, i: usize, peer: PeerId, now_ms: u64) -> OfferBody {
             max_job_duration_s: None,
             max_job_nodes: None,
             gpus: vec![],
+            direct_capable: false,
         },
         issued_ms: now_ms,
         expires_ms: now_ms + 60_000,

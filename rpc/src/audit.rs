@@ -168,6 +168,10 @@ pub struct MarketOffer {
     pub price_per_gpu_hour: u64,
     /// Benchmark score.
     pub score: u32,
+    /// Reachable without a relay (declared, or a public address AutoNAT confirmed); the
+    /// matcher prefers such providers at equal price and score.
+    #[serde(default)]
+    pub direct_capable: bool,
     /// GPUs by model.
     pub gpus: Vec<OfferGpus>,
     /// Listen multiaddrs.

@@ -234,6 +234,7 @@ pub fn offer(o: &SignedOffer) -> MarketOffer {
         bond_gpus: b.market.bond_gpus,
         price_per_gpu_hour: b.market.price_per_gpu_hour,
         score: b.market.score,
+        direct_capable: b.market.direct_capable,
         gpus: b
             .market
             .gpus

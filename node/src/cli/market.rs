@@ -29,12 +29,17 @@ pub fn print_offers(offers: &[MarketOffer], json: bool) -> anyhow::Result<()> {
         let free: u32 = o.gpus.iter().map(|g| g.free).sum();
         let models: Vec<_> = o.gpus.iter().map(|g| g.model.as_str()).collect();
         println!(
-            "{} {} free GPUs ({}) at {} NTX/GPU-h, score {}, bond {} ({} GPUs), peer {}",
+            "{} {} free GPUs ({}) at {} NTX/GPU-h, score {}, {}, bond {} ({} GPUs), peer {}",
             o.provider,
             free,
             models.join(", "),
             o.price_per_gpu_hour,
             o.score,
+            if o.direct_capable {
+                "direct"
+            } else {
+                "relay-only"
+            },
             o.bond,
             o.bond_gpus,
             o.peer_id

@@ -314,6 +314,7 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
                 bond_gpus: u32::try_from(stake / min).unwrap_or(u32::MAX),
                 score: DECLARED_SCORE,
                 uplink_mbps: UPLINK_MBPS,
+                direct_capable: r.settings.node.overlay.direct,
             },
             &pooled,
             &[],

@@ -122,6 +122,18 @@ pub(crate) fn on_p2p_event<S: Kv, E: Executor>(ctx: &Ctx<S, E>, event: crate::p2
     }
 }
 
+/// The offer as published: [`with_busy`], and direct-capable when declared so or when AutoNAT
+/// confirmed a public address (`nat`; `None` = the swarm did not answer).
+pub fn advertised(
+    offer: &MarketOffer,
+    busy: u64,
+    nat: Option<&libp2p::autonat::NatStatus>,
+) -> MarketOffer {
+    let mut o = with_busy(offer, busy);
+    o.direct_capable |= matches!(nat, Some(libp2p::autonat::NatStatus::Public(_)));
+    o
+}
+
 /// `offer` with `busy` GPUs taken out of its free counts, first group first.
 pub fn with_busy(offer: &MarketOffer, busy: u64) -> MarketOffer {
     let mut o = offer.clone();
@@ -182,12 +194,13 @@ pub(crate) async fn publish_offer<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
     if let Err(e) = ctx.p2p.sync_provider(busy, running, tracked).await {
         tracing::debug!(error = %e, "provider side not synced");
     }
+    let nat = ctx.p2p.nat_status().await.ok();
     let body = OfferBody {
         network_magic: ctx.chain_magic(),
         bond: side.bond,
         peer_id: side.peer_id.to_bytes(),
         addrs: vec![],
-        market: with_busy(&side.offer, busy),
+        market: advertised(&side.offer, busy, nat.as_ref()),
         issued_ms: now,
         expires_ms: now + ctx.config.offer_ttl_ms,
     };
@@ -656,7 +669,26 @@ mod tests {
                     declared: true,
                 })
                 .collect(),
+            direct_capable: false,
         }
+    }
+
+    #[test]
+    fn an_offer_is_direct_capable_when_declared_or_autonat_finds_a_public_address() {
+        use libp2p::autonat::NatStatus;
+        let public = NatStatus::Public("/ip4/203.0.113.7/tcp/4001".parse().expect("addr"));
+        let behind_nat = NatStatus::Private;
+        let relay_only = offer(&[2]);
+        assert!(!advertised(&relay_only, 0, None).direct_capable);
+        assert!(!advertised(&relay_only, 0, Some(&behind_nat)).direct_capable);
+        assert!(!advertised(&relay_only, 0, Some(&NatStatus::Unknown)).direct_capable);
+        assert!(advertised(&relay_only, 0, Some(&public)).direct_capable);
+        let declared = MarketOffer {
+            direct_capable: true,
+            ..offer(&[2])
+        };
+        assert!(advertised(&declared, 0, Some(&behind_nat)).direct_capable);
+        assert_eq!(advertised(&declared, 1, None).gpus[0].free, 1);
     }
 
     #[test]

@@ -240,6 +240,8 @@ pub struct OfferTerms {
     pub score: u32,
     /// Advertised uplink, Mbit/s.
     pub uplink_mbps: u32,
+    /// Declared reachable without a relay ([`Offer::direct_capable`]).
+    pub direct_capable: bool,
 }
 
 impl ProviderLimits {
@@ -291,6 +293,7 @@ impl ProviderLimits {
             max_job_duration_s: self.max_job_duration_s,
             max_job_nodes: self.max_job_nodes,
             gpus,
+            direct_capable: terms.direct_capable,
         }
     }
 }
@@ -518,8 +521,10 @@ deadline_ms: 99999999999999
             bond_gpus: 16,
             score: 420,
             uplink_mbps: 10_000,
+            direct_capable: true,
         };
         let o = limits().offer(terms, &pooled, &["GPU-1".to_string()]);
+        assert!(o.direct_capable, "the declared reachability is advertised");
         assert_eq!(o.price_per_gpu_hour, 1_500_000);
         assert_eq!(
             (o.max_job_duration_s, o.max_job_nodes),

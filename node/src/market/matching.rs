@@ -7,7 +7,9 @@
 //! 2. total price, NTX base units per hour (Σ gpus × rate),
 //! 3. GPU-weighted score, highest first (Σ gpus × score),
 //! 4. the ranks of the chosen providers, ascending, compared lexicographically (a provider's
-//!    rank is its position in the snapshot's order: price ↑, score ↓, key hash ↑).
+//!    rank is its position in the snapshot's order: price ↑, score ↓, direct-capable first,
+//!    key hash ↑) — so among otherwise equal plans the one with providers reachable without a
+//!    relay wins (issue 9: "the matcher can prefer direct-capable providers").
 //!
 //! Key 4 makes the answer a function of the inputs alone, so every node computes the same plan.
 //!

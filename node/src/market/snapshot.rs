@@ -2,7 +2,8 @@
 //!
 //! Built from gossip offers (DESIGN §5) whose bond the indexer confirmed, and from the ping
 //! RTTs between providers. Building sorts providers into *rank order* — price per GPU-hour
-//! ascending, score descending, provider key hash ascending — interns identical GPU models, and
+//! ascending, score descending, direct-capable ([`Offer::direct_capable`]) before relay-only,
+//! provider key hash ascending — interns identical GPU models, and
 //! turns the RTT samples into per-provider neighbour lists sorted by rank. The matcher then never
 //! allocates anything proportional to the market.
 
@@ -64,6 +65,13 @@ pub struct Offer {
     pub max_job_nodes: Option<u32>,
     /// GPUs by model.
     pub gpus: Vec<OfferedGpus>,
+    /// Reachable without a relay: AutoNAT confirmed a public address, or the operator declared
+    /// it (`[overlay] direct = true`: a public IP or a forwarded WireGuard port). Overlay links
+    /// to such a provider go direct; between two providers that are both behind NATs they may
+    /// need the libp2p relay (DESIGN §6). At equal price and score the matcher ranks these
+    /// providers first. Absent in older offers = false.
+    #[serde(default)]
+    pub direct_capable: bool,
 }
 
 /// A measured round trip between two providers (libp2p ping), µs. Symmetric: if both directions
@@ -188,12 +196,13 @@ impl MarketSnapshot {
             .map(|l| l.provider)
             .collect();
         let mut order: Vec<&Offer> = offers.iter().collect();
-        order.sort_by(|x, y| {
-            (x.price_per_gpu_hour, std::cmp::Reverse(x.score), x.provider).cmp(&(
-                y.price_per_gpu_hour,
-                std::cmp::Reverse(y.score),
-                y.provider,
-            ))
+        order.sort_by_key(|o| {
+            (
+                o.price_per_gpu_hour,
+                std::cmp::Reverse(o.score),
+                std::cmp::Reverse(o.direct_capable),
+                o.provider,
+            )
         });
         if let Some(w) = order.windows(2).find(|w| w[0].provider == w[1].provider) {
             return Err(SnapshotError::DuplicateProvider(w[0].provider));

@@ -209,6 +209,8 @@ pub fn market(n: u32, seed: u64) -> (Vec<Offer>, Vec<RttSample>) {
             max_job_duration_s: if rng.chance(10) { Some(3600) } else { None },
             max_job_nodes: if rng.chance(10) { Some(1) } else { None },
             gpus,
+            // Two in three reachable without a relay; no draw, so the RNG stream is unchanged.
+            direct_capable: i % 3 != 0,
         });
     }
     let mut rtts = Vec::new();

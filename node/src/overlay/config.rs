@@ -10,6 +10,7 @@
 //! mtu = 1420                    # bytes, the TUN inside each pod
 //! keepalive_s = 25              # seconds between keepalives behind NAT (0 = off)
 //! relay_fallback_s = 10         # seconds without a handshake before the relay is used
+//! direct = false                # true: this host's UDP port is reachable from the internet
 //! ```
 
 use ipnet::Ipv4Net;
@@ -47,6 +48,11 @@ pub struct OverlayConfig {
     /// Seconds without a direct handshake before a link falls back to the libp2p relay;
     /// default 10 (see [`super::router`] and [`super::node::OverlayNode::set_relay`]).
     pub relay_fallback_s: u16,
+    /// Declares the node reachable without a relay (a public IP, or `listen_port` forwarded
+    /// to it); default false, and then AutoNAT decides (a confirmed public address counts).
+    /// A provider advertises the result in its offer (`direct_capable`), which the matcher
+    /// prefers at equal price and score.
+    pub direct: bool,
 }
 
 impl Default for OverlayConfig {
@@ -59,6 +65,7 @@ impl Default for OverlayConfig {
             mtu: OVERLAY_MTU,
             keepalive_s: 25,
             relay_fallback_s: 10,
+            direct: false,
         }
     }
 }

@@ -386,6 +386,7 @@ mod tests {
                 max_job_duration_s: None,
                 max_job_nodes: None,
                 gpus: vec![],
+                direct_capable: false,
             },
             issued_ms: 1_000,
             expires_ms: 61_000,

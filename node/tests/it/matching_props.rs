@@ -23,9 +23,10 @@ fn arb_offer(i: u8) -> impl Strategy<Value = Offer> {
         prop::bool::ANY,
         prop::option::of(1u32..=3),
         prop::option::of(prop::sample::select(vec![60u64, 7200])),
+        prop::bool::ANY,
     )
         .prop_map(
-            move |(groups, bond, price, score, fast, nodes, dur)| Offer {
+            move |(groups, bond, price, score, fast, nodes, dur, direct)| Offer {
                 provider: id(i),
                 bond_gpus: bond,
                 price_per_gpu_hour: price,
@@ -41,6 +42,7 @@ fn arb_offer(i: u8) -> impl Strategy<Value = Offer> {
                         declared: false,
                     })
                     .collect(),
+                direct_capable: direct,
             },
         )
 }
@@ -173,7 +175,12 @@ fn brute_force(offers: &[Offer], rtts: &[RttSample], r: &Requirements) -> Option
     let mut order: Vec<usize> = (0..offers.len()).collect();
     order.sort_by_key(|&i| {
         let o = &offers[i];
-        (o.price_per_gpu_hour, Reverse(o.score), o.provider)
+        (
+            o.price_per_gpu_hour,
+            Reverse(o.score),
+            Reverse(o.direct_capable),
+            o.provider,
+        )
     });
     let rank: HashMap<usize, u32> = order
         .iter()

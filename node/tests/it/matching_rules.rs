@@ -57,6 +57,7 @@ pub fn offer(i: u8, model: GpuModel, free: u32, price: u64) -> Offer {
             free,
             declared: false,
         }],
+        direct_capable: false,
     }
 }
 
@@ -107,6 +108,52 @@ fn one_machine_preferred_over_cheaper_split() {
     );
     let plan = match_gang(&req(4), &m).expect("fits");
     assert_eq!(providers(&plan), vec![(3, 4)]);
+}
+
+#[test]
+fn direct_capable_providers_win_ties_but_never_beat_price_or_machine_count() {
+    let direct = |i, free, price| Offer {
+        direct_capable: true,
+        ..offer(i, rtx3090(), free, price)
+    };
+    // Equal price and score: the relay-only providers 1 and 2 have the lower key hashes, yet
+    // the direct-capable 3 and 4 are chosen, alone and in a pair.
+    let m = snap(
+        &[
+            offer(1, rtx3090(), 2, 10),
+            offer(2, rtx3090(), 2, 10),
+            direct(3, 2, 10),
+            direct(4, 2, 10),
+        ],
+        &[rtt(1, 2, 1), rtt(3, 4, 1), rtt(1, 3, 1)],
+    );
+    assert_eq!(
+        providers(&match_gang(&req(2), &m).expect("fits")),
+        vec![(3, 2)]
+    );
+    assert_eq!(
+        providers(&match_gang(&req(4), &m).expect("fits")),
+        vec![(3, 2), (4, 2)]
+    );
+    // A cheaper relay-only provider still wins over a direct-capable one.
+    let m = snap(&[offer(1, rtx3090(), 2, 9), direct(2, 2, 10)], &[]);
+    assert_eq!(
+        providers(&match_gang(&req(2), &m).expect("fits")),
+        vec![(1, 2)]
+    );
+    // One relay-only machine still beats two direct-capable ones.
+    let m = snap(
+        &[
+            offer(1, rtx3090(), 4, 10),
+            direct(2, 2, 10),
+            direct(3, 2, 10),
+        ],
+        &[rtt(2, 3, 1)],
+    );
+    assert_eq!(
+        providers(&match_gang(&req(4), &m).expect("fits")),
+        vec![(1, 4)]
+    );
 }
 
 #[test]

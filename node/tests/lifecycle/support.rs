@@ -659,6 +659,7 @@ pub async fn provider_with(
                 free: 1,
                 declared: true,
             }],
+            direct_capable: false,
         },
         reservation_ttl_ms,
     };
