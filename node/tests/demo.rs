@@ -4,6 +4,8 @@
 //! (smoke and torch workloads), or to expiry when a provider is killed mid-job
 //! (`--scenario provider-loss`). Docker is required (the providers run the containers); the
 //! torch run needs root (the per-job overlay's TUNs) and builds the torch image on first use.
+//! As root the torch and provider-loss runs put each provider in its own network namespace
+//! behind its own NAT (the default `--network auto`); the smoke run stays on loopback.
 
 use std::process::Command;
 
@@ -73,6 +75,30 @@ fn audit_passes(s: &serde_json::Value) {
     }
 }
 
+/// As root the providers ran behind their own NATs (the default `--network auto`), and the
+/// demo deleted its namespaces when it ended.
+fn ran_behind_nat_and_cleaned_up(s: &serde_json::Value) {
+    let network = s["network"].as_str().expect("network");
+    assert!(
+        network.starts_with("NAT:"),
+        "not behind NAT as root: {network}"
+    );
+    let slot = network
+        .split("gdm")
+        .nth(1)
+        .and_then(|r| r.split('-').next())
+        .expect("the namespaces' slot in the summary");
+    let left = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    let left = String::from_utf8_lossy(&left.stdout);
+    assert!(
+        !left.contains(&format!("gdm{slot}-")),
+        "namespaces left behind: {left}"
+    );
+}
+
 /// Every transaction landed in a block with a fee, and the job's fees stay within the issue's
 /// 1.2 ADA.
 fn fees_within_target(s: &serde_json::Value) {
@@ -101,6 +127,7 @@ fn the_devnet_demo_trains_torch_ddp_across_two_providers_and_settles() {
     let (s, stderr) = demo(&["--workload", "torch"]);
     assert_eq!(s["state"], "settled", "{s}");
     audit_passes(&s);
+    ran_behind_nat_and_cleaned_up(&s);
     assert_eq!(kinds(&s), ["lock", "assign", "settle"]);
     let paid = paid(&s);
     assert_eq!(
@@ -157,6 +184,10 @@ fn the_devnet_demo_provider_loss_expires_pays_the_attested_and_slashes_the_defau
     ]);
     assert_eq!(s["state"], "expired", "{s}");
     audit_passes(&s);
+    // SAFETY: geteuid(2) has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        ran_behind_nat_and_cleaned_up(&s);
+    }
     assert_eq!(kinds(&s), ["lock", "assign", "expire"]);
     let paid = paid(&s);
     let killed: Vec<_> = paid.iter().filter(|(_, _, k)| *k).collect();
@@ -178,8 +209,23 @@ fn the_devnet_demo_provider_loss_expires_pays_the_attested_and_slashes_the_defau
 
 #[test]
 fn the_devnet_demo_settles_a_job_across_two_providers() {
-    let (s, stderr) = demo(&["--workload", "smoke", "--run-s", "2"]);
+    // Loopback on purpose: the NAT topology is covered by the two tests above.
+    let (s, stderr) = demo(&[
+        "--workload",
+        "smoke",
+        "--run-s",
+        "2",
+        "--network",
+        "loopback",
+    ]);
     assert_eq!(s["state"], "settled", "{s}");
+    assert!(
+        s["network"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("loopback")),
+        "{}",
+        s["network"]
+    );
     audit_passes(&s);
     fees_within_target(&s);
     let kinds: Vec<&str> = s["txs"]

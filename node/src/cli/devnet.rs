@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use ganglion_node::demo::{self, DemoOptions, Scenario, Summary, Workload};
+use ganglion_node::demo::{self, DemoNetwork, DemoOptions, Scenario, Summary, Workload};
 
 /// The embedded devnet and what runs on it.
 #[derive(Debug, clap::Args)]
@@ -31,6 +31,11 @@ pub enum Command {
         /// Seconds each smoke container runs.
         #[arg(long, default_value_t = 3)]
         run_s: u32,
+        /// `auto`: each provider in its own network namespace behind its own NAT where this
+        /// machine allows it (root, `ip`, `iptables`), else loopback (said in the summary);
+        /// `nat`: NAT or fail; `loopback`: every node on this host's loopback.
+        #[arg(long, value_enum, default_value = "auto")]
+        network: DemoNetwork,
         /// Folder for the devnet, the nodes' data dirs and logs (default: a new folder under
         /// /var/tmp, kept afterwards for inspection).
         #[arg(long)]
@@ -50,6 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         workload,
         scenario,
         run_s,
+        network,
         dir,
         keep,
         json,
@@ -67,6 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         workload,
         scenario,
         run_s,
+        network,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

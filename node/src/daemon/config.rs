@@ -5,6 +5,8 @@
 //! [p2p]
 //! listen = ["/ip4/0.0.0.0/tcp/7071"]          # multiaddrs; port 0 = any free port
 //! bootstrap = ["/ip4/10.0.0.5/tcp/7071/p2p/12D3KooW…"]   # peers dialled at start
+//! relay_server = false                         # serve as a circuit relay (public nodes)
+//! relay_via_bootstrap = false                  # behind a NAT: be reachable through them
 //!
 //! [bond]                                       # provider only: posted at start when the chain
 //! stake_ntx = 5000000                          # has no live bond for this key; NTX base units
@@ -35,6 +37,14 @@ pub struct P2pSection {
     /// Kademlia.
     #[serde(with = "multiaddrs")]
     pub bootstrap: Vec<Multiaddr>,
+    /// Serve as a circuit-relay v2 relay (default false): for a node with a public address.
+    /// Its bound listen addresses are then declared external (a relay only serves
+    /// reservations for a confirmed address), so list only reachable ones in `listen`.
+    pub relay_server: bool,
+    /// For a node behind a NAT (default false): reserve a relay slot on every bootstrap peer
+    /// and reach peers without a direct route through them; DCUtR then tries a direct
+    /// upgrade ([`crate::p2p::relayed`]). The bootstrap peers must run with `relay_server`.
+    pub relay_via_bootstrap: bool,
 }
 
 impl Default for P2pSection {
@@ -42,6 +52,8 @@ impl Default for P2pSection {
         Self {
             listen: vec!["/ip4/0.0.0.0/tcp/0".parse().expect("literal multiaddr")],
             bootstrap: Vec::new(),
+            relay_server: false,
+            relay_via_bootstrap: false,
         }
     }
 }

@@ -9,7 +9,8 @@
 //! let n2c = devnet.n2c_tcp_addr()?;
 //! let reference = deploy_validator(n2c, &params, PaymentKey::devnet(3).signing_key()).await?;
 //! let orch = DevnetNode { data_dir, n2c, payment_seed: 0, deployment: params.clone(),
-//!     reference, bootstrap: vec![], provider: None, settle_grace_ms: None };
+//!     reference, bootstrap: vec![], provider: None, settle_grace_ms: None,
+//!     net: Default::default() };
 //! let mut child = spawn(&ganglion_exe, &orch.write()?, &log)?;
 //! let info = wait_started(&mut child, &orch.data_dir, Duration::from_secs(60))?;
 //! // providers: bootstrap = info.p2p, provider = Some(DevnetProvider { .. });
@@ -164,6 +165,32 @@ pub struct DevnetNode {
     pub provider: Option<DevnetProvider>,
     /// `[engine] settle_grace_ms` (None = the engine's default).
     pub settle_grace_ms: Option<u64>,
+    /// Where it listens and whether it relays.
+    pub net: NodeNet,
+}
+
+/// How a devnet node is networked; the default is loopback, any free ports, no relaying.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeNet {
+    /// The IPv4 address the p2p swarm (TCP, any free port) and the JSON-RPC server bind.
+    pub ip: std::net::Ipv4Addr,
+    /// The JSON-RPC port (0 = any free port).
+    pub rpc_port: u16,
+    /// `[p2p] relay_server`: serve as a circuit relay.
+    pub relay_server: bool,
+    /// `[p2p] relay_via_bootstrap`: behind a NAT, be reached through the bootstrap relays.
+    pub relay_via_bootstrap: bool,
+}
+
+impl Default for NodeNet {
+    fn default() -> Self {
+        Self {
+            ip: std::net::Ipv4Addr::LOCALHOST,
+            rpc_port: 0,
+            relay_server: false,
+            relay_via_bootstrap: false,
+        }
+    }
 }
 
 fn quote(s: &str) -> String {
@@ -171,21 +198,22 @@ fn quote(s: &str) -> String {
 }
 
 impl DevnetNode {
-    /// The config file's text. Listens on loopback, any free port (p2p, RPC and, for a
-    /// provider, the overlay's UDP socket); confirmation
+    /// The config file's text. Listens on [`NodeNet`]'s address (p2p: any free port; RPC: its
+    /// port; for a provider, the overlay's UDP socket: any free port); confirmation
     /// depth 0 (the devnet forges only when a transaction is pending) and 10-slot validity
     /// windows.
     pub fn to_toml(&self) -> String {
         let p = &self.deployment;
         let mut t = format!(
             "network = \"devnet\"\ndata_dir = {}\n\n[chain]\nn2c = {}\n\n[rpc]\nlisten = \
-             \"127.0.0.1:0\"\n\n[deployment]\nntx = {{ policy = {}, name = {} }}\n\
+             {}\n\n[deployment]\nntx = {{ policy = {}, name = {} }}\n\
              min_bond_per_gpu = {}\nunbonding_delay_ms = {}\nslash_bps = {}\n\n[validator]\n\
              reference = {{ tx_hash = {}, index = {} }}\n\n[p2p]\nlisten = \
-             [\"/ip4/127.0.0.1/tcp/0\"]\nbootstrap = [{}]\n\n[engine]\nconfirmation_depth = 0\n\
+             [{}]\nbootstrap = [{}]\nrelay_server = {}\nrelay_via_bootstrap = {}\n\n[engine]\nconfirmation_depth = 0\n\
              poll_ms = 200\nvalidity_slots = 10\n",
             quote(&self.data_dir.display().to_string()),
             quote(&self.n2c.to_string()),
+            quote(&SocketAddr::from((self.net.ip, self.net.rpc_port)).to_string()),
             quote(&hex::encode(p.ntx.policy)),
             quote(&hex::encode(&p.ntx.name)),
             p.min_bond_per_gpu,
@@ -193,11 +221,14 @@ impl DevnetNode {
             p.slash_bps,
             quote(&hex::encode(self.reference.tx_hash)),
             self.reference.index,
+            quote(&format!("/ip4/{}/tcp/0", self.net.ip)),
             self.bootstrap
                 .iter()
                 .map(|b| quote(b))
                 .collect::<Vec<_>>()
                 .join(", "),
+            self.net.relay_server,
+            self.net.relay_via_bootstrap,
         );
         if let Some(ms) = self.settle_grace_ms {
             t.push_str(&format!("settle_grace_ms = {ms}\n"));
@@ -237,12 +268,33 @@ impl DevnetNode {
 /// # Errors
 /// I/O (the log file, the spawn).
 pub fn spawn(ganglion: &Path, config: &Path, log: &Path) -> io::Result<Child> {
+    spawn_in(None, ganglion, config, log)
+}
+
+/// [`spawn`] inside network namespace `netns` (`ip netns exec <netns>`, which execs the node:
+/// the child's pid is the node's) when given.
+///
+/// # Errors
+/// I/O (the log file, the spawn).
+pub fn spawn_in(
+    netns: Option<&str>,
+    ganglion: &Path,
+    config: &Path,
+    log: &Path,
+) -> io::Result<Child> {
     let out = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)?;
     let err = out.try_clone()?;
-    let mut cmd = Command::new(ganglion);
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(ganglion);
+            c
+        }
+        None => Command::new(ganglion),
+    };
     cmd.args(["node", "run", "--config"])
         .arg(config)
         .stdin(Stdio::null())
@@ -318,8 +370,24 @@ mod tests {
                 stake_ntx: 5_000_000,
             }),
             settle_grace_ms: Some(1_500),
+            net: NodeNet {
+                ip: "192.168.31.2".parse().expect("ip"),
+                rpc_port: 7070,
+                relay_server: false,
+                relay_via_bootstrap: true,
+            },
         };
         let s = Settings::from_toml(&node.to_toml()).expect("parses");
+        assert_eq!(s.daemon.rpc.listen.to_string(), "192.168.31.2:7070");
+        assert_eq!(
+            s.daemon.p2p.listen,
+            vec![
+                "/ip4/192.168.31.2/tcp/0"
+                    .parse::<libp2p::Multiaddr>()
+                    .expect("addr")
+            ]
+        );
+        assert!(s.daemon.p2p.relay_via_bootstrap && !s.daemon.p2p.relay_server);
         assert_eq!(s.daemon.data_dir.as_deref(), Some(node.data_dir.as_path()));
         assert_eq!(s.daemon.chain.n2c.as_deref(), Some("127.0.0.1:3001"));
         assert_eq!(s.daemon.deployment.as_ref(), Some(&node.deployment));
@@ -341,10 +409,13 @@ mod tests {
         let orch = DevnetNode {
             provider: None,
             settle_grace_ms: None,
+            net: Default::default(),
             ..node
         };
         let s = Settings::from_toml(&orch.to_toml()).expect("parses");
         assert!(s.node.provider.is_none() && s.daemon.bond.is_none());
+        assert!(s.daemon.rpc.listen.ip().is_loopback());
+        assert!(!s.daemon.p2p.relay_via_bootstrap && !s.daemon.p2p.relay_server);
         assert!(s.node.gpus.declared.is_empty());
     }
 }

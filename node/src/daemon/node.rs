@@ -386,6 +386,8 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
             network_magic: r.preset.magic,
             listen: vec![],
             bootstrap: r.settings.daemon.p2p.bootstrap.clone(),
+            relay_server: r.settings.daemon.p2p.relay_server,
+            relay_via_bootstrap: r.settings.daemon.p2p.relay_via_bootstrap,
             blockstore: Some(BitswapStore::new(blocks.clone() as Arc<dyn Blockstore>)),
             autonat_only_global_ips: r.preset.network != Network::Devnet,
             attestation_log: Some(attestation_log),
@@ -403,6 +405,10 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
     let mut p2p_addrs: Vec<Multiaddr> = Vec::new();
     for addr in &r.settings.daemon.p2p.listen {
         let bound = client.listen(addr.clone()).await?;
+        if r.settings.daemon.p2p.relay_server {
+            // The operator says these addresses are reachable: a relay needs one confirmed.
+            client.add_external_address(bound.clone()).await?;
+        }
         p2p_addrs.push(bound.with(Protocol::P2p(peer)));
     }
     for addr in &r.settings.daemon.p2p.bootstrap {

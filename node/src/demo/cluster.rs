@@ -1,6 +1,7 @@
 //! The demo's node processes: one orchestrator (devnet key 0) and three providers (keys 1, 2
 //! and 3; the devnet funds keys 0..3) as `ganglion node run` children, each with its own data dir, config and log under
-//! the demo folder. Dropping the [`Cluster`] stops them (SIGTERM, then SIGKILL after 10 s).
+//! the demo folder. Dropping the [`Cluster`] stops them (SIGTERM, then SIGKILL after 10 s),
+//! then removes the NAT namespaces ([`super::natnet`]) when the providers ran behind them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -12,8 +13,9 @@ use jsonrpsee::http_client::{HeaderMap, HeaderValue, HttpClient, HttpClientBuild
 
 use super::DemoError;
 use super::deploy::Deployed;
+use super::natnet::{self, NatNet};
 use crate::daemon::NodeInfo;
-use crate::daemon::devnet::{self, DevnetNode, DevnetProvider};
+use crate::daemon::devnet::{self, DevnetNode, DevnetProvider, NodeNet};
 use crate::datadir::DataDir;
 use crate::wallet::PaymentKey;
 
@@ -67,17 +69,51 @@ pub struct Cluster {
     children: Vec<(String, Child)>,
     orchestrator: Option<(NodeInfo, PathBuf)>,
     providers: Vec<(String, NodeInfo, PathBuf)>,
+    /// Dropped after the processes stopped (fields drop after [`Drop::drop`]).
+    nat: Option<NatNet>,
 }
 
 impl Cluster {
-    /// No node yet; `ganglion` is the binary, `dir` the demo folder.
-    pub fn new(ganglion: PathBuf, dir: PathBuf) -> Self {
+    /// No node yet; `ganglion` is the binary, `dir` the demo folder; with `nat`, provider `i`
+    /// of [`PROVIDERS`] runs in its namespace `nat.host(i)` and the orchestrator relays.
+    pub fn new(ganglion: PathBuf, dir: PathBuf, nat: Option<NatNet>) -> Self {
         Self {
             ganglion,
             dir,
             children: Vec::new(),
             orchestrator: None,
             providers: Vec::new(),
+            nat,
+        }
+    }
+
+    /// Where node `name` listens and how it relays, and the namespace it runs in.
+    fn placement(&self, name: &str) -> (NodeNet, Option<String>) {
+        let Some(nat) = &self.nat else {
+            return (NodeNet::default(), None);
+        };
+        match PROVIDERS
+            .iter()
+            .position(|p| p.name == name)
+            .and_then(|i| nat.host(i))
+        {
+            Some(h) => (
+                NodeNet {
+                    ip: h.lan_ip,
+                    rpc_port: natnet::RPC_PORT,
+                    relay_server: false,
+                    relay_via_bootstrap: true,
+                },
+                Some(h.netns.clone()),
+            ),
+            None => (
+                NodeNet {
+                    ip: nat.host_ip(),
+                    relay_server: true,
+                    ..NodeNet::default()
+                },
+                None,
+            ),
         }
     }
 
@@ -88,6 +124,7 @@ impl Cluster {
         name: &str,
         seed: u32,
     ) -> Result<DevnetNode, DemoError> {
+        let (net, _) = self.placement(name);
         Ok(DevnetNode {
             data_dir: self.dir.join(name),
             n2c: handle
@@ -99,13 +136,15 @@ impl Cluster {
             bootstrap: Vec::new(),
             provider: None,
             settle_grace_ms: None,
+            net,
         })
     }
 
     fn start(&mut self, node: &DevnetNode, name: &str) -> Result<NodeInfo, DemoError> {
         let config = node.write()?;
         let log = self.dir.join(format!("{name}.log"));
-        let mut child = devnet::spawn(&self.ganglion, &config, &log)?;
+        let (_, netns) = self.placement(name);
+        let mut child = devnet::spawn_in(netns.as_deref(), &self.ganglion, &config, &log)?;
         let started = devnet::wait_started(&mut child, &node.data_dir, START);
         self.children.push((name.to_string(), child));
         started.map_err(|e| DemoError::Node {

@@ -16,12 +16,16 @@
 //! Scenarios: `settle`, and `provider-loss` (one assigned provider SIGKILLed while its
 //! container runs; the job expires at its deadline, [`LOSS_DEADLINE_MS`] after the lock).
 //!
-//! What the demo does not do yet (issue 11): network namespaces with NAT per provider (nodes
-//! share this host's network; [`NETWORK`] says so in the summary).
+//! Networking ([`DemoNetwork`]): where the machine allows it (root, `ip`, `iptables`) each
+//! provider runs in its own network namespace behind its own NAT ([`natnet`]): the
+//! orchestrator is their circuit relay, and the job's containers meet only through the
+//! hole-punched (or relayed) WireGuard overlay. Elsewhere every node shares this host's
+//! loopback, and the summary's `network` says so ([`LOOPBACK`]).
 
 pub mod chainlog;
 pub mod cluster;
 pub mod deploy;
+pub mod natnet;
 pub mod torch;
 
 use std::path::PathBuf;
@@ -52,6 +56,9 @@ pub enum DemoError {
     /// The devnet, the deployment or a transaction failed.
     #[error("chain: {0}")]
     Chain(String),
+    /// The per-provider NAT namespaces could not be built (`--network nat`).
+    #[error("network: {0}")]
+    Network(String),
     /// A node process failed to start or died.
     #[error("node {name}: {reason}")]
     Node {
@@ -131,6 +138,21 @@ pub struct DemoOptions {
     pub scenario: Scenario,
     /// Seconds the smoke workload runs.
     pub run_s: u32,
+    /// How the nodes are networked.
+    pub network: DemoNetwork,
+}
+
+/// How the demo's nodes are networked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DemoNetwork {
+    /// Each provider behind its own NAT where the machine allows it, else loopback (the
+    /// summary says which, and why).
+    Auto,
+    /// Each provider behind its own NAT; fails where the machine cannot ([`natnet`]).
+    Nat,
+    /// Every node on this host's loopback.
+    Loopback,
 }
 
 /// One line of the timeline.
@@ -256,8 +278,8 @@ pub struct Summary {
     pub dir: PathBuf,
 }
 
-/// How the demo's nodes are networked (no per-provider namespace yet).
-pub const NETWORK: &str = "loopback: every node process shares this host's network (no \
+/// The summary's `network` on loopback.
+pub const LOOPBACK: &str = "loopback: every node process shares this host's network (no \
     per-provider namespace behind NAT); the providers' containers share no Docker network \
     and reach each other only through the job's WireGuard overlay";
 
@@ -358,8 +380,28 @@ pub async fn run(
     step(format!("workload image {image} ready"), None, &mut timeline);
 
     std::fs::create_dir_all(&opts.dir)?;
+    let (nat, network) = match (opts.network, natnet::unavailable()) {
+        (DemoNetwork::Loopback, _) => (None, format!("{LOOPBACK} (--network loopback)")),
+        (DemoNetwork::Auto, Some(why)) => (None, format!("{LOOPBACK}; no NAT here: {why}")),
+        (DemoNetwork::Nat, Some(why)) => {
+            return Err(DemoError::Network(format!(
+                "cannot build the NAT topology: {why}"
+            )));
+        }
+        (_, None) => {
+            let n = natnet::NatNet::create(cluster::PROVIDERS.len())
+                .map_err(|e| DemoError::Network(e.to_string()))?;
+            let line = n.describe();
+            (Some(n), line)
+        }
+    };
+    step(format!("network: {network}"), None, &mut timeline);
     let genesis = Genesis::devnet().map_err(DemoError::chain)?;
-    let handle = devnet::start(DevnetConfig::new(genesis.clone(), opts.dir.join("devnet")))
+    let mut devnet_config = DevnetConfig::new(genesis.clone(), opts.dir.join("devnet"));
+    if let Some(n) = &nat {
+        devnet_config.n2c_tcp_addr = Some(std::net::SocketAddr::from((n.host_ip(), 0)));
+    }
+    let handle = devnet::start(devnet_config)
         .await
         .map_err(DemoError::chain)?;
     step(
@@ -381,7 +423,7 @@ pub async fn run(
         None,
         &mut timeline,
     );
-    let mut cluster = cluster::Cluster::new(opts.ganglion.clone(), opts.dir.clone());
+    let mut cluster = cluster::Cluster::new(opts.ganglion.clone(), opts.dir.clone(), nat);
     let orch = cluster.start_orchestrator(&handle, &deployed)?;
     step(
         format!(
@@ -584,7 +626,7 @@ pub async fn run(
         job_id: sub.job_id,
         workload: opts.workload,
         scenario: opts.scenario,
-        network: NETWORK.into(),
+        network: network.clone(),
         state: done.state,
         txs,
         payments,

@@ -27,6 +27,7 @@ use super::protocols::{
     CLUSTER_PROTOCOL, CborCodec, ClusterHello, ClusterResponse, RefusalReason,
 };
 use super::provider::{Provider, ProviderConfig};
+use super::relayed::RelayRoutes;
 use super::rtt::RttMatrix;
 use super::{Config, Error, Event, INVALID_OFFER_WEIGHT, MAX_CLUSTER_JOBS};
 
@@ -210,6 +211,7 @@ pub struct EventLoop {
     /// Our address as each connected peer observed it (identify).
     observed: HashMap<PeerId, Multiaddr>,
     attestations: AttestationBook,
+    relays: RelayRoutes,
     fetches: DagFetches,
     pending_find: HashMap<kad::QueryId, (PeerId, oneshot::Sender<Vec<Multiaddr>>)>,
 }
@@ -227,6 +229,7 @@ impl EventLoop {
         swarm.behaviour_mut().gossipsub.subscribe(&topic)?;
         let fetches = DagFetches::new(config.blockstore.as_ref().map(|b| b.store().clone()));
         let attestations = AttestationBook::open(config.attestation_log.clone())?;
+        let relays = RelayRoutes::new(config.relay_via_bootstrap, &config.bootstrap);
         Ok(Self {
             swarm,
             limiter: RateLimiter::new(config.inbound_burst, config.inbound_per_second),
@@ -247,6 +250,7 @@ impl EventLoop {
             clusters: HashMap::new(),
             observed: HashMap::new(),
             attestations,
+            relays,
             fetches,
             pending_find: HashMap::new(),
         })
@@ -290,7 +294,10 @@ impl EventLoop {
                     None => break,
                 },
                 _ = prune.tick() => self.prune(),
-                _ = redial.tick() => self.dial_bootstrap(),
+                _ = redial.tick() => {
+                    self.dial_bootstrap();
+                    self.relays.refresh(&mut self.swarm);
+                }
             }
         }
         tracing::debug!(target: "p2p", "event loop stopped: no client left");
@@ -417,10 +424,12 @@ impl EventLoop {
                 let _ = reply.send(self.swarm.connected_peers().copied().collect());
             }
             Command::Accept(peer, req, reply) => {
+                self.relays.route(&mut self.swarm, &peer);
                 let id = self.swarm.behaviour_mut().accept.send_request(&peer, req);
                 self.pending_accept.insert(id, (peer, reply));
             }
             Command::Cluster(peer, hello, reply) => {
+                self.relays.route(&mut self.swarm, &peer);
                 let id = self
                     .swarm
                     .behaviour_mut()
@@ -445,6 +454,7 @@ impl EventLoop {
                 let _ = reply.send(());
             }
             Command::Attest(peer, msg, reply) => {
+                self.relays.route(&mut self.swarm, &peer);
                 let id = self.swarm.behaviour_mut().attest.send_request(&peer, *msg);
                 self.pending_attest.insert(id, (peer, reply));
             }
@@ -456,6 +466,7 @@ impl EventLoop {
                 let _ = reply.send(self.swarm.behaviour().autonat.nat_status());
             }
             Command::FetchDag(root, peer, reply) => {
+                self.relays.route(&mut self.swarm, &peer);
                 if !self.swarm.is_connected(&peer)
                     && let Err(e) = self.swarm.dial(peer)
                 {
@@ -483,6 +494,7 @@ impl EventLoop {
                 }
             }
             SwarmEvent::ListenerClosed { listener_id, .. } => {
+                self.relays.on_listener_closed(listener_id);
                 if let Some(reply) = self.pending_listen.remove(&listener_id) {
                     let _ = reply.send(Err(Error::ListenerClosed));
                 }
@@ -504,6 +516,7 @@ impl EventLoop {
                 if num_established.get() == 1 {
                     self.emit(Event::PeerConnected { peer: peer_id });
                 }
+                self.relays.on_connected(&mut self.swarm, peer_id);
                 if endpoint.is_relayed() {
                     self.emit(Event::RelayedConnection { peer: peer_id });
                 }

@@ -60,6 +60,7 @@ pub mod limits;
 pub mod offers;
 pub mod protocols;
 pub mod provider;
+pub mod relayed;
 pub mod rtt;
 
 use std::time::Duration;
@@ -102,8 +103,12 @@ pub struct Config {
     pub bootstrap: Vec<Multiaddr>,
     /// How often unconnected bootstrap peers are re-dialled (default 5 s).
     pub redial_interval: Duration,
-    /// Serve as a circuit-relay v2 relay for others (default off).
+    /// Serve as a circuit-relay v2 relay for others (default off). A relay serves
+    /// reservations only for a confirmed external address ([`Client::add_external_address`]).
     pub relay_server: bool,
+    /// Behind a NAT: reserve a slot on every bootstrap peer and reach unconnected peers
+    /// through them ([`relayed`]; default off). The bootstrap peers must be relays.
+    pub relay_via_bootstrap: bool,
     /// Interval between pings on each connection (default 5 s).
     pub ping_interval: Duration,
     /// Gossipsub heartbeat (default 1 s).
@@ -149,6 +154,7 @@ impl Default for Config {
             bootstrap: Vec::new(),
             redial_interval: Duration::from_secs(5),
             relay_server: false,
+            relay_via_bootstrap: false,
             ping_interval: Duration::from_secs(5),
             gossip_heartbeat: Duration::from_secs(1),
             request_timeout: Duration::from_secs(10),

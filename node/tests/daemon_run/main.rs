@@ -64,6 +64,7 @@ fn config(
         bootstrap,
         provider: None,
         settle_grace_ms: None,
+        net: Default::default(),
     }
 }
 
