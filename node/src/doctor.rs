@@ -10,6 +10,7 @@
 //! | `chain`      | the N2C endpoint answers the handshake with the network magic  |
 //! | `rpc-port`   | the RPC listen address can be bound (warn: in use, a node running?) |
 //! | `disk`       | the data dir's file system has ≥ 10 GiB free (fail below 1 GiB) |
+//! | `overlay`    | pods can get their tunnel: root and `/dev/net/tun` (warn if not: single-host jobs only) |
 
 use std::path::Path;
 use std::time::Duration;
@@ -112,7 +113,46 @@ pub async fn run(settings: &Settings) -> Vec<Check> {
         chain_check(settings).await,
         port_check(settings),
         disk_check(settings),
+        overlay_check(
+            // SAFETY: geteuid(2) has no preconditions and cannot fail.
+            unsafe { libc::geteuid() } == 0,
+            Path::new("/dev/net/tun").exists(),
+            Path::new("/sys/module/wireguard").exists(),
+        ),
     ]
+}
+
+/// The per-job overlay (DESIGN §6): each pod's TUN needs root (`CAP_NET_ADMIN`) and
+/// `/dev/net/tun`. The tunnels always run in the node (boringtun): the relay fallback and the
+/// per-link direct/relayed switch need the encrypted datagrams in userspace, so a loaded
+/// kernel WireGuard module is reported but not used.
+fn overlay_check(root: bool, tun: bool, kernel_wireguard: bool) -> Check {
+    let kernel = if kernel_wireguard {
+        "kernel WireGuard module loaded but not used (the relay fallback needs userspace tunnels)"
+    } else {
+        "no kernel WireGuard module (not needed)"
+    };
+    let fix = "run the node as root with /dev/net/tun (modprobe tun) to take multi-host jobs";
+    match (root, tun) {
+        (true, true) => Check::pass(
+            "overlay",
+            format!("root and /dev/net/tun: per-job pods with boringtun tunnels; {kernel}"),
+        ),
+        (false, _) => Check::not_ok(
+            "overlay",
+            Verdict::Warn,
+            format!("not root: jobs run on a per-job Docker bridge, single-host only; {kernel}"),
+            fix,
+        ),
+        (true, false) => Check::not_ok(
+            "overlay",
+            Verdict::Warn,
+            format!(
+                "no /dev/net/tun: jobs run on a per-job Docker bridge, single-host only; {kernel}"
+            ),
+            fix,
+        ),
+    }
 }
 
 /// Whether any check failed (the CLI exits non-zero then).

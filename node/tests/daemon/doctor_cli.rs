@@ -50,7 +50,30 @@ async fn doctor_reports_each_check_and_fails_only_on_failures() {
         .collect();
     assert_eq!(
         names,
-        ["docker", "gpu-runtime", "gpus", "chain", "rpc-port", "disk"]
+        [
+            "docker",
+            "gpu-runtime",
+            "gpus",
+            "chain",
+            "rpc-port",
+            "disk",
+            "overlay"
+        ]
+    );
+    // SAFETY: geteuid(2) has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let overlay = check(&report, "overlay");
+    let tun = std::path::Path::new("/dev/net/tun").exists();
+    assert_eq!(
+        overlay["verdict"],
+        if root && tun { "pass" } else { "warn" },
+        "{report}"
+    );
+    assert!(
+        overlay["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("WireGuard")),
+        "{report}"
     );
     assert_eq!(check(&report, "chain")["verdict"], "pass", "{report}");
     assert!(
