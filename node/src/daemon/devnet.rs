@@ -234,11 +234,18 @@ impl DevnetNode {
             t.push_str(&format!("settle_grace_ms = {ms}\n"));
         }
         if let Some(pr) = &self.provider {
+            // Only the declared GPUs: a devnet node on a machine with real GPUs offers the same.
+            let pool: Vec<String> = (0..pr.gpus)
+                .map(|i| quote(&format!("declared:{i}")))
+                .collect();
             t.push_str(&format!(
-                "\n[provider]\nprice_ntx_per_gpu_hour = {}\n\n[bond]\nstake_ntx = {}\n\n\
+                "\n[provider]\nprice_ntx_per_gpu_hour = {}\npool = [{}]\n\n[bond]\nstake_ntx = {}\n\n\
                  [[gpus.declared]]\nname = \"declared\"\nvendor = \"nvidia\"\nvram_gib = 80\n\
                  count = {}\n\n[overlay]\nlisten_port = 0\n",
-                pr.price_ntx_per_gpu_hour, pr.stake_ntx, pr.gpus
+                pr.price_ntx_per_gpu_hour,
+                pool.join(", "),
+                pr.stake_ntx,
+                pr.gpus
             ));
         }
         t
@@ -401,6 +408,11 @@ mod tests {
         assert_eq!(s.daemon.bond.as_ref().map(|b| b.stake_ntx), Some(5_000_000));
         let limits = s.node.provider.as_ref().expect("[provider]");
         assert_eq!(limits.price_ntx_per_gpu_hour, 3_600_000);
+        assert_eq!(
+            limits.pool.as_deref(),
+            Some(&["declared:0".to_string(), "declared:1".to_string()][..]),
+            "only the declared GPUs, whatever this machine has"
+        );
         assert_eq!(s.node.gpus.declared.iter().map(|d| d.count).sum::<u32>(), 2);
         assert_eq!(
             s.node.overlay.listen_port, 0,

@@ -11,21 +11,21 @@
 //!   devnet and spawn `ganglion node run` as a child process.
 //!
 //! A node is an orchestrator always (JSON-RPC `job_submit`), and a provider too when the
-//! config has `[provider]` (price and limits) and `[[gpus.declared]]` (devnet). Restarting
+//! config has `[provider]` (price and limits): it offers the GPUs it detects (NVML, AMD sysfs)
+//! and, on the devnet, `[[gpus.declared]]` ones, as `[provider] pool` selects them, each
+//! given to containers as [`gpus`] says. Restarting
 //! with the same data dir continues every job (the engine's store and the executor's table
 //! are durable; see [`crate::job`]).
 //!
 //! - [`overlay`]: the per-job overlay of a provider (one UDP socket, pods, the `cluster`
 //!   exchange with the job's other assigned providers before dispatch, the orphan sweep at
 //!   start); the single-host bridge when not root or without the sandbox image.
-//!
-//! Not wired yet: detected (NVML/sysfs) GPUs — `node run` offers declared GPUs only, so a
-//! provider runs on the devnet only; the other RPC namespaces and metrics.
 
 pub mod chain;
 pub mod config;
 pub mod devnet;
 mod error;
+pub mod gpus;
 pub mod keys;
 pub mod node;
 pub mod overlay;

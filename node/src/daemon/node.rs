@@ -24,8 +24,7 @@ use crate::config::Network;
 use crate::datadir::DataDir;
 use crate::executor::docker::{DockerExecutor, ExecutorConfig};
 use crate::executor::engine::{DEFAULT_SOCKET, Engine as DockerEngine};
-use crate::executor::plan::GpuAttachment;
-use crate::gpu::declared;
+use crate::gpu;
 use crate::job::chain::ChainAccess;
 use crate::job::provider::ProviderSide;
 use crate::job::store::JobStore;
@@ -276,20 +275,25 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
     let mut overlay_setup: Option<Arc<OverlaySetup>> = None;
     let mut bond_ref = None;
     if let Some(limits) = &r.settings.node.provider {
-        if r.preset.network != Network::Devnet {
-            return Err(DaemonError::Provider(
-                "`node run` offers declared GPUs only, which exist on the devnet only; \
-                 detected GPUs are not wired into the daemon yet"
-                    .into(),
-            ));
+        // Detected (NVML, AMD sysfs) and, on the devnet only, declared GPUs.
+        let inventory = gpu::detect(
+            &r.settings.node.gpus.sysfs_root,
+            &r.settings.node.gpus.declared,
+        );
+        for note in &inventory.notes {
+            tracing::info!(%note, "GPU detection");
         }
-        let offerable = declared::to_gpus(&r.settings.node.gpus.declared);
+        let offerable = inventory
+            .offerable(r.preset.network)
+            .map_err(|e| DaemonError::Provider(e.to_string()))?;
         let pooled = limits
-            .pooled(&offerable)
+            .pooled(offerable)
             .map_err(|e| DaemonError::Provider(e.to_string()))?;
         if pooled.is_empty() {
             return Err(DaemonError::Provider(
-                "[provider] is set but no GPU is declared: add [[gpus.declared]]".into(),
+                "[provider] is set but no GPU is detected or declared (see `ganglion gpus`; \
+                 on the devnet, [[gpus.declared]])"
+                    .into(),
             ));
         }
         let (bond, stake) = chain::ensure_bond(
@@ -320,6 +324,8 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
             &[],
         );
         let docker = DockerEngine::connect(Path::new(DEFAULT_SOCKET), 120).await?;
+        let attached = super::gpus::attachments(&pooled, &docker.nvidia)
+            .map_err(|e| DaemonError::Provider(e.to_string()))?;
         let (network, setup) = job_network(&docker, &r.settings, peer).await?;
         overlay_setup = setup.clone();
         let executor = Arc::new(Exec::with_network(
@@ -358,15 +364,7 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
             attest: r.attest.clone(),
             bond,
             peer_id: peer,
-            gpus: pooled
-                .iter()
-                .map(|g| GpuAttachment::Declared {
-                    id: g
-                        .uuid
-                        .clone()
-                        .unwrap_or_else(|| format!("declared-{}", g.index)),
-                })
-                .collect(),
+            gpus: attached,
             offer,
             reservation_ttl_ms: RESERVATION_TTL_MS,
             cluster: setup.map(|s| s as Arc<dyn crate::job::cluster::ClusterSetup>),

@@ -12,6 +12,7 @@
 mod support;
 
 mod crash_points;
+mod detected_gpus;
 
 use std::path::{Path, PathBuf};
 use std::process::Child;

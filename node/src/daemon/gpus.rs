@@ -1,0 +1,211 @@
+//! How a provider's pooled GPUs reach its containers (DESIGN §6): each detected or declared
+//! [`Gpu`] becomes the executor's [`GpuAttachment`].
+//!
+//! | GPU | attachment |
+//! |---|---|
+//! | NVIDIA (NVML), engine with CDI devices | `nvidia.com/gpu=<UUID>`, else `nvidia.com/gpu=<index>`, when listed |
+//! | NVIDIA (NVML), engine with the `nvidia` runtime | a device request for its UUID |
+//! | AMD (sysfs) | `/dev/kfd` and its render node |
+//! | declared (devnet) | none: only the rank env names it |
+
+use crate::executor::plan::GpuAttachment;
+use crate::gpu::docker::NvidiaAccess;
+use crate::gpu::{Gpu, Source};
+
+/// Why a pooled GPU cannot be given to containers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AttachError {
+    /// NVIDIA GPUs are pooled but the engine has neither CDI devices nor the `nvidia` runtime.
+    #[error("NVIDIA GPU {gpu} is pooled but containers cannot reach it: {missing}")]
+    NoNvidiaRuntime {
+        /// The GPU (name and index).
+        gpu: String,
+        /// What is missing, as the engine check says it.
+        missing: String,
+    },
+    /// The engine lists CDI devices, none of them this GPU.
+    #[error("NVIDIA GPU {gpu} is not among the engine's CDI devices {devices:?}")]
+    NotInCdi {
+        /// The GPU (name and index).
+        gpu: String,
+        /// The devices listed.
+        devices: Vec<String>,
+    },
+    /// A detected GPU lacks the field its attachment needs (UUID, render node).
+    #[error("GPU {gpu}: the driver reported no {field}")]
+    Missing {
+        /// The GPU (name and index).
+        gpu: String,
+        /// `UUID` or `render node`.
+        field: &'static str,
+    },
+}
+
+/// The attachment of each GPU in `pooled`, in order, given how the engine reaches NVIDIA GPUs.
+///
+/// # Errors
+/// [`AttachError`] for the first GPU that cannot be attached: the provider should not offer
+/// what it cannot run.
+pub fn attachments(
+    pooled: &[&Gpu],
+    nvidia: &NvidiaAccess,
+) -> Result<Vec<GpuAttachment>, AttachError> {
+    pooled.iter().map(|g| attachment(g, nvidia)).collect()
+}
+
+fn attachment(g: &Gpu, nvidia: &NvidiaAccess) -> Result<GpuAttachment, AttachError> {
+    let label = || format!("{} #{}", g.name, g.index);
+    match g.source {
+        Source::Declared => Ok(GpuAttachment::Declared {
+            id: g
+                .uuid
+                .clone()
+                .unwrap_or_else(|| format!("declared-{}", g.index)),
+        }),
+        Source::Sysfs => g
+            .render_node
+            .clone()
+            .map(|render_node| GpuAttachment::Amd { render_node })
+            .ok_or(AttachError::Missing {
+                gpu: label(),
+                field: "render node",
+            }),
+        Source::Nvml => {
+            let uuid = g.uuid.clone().ok_or(AttachError::Missing {
+                gpu: label(),
+                field: "UUID",
+            })?;
+            match nvidia {
+                NvidiaAccess::Runtime => Ok(GpuAttachment::NvidiaRuntime { uuid }),
+                NvidiaAccess::Cdi { devices } => {
+                    let by_uuid = format!("nvidia.com/gpu={uuid}");
+                    let by_index = format!("nvidia.com/gpu={}", g.index);
+                    [by_uuid, by_index]
+                        .into_iter()
+                        .find(|d| devices.contains(d))
+                        .map(|device| GpuAttachment::NvidiaCdi { device })
+                        .ok_or_else(|| AttachError::NotInCdi {
+                            gpu: label(),
+                            devices: devices.clone(),
+                        })
+                }
+                NvidiaAccess::Missing { missing } => Err(AttachError::NoNvidiaRuntime {
+                    gpu: label(),
+                    missing: missing.clone(),
+                }),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::market::spec::Vendor;
+
+    fn gpu(source: Source, index: u32, uuid: Option<&str>, render: Option<&str>) -> Gpu {
+        Gpu {
+            index,
+            source,
+            vendor: match source {
+                Source::Sysfs => Vendor::Amd,
+                _ => Vendor::Nvidia,
+            },
+            name: "g".into(),
+            uuid: uuid.map(str::to_string),
+            vram_total_mib: 80 * 1024,
+            vram_free_mib: None,
+            compute_capability: None,
+            gfx_target: None,
+            render_node: render.map(str::to_string),
+            pci_bus_id: None,
+            pcie_gen: None,
+            pcie_width: None,
+            nvlink_peers: vec![],
+            mig_enabled: None,
+            utilization_pct: None,
+            temperature_c: None,
+            power_limit_mw: None,
+            processes: None,
+            driver_version: None,
+            cuda_driver_version: None,
+        }
+    }
+
+    #[test]
+    fn each_source_gets_its_attachment() {
+        let nv = gpu(Source::Nvml, 1, Some("GPU-aa"), None);
+        let amd = gpu(Source::Sysfs, 0, None, Some("/dev/dri/renderD129"));
+        let declared = gpu(Source::Declared, 2, None, None);
+        let got = attachments(&[&nv, &amd, &declared], &NvidiaAccess::Runtime).expect("all");
+        assert_eq!(
+            got,
+            [
+                GpuAttachment::NvidiaRuntime {
+                    uuid: "GPU-aa".into()
+                },
+                GpuAttachment::Amd {
+                    render_node: "/dev/dri/renderD129".into()
+                },
+                GpuAttachment::Declared {
+                    id: "declared-2".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn cdi_names_the_uuid_when_listed_else_the_index_else_refuses() {
+        let nv = gpu(Source::Nvml, 1, Some("GPU-aa"), None);
+        let cdi = |devices: &[&str]| NvidiaAccess::Cdi {
+            devices: devices.iter().map(|d| d.to_string()).collect(),
+        };
+        assert_eq!(
+            attachments(&[&nv], &cdi(&["nvidia.com/gpu=1", "nvidia.com/gpu=GPU-aa"])),
+            Ok(vec![GpuAttachment::NvidiaCdi {
+                device: "nvidia.com/gpu=GPU-aa".into()
+            }])
+        );
+        assert_eq!(
+            attachments(&[&nv], &cdi(&["nvidia.com/gpu=0", "nvidia.com/gpu=1"])),
+            Ok(vec![GpuAttachment::NvidiaCdi {
+                device: "nvidia.com/gpu=1".into()
+            }])
+        );
+        assert!(matches!(
+            attachments(&[&nv], &cdi(&["nvidia.com/gpu=0"])),
+            Err(AttachError::NotInCdi { .. })
+        ));
+    }
+
+    #[test]
+    fn unreachable_or_incomplete_gpus_are_refused() {
+        let nv = gpu(Source::Nvml, 0, Some("GPU-aa"), None);
+        let missing = NvidiaAccess::Missing {
+            missing: "no nvidia runtime".into(),
+        };
+        assert!(matches!(
+            attachments(&[&nv], &missing),
+            Err(AttachError::NoNvidiaRuntime { .. })
+        ));
+        let no_uuid = gpu(Source::Nvml, 0, None, None);
+        assert!(matches!(
+            attachments(&[&no_uuid], &NvidiaAccess::Runtime),
+            Err(AttachError::Missing { field: "UUID", .. })
+        ));
+        let no_render = gpu(Source::Sysfs, 0, None, None);
+        assert!(matches!(
+            attachments(&[&no_render], &NvidiaAccess::Runtime),
+            Err(AttachError::Missing {
+                field: "render node",
+                ..
+            })
+        ));
+        // Declared GPUs need nothing from the engine.
+        let declared = gpu(Source::Declared, 0, Some("d-0"), None);
+        assert_eq!(
+            attachments(&[&declared], &missing),
+            Ok(vec![GpuAttachment::Declared { id: "d-0".into() }])
+        );
+    }
+}
