@@ -171,8 +171,8 @@ fn quote(s: &str) -> String {
 }
 
 impl DevnetNode {
-    /// The config file's text. Listens on loopback, any free port (p2p, RPC and, for a
-    /// provider, the overlay's UDP socket); confirmation
+    /// The config file's text. Listens on loopback, any free port (p2p, RPC, metrics and, for
+    /// a provider, the overlay's UDP socket); confirmation
     /// depth 0 (the devnet forges only when a transaction is pending) and 10-slot validity
     /// windows.
     pub fn to_toml(&self) -> String {
@@ -202,6 +202,7 @@ impl DevnetNode {
         if let Some(ms) = self.settle_grace_ms {
             t.push_str(&format!("settle_grace_ms = {ms}\n"));
         }
+        t.push_str("\n[metrics]\nlisten = \"127.0.0.1:0\"\n");
         if let Some(pr) = &self.provider {
             t.push_str(&format!(
                 "\n[provider]\nprice_ntx_per_gpu_hour = {}\n\n[bond]\nstake_ntx = {}\n\n\
@@ -330,6 +331,10 @@ mod tests {
         assert_eq!(s.daemon.p2p.bootstrap.len(), 1);
         assert_eq!(s.daemon.engine.confirmation_depth, Some(0));
         assert_eq!(s.daemon.engine.settle_grace_ms, Some(1_500));
+        assert_eq!(
+            s.daemon.metrics.listen,
+            Some(SocketAddr::from(([127, 0, 0, 1], 0)))
+        );
         assert_eq!(s.daemon.bond.as_ref().map(|b| b.stake_ntx), Some(5_000_000));
         let limits = s.node.provider.as_ref().expect("[provider]");
         assert_eq!(limits.price_ntx_per_gpu_hour, 3_600_000);
