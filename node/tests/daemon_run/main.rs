@@ -616,3 +616,47 @@ fn node_run_refuses_bad_config_with_the_cause() {
     assert!(!status.success());
     assert!(err.contains("chain:"), "{err}");
 }
+
+#[test]
+fn node_run_writes_json_log_lines_with_log_format_json() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = tmp.path().join("data");
+    ganglion_node::wallet::PaymentKey::devnet(0)
+        .create(&DataDir::open(&data).expect("dir").payment_key())
+        .expect("key");
+    // Nothing listens on the N2C address: the node logs its start, then stops.
+    let cfg = tmp.path().join("node.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "network = \"devnet\"\ndata_dir = \"{}\"\n[chain]\nn2c = \"127.0.0.1:1\"\n\
+             [validator]\nreference = {{ tx_hash = \"{}\", index = 0 }}\n",
+            data.display(),
+            "00".repeat(32)
+        ),
+    )
+    .expect("config");
+    let out = std::process::Command::new(ganglion())
+        .args(["node", "run", "--log-format", "json", "--config"])
+        .arg(&cfg)
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let first = stderr.lines().next().unwrap_or_default();
+    let line: serde_json::Value =
+        serde_json::from_str(first).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
+    assert_eq!(line["level"], "INFO", "{line}");
+    assert_eq!(line["fields"]["message"], "starting", "{line}");
+    assert_eq!(line["fields"]["network"], "devnet", "{line}");
+    assert!(line["timestamp"].is_string(), "{line}");
+    // An unknown format is refused by the argument parser.
+    let out = std::process::Command::new(ganglion())
+        .args(["node", "run", "--log-format", "xml", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("xml"));
+}
