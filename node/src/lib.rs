@@ -26,6 +26,8 @@
 //!   provider side, JSON-RPC) and devnet helpers that spawn it.
 //! - [`audit`]: `audit verify` — a job re-derived from chain and IPFS only, one named check
 //!   per item — and the read-only `audit_*`, `market_*`, `provider_*` JSON-RPC methods.
+//! - [`metrics`]: the Prometheus (OpenMetrics text) endpoint `GET /metrics`: jobs by state,
+//!   offers, peers, chain tip lag, dispatch latency.
 //! - [`doctor`]: read-only checks that this machine can run a node (Docker, GPU runtime, GPUs,
 //!   chain, RPC port, disk), each with the step that fixes it.
 //!
@@ -42,6 +44,7 @@ pub mod executor;
 pub mod gpu;
 pub mod job;
 pub mod market;
+pub mod metrics;
 pub mod network;
 pub mod overlay;
 /// Peer to peer: one libp2p swarm, signed offers, accept/cluster/attest exchange, RTT matrix.

@@ -28,6 +28,8 @@
 //! stake_ntx = 5000000                 # NTX base units
 //! [engine]                            # job engine timing (confirmation_depth in blocks, ..._ms)
 //! confirmation_depth = 0
+//! [metrics]                           # GET /metrics (Prometheus); off unless set
+//! listen = "127.0.0.1:9464"
 //! ```
 //!
 //! | variable | overrides |
@@ -36,6 +38,7 @@
 //! | `GANGLION_DATA_DIR` | `data_dir` |
 //! | `GANGLION_N2C` | `chain.n2c` |
 //! | `GANGLION_RPC_LISTEN` | `rpc.listen` |
+//! | `GANGLION_METRICS_LISTEN` | `metrics.listen` (`off` disables it) |
 //!
 //! The daemon's keys are split off the file before the rest is handed to `NodeConfig`, so
 //! both halves keep rejecting unknown keys.
@@ -49,7 +52,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Network, NodeConfig};
 
 /// Top-level keys owned by this module.
-const OWN_KEYS: [&str; 8] = [
+const OWN_KEYS: [&str; 9] = [
     "data_dir",
     "chain",
     "rpc",
@@ -58,6 +61,7 @@ const OWN_KEYS: [&str; 8] = [
     "bond",
     "validator",
     "engine",
+    "metrics",
 ];
 
 /// Default JSON-RPC listen address (localhost only).
@@ -92,6 +96,8 @@ pub struct DaemonSections {
     pub validator: Option<crate::daemon::config::ValidatorSection>,
     /// `[engine]`: job engine timing.
     pub engine: crate::daemon::config::EngineSection,
+    /// `[metrics]`: the Prometheus endpoint (off unless `listen` is set).
+    pub metrics: crate::daemon::config::MetricsSection,
 }
 
 /// `[chain]`: how to reach a node.
@@ -247,6 +253,20 @@ impl Settings {
                         reason: e.to_string(),
                     })?;
         }
+        if let Some(v) = var("GANGLION_METRICS_LISTEN") {
+            self.daemon.metrics.listen = if v == "off" {
+                None
+            } else {
+                Some(
+                    v.parse()
+                        .map_err(|e: std::net::AddrParseError| Error::Env {
+                            var: "GANGLION_METRICS_LISTEN",
+                            value: v.clone(),
+                            reason: format!("{e} (an address, or `off`)"),
+                        })?,
+                )
+            };
+        }
         Ok(())
     }
 
@@ -330,6 +350,7 @@ sysfs_root = "/sys"
             ("GANGLION_DATA_DIR", "/tmp/g"),
             ("GANGLION_N2C", "127.0.0.1:3001"),
             ("GANGLION_RPC_LISTEN", "127.0.0.1:9999"),
+            ("GANGLION_METRICS_LISTEN", "127.0.0.1:9464"),
         ]
         .into();
         s.apply_env(|k| env.get(k).map(|v| v.to_string()))
@@ -341,6 +362,10 @@ sysfs_root = "/sys"
             N2cEndpoint::Tcp("127.0.0.1:3001".parse().expect("addr"))
         );
         assert_eq!(s.daemon.rpc.listen.port(), 9999);
+        assert_eq!(s.daemon.metrics.listen.map(|a| a.port()), Some(9464));
+        s.apply_env(|k| (k == "GANGLION_METRICS_LISTEN").then(|| "off".to_string()))
+            .expect("off");
+        assert_eq!(s.daemon.metrics.listen, None);
     }
 
     #[test]
@@ -363,6 +388,10 @@ sysfs_root = "/sys"
             .apply_env(|k| (k == "GANGLION_RPC_LISTEN").then(|| "localhost".to_string()))
             .expect_err("not an address");
         assert!(e.to_string().contains("GANGLION_RPC_LISTEN"), "{e}");
+        let e = s
+            .apply_env(|k| (k == "GANGLION_METRICS_LISTEN").then(|| "9464".to_string()))
+            .expect_err("not an address");
+        assert!(e.to_string().contains("GANGLION_METRICS_LISTEN"), "{e}");
     }
 
     #[test]

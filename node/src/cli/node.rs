@@ -1,5 +1,7 @@
-//! `ganglion node run [--config F]`: the node in the foreground until SIGINT or SIGTERM.
-//! Logs go to stderr through `tracing` (filter with `RUST_LOG`, default `info`).
+//! `ganglion node run [--config F] [--log-format text|json]`: the node in the foreground until
+//! SIGINT or SIGTERM. Logs go to stderr through `tracing` (filter with `RUST_LOG`, default
+//! `info`): human-readable text, or one JSON object per line (`timestamp`, `level`, `fields`
+//! with `message`, `target`, `span`) for log shippers.
 
 use std::path::PathBuf;
 
@@ -24,24 +26,39 @@ pub enum Command {
         /// Node config (TOML); `GANGLION_*` variables override it.
         #[arg(long, env = "GANGLION_CONFIG")]
         config: Option<PathBuf>,
+        /// Log format on stderr.
+        #[arg(long, env = "GANGLION_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
     },
+}
+
+/// How `node run` writes its logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (tracing-subscriber's JSON format).
+    Json,
 }
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
-        Command::Run { config } => run_node(config),
+        Command::Run { config, log_format } => run_node(config, log_format),
     }
 }
 
-fn run_node(config: Option<PathBuf>) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
+fn run_node(config: Option<PathBuf>, log_format: LogFormat) -> anyhow::Result<()> {
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
     let settings = Settings::load(config.as_deref()).context("loading the settings")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,5 +1,6 @@
-//! The config sections only `ganglion node run` reads: `[p2p]`, `[bond]`, `[validator]` and
-//! `[engine]` (parsed by [`crate::settings`], which refuses unknown keys in each).
+//! The config sections only `ganglion node run` reads: `[p2p]`, `[bond]`, `[validator]`,
+//! `[engine]` and `[metrics]` (parsed by [`crate::settings`], which refuses unknown keys in
+//! each).
 //!
 //! ```toml
 //! [p2p]
@@ -20,6 +21,9 @@
 //! poll_ms = 250                                # ms between passes over unfinished jobs
 //! validity_slots = 120                         # slots a lock/assign stays valid
 //! settle_grace_ms = 30000                      # ms a provider waits before settling itself
+//!
+//! [metrics]                                    # off unless set: GET /metrics (OpenMetrics)
+//! listen = "127.0.0.1:9464"                    # port 0 = any free port (see node.json)
 //! ```
 
 use ganglion_contracts::tx::TxoRef;
@@ -95,6 +99,16 @@ pub struct EngineSection {
     pub settle_grace_ms: Option<u64>,
 }
 
+/// `[metrics]`: the Prometheus endpoint ([`crate::metrics`]). Off by default; with `listen`
+/// set the node serves `GET /metrics` there (no token: read-only, keep it on localhost or
+/// behind a firewall) and writes the bound address to `node.json` (`metrics`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSection {
+    /// Listen address (`GANGLION_METRICS_LISTEN` overrides it); `None` = no endpoint.
+    pub listen: Option<std::net::SocketAddr>,
+}
+
 /// Multiaddrs as TOML strings (libp2p's serde feature is off).
 mod multiaddrs {
     use libp2p::Multiaddr;
@@ -132,6 +146,8 @@ stake_ntx = 5000000
 reference = { tx_hash = "0101010101010101010101010101010101010101010101010101010101010101", index = 2 }
 [engine]
 confirmation_depth = 0
+[metrics]
+listen = "127.0.0.1:0"
 "#,
         )
         .expect("parses");
@@ -142,12 +158,27 @@ confirmation_depth = 0
             Some(2)
         );
         assert_eq!(s.daemon.engine.confirmation_depth, Some(0));
+        assert_eq!(
+            s.daemon.metrics.listen,
+            Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        );
+        assert_eq!(
+            Settings::from_toml("")
+                .expect("empty")
+                .daemon
+                .metrics
+                .listen,
+            None,
+            "metrics are off by default"
+        );
         for bad in [
             "[p2p]\nlisten = [\"/ip4/127.0.0.1/tcp/0\"]\nport = 1",
             "[bond]\nstake_ntx = 1\ncolour = 2",
             "[engine]\npoll = 3",
             "[p2p]\nlisten = [\"not a multiaddr\"]",
             "[validator]\nreference = \"abcd#0\"",
+            "[metrics]\nlisten = \"localhost\"",
+            "[metrics]\nport = 9464",
         ] {
             assert!(Settings::from_toml(bad).is_err(), "accepted: {bad}");
         }

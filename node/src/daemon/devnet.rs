@@ -198,8 +198,8 @@ fn quote(s: &str) -> String {
 }
 
 impl DevnetNode {
-    /// The config file's text. Listens on [`NodeNet`]'s address (p2p: any free port; RPC: its
-    /// port; for a provider, the overlay's UDP socket: any free port); confirmation
+    /// The config file's text. Listens on [`NodeNet`]'s address (p2p and metrics: any free
+    /// port; RPC: its port; for a provider, the overlay's UDP socket: any free port); confirmation
     /// depth 0 (the devnet forges only when a transaction is pending) and 10-slot validity
     /// windows.
     pub fn to_toml(&self) -> String {
@@ -233,6 +233,10 @@ impl DevnetNode {
         if let Some(ms) = self.settle_grace_ms {
             t.push_str(&format!("settle_grace_ms = {ms}\n"));
         }
+        t.push_str(&format!(
+            "\n[metrics]\nlisten = {}\n",
+            quote(&SocketAddr::from((self.net.ip, 0)).to_string())
+        ));
         if let Some(pr) = &self.provider {
             // Only the declared GPUs: a devnet node on a machine with real GPUs offers the same.
             let pool: Vec<String> = (0..pr.gpus)
@@ -405,6 +409,10 @@ mod tests {
         assert_eq!(s.daemon.p2p.bootstrap.len(), 1);
         assert_eq!(s.daemon.engine.confirmation_depth, Some(0));
         assert_eq!(s.daemon.engine.settle_grace_ms, Some(1_500));
+        assert_eq!(
+            s.daemon.metrics.listen,
+            Some(SocketAddr::from(([192, 168, 31, 2], 0)))
+        );
         assert_eq!(s.daemon.bond.as_ref().map(|b| b.stake_ntx), Some(5_000_000));
         let limits = s.node.provider.as_ref().expect("[provider]");
         assert_eq!(limits.price_ntx_per_gpu_hour, 3_600_000);

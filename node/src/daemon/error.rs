@@ -80,4 +80,13 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
+    /// The metrics endpoint could not bind its `[metrics] listen` address.
+    #[error("metrics endpoint {addr}: {source}")]
+    Metrics {
+        /// The configured address.
+        addr: std::net::SocketAddr,
+        /// The bind error.
+        #[source]
+        source: std::io::Error,
+    },
 }

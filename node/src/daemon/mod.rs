@@ -6,7 +6,7 @@
 //! - [`chain`]: build environment, deployment and reference script; indexer catch-up; the
 //!   provider's bond (found, or posted at start).
 //! - [`node`]: [`run`], the composition, and [`NodeInfo`] (`<data dir>/node.json`: RPC address,
-//!   p2p multiaddrs, peer id, bond) written once the node is up.
+//!   p2p multiaddrs, peer id, bond, metrics address) written once the node is up.
 //! - [`devnet`]: for tests and `ganglion devnet demo` — write a node's config for a running
 //!   devnet and spawn `ganglion node run` as a child process.
 //!
@@ -20,6 +20,8 @@
 //! - [`overlay`]: the per-job overlay of a provider (one UDP socket, pods, the `cluster`
 //!   exchange with the job's other assigned providers before dispatch, the orphan sweep at
 //!   start); the single-host bridge when not root or without the sandbox image.
+//!
+//! Metrics: `[metrics] listen` serves `GET /metrics` ([`crate::metrics`]).
 
 pub mod chain;
 pub mod config;

@@ -1,5 +1,5 @@
 //! [`run`]: one node process — data dir, keys, indexer, blockstore, swarm, optional provider
-//! side, job engine and JSON-RPC server — until a shutdown signal.
+//! side, job engine, JSON-RPC server and the metrics endpoint — until a shutdown signal.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -65,6 +65,9 @@ pub struct NodeInfo {
     pub payment_key_hash: String,
     /// The bond UTxO (`<tx hash hex>#<index>`), for a provider.
     pub bond: Option<String>,
+    /// The metrics endpoint's address (`GET /metrics`), when `[metrics] listen` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl NodeInfo {
@@ -171,7 +174,8 @@ fn engine_config(settings: &Settings, preset: &NetworkPreset) -> EngineConfig {
 /// reference script) → indexer following N2C, caught up with the tip → for a provider
 /// (`[provider]` set): declared GPUs, the live bond (posted from `[bond]` when missing) and the
 /// Docker executor → swarm (listening on `[p2p] listen`, dialling `[p2p] bootstrap`) → job
-/// engine → JSON-RPC with a fresh cookie → `node.json`.
+/// engine → JSON-RPC with a fresh cookie → metrics endpoint (`[metrics] listen`) →
+/// `node.json`.
 ///
 /// # Errors
 /// The first [`DaemonError`] of the start; the engine's own failures while running are logged
@@ -274,6 +278,7 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
     let mut side = None;
     let mut overlay_setup: Option<Arc<OverlaySetup>> = None;
     let mut bond_ref = None;
+    let mut executor_table = None;
     if let Some(limits) = &r.settings.node.provider {
         // Detected (NVML, AMD sysfs) and, on the devnet only, declared GPUs.
         let inventory = gpu::detect(
@@ -334,6 +339,7 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
             Embedded::new(blocks.clone()),
             ExecutorConfig::new(r.dir.root().join("work")),
         )?);
+        executor_table = Some(executor.table().clone());
         if let DaemonNetwork::Overlay(overlay) = &network {
             // Pods of jobs the executor no longer runs (a crash left them) go now.
             let keep = executor
@@ -416,6 +422,7 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
     }
 
     // The engine and the RPC server.
+    let metrics_store = store.clone();
     let engine = Engine::start(
         Parts {
             store,
@@ -447,6 +454,24 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
             addr: listen,
             source,
         })?;
+    let metrics_stop = CancellationToken::new();
+    let metrics = match r.settings.daemon.metrics.listen {
+        Some(addr) => {
+            let collector = Arc::new(crate::metrics::Collector::new(crate::metrics::Sources {
+                store: metrics_store,
+                executor: executor_table,
+                p2p: client.clone(),
+                indexer: r.indexer.clone(),
+                clock: r.env.slot_config,
+            }));
+            let serving = crate::metrics::serve::start(addr, collector, metrics_stop.clone())
+                .await
+                .map_err(|source| DaemonError::Metrics { addr, source })?;
+            tracing::info!(addr = %serving.addr, "metrics at GET /metrics");
+            Some(serving)
+        }
+        None => None,
+    };
     let info = NodeInfo {
         pid: std::process::id(),
         peer_id: peer.to_string(),
@@ -454,6 +479,7 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
         rpc: rpc.addr,
         payment_key_hash: hex::encode(key_hash),
         bond: bond_ref.map(|b| format!("{}#{}", hex::encode(b.tx_hash), b.index)),
+        metrics: metrics.as_ref().map(|m| m.addr),
     };
     info.write(r.dir.root())?;
     tracing::info!(rpc = %rpc.addr, p2p = ?info.p2p, provider = info.bond.is_some(), "node running");
@@ -461,6 +487,10 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
     r.shutdown.cancelled().await;
     tracing::info!("shutting down");
     engine.shutdown().await;
+    metrics_stop.cancel();
+    if let Some(m) = metrics {
+        let _ = m.task.await;
+    }
     let _ = rpc.handle.stop();
     rpc.handle.stopped().await;
     p2p_task.abort();

@@ -5,7 +5,9 @@
 //! submitted through JSON-RPC `job_submit` over HTTP with the orchestrator's cookie and
 //! followed with `job_status` until `settled`; both providers' NTX rose; SIGTERM stops a node
 //! cleanly; the CLI (`audit verify|job|provider`, `market`, `provider bond|offers`) answers
-//! with `--json` from the running nodes. Docker is required (the providers run the probe container).
+//! with `--json` from the running nodes; `GET /metrics` of the orchestrator and a provider
+//! counts the settled job, its dispatch latency, peers, offers and the chain tip lag. Docker is
+//! required (the providers run the probe container).
 
 #[path = "../lifecycle/support.rs"]
 #[allow(dead_code)]
@@ -13,6 +15,7 @@ mod support;
 
 mod crash_points;
 mod detected_gpus;
+mod metrics;
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -327,6 +330,48 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
         );
     }
 
+    // GET /metrics (its address in node.json): the orchestrator counts the settled job, its
+    // transactions, its peers and the providers' offers; a provider its dispatch latency.
+    let m = metrics::scrape(net.orch.metrics.expect("orchestrator metrics address")).await;
+    let settled = [("role", "orchestrator"), ("state", "settled")];
+    assert!(metrics::value(&m, "ganglion_jobs", &settled) >= 1.0);
+    assert_eq!(
+        metrics::series(&m, "ganglion_jobs"),
+        8 + 9,
+        "every state of both roles"
+    );
+    assert_eq!(
+        metrics::value(&m, "ganglion_jobs", &[("state", "expired")]),
+        0.0
+    );
+    assert!(
+        metrics::value(&m, "ganglion_p2p_peers", &[]) >= 2.0,
+        "both providers"
+    );
+    assert_eq!(metrics::value(&m, "ganglion_market_offers", &[]), 2.0);
+    for kind in ["lock", "assign", "settle"] {
+        let n = metrics::value(&m, "ganglion_txs_submitted_total", &[("kind", kind)]);
+        assert!(n >= 1.0, "{kind}: {n}");
+    }
+    assert!(metrics::value(&m, "ganglion_job_settle_duration_seconds_count", &[]) >= 1.0);
+    let lag = metrics::value(&m, "ganglion_chain_tip_lag_slots", &[]);
+    eprintln!("orchestrator: chain tip lag {lag} slots right after the settle");
+    assert!((-5.0..=120.0).contains(&lag), "tip lag {lag} slots");
+    let pa = NodeInfo::read(&net.providers[0].0.data_dir).expect("provider node.json");
+    let p = metrics::scrape(pa.metrics.expect("provider metrics address")).await;
+    let dispatched = metrics::value(&p, "ganglion_dispatch_latency_seconds_count", &[]);
+    let latency = metrics::value(&p, "ganglion_dispatch_latency_seconds_sum", &[]);
+    eprintln!("provider: dispatch latency {latency} s over {dispatched} job(s)");
+    assert!(dispatched >= 1.0 && latency > 0.0, "{dispatched} {latency}");
+    assert!(metrics::value(&p, "ganglion_p2p_peers", &[]) >= 1.0);
+    let provided: f64 = ["finished", "attested", "paid"]
+        .iter()
+        .map(|s| metrics::value(&p, "ganglion_jobs", &[("role", "provider"), ("state", s)]))
+        .sum();
+    assert!(provided >= 1.0, "the provider's record of the job");
+    let (status, _, _) = metrics::get(pa.metrics.expect("address"), "/").await;
+    assert_eq!(status, 404);
+
     // The CLI against the running orchestrator (JSON-RPC through node.json and the cookie):
     // `audit verify` passes every check, fetching results and logs from the providers.
     let orch_config = net.chain.dir.path().join("orch").join("node.toml");
@@ -572,4 +617,48 @@ fn node_run_refuses_bad_config_with_the_cause() {
     let (status, err) = run_failing(tmp.path(), &with_validator);
     assert!(!status.success());
     assert!(err.contains("chain:"), "{err}");
+}
+
+#[test]
+fn node_run_writes_json_log_lines_with_log_format_json() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = tmp.path().join("data");
+    ganglion_node::wallet::PaymentKey::devnet(0)
+        .create(&DataDir::open(&data).expect("dir").payment_key())
+        .expect("key");
+    // Nothing listens on the N2C address: the node logs its start, then stops.
+    let cfg = tmp.path().join("node.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "network = \"devnet\"\ndata_dir = \"{}\"\n[chain]\nn2c = \"127.0.0.1:1\"\n\
+             [validator]\nreference = {{ tx_hash = \"{}\", index = 0 }}\n",
+            data.display(),
+            "00".repeat(32)
+        ),
+    )
+    .expect("config");
+    let out = std::process::Command::new(ganglion())
+        .args(["node", "run", "--log-format", "json", "--config"])
+        .arg(&cfg)
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let first = stderr.lines().next().unwrap_or_default();
+    let line: serde_json::Value =
+        serde_json::from_str(first).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
+    assert_eq!(line["level"], "INFO", "{line}");
+    assert_eq!(line["fields"]["message"], "starting", "{line}");
+    assert_eq!(line["fields"]["network"], "devnet", "{line}");
+    assert!(line["timestamp"].is_string(), "{line}");
+    // An unknown format is refused by the argument parser.
+    let out = std::process::Command::new(ganglion())
+        .args(["node", "run", "--log-format", "xml", "--config"])
+        .arg(&cfg)
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("xml"));
 }
