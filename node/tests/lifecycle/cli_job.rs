@@ -1,6 +1,6 @@
 //! `ganglion job submit|status|cancel` as a process, talking over JSON-RPC to a node (an
-//! orchestrator engine behind the real server) whose address and cookie it reads from the
-//! config's data dir.
+//! orchestrator engine behind the real server) whose address (`node.json`) and cookie it reads
+//! from the config's data dir.
 
 use ganglion_node::datadir::DataDir;
 use ganglion_node::rpc::Api;
@@ -52,11 +52,21 @@ async fn job_cli_submits_follows_and_cancels_through_the_node() {
     let running = ganglion_rpc::server::start("127.0.0.1:0".parse().expect("addr"), &token, module)
         .await
         .expect("serves");
+    std::fs::write(&config, &base).expect("config");
+    // The CLI finds the node as it finds one `ganglion node run` started: `node.json`.
+    let info = ganglion_node::daemon::NodeInfo {
+        pid: std::process::id(),
+        peer_id: String::new(),
+        p2p: Vec::new(),
+        rpc: running.addr,
+        payment_key_hash: hex::encode(orch.key_hash),
+        bond: None,
+    };
     std::fs::write(
-        &config,
-        format!("{base}\n[rpc]\nlisten = \"{}\"\n", running.addr),
+        data.join(ganglion_node::daemon::node::NODE_INFO),
+        serde_json::to_string(&info).expect("node.json"),
     )
-    .expect("config");
+    .expect("node.json");
     let spec = root.join("spec.yaml");
     std::fs::write(
         &spec,
