@@ -350,6 +350,42 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
         own.iter().all(|o| o.provider == bonds[0].provider) && !own.is_empty(),
         "{own:?}"
     );
+    // `job logs` / `job outputs`: what the providers attested, fetched by the orchestrator.
+    let logs: Vec<ganglion_rpc::audit::JobLog> =
+        cli_json(&orch_config, &["job", "logs", &id], true);
+    assert_eq!(logs.len(), 2, "{logs:?}");
+    assert!(
+        logs.iter()
+            .all(|l| l.error.is_none() && l.text.contains("probe done")),
+        "{logs:?}"
+    );
+    let out_dir = net.chain.dir.path().join("outputs");
+    let outs: Vec<ganglion_rpc::audit::JobOutput> = cli_json(
+        &orch_config,
+        &[
+            "job",
+            "outputs",
+            &id,
+            "--out",
+            out_dir.to_str().expect("utf-8"),
+        ],
+        true,
+    );
+    assert_eq!(outs.len(), 2, "{outs:?}");
+    for o in &outs {
+        let file = o
+            .files
+            .iter()
+            .find(|f| f.path == "result.bin")
+            .expect("result.bin listed");
+        let written = out_dir.join(format!("rank-{}", o.index)).join("result.bin");
+        assert_eq!(
+            std::fs::metadata(&written).map(|m| m.len()).ok(),
+            Some(file.bytes),
+            "{}",
+            written.display()
+        );
+    }
     // An unknown job: `audit verify` exits non-zero with the node's message.
     let out = std::process::Command::new(ganglion())
         .args(["audit", "verify", &"ab".repeat(32), "--json", "--config"])
