@@ -84,7 +84,11 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
         std::sync::Arc::new(ganglion_storage::blockstore::MemoryBlockstore::new());
     let module = Api::new(s)
         .expect("api")
-        .with_audit(ganglion_node::audit::rpc::AuditRpc::new(indexer, blocks))
+        .with_audit(ganglion_node::audit::rpc::AuditRpc::new(
+            indexer.clone(),
+            blocks,
+        ))
+        .with_bonds(crate::support::offline_bonds(indexer))
         .into_module();
     let served: Vec<&str> = ganglion_rpc::server::method_names(&module);
     let running = ganglion_rpc::server::start("127.0.0.1:0".parse().expect("addr"), TOKEN, module)
@@ -122,6 +126,20 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
         ("market_offers", vec![json!(1)], Some(codes::INTERNAL)),
         ("provider_bond", vec![json!("x")], Some(codes::WALLET)),
         ("provider_offers", vec![], Some(codes::WALLET)),
+        ("provider_unbond", vec![json!("nothex#0")], Some(bad)),
+        ("provider_unbond", vec![json!(["a"])], Some(bad)),
+        // An empty index: this node has no bond to spend.
+        ("provider_unbond", vec![], Some(codes::JOB)),
+        (
+            "provider_withdraw",
+            vec![json!(format!("{}#x", "ab".repeat(32)))],
+            Some(bad),
+        ),
+        (
+            "provider_withdraw",
+            vec![json!(format!("{}#0", "ab".repeat(32)))],
+            Some(codes::JOB),
+        ),
         ("job_logs", vec![json!("xyz")], Some(bad)),
         ("job_logs", vec![json!(7)], Some(bad)),
         ("job_logs", vec![json!("ab".repeat(32))], Some(codes::JOB)),
@@ -156,6 +174,7 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
         .iter()
         .chain(ganglion_rpc::api::MUTATING_WALLET)
         .chain(ganglion_rpc::audit::MUTATING_ARTIFACTS)
+        .chain(ganglion_rpc::api::MUTATING_BOND)
         .copied()
         .collect();
     for m in &mutating {
@@ -167,6 +186,7 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
             "job_buildLock" => vec![spec.clone(), json!("addr_test1")],
             "tx_submit" => vec![json!("84"), json!("a0")],
             "job_outputs" => vec![json!(hex::encode([1u8; 32])), json!("/tmp")],
+            "provider_unbond" | "provider_withdraw" => vec![],
             other => panic!("no unauthorized case for {other}"),
         };
         assert_eq!(
