@@ -1,8 +1,9 @@
 //! The read-only namespaces about the chain's record and the live market: `audit_*` (a job,
 //! a provider, and the re-verification of a job from chain and IPFS), `market_*` (live
-//! offers) and `provider_*` (this node's bond and offers). None changes state, so none needs
-//! the bearer token. Types and traits live together here; amounts are NTX base units, times
-//! POSIX ms, keys and hashes hex.
+//! offers) and `provider_*` (this node's bond and offers), none of which changes state or
+//! needs the bearer token; and `job_logs` / `job_outputs`, a job's attested artifacts
+//! (`job_outputs` writes files, so it needs the token). Types and traits live together here;
+//! amounts are NTX base units, times POSIX ms, keys and hashes hex.
 
 use jsonrpsee::core::RpcResult;
 use jsonrpsee::proc_macros::rpc;

@@ -245,3 +245,52 @@ pub async fn outputs<S: Kv>(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ganglion_storage::blockstore::MemoryBlockstore;
+    use ganglion_storage::unixfs::{self, HashOnly, ImportOptions};
+
+    #[test]
+    fn a_directory_lists_every_file_with_its_size_and_a_missing_block_is_named() {
+        let src = tempfile::tempdir().expect("tmp");
+        let out = src.path().join("outputs");
+        std::fs::create_dir_all(out.join("ckpt")).expect("dirs");
+        std::fs::write(out.join("result.bin"), vec![7u8; 300_000]).expect("write");
+        std::fs::write(out.join("ckpt").join("step-1.pt"), b"weights").expect("write");
+        let store = MemoryBlockstore::new();
+        let root = unixfs::import_dir(&out, &ImportOptions::cid_v1(), &store)
+            .expect("import")
+            .root;
+        let mut files = Vec::new();
+        list(&store, &root, "", &mut files).expect("lists");
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let seen: Vec<(&str, u64)> = files.iter().map(|f| (f.path.as_str(), f.bytes)).collect();
+        assert_eq!(seen, [("ckpt/step-1.pt", 7), ("result.bin", 300_000)]);
+
+        // Drop one leaf of the big file: the listing names the missing block.
+        let big: Cid = files[1].cid.parse().expect("cid");
+        let block = store.get(&big).expect("get").expect("root block");
+        let leaf = dagpb::decode(&block).expect("dag-pb").links[0].cid;
+        let partial = MemoryBlockstore::new();
+        let mut walk = ganglion_storage::dag::Walker::new(root);
+        while let Some((c, b)) = walk.next_block(&store).expect("walk") {
+            if c != leaf {
+                partial.put(&c, &b).expect("put");
+            }
+        }
+        let e = list(&partial, &root, "", &mut Vec::new()).expect_err("incomplete");
+        assert!(e.contains(&leaf.to_string()), "{e}");
+    }
+
+    #[test]
+    fn an_empty_attested_cid_means_none_and_garbage_is_an_error() {
+        assert!(root(&[]).is_none());
+        assert!(matches!(root(&[1, 2, 3]), Some(Err(_))));
+        let c = unixfs::import_bytes(b"log", &ImportOptions::cid_v1(), HashOnly::default())
+            .expect("hash")
+            .root;
+        assert_eq!(root(&c.to_bytes()), Some(Ok(c)));
+    }
+}

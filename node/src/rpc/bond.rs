@@ -224,3 +224,30 @@ impl<S: Kv + Send + Sync + 'static> ProviderBondApiServer for BondRpc<S> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bond_references_parse_only_as_hash_hash_index() {
+        let h = "ab".repeat(32);
+        assert_eq!(
+            parse_ref(&format!("{h}#3")).expect("parses"),
+            TxoRef {
+                tx_hash: [0xab; 32],
+                index: 3
+            }
+        );
+        for bad in [
+            h.clone(),
+            format!("{h}#"),
+            format!("{h}#-1"),
+            format!("{}#0", "ab".repeat(31)),
+            format!("zz{}#0", "ab".repeat(31)),
+        ] {
+            let e = parse_ref(&bad).expect_err(&bad);
+            assert_eq!(e.code(), error::INVALID_PARAMS, "{bad}");
+        }
+    }
+}
