@@ -30,9 +30,9 @@ enum Command {
     Audit(cli::audit::Args),
     /// The live offers the running node sees.
     Market(cli::market::Args),
-    /// This node as a provider: its bond and its offers.
+    /// This node as a provider: its bond (unbond, withdraw) and its offers.
     Provider(cli::provider::Args),
-    /// Jobs of a running node: `ganglion job submit|status|cancel`.
+    /// Jobs of a running node: `ganglion job submit|status|cancel|logs|outputs`.
     Job(cli::job::Args),
 }
 

@@ -20,6 +20,7 @@ use crate::network::NetworkPreset;
 use crate::settings::Settings;
 use crate::wallet::{self, ChainClient, Wallet};
 
+pub mod bond;
 mod cip30;
 mod events;
 
@@ -53,6 +54,7 @@ pub struct Api {
     inner: Arc<Inner>,
     jobs: Option<Arc<dyn JobControl>>,
     audit: Option<RpcModule<()>>,
+    bonds: Option<RpcModule<()>>,
     locks: Option<Arc<dyn crate::job::WalletLocks>>,
 }
 
@@ -77,6 +79,7 @@ impl Api {
             }),
             jobs: None,
             audit: None,
+            bonds: None,
             locks: None,
         })
     }
@@ -96,6 +99,15 @@ impl Api {
         self
     }
 
+    /// The same API answering `provider_unbond` and `provider_withdraw` from `bonds`.
+    pub fn with_bonds<S: ganglion_indexer::store::Kv + Send + Sync + 'static>(
+        mut self,
+        bonds: bond::BondRpc<S>,
+    ) -> Self {
+        self.bonds = Some(bonds.into_module());
+        self
+    }
+
     /// The same API answering `job_*`, `job_buildLock` and `tx_submit` from a running job
     /// engine's handle (`Engine::handle`).
     pub fn with_engine<H>(mut self, engine: H) -> Self
@@ -112,6 +124,9 @@ impl Api {
         let mut m = RpcModule::new(());
         if let Some(audit) = self.audit.take() {
             let _ = m.merge(audit);
+        }
+        if let Some(bonds) = self.bonds.take() {
+            let _ = m.merge(bonds);
         }
         // Namespaces have distinct prefixes, so merging cannot collide.
         let _ = m.merge(NodeApiServer::into_rpc(self.clone()));

@@ -1,7 +1,7 @@
 //! [`NodeClient`]: a JSON-RPC client of a running node on this machine, found through its data
 //! dir — the address from `node.json` (written by `ganglion node run` once it serves), the
 //! bearer token from `rpc.cookie`. Used by the CLI commands that talk to a node (`audit`,
-//! `market`, `provider`).
+//! `job`, `market`, `provider`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

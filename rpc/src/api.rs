@@ -109,3 +109,27 @@ pub trait JobEventsApi {
 
 /// Mutating methods of the CIP-30 flow (bearer token required), besides [`MUTATING`].
 pub const MUTATING_WALLET: &[&str] = &["job_buildLock", "tx_submit"];
+
+/// `provider_unbond` / `provider_withdraw`: this node's bond, through its wallet (mutating:
+/// bearer token required; the wallet pays the fee and signs).
+#[rpc(server, namespace = "provider")]
+pub trait ProviderBondApi {
+    /// Starts unbonding `bond` (`<tx hash hex>#<index>`), or this node's only active bond when
+    /// absent: its GPUs leave the market and the unbonding delay (network parameter) starts.
+    /// Errors: [`crate::error::INVALID_PARAMS`] (malformed reference), [`crate::error::JOB`]
+    /// (no such active bond of this node, or several and none named),
+    /// [`crate::error::WALLET`], [`crate::error::TX_REJECTED`],
+    /// [`crate::error::CHAIN_UNAVAILABLE`].
+    #[method(name = "unbond", with_extensions)]
+    async fn unbond(&self, bond: Option<String>) -> RpcResult<crate::types::BondTx>;
+
+    /// Withdraws the stake of unbonding `bond` (or this node's only unbonding bond) to the
+    /// wallet and burns the bond token. Before the unbonding delay has passed:
+    /// [`crate::error::JOB`] with a message giving the slot and POSIX ms from which it is
+    /// possible. Other errors as `provider_unbond`.
+    #[method(name = "withdraw", with_extensions)]
+    async fn withdraw(&self, bond: Option<String>) -> RpcResult<crate::types::BondTx>;
+}
+
+/// Mutating methods of [`ProviderBondApi`] (bearer token required).
+pub const MUTATING_BOND: &[&str] = &["provider_unbond", "provider_withdraw"];

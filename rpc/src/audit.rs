@@ -1,8 +1,9 @@
 //! The read-only namespaces about the chain's record and the live market: `audit_*` (a job,
 //! a provider, and the re-verification of a job from chain and IPFS), `market_*` (live
-//! offers) and `provider_*` (this node's bond and offers). None changes state, so none needs
-//! the bearer token. Types and traits live together here; amounts are NTX base units, times
-//! POSIX ms, keys and hashes hex.
+//! offers) and `provider_*` (this node's bond and offers), none of which changes state or
+//! needs the bearer token; and `job_logs` / `job_outputs`, a job's attested artifacts
+//! (`job_outputs` writes files, so it needs the token). Types and traits live together here;
+//! amounts are NTX base units, times POSIX ms, keys and hashes hex.
 
 use jsonrpsee::core::RpcResult;
 use jsonrpsee::proc_macros::rpc;
@@ -216,3 +217,71 @@ pub trait ProviderApi {
     #[method(name = "offers")]
     async fn offers(&self) -> RpcResult<Vec<MarketOffer>>;
 }
+
+/// `job_logs`: one provider's attested logs (its rank's container output).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobLog {
+    /// The provider's index in the escrow's assignments, which is also its node rank.
+    pub index: u64,
+    /// Provider payment key hash, hex (56 characters).
+    pub provider: String,
+    /// CID of the pinned log file (text form); empty when the provider attested none.
+    pub cid: String,
+    /// Bytes of the log file; 0 when unread.
+    pub bytes: u64,
+    /// The log file's content (UTF-8, invalid sequences replaced by U+FFFD).
+    pub text: String,
+    /// Why the log could not be read (blocks neither held nor fetched), when it could not.
+    pub error: Option<String>,
+}
+
+/// One regular file of a job's outputs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputFile {
+    /// Path inside the outputs directory, `/`-separated.
+    pub path: String,
+    /// CID of the file (text form).
+    pub cid: String,
+    /// Bytes of content.
+    pub bytes: u64,
+}
+
+/// `job_outputs`: one provider's attested outputs (its rank's `/outputs` directory).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobOutput {
+    /// The provider's index in the escrow's assignments, which is also its node rank.
+    pub index: u64,
+    /// Provider payment key hash, hex (56 characters).
+    pub provider: String,
+    /// CID of the pinned outputs directory (text form); empty when the provider attested none.
+    pub cid: String,
+    /// Every regular file under it, sorted by path.
+    pub files: Vec<OutputFile>,
+    /// Where the directory was written (`<dir>/rank-<index>`), when a `dir` was given.
+    pub written_to: Option<String>,
+    /// Why the outputs could not be read (blocks neither held nor fetched), when they could not.
+    pub error: Option<String>,
+}
+
+/// `job_logs` / `job_outputs`: the artifacts a job's providers attested on chain (settled or
+/// expired jobs), read from the node's blockstore or fetched over bitswap from the providers.
+#[rpc(server, namespace = "job")]
+pub trait JobArtifactsApi {
+    /// The log of each attested provider of `job_id` (64 hex digits), in assignment order.
+    /// A job with no attestation on chain yet (not settled or expired), or unknown:
+    /// [`crate::error::JOB`]; a malformed id: [`crate::error::INVALID_PARAMS`].
+    #[method(name = "logs")]
+    async fn logs(&self, job_id: String) -> RpcResult<Vec<JobLog>>;
+
+    /// The outputs of each attested provider of `job_id`, listed; with `dir` (an absolute
+    /// path on the node's host) each provider's directory is also unpacked to
+    /// `<dir>/rank-<index>` (existing files there are overwritten). Mutating (it writes
+    /// files): bearer token required. Errors as `job_logs`, and
+    /// [`crate::error::INVALID_PARAMS`] for a relative `dir`, [`crate::error::INTERNAL`] when
+    /// writing fails.
+    #[method(name = "outputs", with_extensions)]
+    async fn outputs(&self, job_id: String, dir: Option<String>) -> RpcResult<Vec<JobOutput>>;
+}
+
+/// Mutating methods of [`JobArtifactsApi`] (bearer token required).
+pub const MUTATING_ARTIFACTS: &[&str] = &["job_outputs"];

@@ -5,12 +5,14 @@
 //! the server (HTTP and WebSocket on one port, localhost by default).
 //!
 //! Modules:
-//! - [`api`]: the `node_*`, `wallet_*` and `job_*` method traits (`#[rpc(server)]`).
+//! - [`api`]: the `node_*`, `wallet_*`, `job_*`, `tx_*` and mutating `provider_*` (unbond,
+//!   withdraw) method traits (`#[rpc(server)]`).
 //! - [`types`]: what the methods take and return (JSON shapes, units).
 //! - [`error`]: JSON-RPC error codes and readable messages.
 //! - [`auth`]: the `Authorization: Bearer <cookie>` check for mutating calls.
 //! - [`server`]: start a server for a set of methods.
-//! - [`audit`]: the read-only `audit_*`, `market_*` and `provider_*` traits and their types.
+//! - [`audit`]: the read-only `audit_*`, `market_*` and `provider_*` traits and their types,
+//!   and `job_logs` / `job_outputs` (a job's attested artifacts).
 //!
 //! The published API is `docs/openrpc.json`; the node's tests check it against the method
 //! list of the running server.

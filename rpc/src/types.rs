@@ -147,3 +147,18 @@ pub struct JobEvent {
     /// Whether the state is final for this role.
     pub terminal: bool,
 }
+
+/// `provider_unbond` / `provider_withdraw` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BondTx {
+    /// Transaction id, hex.
+    pub tx_id: String,
+    /// The bond UTxO spent, `<tx hash hex>#<index>`.
+    pub bond: String,
+    /// For an unbond: the first slot from which `provider_withdraw` can succeed (the unbonding
+    /// clock starts at the transaction's upper validity bound, plus the network's unbonding
+    /// delay); `None` for a withdraw.
+    pub withdrawable_from_slot: Option<u64>,
+    /// The same moment, POSIX ms.
+    pub withdrawable_from_ms: Option<u64>,
+}

@@ -10,10 +10,11 @@
 //!    payment against the escrow rule, the refund). The report passes only if all do.
 //!
 //! [`verify`] does both. The node serves it as JSON-RPC `audit_verify` ([`rpc::AuditRpc`],
-//! which also answers `audit_job`, `audit_provider`, `market_offers`, `provider_bond` and
-//! `provider_offers`); `ganglion audit verify <job>` calls that.
+//! which also answers `audit_job`, `audit_provider`, `market_offers`, `provider_bond`,
+//! `provider_offers`, `job_logs` and `job_outputs`); `ganglion audit verify <job>` calls that.
 //!
 //! Modules:
+//! - [`artifacts`]: the attested logs and outputs of a job (`job_logs`, `job_outputs`).
 //! - [`error`]: why an audit could not be made ([`AuditError`]).
 //! - [`evidence`]: what the checks look at, and how it is gathered.
 //! - [`checks`]: the checks.
@@ -21,6 +22,7 @@
 //! - [`record`]: the indexer's job and provider records in their JSON-RPC shapes.
 //! - [`rpc`]: the `audit_*`, `market_*` and `provider_*` methods.
 
+pub mod artifacts;
 pub mod checks;
 pub mod dag;
 pub mod error;

@@ -9,8 +9,8 @@ use ganglion_contracts::params::KeyHash;
 use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 use ganglion_rpc::audit::{
-    AuditApiServer, AuditJob, AuditProvider, AuditReport, BondInfo, MarketApiServer, MarketOffer,
-    ProviderApiServer,
+    AuditApiServer, AuditJob, AuditProvider, AuditReport, BondInfo, JobArtifactsApiServer, JobLog,
+    JobOutput, MarketApiServer, MarketOffer, ProviderApiServer,
 };
 use ganglion_rpc::error::{self, error};
 use ganglion_rpc::jsonrpsee::RpcModule;
@@ -67,13 +67,14 @@ impl<S: Kv + Send + Sync + 'static> AuditRpc<S> {
         self
     }
 
-    /// The three namespaces in one module.
+    /// The three namespaces, and `job_logs` / `job_outputs`, in one module.
     pub fn into_module(self) -> RpcModule<()> {
         let mut m = RpcModule::new(());
         // Distinct prefixes: merging cannot collide.
         let _ = m.merge(AuditApiServer::into_rpc(self.clone()));
         let _ = m.merge(MarketApiServer::into_rpc(self.clone()));
-        let _ = m.merge(ProviderApiServer::into_rpc(self));
+        let _ = m.merge(ProviderApiServer::into_rpc(self.clone()));
+        let _ = m.merge(JobArtifactsApiServer::into_rpc(self));
         m
     }
 
@@ -143,6 +144,53 @@ impl<S: Kv + Send + Sync + 'static> AuditApiServer for AuditRpc<S> {
         super::verify(&self.indexer, self.blocks.as_ref(), self.p2p.as_ref(), &id)
             .await
             .map_err(|e| to_rpc(&e))
+    }
+}
+
+fn artifacts_rpc(e: &super::artifacts::ArtifactsError) -> ErrorObjectOwned {
+    use super::artifacts::ArtifactsError as A;
+    match e {
+        A::Audit(a) => to_rpc(a),
+        A::NotAttested { .. } => error(error::JOB, e.to_string()),
+        _ => error(error::INTERNAL, e.to_string()),
+    }
+}
+
+#[async_trait]
+impl<S: Kv + Send + Sync + 'static> JobArtifactsApiServer for AuditRpc<S> {
+    async fn logs(&self, job_id: String) -> RpcResult<Vec<JobLog>> {
+        let id = parse_job_id(&job_id)?;
+        super::artifacts::logs(&self.indexer, &self.blocks, self.p2p.as_ref(), &id)
+            .await
+            .map_err(|e| artifacts_rpc(&e))
+    }
+
+    async fn outputs(
+        &self,
+        ext: &ganglion_rpc::jsonrpsee::Extensions,
+        job_id: String,
+        dir: Option<String>,
+    ) -> RpcResult<Vec<JobOutput>> {
+        ganglion_rpc::auth::require(ext)?;
+        let id = parse_job_id(&job_id)?;
+        let dir = dir.map(std::path::PathBuf::from);
+        if let Some(d) = &dir
+            && !d.is_absolute()
+        {
+            return Err(error(
+                error::INVALID_PARAMS,
+                format!("dir {} is not an absolute path", d.display()),
+            ));
+        }
+        super::artifacts::outputs(
+            &self.indexer,
+            &self.blocks,
+            self.p2p.as_ref(),
+            &id,
+            dir.as_deref(),
+        )
+        .await
+        .map_err(|e| artifacts_rpc(&e))
     }
 }
 

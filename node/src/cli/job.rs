@@ -1,16 +1,20 @@
-//! `ganglion job submit|status|cancel`: jobs of a running node, over its JSON-RPC API
-//! (`job_submit`, `job_status`, `job_cancel`).
+//! `ganglion job submit|status|cancel|logs|outputs`: jobs of a running node, over its JSON-RPC
+//! API (`job_submit`, `job_status`, `job_cancel`, `job_logs`, `job_outputs`), found through
+//! the config's data dir ([`super::remote::call`]).
 
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use ganglion_node::market::spec::Ensemble;
-use ganglion_node::settings::Settings;
+use ganglion_rpc::audit::{JobLog, JobOutput};
 use ganglion_rpc::types::{JobStatus, JobSubmitted};
-use jsonrpsee::core::client::ClientT;
-use jsonrpsee::rpc_params;
 
-use super::client;
+use super::remote::{call, print_json};
+
+/// How often `job submit --wait` asks for the job's state.
+const POLL: Duration = Duration::from_secs(1);
 
 /// Jobs this node orchestrates or runs.
 #[derive(Debug, clap::Args)]
@@ -18,7 +22,8 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
-    /// Node config (TOML); `GANGLION_*` variables override it.
+    /// Node config (TOML); `GANGLION_*` variables override it. The node is found through its
+    /// data dir (`node.json`, `rpc.cookie`).
     #[arg(long, env = "GANGLION_CONFIG", global = true)]
     pub config: Option<PathBuf>,
     #[command(subcommand)]
@@ -32,6 +37,10 @@ pub enum Command {
     Submit {
         /// The spec file (docs/ensemble-spec.md).
         spec: PathBuf,
+        /// Follow the job until it ends (settled, cancelled or expired), showing each state
+        /// change; exits non-zero unless it settles.
+        #[arg(long)]
+        wait: bool,
     },
     /// The node's records of a job: state, history, transactions.
     Status {
@@ -42,6 +51,20 @@ pub enum Command {
     Cancel {
         /// Job id (64 hex digits).
         job_id: String,
+    },
+    /// The logs the job's providers attested (one per rank), fetched over IPFS.
+    Logs {
+        /// Job id (64 hex digits).
+        job_id: String,
+    },
+    /// The outputs the job's providers attested: listed, and with `--out` unpacked to
+    /// `DIR/rank-<n>` by the node (on this machine).
+    Outputs {
+        /// Job id (64 hex digits).
+        job_id: String,
+        /// Directory to write the outputs to (created if missing).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -58,59 +81,172 @@ fn human(s: &JobStatus) -> String {
     out
 }
 
-/// Runs the subcommand.
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let settings = Settings::load(args.config.as_deref()).context("loading the settings")?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let c = client::connect(&settings)?;
-    rt.block_on(async {
-        match args.command {
-            Command::Submit { spec } => {
-                let text = std::fs::read_to_string(&spec)
-                    .with_context(|| format!("reading {}", spec.display()))?;
-                let parsed = Ensemble::parse(&text, ganglion_node::p2p::now_ms())
-                    .with_context(|| format!("parsing {}", spec.display()))?;
-                let value = serde_json::to_value(&parsed).context("encoding the spec")?;
-                let s: JobSubmitted = c
-                    .request("job_submit", rpc_params![value])
-                    .await
-                    .context("job_submit")?;
-                if args.json {
-                    println!("{}", serde_json::to_string_pretty(&s)?);
-                } else {
-                    println!("job {} locked", s.job_id);
-                }
+/// Whether an orchestrator state (snake_case) is final.
+fn terminal(state: &str) -> bool {
+    matches!(state, "settled" | "cancelled" | "expired")
+}
+
+/// Polls `job_status` until the orchestrator record is terminal; the state changes show as a
+/// spinner on stderr (hidden with `--json` or when stderr is not a terminal).
+fn wait(config: Option<&std::path::Path>, job_id: &str, json: bool) -> anyhow::Result<JobStatus> {
+    let bar = if json || !std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new_spinner()
+    };
+    bar.enable_steady_tick(Duration::from_millis(120));
+    let mut seen = String::new();
+    loop {
+        let s: Vec<JobStatus> = call(config, "job_status", vec![job_id.into()])?;
+        let o = s
+            .into_iter()
+            .find(|r| r.role == "orchestrator")
+            .with_context(|| format!("the node holds no orchestrator record of job {job_id}"))?;
+        if o.state != seen {
+            if !seen.is_empty() {
+                bar.println(format!("job {job_id}: {seen} → {}", o.state));
             }
-            Command::Status { job_id } => {
-                let s: Vec<JobStatus> = c
-                    .request("job_status", rpc_params![job_id.clone()])
-                    .await
-                    .context("job_status")?;
-                if args.json {
-                    println!("{}", serde_json::to_string_pretty(&s)?);
-                } else if s.is_empty() {
-                    println!("this node holds no record of job {job_id}");
-                } else {
-                    for r in &s {
-                        println!("{}", human(r));
-                    }
-                }
-            }
-            Command::Cancel { job_id } => {
-                let s: JobStatus = c
-                    .request("job_cancel", rpc_params![job_id])
-                    .await
-                    .context("job_cancel")?;
-                if args.json {
-                    println!("{}", serde_json::to_string_pretty(&s)?);
-                } else {
-                    println!("cancel submitted\n{}", human(&s));
+            seen.clone_from(&o.state);
+            bar.set_message(format!("job {job_id}: {seen}"));
+        }
+        if terminal(&o.state) {
+            bar.finish_and_clear();
+            return Ok(o);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+fn print_logs(logs: &[JobLog]) {
+    if logs.is_empty() {
+        println!("no provider attested logs");
+    }
+    for l in logs {
+        let head = format!("== rank {} provider {} ==", l.index, l.provider);
+        match (&l.error, l.cid.is_empty()) {
+            (Some(e), _) => println!("{head}\nlog {} unavailable: {e}", l.cid),
+            (None, true) => println!("{head}\n(no log attested)"),
+            (None, false) => {
+                println!("{head} log {} ({} bytes)", l.cid, l.bytes);
+                print!("{}", l.text);
+                if !l.text.ends_with('\n') {
+                    println!();
                 }
             }
         }
-        Ok(())
-    })
+    }
+}
+
+fn print_outputs(outputs: &[JobOutput]) {
+    if outputs.is_empty() {
+        println!("no provider attested outputs");
+    }
+    for o in outputs {
+        let cid = if o.cid.is_empty() { "-" } else { &o.cid };
+        print!("rank {} provider {}: outputs {cid}", o.index, o.provider);
+        match (&o.error, &o.written_to) {
+            (Some(e), _) => println!(" unavailable: {e}"),
+            (None, Some(w)) => println!(" written to {w}"),
+            (None, None) => println!(),
+        }
+        for f in &o.files {
+            println!("  {:<40} {:>12} bytes  {}", f.path, f.bytes, f.cid);
+        }
+    }
+}
+
+/// Runs the subcommand.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let config = args.config.as_deref();
+    match args.command {
+        Command::Submit { spec, wait: follow } => {
+            let text = std::fs::read_to_string(&spec)
+                .with_context(|| format!("reading {}", spec.display()))?;
+            let parsed = Ensemble::parse(&text, ganglion_node::p2p::now_ms())
+                .with_context(|| format!("parsing {}", spec.display()))?;
+            let value = serde_json::to_value(&parsed).context("encoding the spec")?;
+            let s: JobSubmitted = call(config, "job_submit", vec![value])?;
+            if !follow {
+                return if args.json {
+                    print_json(&s)
+                } else {
+                    println!("job {} locked", s.job_id);
+                    Ok(())
+                };
+            }
+            if !args.json {
+                println!("job {} locked", s.job_id);
+            }
+            let end = wait(config, &s.job_id, args.json)?;
+            if args.json {
+                print_json(&end)?;
+            } else {
+                println!("{}", human(&end));
+            }
+            anyhow::ensure!(
+                end.state == "settled",
+                "job {} ended {}{}",
+                s.job_id,
+                end.state,
+                end.last_error
+                    .as_deref()
+                    .map_or(String::new(), |e| format!(": {e}"))
+            );
+        }
+        Command::Status { job_id } => {
+            let s: Vec<JobStatus> = call(config, "job_status", vec![job_id.clone().into()])?;
+            if args.json {
+                print_json(&s)?;
+            } else if s.is_empty() {
+                println!("this node holds no record of job {job_id}");
+            } else {
+                for r in &s {
+                    println!("{}", human(r));
+                }
+            }
+        }
+        Command::Cancel { job_id } => {
+            let s: JobStatus = call(config, "job_cancel", vec![job_id.into()])?;
+            if args.json {
+                print_json(&s)?;
+            } else {
+                println!("cancel submitted\n{}", human(&s));
+            }
+        }
+        Command::Logs { job_id } => {
+            let logs: Vec<JobLog> = call(config, "job_logs", vec![job_id.clone().into()])?;
+            if args.json {
+                print_json(&logs)?;
+            } else {
+                print_logs(&logs);
+            }
+            let missing = logs.iter().filter(|l| l.error.is_some()).count();
+            anyhow::ensure!(missing == 0, "{missing} log(s) of job {job_id} unavailable");
+        }
+        Command::Outputs { job_id, out } => {
+            let dir = match out {
+                Some(d) => {
+                    std::fs::create_dir_all(&d)
+                        .with_context(|| format!("creating {}", d.display()))?;
+                    let abs = std::path::absolute(&d)
+                        .with_context(|| format!("resolving {}", d.display()))?;
+                    serde_json::Value::String(abs.display().to_string())
+                }
+                None => serde_json::Value::Null,
+            };
+            let outputs: Vec<JobOutput> =
+                call(config, "job_outputs", vec![job_id.clone().into(), dir])?;
+            if args.json {
+                print_json(&outputs)?;
+            } else {
+                print_outputs(&outputs);
+            }
+            let missing = outputs.iter().filter(|o| o.error.is_some()).count();
+            anyhow::ensure!(
+                missing == 0,
+                "{missing} output(s) of job {job_id} unavailable"
+            );
+        }
+    }
+    Ok(())
 }

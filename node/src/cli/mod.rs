@@ -2,7 +2,6 @@
 //! `anyhow` context strings are used.
 
 pub mod audit;
-pub mod client;
 pub mod devnet;
 pub mod doctor;
 pub mod gpus;

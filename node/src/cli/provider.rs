@@ -1,10 +1,11 @@
-//! `ganglion provider bond|offers`: this node as a provider, asked of the running node
-//! (`provider_bond`, `provider_offers`). The bond itself is posted by `ganglion node run` from
-//! the config's `[bond]` section.
+//! `ganglion provider bond|unbond|withdraw|offers`: this node as a provider, asked of the
+//! running node (`provider_bond`, `provider_unbond`, `provider_withdraw`, `provider_offers`).
+//! The bond itself is posted by `ganglion node run` from the config's `[bond]` section.
 
 use std::path::PathBuf;
 
 use ganglion_rpc::audit::{BondInfo, MarketOffer};
+use ganglion_rpc::types::BondTx;
 
 use super::remote::{call, print_json};
 
@@ -26,6 +27,19 @@ pub struct Args {
 pub enum Command {
     /// This node's bonds on chain: stake, GPUs, free GPUs, unbonding.
     Bond,
+    /// Start unbonding this node's bond: its GPUs leave the market; the stake can be
+    /// withdrawn after the network's unbonding delay (the answer says from when).
+    Unbond {
+        /// The bond UTxO (`<tx hash hex>#<index>`); default: the node's only active bond.
+        #[arg(long)]
+        bond: Option<String>,
+    },
+    /// Withdraw the stake of this node's unbonding bond to its wallet (after the delay).
+    Withdraw {
+        /// The bond UTxO (`<tx hash hex>#<index>`); default: the node's only unbonding bond.
+        #[arg(long)]
+        bond: Option<String>,
+    },
     /// This node's offers as its market holds them.
     Offers,
 }
@@ -56,6 +70,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         .map_or(String::new(), |s| format!(", unbonding since {s} ms"))
                 );
             }
+            Ok(())
+        }
+        Command::Unbond { bond } => {
+            let t: BondTx = call(config, "provider_unbond", vec![bond.into()])?;
+            if args.json {
+                return print_json(&t);
+            }
+            println!("unbond of {} submitted: tx {}", t.bond, t.tx_id);
+            if let (Some(slot), Some(ms)) = (t.withdrawable_from_slot, t.withdrawable_from_ms) {
+                println!(
+                    "withdrawable from slot {slot} ({ms} POSIX ms): then run `ganglion provider withdraw`"
+                );
+            }
+            Ok(())
+        }
+        Command::Withdraw { bond } => {
+            let t: BondTx = call(config, "provider_withdraw", vec![bond.into()])?;
+            if args.json {
+                return print_json(&t);
+            }
+            println!("withdraw of {} submitted: tx {}", t.bond, t.tx_id);
             Ok(())
         }
         Command::Offers => {

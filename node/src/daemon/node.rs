@@ -447,6 +447,11 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
             .with_p2p(client.clone())
             .with_provider(key_hash),
         )
+        .with_bonds(crate::rpc::bond::BondRpc::new(
+            r.indexer.clone(),
+            access(),
+            engine_config(&r.settings, &r.preset).validity_slots,
+        ))
         .into_module();
     let rpc = ganglion_rpc::server::start(listen, &token, module)
         .await

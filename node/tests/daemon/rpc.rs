@@ -221,7 +221,11 @@ fn openrpc_document_lists_exactly_the_served_methods() {
     let api = Api::new(s);
     let module = match api {
         Ok(a) => a
-            .with_audit(ganglion_node::audit::rpc::AuditRpc::new(indexer, blocks))
+            .with_audit(ganglion_node::audit::rpc::AuditRpc::new(
+                indexer.clone(),
+                blocks,
+            ))
+            .with_bonds(crate::support::offline_bonds(indexer))
             .into_module(),
         Err(e) => panic!("api: {e}"),
     };

@@ -62,7 +62,34 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
         t.path().display()
     ))
     .expect("settings");
-    let module = Api::new(s).expect("api").into_module();
+    // The namespaces `node run` attaches, the audit ones over an empty index and store.
+    let watch = ganglion_indexer::watch::Watch {
+        script_hash: [0; 28],
+        params: ganglion_contracts::params::Params {
+            ntx: ganglion_contracts::params::AssetClass {
+                policy: [0; 28],
+                name: b"NTX".to_vec(),
+            },
+            min_bond_per_gpu: 1,
+            unbonding_delay_ms: 1,
+            slash_bps: 1,
+        },
+    };
+    let indexer = std::sync::Arc::new(ganglion_indexer::Indexer::new(
+        ganglion_indexer::store::MemoryKv::new(),
+        watch,
+        10,
+    ));
+    let blocks: std::sync::Arc<dyn ganglion_storage::blockstore::Blockstore> =
+        std::sync::Arc::new(ganglion_storage::blockstore::MemoryBlockstore::new());
+    let module = Api::new(s)
+        .expect("api")
+        .with_audit(ganglion_node::audit::rpc::AuditRpc::new(
+            indexer.clone(),
+            blocks,
+        ))
+        .with_bonds(crate::support::offline_bonds(indexer))
+        .into_module();
     let served: Vec<&str> = ganglion_rpc::server::method_names(&module);
     let running = ganglion_rpc::server::start("127.0.0.1:0".parse().expect("addr"), TOKEN, module)
         .await
@@ -91,6 +118,42 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
         ("tx_submit", vec![json!("84")], Some(bad)),
         ("job_subscribe", vec![json!("nothex")], Some(bad)),
         ("job_subscribe", vec![], Some(bad)),
+        ("audit_job", vec![json!("00")], Some(bad)),
+        ("audit_job", vec![json!("ab".repeat(32))], Some(codes::JOB)),
+        ("audit_provider", vec![json!("not-a-key")], Some(bad)),
+        ("audit_verify", vec![json!("xyz")], Some(bad)),
+        // No swarm attached, no provider key: typed errors, not panics.
+        ("market_offers", vec![json!(1)], Some(codes::INTERNAL)),
+        ("provider_bond", vec![json!("x")], Some(codes::WALLET)),
+        ("provider_offers", vec![], Some(codes::WALLET)),
+        ("provider_unbond", vec![json!("nothex#0")], Some(bad)),
+        ("provider_unbond", vec![json!(["a"])], Some(bad)),
+        // An empty index: this node has no bond to spend.
+        ("provider_unbond", vec![], Some(codes::JOB)),
+        (
+            "provider_withdraw",
+            vec![json!(format!("{}#x", "ab".repeat(32)))],
+            Some(bad),
+        ),
+        (
+            "provider_withdraw",
+            vec![json!(format!("{}#0", "ab".repeat(32)))],
+            Some(codes::JOB),
+        ),
+        ("job_logs", vec![json!("xyz")], Some(bad)),
+        ("job_logs", vec![json!(7)], Some(bad)),
+        ("job_logs", vec![json!("ab".repeat(32))], Some(codes::JOB)),
+        ("job_outputs", vec![json!("nothex")], Some(bad)),
+        (
+            "job_outputs",
+            vec![json!("ab".repeat(32)), json!("relative/dir")],
+            Some(bad),
+        ),
+        (
+            "job_outputs",
+            vec![json!("ab".repeat(32))],
+            Some(codes::JOB),
+        ),
         // An unknown subscription id is not an error: the answer is `false`.
         ("job_unsubscribe", vec![json!({"a": 1})], None),
     ];
@@ -110,6 +173,8 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
     let mutating: Vec<&str> = ganglion_rpc::api::MUTATING
         .iter()
         .chain(ganglion_rpc::api::MUTATING_WALLET)
+        .chain(ganglion_rpc::audit::MUTATING_ARTIFACTS)
+        .chain(ganglion_rpc::api::MUTATING_BOND)
         .copied()
         .collect();
     for m in &mutating {
@@ -120,6 +185,8 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
             "job_cancel" => vec![json!(hex::encode([1u8; 32]))],
             "job_buildLock" => vec![spec.clone(), json!("addr_test1")],
             "tx_submit" => vec![json!("84"), json!("a0")],
+            "job_outputs" => vec![json!(hex::encode([1u8; 32])), json!("/tmp")],
+            "provider_unbond" | "provider_withdraw" => vec![],
             other => panic!("no unauthorized case for {other}"),
         };
         assert_eq!(

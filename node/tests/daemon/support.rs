@@ -26,3 +26,19 @@ pub fn settings(h: &DevnetHandle, data_dir: &Path) -> Settings {
     .expect("overrides");
     s
 }
+
+/// The bond methods over `indexer`, with a deployment and key built offline (the contracts'
+/// test harness): enough to serve them; nothing here reaches a chain.
+pub fn offline_bonds<S: ganglion_indexer::store::Kv + Send + Sync + 'static>(
+    indexer: std::sync::Arc<ganglion_indexer::Indexer<S>>,
+) -> ganglion_node::rpc::bond::BondRpc<S> {
+    let h = ganglion_contracts::test_utils::harness::Harness::new(1);
+    let access = ganglion_node::job::chain::ChainAccess::new(
+        ganglion_node::settings::N2cEndpoint::Tcp("127.0.0.1:9".parse().expect("addr")),
+        42,
+        h.env().clone(),
+        h.dep.clone(),
+        ed25519_dalek::SigningKey::from_bytes(&[7; 32]),
+    );
+    ganglion_node::rpc::bond::BondRpc::new(indexer, access, 10)
+}

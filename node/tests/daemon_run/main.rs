@@ -131,6 +131,18 @@ fn cli_json<T: serde::de::DeserializeOwned>(config: &Path, args: &[&str], ok: bo
     })
 }
 
+/// Polls `ok` every 500 ms for up to 60 s.
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !ok() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// Sends SIGTERM to `child` and waits up to 20 s for it to exit.
 fn terminate(child: &mut Child) -> Option<std::process::ExitStatus> {
     let pid = i32::try_from(child.id()).expect("pid");
@@ -397,6 +409,42 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
         own.iter().all(|o| o.provider == bonds[0].provider) && !own.is_empty(),
         "{own:?}"
     );
+    // `job logs` / `job outputs`: what the providers attested, fetched by the orchestrator.
+    let logs: Vec<ganglion_rpc::audit::JobLog> =
+        cli_json(&orch_config, &["job", "logs", &id], true);
+    assert_eq!(logs.len(), 2, "{logs:?}");
+    assert!(
+        logs.iter()
+            .all(|l| l.error.is_none() && l.text.contains("probe done")),
+        "{logs:?}"
+    );
+    let out_dir = net.chain.dir.path().join("outputs");
+    let outs: Vec<ganglion_rpc::audit::JobOutput> = cli_json(
+        &orch_config,
+        &[
+            "job",
+            "outputs",
+            &id,
+            "--out",
+            out_dir.to_str().expect("utf-8"),
+        ],
+        true,
+    );
+    assert_eq!(outs.len(), 2, "{outs:?}");
+    for o in &outs {
+        let file = o
+            .files
+            .iter()
+            .find(|f| f.path == "result.bin")
+            .expect("result.bin listed");
+        let written = out_dir.join(format!("rank-{}", o.index)).join("result.bin");
+        assert_eq!(
+            std::fs::metadata(&written).map(|m| m.len()).ok(),
+            Some(file.bytes),
+            "{}",
+            written.display()
+        );
+    }
     // An unknown job: `audit verify` exits non-zero with the node's message.
     let out = std::process::Command::new(ganglion())
         .args(["audit", "verify", &"ab".repeat(32), "--json", "--config"])
@@ -409,6 +457,46 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+
+    // The provider leaves: unbond, a withdraw refused before the delay (saying when), then
+    // the withdraw, which returns the stake to its wallet.
+    let unbond: ganglion_rpc::types::BondTx = cli_json(&pa_config, &["provider", "unbond"], true);
+    assert_eq!(unbond.bond, bonds[0].bond);
+    let from_ms = unbond.withdrawable_from_ms.expect("withdrawable from");
+    let from_slot = unbond
+        .withdrawable_from_slot
+        .expect("withdrawable from slot");
+    wait_until("the unbond on chain", || {
+        let b: Vec<ganglion_rpc::audit::BondInfo> =
+            cli_json(&pa_config, &["provider", "bond"], true);
+        b.first().is_some_and(|b| b.unbonding_since_ms.is_some())
+    });
+    let early = std::process::Command::new(ganglion())
+        .args(["provider", "withdraw", "--config"])
+        .arg(&pa_config)
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&early.stderr);
+    assert!(
+        !early.status.success() && err.contains(&format!("withdrawn from slot {from_slot}")),
+        "{err}"
+    );
+    let staked = net.ntx()[0];
+    let wait_ms = from_ms.saturating_sub(ganglion_node::p2p::now_ms()) + 1_500;
+    tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+    let withdrawn: ganglion_rpc::types::BondTx =
+        cli_json(&pa_config, &["provider", "withdraw"], true);
+    // The unbond re-created the bond with its clock: the withdraw spends that output.
+    assert!(
+        withdrawn.bond.starts_with(&unbond.tx_id),
+        "{withdrawn:?} {unbond:?}"
+    );
+    wait_until("the stake back in the wallet", || {
+        net.ntx()[0] == staked + bonds[0].stake
+    });
+    let left: Vec<ganglion_rpc::audit::BondInfo> =
+        cli_json(&pa_config, &["provider", "bond"], true);
+    assert!(left.is_empty(), "{left:?}");
 
     // SIGTERM stops the orchestrator cleanly (engine, RPC, swarm, follower).
     let status = tokio::task::block_in_place(|| terminate(&mut net.kids.0[0]));

@@ -1,8 +1,8 @@
 //! `audit verify` on the settled job of [`crate::settle`]: every check passes from the
 //! orchestrator's node (its indexer, its blockstore, results and logs fetched over bitswap
 //! from the providers); the same evidence, changed one item at a time, fails exactly the
-//! check about that item; and the read-only `audit_*`, `market_*`, `provider_*` methods over
-//! HTTP, happy and bad-params paths.
+//! check about that item; and the read-only `audit_*`, `market_*`, `provider_*` methods and
+//! `job_logs` / `job_outputs` over HTTP, happy and bad-params paths.
 
 use std::sync::Arc;
 
@@ -14,7 +14,9 @@ use ganglion_node::audit::{self, Evidence, Report, checks};
 use ganglion_node::executor::Executor;
 use ganglion_node::rpc::Api;
 use ganglion_node::settings::Settings;
-use ganglion_rpc::audit::{AuditJob, AuditProvider, AuditReport, BondInfo, MarketOffer};
+use ganglion_rpc::audit::{
+    AuditJob, AuditProvider, AuditReport, BondInfo, JobLog, JobOutput, MarketOffer,
+};
 use ganglion_rpc::error as codes;
 use ganglion_storage::blockstore::Blockstore;
 use jsonrpsee::core::client::{ClientT, Error as ClientError};
@@ -276,6 +278,75 @@ pub async fn audit_settled_job<E: Executor + 'static, F: Executor + 'static>(
         .expect("provider_bond");
     assert_eq!(bond, by_key.bonds);
 
+    // The attested logs (read-only) and outputs (written to a directory: token required),
+    // fetched over bitswap by the orchestrator, which never held them.
+    let logs: Vec<JobLog> = c
+        .request("job_logs", rpc_params![id.clone()])
+        .await
+        .expect("job_logs");
+    assert_eq!(logs.len(), 2, "{logs:?}");
+    for l in &logs {
+        let a = &j.assignments[usize::try_from(l.index).expect("index")];
+        assert_eq!(l.error, None, "{l:?}");
+        assert_eq!(l.provider, a.provider);
+        assert_eq!(l.cid, a.attestation.as_ref().expect("attested").logs);
+        assert!(l.text.contains("probe done"), "{l:?}");
+        assert_eq!(l.bytes, l.text.len() as u64);
+    }
+    let out_dir = orch.dir.join("job-outputs");
+    let e = c
+        .request::<Vec<JobOutput>, _>(
+            "job_outputs",
+            rpc_params![id.clone(), out_dir.display().to_string()],
+        )
+        .await
+        .expect_err("job_outputs without the token");
+    assert_eq!(code(e), codes::UNAUTHORIZED);
+    assert!(!out_dir.exists(), "nothing written without the token");
+    let mut h = jsonrpsee::http_client::HeaderMap::new();
+    h.insert(
+        "authorization",
+        jsonrpsee::http_client::HeaderValue::from_static("Bearer t"),
+    );
+    let authed = HttpClientBuilder::default()
+        .set_headers(h)
+        .build(format!("http://{}", running.addr))
+        .expect("client");
+    let outs: Vec<JobOutput> = authed
+        .request(
+            "job_outputs",
+            rpc_params![id.clone(), out_dir.display().to_string()],
+        )
+        .await
+        .expect("job_outputs");
+    assert_eq!(outs.len(), 2, "{outs:?}");
+    for o in &outs {
+        let a = &j.assignments[usize::try_from(o.index).expect("index")];
+        assert_eq!(o.error, None, "{o:?}");
+        assert_eq!(o.cid, a.attestation.as_ref().expect("attested").result);
+        let result = o
+            .files
+            .iter()
+            .find(|f| f.path == "result.bin")
+            .expect("result.bin listed");
+        assert_eq!(result.bytes, 4096);
+        let written = out_dir.join(format!("rank-{}", o.index));
+        assert_eq!(
+            o.written_to.as_deref(),
+            Some(written.to_str().expect("utf-8"))
+        );
+        let bytes = std::fs::read(written.join("result.bin")).expect("result.bin written");
+        assert_eq!(bytes.len(), 4096);
+        // The directory written re-imports to the attested CID.
+        let again = ganglion_storage::unixfs::import_dir(
+            &written,
+            &ganglion_storage::unixfs::ImportOptions::cid_v1(),
+            ganglion_storage::unixfs::HashOnly::default(),
+        )
+        .expect("re-import");
+        assert_eq!(again.root.to_string(), o.cid);
+    }
+
     // Bad params and unknown ids: JSON-RPC errors, the server keeps serving.
     for (method, param, want) in [
         ("audit_verify", "xyz", codes::INVALID_PARAMS),
@@ -283,6 +354,8 @@ pub async fn audit_settled_job<E: Executor + 'static, F: Executor + 'static>(
         ("audit_job", &"ab".repeat(32) as &str, codes::JOB),
         ("audit_verify", &"cd".repeat(32), codes::JOB),
         ("audit_provider", "not-a-key", codes::INVALID_PARAMS),
+        ("job_logs", "xyz", codes::INVALID_PARAMS),
+        ("job_logs", &"ab".repeat(32), codes::JOB),
     ] {
         let e = c
             .request::<serde_json::Value, _>(method, rpc_params![param])

@@ -1,11 +1,13 @@
-//! `ganglion job submit|status|cancel` as a process, talking over JSON-RPC to a node (an
-//! orchestrator engine behind the real server) whose address and cookie it reads from the
-//! config's data dir.
+//! `ganglion job submit [--wait]|status|cancel` as a process, talking over JSON-RPC to a node (an
+//! orchestrator engine behind the real server) whose address (`node.json`) and cookie it reads
+//! from the config's data dir.
 
 use ganglion_node::datadir::DataDir;
 use ganglion_node::rpc::Api;
 use ganglion_node::settings::Settings;
 use ganglion_rpc::types::{JobStatus, JobSubmitted};
+
+use tokio::io::AsyncBufReadExt as _;
 
 use crate::support::{self, Chain, wait_for};
 
@@ -52,11 +54,21 @@ async fn job_cli_submits_follows_and_cancels_through_the_node() {
     let running = ganglion_rpc::server::start("127.0.0.1:0".parse().expect("addr"), &token, module)
         .await
         .expect("serves");
+    std::fs::write(&config, &base).expect("config");
+    // The CLI finds the node as it finds one `ganglion node run` started: `node.json`.
+    let info = ganglion_node::daemon::NodeInfo {
+        pid: std::process::id(),
+        peer_id: String::new(),
+        p2p: Vec::new(),
+        rpc: running.addr,
+        payment_key_hash: hex::encode(orch.key_hash),
+        bond: None,
+    };
     std::fs::write(
-        &config,
-        format!("{base}\n[rpc]\nlisten = \"{}\"\n", running.addr),
+        data.join(ganglion_node::daemon::node::NODE_INFO),
+        serde_json::to_string(&info).expect("node.json"),
     )
-    .expect("config");
+    .expect("node.json");
     let spec = root.join("spec.yaml");
     std::fs::write(
         &spec,
@@ -100,6 +112,64 @@ async fn job_cli_submits_follows_and_cancels_through_the_node() {
         (s[0].state == "cancelled").then_some(())
     })
     .await;
+    // `submit --wait` follows the job to its end: here a cancel from another process. The
+    // job id comes first (text mode), the final record last; a cancelled job exits non-zero.
+    let mut waiting = tokio::process::Command::new(env!("CARGO_BIN_EXE_ganglion"))
+        .args([
+            "job",
+            "submit",
+            spec.to_str().expect("utf8"),
+            "--wait",
+            "--config",
+        ])
+        .arg(&config)
+        .env_remove("GANGLION_CONFIG")
+        .env_remove("GANGLION_RPC_LISTEN")
+        .env_remove("GANGLION_DATA_DIR")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("ganglion runs");
+    let mut lines = tokio::io::BufReader::new(waiting.stdout.take().expect("stdout")).lines();
+    let first = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("the job id within 30 s")
+        .expect("stdout")
+        .expect("a line");
+    let waited = first
+        .strip_prefix("job ")
+        .and_then(|l| l.strip_suffix(" locked"))
+        .expect("`job <id> locked`")
+        .to_string();
+    wait_for("the waited job matching", || async {
+        let out = stdout(&ganglion(&config, &["job", "status", &waited, "--json"]).await);
+        let s: Vec<JobStatus> = serde_json::from_str(&out).expect("status JSON");
+        (s.len() == 1 && s[0].state == "matching").then_some(())
+    })
+    .await;
+    stdout(&ganglion(&config, &["job", "cancel", &waited]).await);
+    let mut rest = String::new();
+    while let Some(l) = lines.next_line().await.expect("stdout") {
+        rest.push_str(&l);
+        rest.push('\n');
+    }
+    let end = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        waiting.wait_with_output(),
+    )
+    .await
+    .expect("--wait returns once the job is cancelled")
+    .expect("exit");
+    let err = String::from_utf8_lossy(&end.stderr);
+    assert!(!end.status.success(), "a cancelled job is not a success");
+    assert!(err.contains("ended cancelled"), "{err}");
+    assert!(
+        rest.contains("history: locked → matching → cancelled"),
+        "{rest}"
+    );
+    // Not a terminal: no spinner frames in the captured stderr.
+    assert!(!err.contains('\r'), "{err:?}");
     // A bad id: non-zero exit, the server's reason on stderr.
     let o = ganglion(&config, &["job", "status", "xyz"]).await;
     assert!(!o.status.success());

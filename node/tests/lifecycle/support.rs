@@ -127,7 +127,8 @@ impl Chain {
                 name: genesis.ntx_asset_name().expect("name"),
             },
             min_bond_per_gpu: 1_000_000,
-            unbonding_delay_ms: 60_000,
+            // Short, so that a test can unbond and withdraw within seconds.
+            unbonding_delay_ms: 5_000,
             slash_bps: 1_000,
         };
         let script = Blueprint::committed()
