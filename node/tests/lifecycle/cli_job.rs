@@ -63,6 +63,7 @@ async fn job_cli_submits_follows_and_cancels_through_the_node() {
         rpc: running.addr,
         payment_key_hash: hex::encode(orch.key_hash),
         bond: None,
+        metrics: None,
     };
     std::fs::write(
         data.join(ganglion_node::daemon::node::NODE_INFO),
