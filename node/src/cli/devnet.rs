@@ -111,8 +111,17 @@ fn render(s: &Summary) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\njob {} ({:?}, {:?}): {}",
-        s.job_id, s.workload, s.scenario, s.state
+        "\njob {} (workload {}, scenario {}): {}",
+        s.job_id,
+        serde_json::to_value(s.workload)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        serde_json::to_value(s.scenario)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        s.state
     );
     let _ = writeln!(out, "network: {}", s.network);
     let _ = writeln!(out, "timeline:");

@@ -1,4 +1,4 @@
-//! `ganglion node run [--config F] [--log-format text|json]`: the node in the foreground until
+//! `ganglion node run [--config F] [--log-format text|json | --json]`: the node in the foreground until
 //! SIGINT or SIGTERM. Logs go to stderr through `tracing` (filter with `RUST_LOG`, default
 //! `info`): human-readable text, or one JSON object per line (`timestamp`, `level`, `fields`
 //! with `message`, `target`, `span`) for log shippers.
@@ -29,6 +29,9 @@ pub enum Command {
         /// Log format on stderr.
         #[arg(long, env = "GANGLION_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
         log_format: LogFormat,
+        /// Same as `--log-format json` (every command takes `--json`).
+        #[arg(long, conflicts_with = "log_format")]
+        json: bool,
     },
 }
 
@@ -44,7 +47,11 @@ pub enum LogFormat {
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
-        Command::Run { config, log_format } => run_node(config, log_format),
+        Command::Run {
+            config,
+            log_format,
+            json,
+        } => run_node(config, if json { LogFormat::Json } else { log_format }),
     }
 }
 

@@ -114,7 +114,7 @@ pub enum Scenario {
     /// Both providers run and attest; the escrow settles.
     Settle,
     /// One assigned provider is killed (SIGKILL) while its container runs; after the job's
-    /// deadline ([`LOSS_DEADLINE_MS`] after the lock) the job expires: the provider that
+    /// deadline (40 s after the lock, `LOSS_DEADLINE_MS`) the job expires: the provider that
     /// attested is paid, the defaulter's bond slashed to the orchestrator, the rest refunded.
     ProviderLoss,
 }
@@ -149,7 +149,8 @@ pub enum DemoNetwork {
     /// Each provider behind its own NAT where the machine allows it, else loopback (the
     /// summary says which, and why).
     Auto,
-    /// Each provider behind its own NAT; fails where the machine cannot ([`natnet`]).
+    /// Each provider behind its own NAT; fails where the machine cannot (not root, no `ip` or
+    /// `iptables`).
     Nat,
     /// Every node on this host's loopback.
     Loopback,
@@ -366,6 +367,14 @@ pub async fn run(
     .map_err(|e| DemoError::NoDocker(e.to_string()))?;
     // The probe image is every pod's sandbox, whatever the workload.
     let probe = cluster::probe_image()?;
+    if opts.workload == Workload::Torch {
+        step(
+            "workload image: looking for the torch image (built on first use, about 3 minutes)"
+                .into(),
+            None,
+            &mut timeline,
+        );
+    }
     let image = match opts.workload {
         Workload::Smoke => probe,
         Workload::Torch => tokio::task::block_in_place(|| {

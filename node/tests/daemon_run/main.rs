@@ -726,21 +726,27 @@ fn node_run_writes_json_log_lines_with_log_format_json() {
         ),
     )
     .expect("config");
-    let out = std::process::Command::new(ganglion())
-        .args(["node", "run", "--log-format", "json", "--config"])
-        .arg(&cfg)
-        .env("RUST_LOG", "info")
-        .output()
-        .expect("runs");
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let first = stderr.lines().next().unwrap_or_default();
-    let line: serde_json::Value =
-        serde_json::from_str(first).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
-    assert_eq!(line["level"], "INFO", "{line}");
-    assert_eq!(line["fields"]["message"], "starting", "{line}");
-    assert_eq!(line["fields"]["network"], "devnet", "{line}");
-    assert!(line["timestamp"].is_string(), "{line}");
+    // `--json`, as on every command, is the same as `--log-format json`.
+    for flags in [&["--log-format", "json"][..], &["--json"][..]] {
+        let out = std::process::Command::new(ganglion())
+            .args(["node", "run"])
+            .args(flags)
+            .arg("--config")
+            .arg(&cfg)
+            .env("RUST_LOG", "info")
+            .env_remove("GANGLION_LOG_FORMAT")
+            .output()
+            .expect("runs");
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let first = stderr.lines().next().unwrap_or_default();
+        let line: serde_json::Value = serde_json::from_str(first)
+            .unwrap_or_else(|e| panic!("{flags:?}: not JSON ({e}): {stderr}"));
+        assert_eq!(line["level"], "INFO", "{line}");
+        assert_eq!(line["fields"]["message"], "starting", "{line}");
+        assert_eq!(line["fields"]["network"], "devnet", "{line}");
+        assert!(line["timestamp"].is_string(), "{line}");
+    }
     // An unknown format is refused by the argument parser.
     let out = std::process::Command::new(ganglion())
         .args(["node", "run", "--log-format", "xml", "--config"])
