@@ -2,22 +2,15 @@
 //! re-verified from chain and IPFS only, asked of a running node over JSON-RPC
 //! (`audit_job`, `audit_provider`, `audit_verify`).
 
-use std::path::PathBuf;
-
 use ganglion_rpc::audit::{AuditJob, AuditProvider, AuditReport};
 
-use super::remote::{call, print_json};
+use super::remote::{RemoteArgs, call, print_json};
 
 /// Audit jobs and providers (a running node answers: `ganglion node run`).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Print JSON instead of text.
-    #[arg(long, global = true)]
-    pub json: bool,
-    /// Node config (TOML); `GANGLION_*` variables override it. The node is found through its
-    /// data dir (`node.json`, `rpc.cookie`).
-    #[arg(long, env = "GANGLION_CONFIG", global = true)]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -97,11 +90,11 @@ fn print_provider(p: &AuditProvider) {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let config = args.config.as_deref();
+    let config = args.remote.config.as_deref();
     match args.command {
         Command::Job { job_id } => {
             let j: AuditJob = call(config, "audit_job", vec![job_id.into()])?;
-            if args.json {
+            if args.remote.json {
                 print_json(&j)?
             } else {
                 print_job(&j)
@@ -109,7 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Command::Provider { key } => {
             let p: AuditProvider = call(config, "audit_provider", vec![key.into()])?;
-            if args.json {
+            if args.remote.json {
                 print_json(&p)?
             } else {
                 print_provider(&p)
@@ -117,7 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Command::Verify { job_id } => {
             let r: AuditReport = call(config, "audit_verify", vec![job_id.into()])?;
-            if args.json {
+            if args.remote.json {
                 print_json(&r)?;
             } else {
                 for c in &r.checks {
@@ -133,7 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     r.checks.len()
                 );
             }
-            if !args.json {
+            if !args.remote.json {
                 println!("job {}: all {} checks pass", r.job_id, r.checks.len());
             }
         }

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
+use clap::ValueEnum as _;
 use ganglion_node::demo::{self, DemoNetwork, DemoOptions, Scenario, Summary, Workload};
 
 /// The embedded devnet and what runs on it.
@@ -109,18 +110,14 @@ fn render(s: &Summary) -> String {
     use std::fmt::Write as _;
     let opt = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.1} s"));
     let mut out = String::new();
+    // The option values as typed on the command line (`torch`, `provider-loss`).
+    let name = |v: Option<clap::builder::PossibleValue>| v.map(|p| p.get_name().to_string());
     let _ = writeln!(
         out,
         "\njob {} (workload {}, scenario {}): {}",
         s.job_id,
-        serde_json::to_value(s.workload)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
-        serde_json::to_value(s.scenario)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
+        name(s.workload.to_possible_value()).unwrap_or_default(),
+        name(s.scenario.to_possible_value()).unwrap_or_default(),
         s.state
     );
     let _ = writeln!(out, "network: {}", s.network);

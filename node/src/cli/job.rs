@@ -11,7 +11,7 @@ use ganglion_node::market::spec::Ensemble;
 use ganglion_rpc::audit::{JobLog, JobOutput};
 use ganglion_rpc::types::{JobStatus, JobSubmitted};
 
-use super::remote::{call, print_json};
+use super::remote::{RemoteArgs, call, print_json};
 
 /// How often `job submit --wait` asks for the job's state.
 const POLL: Duration = Duration::from_secs(1);
@@ -19,13 +19,8 @@ const POLL: Duration = Duration::from_secs(1);
 /// Jobs this node orchestrates or runs.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Print JSON instead of text.
-    #[arg(long, global = true)]
-    pub json: bool,
-    /// Node config (TOML); `GANGLION_*` variables override it. The node is found through its
-    /// data dir (`node.json`, `rpc.cookie`).
-    #[arg(long, env = "GANGLION_CONFIG", global = true)]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -157,7 +152,7 @@ fn print_outputs(outputs: &[JobOutput]) {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let config = args.config.as_deref();
+    let config = args.remote.config.as_deref();
     match args.command {
         Command::Submit { spec, wait: follow } => {
             let text = std::fs::read_to_string(&spec)
@@ -167,18 +162,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let value = serde_json::to_value(&parsed).context("encoding the spec")?;
             let s: JobSubmitted = call(config, "job_submit", vec![value])?;
             if !follow {
-                return if args.json {
+                return if args.remote.json {
                     print_json(&s)
                 } else {
                     println!("job {} locked", s.job_id);
                     Ok(())
                 };
             }
-            if !args.json {
+            if !args.remote.json {
                 println!("job {} locked", s.job_id);
             }
-            let end = wait(config, &s.job_id, args.json)?;
-            if args.json {
+            let end = wait(config, &s.job_id, args.remote.json)?;
+            if args.remote.json {
                 print_json(&end)?;
             } else {
                 println!("{}", human(&end));
@@ -195,7 +190,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Command::Status { job_id } => {
             let s: Vec<JobStatus> = call(config, "job_status", vec![job_id.clone().into()])?;
-            if args.json {
+            if args.remote.json {
                 print_json(&s)?;
             } else if s.is_empty() {
                 println!("this node holds no record of job {job_id}");
@@ -207,7 +202,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Command::Cancel { job_id } => {
             let s: JobStatus = call(config, "job_cancel", vec![job_id.into()])?;
-            if args.json {
+            if args.remote.json {
                 print_json(&s)?;
             } else {
                 println!("cancel submitted\n{}", human(&s));
@@ -215,7 +210,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Command::Logs { job_id } => {
             let logs: Vec<JobLog> = call(config, "job_logs", vec![job_id.clone().into()])?;
-            if args.json {
+            if args.remote.json {
                 print_json(&logs)?;
             } else {
                 print_logs(&logs);
@@ -236,7 +231,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             };
             let outputs: Vec<JobOutput> =
                 call(config, "job_outputs", vec![job_id.clone().into(), dir])?;
-            if args.json {
+            if args.remote.json {
                 print_json(&outputs)?;
             } else {
                 print_outputs(&outputs);

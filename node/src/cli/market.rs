@@ -1,20 +1,14 @@
 //! `ganglion market`: the live, verified offers a running node sees (`market_offers`).
 
-use std::path::PathBuf;
-
 use ganglion_rpc::audit::MarketOffer;
 
-use super::remote::{call, print_json};
+use super::remote::{RemoteArgs, call, print_json};
 
 /// The live market as the node sees it.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// Node config (TOML); `GANGLION_*` variables override it.
-    #[arg(long, env = "GANGLION_CONFIG")]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 /// Prints offers one per line (text) or as JSON.
@@ -50,6 +44,6 @@ pub fn print_offers(offers: &[MarketOffer], json: bool) -> anyhow::Result<()> {
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let offers: Vec<MarketOffer> = call(args.config.as_deref(), "market_offers", vec![])?;
-    print_offers(&offers, args.json)
+    let offers: Vec<MarketOffer> = call(args.remote.config.as_deref(), "market_offers", vec![])?;
+    print_offers(&offers, args.remote.json)
 }

@@ -2,22 +2,16 @@
 //! running node (`provider_bond`, `provider_unbond`, `provider_withdraw`, `provider_offers`).
 //! The bond itself is posted by `ganglion node run` from the config's `[bond]` section.
 
-use std::path::PathBuf;
-
 use ganglion_rpc::audit::{BondInfo, MarketOffer};
 use ganglion_rpc::types::BondTx;
 
-use super::remote::{call, print_json};
+use super::remote::{RemoteArgs, call, print_json};
 
 /// This node as a provider (a running node answers).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Print JSON instead of text.
-    #[arg(long, global = true)]
-    pub json: bool,
-    /// Node config (TOML); `GANGLION_*` variables override it.
-    #[arg(long, env = "GANGLION_CONFIG", global = true)]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -46,11 +40,11 @@ pub enum Command {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let config = args.config.as_deref();
+    let config = args.remote.config.as_deref();
     match args.command {
         Command::Bond => {
             let bonds: Vec<BondInfo> = call(config, "provider_bond", vec![])?;
-            if args.json {
+            if args.remote.json {
                 return print_json(&bonds);
             }
             if bonds.is_empty() {
@@ -74,7 +68,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Command::Unbond { bond } => {
             let t: BondTx = call(config, "provider_unbond", vec![bond.into()])?;
-            if args.json {
+            if args.remote.json {
                 return print_json(&t);
             }
             println!("unbond of {} submitted: tx {}", t.bond, t.tx_id);
@@ -87,7 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Command::Withdraw { bond } => {
             let t: BondTx = call(config, "provider_withdraw", vec![bond.into()])?;
-            if args.json {
+            if args.remote.json {
                 return print_json(&t);
             }
             println!("withdraw of {} submitted: tx {}", t.bond, t.tx_id);
@@ -95,7 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Command::Offers => {
             let offers: Vec<MarketOffer> = call(config, "provider_offers", vec![])?;
-            super::market::print_offers(&offers, args.json)
+            super::market::print_offers(&offers, args.remote.json)
         }
     }
 }

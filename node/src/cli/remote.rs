@@ -8,6 +8,18 @@ use ganglion_node::rpc_client::NodeClient;
 use ganglion_node::settings::Settings;
 use serde::de::DeserializeOwned;
 
+/// `--json` and `--config`, taken by every command that talks to a running node.
+#[derive(Debug, clap::Args)]
+pub struct RemoteArgs {
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Node config (TOML); `GANGLION_*` variables override it. The node is found through its
+    /// data dir (`node.json`, `rpc.cookie`).
+    #[arg(long, env = "GANGLION_CONFIG", global = true)]
+    pub config: Option<std::path::PathBuf>,
+}
+
 /// Calls `method` on the node of the settings at `config` (or the defaults and `GANGLION_*`).
 pub fn call<T: DeserializeOwned>(
     config: Option<&Path>,

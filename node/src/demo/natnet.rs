@@ -57,28 +57,33 @@ pub struct NatNet {
 #[error("{0}")]
 pub struct NatNetError(String);
 
-fn run(args: &[&str]) -> Result<(), NatNetError> {
-    let (cmd, rest) = args
-        .split_first()
-        .ok_or_else(|| NatNetError("empty".into()))?;
+/// Runs `line` (a program and its arguments, split at whitespace: every name and address here
+/// is a single word).
+fn run(line: &str) -> Result<(), NatNetError> {
+    let mut words = line.split_whitespace();
+    let cmd = words.next().ok_or_else(|| NatNetError("empty".into()))?;
     let out = Command::new(cmd)
-        .args(rest)
+        .args(words)
         .output()
         .map_err(|e| NatNetError(format!("`{cmd}`: {e} (apt-get install iproute2 iptables)")))?;
     if out.status.success() {
         Ok(())
     } else {
         Err(NatNetError(format!(
-            "`{}` failed: {}",
-            args.join(" "),
+            "`{line}` failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )))
     }
 }
 
-fn output(args: &[&str]) -> String {
-    Command::new(args[0])
-        .args(&args[1..])
+/// The standard output of `line` (as [`run`] splits it); empty when it cannot run.
+fn output(line: &str) -> String {
+    let mut words = line.split_whitespace();
+    let Some(cmd) = words.next() else {
+        return String::new();
+    };
+    Command::new(cmd)
+        .args(words)
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default()
@@ -95,15 +100,9 @@ pub fn unavailable() -> Option<String> {
     if !is_root() {
         return Some("not root (namespaces and iptables need root)".into());
     }
-    for args in [
-        &["ip", "netns", "list"][..],
-        &["iptables", "-t", "nat", "-L", "-n"][..],
-    ] {
-        if let Err(e) = run(args) {
-            return Some(e.0);
-        }
-    }
-    None
+    ["ip netns list", "iptables -t nat -L -n"]
+        .into_iter()
+        .find_map(|line| run(line).err().map(|e| e.0))
 }
 
 fn ns(slot: u8, what: &str) -> String {
@@ -136,7 +135,7 @@ pub fn sweep() -> Result<(), NatNetError> {
 }
 
 fn sweep_locked() {
-    let links = output(&["ip", "-o", "link", "show"]);
+    let links = output("ip -o link show");
     for line in links.lines() {
         let Some(name) = line
             .split(": ")
@@ -167,12 +166,12 @@ fn sweep_locked() {
 
 fn remove(slot: u8, hosts: usize) {
     for i in 0..hosts {
-        let _ = run(&["ip", "netns", "del", &ns(slot, &format!("h{i}"))]);
-        let _ = run(&["ip", "netns", "del", &ns(slot, &format!("r{i}"))]);
-        let _ = run(&["ip", "route", "del", &format!("{}/24", lan_net(i, slot))]);
+        let _ = run(&format!("ip netns del {}", ns(slot, &format!("h{i}"))));
+        let _ = run(&format!("ip netns del {}", ns(slot, &format!("r{i}"))));
+        let _ = run(&format!("ip route del {}/24", lan_net(i, slot)));
     }
-    let _ = run(&["ip", "netns", "del", &ns(slot, "pub")]);
-    let _ = run(&["ip", "link", "del", &format!("{PREFIX}{slot}-x")]);
+    let _ = run(&format!("ip netns del {}", ns(slot, "pub")));
+    let _ = run(&format!("ip link del {PREFIX}{slot}-x"));
 }
 
 /// Provider `i`'s LAN (a /24) in slot `slot`.
@@ -224,7 +223,7 @@ impl NatNet {
         }
         let _lock = lock()?;
         sweep_locked();
-        let used = output(&["ip", "netns", "list"]);
+        let used = output("ip netns list");
         let start = (std::process::id() % u32::from(SLOTS)) as u8;
         let slot = (0..SLOTS)
             .map(|d| ((u16::from(start) + u16::from(d)) % u16::from(SLOTS)) as u8)
@@ -241,192 +240,83 @@ impl NatNet {
     fn build(mut self, providers: usize) -> Result<Self, NatNetError> {
         let k = self.slot;
         let public = ns(k, "pub");
-        let host_link = format!("{PREFIX}{k}-x");
-        let host_peer = format!("{PREFIX}{k}-xp");
-        run(&["ip", "netns", "add", &public])?;
-        run(&["ip", "-n", &public, "link", "set", "lo", "up"])?;
-        run(&["ip", "-n", &public, "link", "add", "br0", "type", "bridge"])?;
-        run(&["ip", "-n", &public, "link", "set", "br0", "up"])?;
+        let (host_link, host_peer) = (format!("{PREFIX}{k}-x"), format!("{PREFIX}{k}-xp"));
+        run(&format!("ip netns add {public}"))?;
+        run(&format!("ip -n {public} link set lo up"))?;
+        run(&format!("ip -n {public} link add br0 type bridge"))?;
+        run(&format!("ip -n {public} link set br0 up"))?;
         // This host's leg: the alias holds the owner pid for `sweep`.
-        run(&[
-            "ip", "link", "add", &host_link, "type", "veth", "peer", "name", &host_peer,
-        ])?;
-        run(&[
-            "ip",
-            "link",
-            "set",
-            &host_link,
-            "alias",
-            &std::process::id().to_string(),
-        ])?;
-        run(&["ip", "link", "set", &host_peer, "netns", &public])?;
-        run(&[
-            "ip", "-n", &public, "link", "set", &host_peer, "master", "br0", "up",
-        ])?;
-        let host_ip = format!("{}/24", self.host_ip());
-        run(&["ip", "addr", "add", &host_ip, "dev", &host_link])?;
-        run(&["ip", "link", "set", &host_link, "up"])?;
+        run(&format!(
+            "ip link add {host_link} type veth peer name {host_peer}"
+        ))?;
+        run(&format!(
+            "ip link set {host_link} alias {}",
+            std::process::id()
+        ))?;
+        run(&format!("ip link set {host_peer} netns {public}"))?;
+        run(&format!(
+            "ip -n {public} link set {host_peer} master br0 up"
+        ))?;
+        run(&format!(
+            "ip addr add {}/24 dev {host_link}",
+            self.host_ip()
+        ))?;
+        run(&format!("ip link set {host_link} up"))?;
         for i in 0..providers {
             let router = ns(k, &format!("r{i}"));
             let host = ns(k, &format!("h{i}"));
             let public_ip = Ipv4Addr::new(10, 211, k, 10 + i as u8);
-            let lan = lan_net(i, k).octets();
-            let gateway = Ipv4Addr::new(lan[0], lan[1], lan[2], 1);
-            let lan_ip = Ipv4Addr::new(lan[0], lan[1], lan[2], 2);
+            let lan = lan_net(i, k);
+            let [a, b, c, _] = lan.octets();
+            let (gateway, lan_ip) = (Ipv4Addr::new(a, b, c, 1), Ipv4Addr::new(a, b, c, 2));
             self.hosts.push(NatHost {
                 netns: host.clone(),
                 lan_ip,
                 public_ip,
             });
-            run(&["ip", "netns", "add", &router])?;
-            run(&["ip", "netns", "add", &host])?;
             for n in [&router, &host] {
-                run(&["ip", "-n", n, "link", "set", "lo", "up"])?;
+                run(&format!("ip netns add {n}"))?;
+                run(&format!("ip -n {n} link set lo up"))?;
             }
-            // Router ↔ bridge.
+            // Router ↔ bridge, as `wan0`.
             let (wan, wan_peer) = (format!("{PREFIX}{k}-w{i}"), format!("{PREFIX}{k}-b{i}"));
-            run(&[
-                "ip", "link", "add", &wan, "type", "veth", "peer", "name", &wan_peer,
-            ])?;
-            run(&["ip", "link", "set", &wan, "netns", &router])?;
-            run(&["ip", "link", "set", &wan_peer, "netns", &public])?;
-            run(&[
-                "ip", "-n", &public, "link", "set", &wan_peer, "master", "br0", "up",
-            ])?;
-            run(&["ip", "-n", &router, "link", "set", &wan, "name", "wan0"])?;
-            run(&[
-                "ip",
-                "-n",
-                &router,
-                "addr",
-                "add",
-                &format!("{public_ip}/24"),
-                "dev",
-                "wan0",
-            ])?;
-            run(&["ip", "-n", &router, "link", "set", "wan0", "up"])?;
-            // Router ↔ provider LAN.
+            run(&format!("ip link add {wan} type veth peer name {wan_peer}"))?;
+            run(&format!("ip link set {wan} netns {router}"))?;
+            run(&format!("ip link set {wan_peer} netns {public}"))?;
+            run(&format!("ip -n {public} link set {wan_peer} master br0 up"))?;
+            run(&format!("ip -n {router} link set {wan} name wan0"))?;
+            run(&format!("ip -n {router} addr add {public_ip}/24 dev wan0"))?;
+            run(&format!("ip -n {router} link set wan0 up"))?;
+            // Router ↔ provider LAN, `lan0` on both ends.
             let (l, lp) = (format!("{PREFIX}{k}-l{i}"), format!("{PREFIX}{k}-p{i}"));
-            run(&["ip", "link", "add", &l, "type", "veth", "peer", "name", &lp])?;
-            run(&["ip", "link", "set", &l, "netns", &router])?;
-            run(&["ip", "link", "set", &lp, "netns", &host])?;
-            run(&["ip", "-n", &router, "link", "set", &l, "name", "lan0"])?;
-            run(&[
-                "ip",
-                "-n",
-                &router,
-                "addr",
-                "add",
-                &format!("{gateway}/24"),
-                "dev",
-                "lan0",
-            ])?;
-            run(&["ip", "-n", &router, "link", "set", "lan0", "up"])?;
-            run(&["ip", "-n", &host, "link", "set", &lp, "name", "lan0"])?;
-            run(&[
-                "ip",
-                "-n",
-                &host,
-                "addr",
-                "add",
-                &format!("{lan_ip}/24"),
-                "dev",
-                "lan0",
-            ])?;
-            run(&["ip", "-n", &host, "link", "set", "lan0", "up"])?;
-            run(&[
-                "ip",
-                "-n",
-                &host,
-                "route",
-                "add",
-                "default",
-                "via",
-                &gateway.to_string(),
-            ])?;
+            run(&format!("ip link add {l} type veth peer name {lp}"))?;
+            run(&format!("ip link set {l} netns {router}"))?;
+            run(&format!("ip link set {lp} netns {host}"))?;
+            run(&format!("ip -n {router} link set {l} name lan0"))?;
+            run(&format!("ip -n {router} addr add {gateway}/24 dev lan0"))?;
+            run(&format!("ip -n {router} link set lan0 up"))?;
+            run(&format!("ip -n {host} link set {lp} name lan0"))?;
+            run(&format!("ip -n {host} addr add {lan_ip}/24 dev lan0"))?;
+            run(&format!("ip -n {host} link set lan0 up"))?;
+            run(&format!("ip -n {host} route add default via {gateway}"))?;
             // The NAT: forward, masquerade out of wan0, drop unsolicited inbound except this
             // host's connections to the provider's RPC port.
-            let ipt = |args: &[&str]| {
-                let mut all = vec!["ip", "netns", "exec", router.as_str(), "iptables"];
-                all.extend_from_slice(args);
-                run(&all)
-            };
-            run(&[
-                "ip",
-                "netns",
-                "exec",
-                &router,
-                "sysctl",
-                "-qw",
-                "net.ipv4.ip_forward=1",
-            ])?;
-            ipt(&[
-                "-t",
-                "nat",
-                "-A",
-                "POSTROUTING",
-                "-o",
-                "wan0",
-                "-j",
-                "MASQUERADE",
-            ])?;
-            ipt(&[
-                "-A",
-                "INPUT",
-                "-i",
-                "wan0",
-                "-m",
-                "conntrack",
-                "--ctstate",
-                "NEW,INVALID",
-                "-j",
-                "DROP",
-            ])?;
-            let host_only = self.host_ip().to_string();
-            let rpc = RPC_PORT.to_string();
-            ipt(&[
-                "-A",
-                "FORWARD",
-                "-i",
-                "wan0",
-                "-s",
-                &host_only,
-                "-d",
-                &lan_ip.to_string(),
-                "-p",
-                "tcp",
-                "--dport",
-                &rpc,
-                "-m",
-                "conntrack",
-                "--ctstate",
-                "NEW",
-                "-j",
-                "ACCEPT",
-            ])?;
-            ipt(&[
-                "-A",
-                "FORWARD",
-                "-i",
-                "wan0",
-                "-m",
-                "conntrack",
-                "--ctstate",
-                "NEW,INVALID",
-                "-j",
-                "DROP",
-            ])?;
+            let ipt = |rule: &str| run(&format!("ip netns exec {router} iptables {rule}"));
+            run(&format!(
+                "ip netns exec {router} sysctl -qw net.ipv4.ip_forward=1"
+            ))?;
+            ipt("-t nat -A POSTROUTING -o wan0 -j MASQUERADE")?;
+            ipt("-A INPUT -i wan0 -m conntrack --ctstate NEW,INVALID -j DROP")?;
+            ipt(&format!(
+                "-A FORWARD -i wan0 -s {} -d {lan_ip} -p tcp --dport {RPC_PORT} \
+                 -m conntrack --ctstate NEW -j ACCEPT",
+                self.host_ip()
+            ))?;
+            ipt("-A FORWARD -i wan0 -m conntrack --ctstate NEW,INVALID -j DROP")?;
             // Management: this host reaches the LAN through the router.
-            run(&[
-                "ip",
-                "route",
-                "add",
-                &format!("{}/24", lan_net(i, k)),
-                "via",
-                &public_ip.to_string(),
-                "dev",
-                &host_link,
-            ])?;
+            run(&format!(
+                "ip route add {lan}/24 via {public_ip} dev {host_link}"
+            ))?;
         }
         Ok(self)
     }

@@ -199,34 +199,9 @@ fn openrpc_document_lists_exactly_the_served_methods() {
     .expect("settings");
     // No key and an unreachable data dir are fine: only the method list is read. The
     // namespaces are attached as `node run` attaches them (audit over an empty index).
-    let watch = ganglion_indexer::watch::Watch {
-        script_hash: [0; 28],
-        params: ganglion_contracts::params::Params {
-            ntx: ganglion_contracts::params::AssetClass {
-                policy: [0; 28],
-                name: b"NTX".to_vec(),
-            },
-            min_bond_per_gpu: 1,
-            unbonding_delay_ms: 1,
-            slash_bps: 1,
-        },
-    };
-    let indexer = std::sync::Arc::new(ganglion_indexer::Indexer::new(
-        ganglion_indexer::store::MemoryKv::new(),
-        watch,
-        10,
-    ));
-    let blocks: std::sync::Arc<dyn ganglion_storage::blockstore::Blockstore> =
-        std::sync::Arc::new(ganglion_storage::blockstore::MemoryBlockstore::new());
     let api = Api::new(s);
     let module = match api {
-        Ok(a) => a
-            .with_audit(ganglion_node::audit::rpc::AuditRpc::new(
-                indexer.clone(),
-                blocks,
-            ))
-            .with_bonds(crate::support::offline_bonds(indexer))
-            .into_module(),
+        Ok(a) => crate::support::with_offline_namespaces(a).into_module(),
         Err(e) => panic!("api: {e}"),
     };
     let served: Vec<String> = ganglion_rpc::server::method_names(&module)

@@ -63,33 +63,7 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
     ))
     .expect("settings");
     // The namespaces `node run` attaches, the audit ones over an empty index and store.
-    let watch = ganglion_indexer::watch::Watch {
-        script_hash: [0; 28],
-        params: ganglion_contracts::params::Params {
-            ntx: ganglion_contracts::params::AssetClass {
-                policy: [0; 28],
-                name: b"NTX".to_vec(),
-            },
-            min_bond_per_gpu: 1,
-            unbonding_delay_ms: 1,
-            slash_bps: 1,
-        },
-    };
-    let indexer = std::sync::Arc::new(ganglion_indexer::Indexer::new(
-        ganglion_indexer::store::MemoryKv::new(),
-        watch,
-        10,
-    ));
-    let blocks: std::sync::Arc<dyn ganglion_storage::blockstore::Blockstore> =
-        std::sync::Arc::new(ganglion_storage::blockstore::MemoryBlockstore::new());
-    let module = Api::new(s)
-        .expect("api")
-        .with_audit(ganglion_node::audit::rpc::AuditRpc::new(
-            indexer.clone(),
-            blocks,
-        ))
-        .with_bonds(crate::support::offline_bonds(indexer))
-        .into_module();
+    let module = crate::support::with_offline_namespaces(Api::new(s).expect("api")).into_module();
     let served: Vec<&str> = ganglion_rpc::server::method_names(&module);
     let running = ganglion_rpc::server::start("127.0.0.1:0".parse().expect("addr"), TOKEN, module)
         .await

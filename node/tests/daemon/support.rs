@@ -42,3 +42,32 @@ pub fn offline_bonds<S: ganglion_indexer::store::Kv + Send + Sync + 'static>(
     );
     ganglion_node::rpc::bond::BondRpc::new(indexer, access, 10)
 }
+
+/// `api` with the namespaces `node run` attaches besides the core ones: audit over an empty
+/// index and blockstore, and the bond methods ([`offline_bonds`]).
+pub fn with_offline_namespaces(api: ganglion_node::rpc::Api) -> ganglion_node::rpc::Api {
+    let watch = ganglion_indexer::watch::Watch {
+        script_hash: [0; 28],
+        params: ganglion_contracts::params::Params {
+            ntx: ganglion_contracts::params::AssetClass {
+                policy: [0; 28],
+                name: b"NTX".to_vec(),
+            },
+            min_bond_per_gpu: 1,
+            unbonding_delay_ms: 1,
+            slash_bps: 1,
+        },
+    };
+    let indexer = std::sync::Arc::new(ganglion_indexer::Indexer::new(
+        ganglion_indexer::store::MemoryKv::new(),
+        watch,
+        10,
+    ));
+    let blocks: std::sync::Arc<dyn ganglion_storage::blockstore::Blockstore> =
+        std::sync::Arc::new(ganglion_storage::blockstore::MemoryBlockstore::new());
+    api.with_audit(ganglion_node::audit::rpc::AuditRpc::new(
+        indexer.clone(),
+        blocks,
+    ))
+    .with_bonds(offline_bonds(indexer))
+}
