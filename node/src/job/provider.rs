@@ -664,6 +664,7 @@ mod tests {
                         compute_capability: None,
                         gfx_target: None,
                         interconnect: Interconnect::Any,
+                        ..GpuModel::default()
                     },
                     free: *f,
                     declared: true,

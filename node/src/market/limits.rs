@@ -267,6 +267,7 @@ impl ProviderLimits {
                 } else {
                     Interconnect::Any
                 },
+                ..GpuModel::default()
             };
             let free = u32::from(!g.uuid.as_ref().is_some_and(|u| in_use.contains(u)));
             let declared = g.source == Source::Declared;

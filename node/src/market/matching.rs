@@ -48,6 +48,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::glob;
+use super::vram;
 use super::snapshot::{GpuModel, MarketSnapshot, ProviderId};
 use super::spec::{ComputeCapability, Ensemble, Interconnect, Vendor};
 
@@ -62,8 +63,9 @@ pub struct Requirements {
     pub count: u32,
     /// Vendor filter.
     pub vendor: Vendor,
-    /// Minimum VRAM per GPU, MiB.
-    pub min_vram_mib: u64,
+    /// Minimum marketed VRAM class per GPU, GiB (`gpus.min_vram_gib`; 0 = none), compared by
+    /// [`super::vram::meets_class`], not as `vram_mib ≥ gib × 1024`.
+    pub min_vram_gib: u32,
     /// Minimum CUDA compute capability.
     pub min_compute_capability: Option<ComputeCapability>,
     /// Accepted gfx targets; empty = any.
@@ -95,7 +97,7 @@ impl Requirements {
         Self {
             count: g.count,
             vendor: g.vendor,
-            min_vram_mib: u64::from(g.min_vram_gib) * 1024,
+            min_vram_gib: g.min_vram_gib,
             min_compute_capability: g.min_compute_capability,
             rocm_arch: g.rocm_arch.clone(),
             models: g.models.clone(),
@@ -115,7 +117,7 @@ impl Requirements {
         if self.vendor != Vendor::Any && model.vendor != self.vendor {
             return Some(Constraint::Vendor);
         }
-        if model.vram_mib < self.min_vram_mib {
+        if !vram::meets_class(model.vram_total_bytes(), self.min_vram_gib) {
             return Some(Constraint::Vram);
         }
         if let Some(min) = self.min_compute_capability

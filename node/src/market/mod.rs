@@ -5,6 +5,7 @@ pub mod limits;
 pub mod matching;
 pub mod snapshot;
 pub mod spec;
+pub mod vram;
 #[cfg(feature = "test-utils")]
 pub mod synthetic;
 

@@ -18,20 +18,35 @@ use super::spec::{ComputeCapability, Interconnect, Vendor};
 pub type ProviderId = KeyHash;
 
 /// One GPU model as offered: every GPU of an [`OfferedGpus`] group shares it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+///
+/// Fields added after the first release are `#[serde(default)]`, so older offers still parse.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub struct GpuModel {
     /// Vendor ([`Vendor::Nvidia`] or [`Vendor::Amd`]; `Any` = unknown vendor, matches only `any`).
     pub vendor: Vendor,
     /// Marketing name as the driver reports it, e.g. `NVIDIA A100-SXM4-80GB`.
     pub name: String,
-    /// Total VRAM per GPU, MiB (2^20 bytes).
+    /// Total VRAM per GPU as the driver reports it, MiB (2^20 bytes), rounded down.
     pub vram_mib: u64,
+    /// The same total in exact bytes when the driver gives them (NVML `memory.total`); `None`
+    /// = `vram_mib × 2^20`. See [`GpuModel::vram_total_bytes`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vram_bytes: Option<u64>,
     /// CUDA compute capability (NVIDIA).
     pub compute_capability: Option<ComputeCapability>,
     /// gfx target, e.g. `gfx90a` (AMD).
     pub gfx_target: Option<String>,
     /// Link shared by all GPUs of the group: `Nvlink`/`Xgmi` = one fabric domain, `Any` = PCIe.
     pub interconnect: Interconnect,
+}
+
+impl GpuModel {
+    /// Total VRAM per GPU, bytes: [`GpuModel::vram_bytes`] when known, else `vram_mib × 2^20`.
+    /// Exact, for fit checks; class comparisons go through [`super::vram`].
+    pub fn vram_total_bytes(&self) -> u64 {
+        self.vram_bytes
+            .unwrap_or_else(|| self.vram_mib.saturating_mul(super::vram::MIB))
+    }
 }
 
 /// A group of identical GPUs in one offer.

@@ -161,6 +161,7 @@ fn model(row: &ModelRow) -> GpuModel {
             .map(|(major, minor)| ComputeCapability { major, minor }),
         gfx_target: row.4.map(str::to_string),
         interconnect: row.5,
+        ..GpuModel::default()
     }
 }
 
@@ -244,7 +245,7 @@ pub fn job(rng: &mut Rng) -> Requirements {
     let mut req = Requirements {
         count,
         vendor: Vendor::Any,
-        min_vram_mib: 0,
+        min_vram_gib: 0,
         min_compute_capability: None,
         rocm_arch: Vec::new(),
         models: Vec::new(),
@@ -270,7 +271,7 @@ pub fn job(rng: &mut Rng) -> Requirements {
         3 => req.models = vec!["*A100*".into(), "*H100*".into()],
         _ => {}
     }
-    req.min_vram_mib = [0u64, 16, 24, 40][rng.range(0, 3) as usize] * 1024;
+    req.min_vram_gib = [0u32, 16, 24, 40][rng.range(0, 3) as usize];
     if count == 8 && rng.chance(30) && req.vendor != Vendor::Amd {
         req.vendor = Vendor::Nvidia;
         req.rocm_arch.clear();

@@ -46,7 +46,7 @@ fn every_example_parses_and_maps_to_escrow() {
         assert_eq!(datum.max_rate, spec.limits.max_rate_ntx_per_gpu_hour);
         assert_eq!(datum.deadline_ms, spec.deadline_ms);
         let req = Requirements::from_ensemble(&spec);
-        assert_eq!(req.min_vram_mib, u64::from(spec.gpus.min_vram_gib) * 1024);
+        assert_eq!(req.min_vram_gib, spec.gpus.min_vram_gib);
         counts.push(spec.gpus.count);
     }
     counts.sort_unstable();

@@ -5,3 +5,4 @@ mod gpu_bench;
 mod gpus_cli;
 mod matching_props;
 mod matching_rules;
+mod vram_classes;

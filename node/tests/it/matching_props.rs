@@ -94,7 +94,7 @@ fn arb_req() -> impl Strategy<Value = Requirements> {
             |(count, v, vram, a100s, nvlink, m, maxg, nodes, rtt, bw, rate)| {
                 let mut r = req(count);
                 r.vendor = [Vendor::Any, Vendor::Nvidia, Vendor::Amd][v];
-                r.min_vram_mib = if vram { 40 * 1024 } else { 0 };
+                r.min_vram_gib = if vram { 40 } else { 0 };
                 if a100s {
                     r.models = vec!["*A100*".into(), "*MI250*".into()];
                 }

@@ -18,6 +18,7 @@ pub fn a100() -> GpuModel {
         compute_capability: Some(ComputeCapability { major: 8, minor: 0 }),
         gfx_target: None,
         interconnect: Interconnect::Nvlink,
+        ..GpuModel::default()
     }
 }
 
@@ -29,6 +30,7 @@ pub fn rtx3090() -> GpuModel {
         compute_capability: Some(ComputeCapability { major: 8, minor: 6 }),
         gfx_target: None,
         interconnect: Interconnect::Any,
+        ..GpuModel::default()
     }
 }
 
@@ -40,6 +42,7 @@ pub fn mi250() -> GpuModel {
         compute_capability: None,
         gfx_target: Some("gfx90a".into()),
         interconnect: Interconnect::Xgmi,
+        ..GpuModel::default()
     }
 }
 
@@ -65,7 +68,7 @@ pub fn req(count: u32) -> Requirements {
     Requirements {
         count,
         vendor: Vendor::Any,
-        min_vram_mib: 0,
+        min_vram_gib: 0,
         min_compute_capability: None,
         rocm_arch: vec![],
         models: vec![],
@@ -266,7 +269,7 @@ fn per_gpu_filters_vendor_vram_cc_arch_models_interconnect() {
     r.vendor = Vendor::Amd;
     assert_eq!(pick(&r), 3);
     let mut r = req(4);
-    r.min_vram_mib = 40 * 1024;
+    r.min_vram_gib = 40;
     assert_eq!(pick(&r), 3, "MI250X is cheaper than A100 and has 128 GiB");
     r.min_compute_capability = Some(ComputeCapability { major: 8, minor: 0 });
     assert_eq!(pick(&r), 2, "compute capability excludes AMD");

@@ -656,6 +656,7 @@ pub async fn provider_with(
                     compute_capability: None,
                     gfx_target: None,
                     interconnect: Interconnect::Any,
+                    ..GpuModel::default()
                 },
                 free: 1,
                 declared: true,
