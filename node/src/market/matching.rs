@@ -48,6 +48,8 @@ use std::fmt;
 use serde::Serialize;
 
 use super::glob;
+use super::nofit;
+pub use super::nofit::{Binding, Excluded, NoFit};
 use super::vram;
 use super::snapshot::{GpuModel, MarketSnapshot, ProviderId};
 use super::spec::{ComputeCapability, Ensemble, Interconnect, Vendor};
@@ -104,7 +106,7 @@ impl Requirements {
             interconnect: g.interconnect,
             min_gpus_per_node: p.min_gpus_per_node,
             max_gpus_per_node: p.max_gpus_per_node,
-            max_nodes: p.max_nodes,
+            max_nodes: p.max_nodes_or_default(g.count),
             max_rtt_us: p.max_rtt_ms.map(|ms| ms.saturating_mul(1000)),
             min_bandwidth_mbps: p.min_bandwidth_mbps,
             max_rate: spec.limits.max_rate_ntx_per_gpu_hour,
@@ -114,32 +116,47 @@ impl Requirements {
 
     /// The first per-GPU constraint that `model` fails, or `None` when it is eligible.
     pub fn rejects_model(&self, model: &GpuModel) -> Option<Constraint> {
-        if self.vendor != Vendor::Any && model.vendor != self.vendor {
-            return Some(Constraint::Vendor);
-        }
-        if !vram::meets_class(model.vram_total_bytes(), self.min_vram_gib) {
-            return Some(Constraint::Vram);
-        }
-        if let Some(min) = self.min_compute_capability
-            && model.compute_capability.is_none_or(|cc| cc < min)
-        {
-            return Some(Constraint::ComputeCapability);
-        }
-        if !self.rocm_arch.is_empty()
-            && !model
-                .gfx_target
-                .as_ref()
-                .is_some_and(|t| self.rocm_arch.iter().any(|a| a.eq_ignore_ascii_case(t)))
-        {
-            return Some(Constraint::RocmArch);
-        }
-        if !self.models.is_empty() && !self.models.iter().any(|p| glob::matches(p, &model.name)) {
-            return Some(Constraint::Model);
-        }
-        if self.interconnect != Interconnect::Any && model.interconnect != self.interconnect {
-            return Some(Constraint::Interconnect);
-        }
-        None
+        Constraint::first(self.model_failures(model))
+    }
+
+    /// Every per-GPU constraint `model` fails, as a set of bits `1 << (c as usize)`.
+    pub(crate) fn model_failures(&self, model: &GpuModel) -> u64 {
+        let mut fails = 0u64;
+        let mut fail = |c: Constraint, bad: bool| {
+            if bad {
+                fails |= c.bit();
+            }
+        };
+        fail(
+            Constraint::Vendor,
+            self.vendor != Vendor::Any && model.vendor != self.vendor,
+        );
+        fail(
+            Constraint::Vram,
+            !vram::meets_class(model.vram_total_bytes(), self.min_vram_gib),
+        );
+        fail(
+            Constraint::ComputeCapability,
+            self.min_compute_capability
+                .is_some_and(|min| model.compute_capability.is_none_or(|cc| cc < min)),
+        );
+        fail(
+            Constraint::RocmArch,
+            !self.rocm_arch.is_empty()
+                && !model
+                    .gfx_target
+                    .as_ref()
+                    .is_some_and(|t| self.rocm_arch.iter().any(|a| a.eq_ignore_ascii_case(t))),
+        );
+        fail(
+            Constraint::Model,
+            !self.models.is_empty() && !self.models.iter().any(|p| glob::matches(p, &model.name)),
+        );
+        fail(
+            Constraint::Interconnect,
+            self.interconnect != Interconnect::Any && model.interconnect != self.interconnect,
+        );
+        fails
     }
 }
 
@@ -172,14 +189,21 @@ pub enum Constraint {
     BondSize,
     /// A provider with fewer eligible GPUs than `placement.min_gpus_per_node`.
     MinGpusPerNode,
-    /// Enough eligible GPUs exist, but no set of at most `placement.max_nodes` providers
-    /// satisfies `max_rtt_ms`, `min_bandwidth_mbps` and the providers' own node limits.
-    Placement,
+    /// Enough eligible GPUs, but they need more machines than `placement.max_nodes`.
+    MaxNodes,
+    /// Multi-node plans only: providers whose uplink is below `placement.min_bandwidth_mbps`.
+    MinBandwidth,
+    /// Multi-node plans only: providers whose own `max_job_nodes` is below the plan's nodes.
+    ProviderMaxJobNodes,
+    /// No set of enough eligible providers is pairwise within `placement.max_rtt_ms`.
+    MaxRtt,
+    /// The search hit [`MAX_SEARCH_STEPS`] before it found a plan.
+    SearchBudget,
 }
 
 impl Constraint {
     /// Every constraint, in declaration (and report) order: `ALL[c as usize] == c`.
-    pub const ALL: [Constraint; 13] = [
+    pub const ALL: [Constraint; 17] = [
         Self::NoBond,
         Self::ConcurrentJobs,
         Self::MaxRate,
@@ -192,8 +216,22 @@ impl Constraint {
         Self::Interconnect,
         Self::BondSize,
         Self::MinGpusPerNode,
-        Self::Placement,
+        Self::MaxNodes,
+        Self::MinBandwidth,
+        Self::ProviderMaxJobNodes,
+        Self::MaxRtt,
+        Self::SearchBudget,
     ];
+
+    /// This constraint's bit in a failure set.
+    pub(crate) const fn bit(self) -> u64 {
+        1 << self as u64
+    }
+
+    /// The first constraint (in declaration order) of a failure set.
+    pub(crate) fn first(fails: u64) -> Option<Self> {
+        (fails != 0).then(|| Self::ALL[fails.trailing_zeros() as usize])
+    }
 }
 
 impl fmt::Display for Constraint {
@@ -211,9 +249,11 @@ impl fmt::Display for Constraint {
             Self::Interconnect => "gpus.interconnect",
             Self::BondSize => "bond too small",
             Self::MinGpusPerNode => "placement.min_gpus_per_node",
-            Self::Placement => {
-                "placement (max_nodes, max_rtt_ms, min_bandwidth_mbps, provider node limits)"
-            }
+            Self::MaxNodes => "placement.max_nodes",
+            Self::MinBandwidth => "placement.min_bandwidth_mbps",
+            Self::ProviderMaxJobNodes => "provider max_job_nodes",
+            Self::MaxRtt => "placement.max_rtt_ms",
+            Self::SearchBudget => "search step budget",
         })
     }
 }
@@ -254,51 +294,6 @@ impl Plan {
     }
 }
 
-/// GPUs and providers that one constraint excluded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Excluded {
-    /// The constraint.
-    pub constraint: Constraint,
-    /// Providers it removed entirely.
-    pub providers: u32,
-    /// Free GPUs it removed.
-    pub gpus: u64,
-}
-
-/// Why nothing fits: each free GPU is charged to the first constraint (in [`Constraint`]
-/// order) that excludes it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
-pub struct NoFit {
-    /// GPUs requested.
-    pub requested: u32,
-    /// Free GPUs in the snapshot.
-    pub free_gpus: u64,
-    /// Eligible GPUs left after every per-provider and per-GPU constraint.
-    pub eligible_gpus: u64,
-    /// Providers with eligible GPUs.
-    pub eligible_providers: u32,
-    /// Exclusions with a non-zero count, in constraint order.
-    pub excluded: Vec<Excluded>,
-}
-
-impl fmt::Display for NoFit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "no plan for {} GPUs: {} of {} free GPUs eligible on {} providers",
-            self.requested, self.eligible_gpus, self.free_gpus, self.eligible_providers
-        )?;
-        for e in &self.excluded {
-            write!(
-                f,
-                "; {}: {} GPUs ({} providers)",
-                e.constraint, e.gpus, e.providers
-            )?;
-        }
-        Ok(())
-    }
-}
-
 /// Finds the best plan for `req` in `market` (see the module docs for the order and rules).
 ///
 /// Pure and deterministic: the same inputs give the same plan on every machine.
@@ -323,7 +318,7 @@ pub fn match_gang(req: &Requirements, market: &MarketSnapshot) -> Result<Plan, N
         mask,
     };
     if req.count == 0 || req.min_gpus_per_node == 0 {
-        return Err(ctx.no_fit());
+        return Err(nofit::diagnose(req, market, &model_ok, None));
     }
     // One machine.
     if let Some(rank) = ctx.first_single() {
@@ -372,7 +367,8 @@ pub fn match_gang(req: &Requirements, market: &MarketSnapshot) -> Result<Plan, N
             break;
         }
     }
-    Err(ctx.no_fit())
+    let cut = (search.steps > MAX_SEARCH_STEPS).then_some(search.steps);
+    Err(nofit::diagnose(req, market, &model_ok, cut))
 }
 
 struct Ctx<'a> {
@@ -520,91 +516,6 @@ impl Ctx<'_> {
             price_per_hour,
             score,
             exhaustive,
-        }
-    }
-
-    /// Charges every free GPU to the first constraint that excludes it.
-    fn no_fit(&self) -> NoFit {
-        let req = self.req;
-        // (providers, GPUs) per constraint, indexed by its position in `Constraint::ALL`.
-        let mut by: [Option<(u32, u64)>; Constraint::ALL.len()] = [None; Constraint::ALL.len()];
-        let mut charge = |c: Constraint, whole: bool, gpus: u64| {
-            if gpus > 0 {
-                let e = by[c as usize].get_or_insert((0, 0));
-                e.0 += u32::from(whole);
-                e.1 += gpus;
-            }
-        };
-        // The first per-GPU constraint each model fails, once per model, not per group.
-        let rejects: Vec<Option<Constraint>> = (self.market.models.iter())
-            .map(|m| req.rejects_model(m))
-            .collect();
-        let (mut free_gpus, mut eligible_gpus, mut eligible_providers) = (0u64, 0u64, 0u32);
-        for p in &self.market.providers {
-            let free = u64::from(p.free_total);
-            free_gpus += free;
-            let provider_level = if p.bond_gpus == 0 {
-                Some(Constraint::NoBond)
-            } else if p.jobs_full {
-                Some(Constraint::ConcurrentJobs)
-            } else if p.price > req.max_rate {
-                Some(Constraint::MaxRate)
-            } else if p.max_job_duration_s < req.max_duration_s {
-                Some(Constraint::Duration)
-            } else {
-                None
-            };
-            if let Some(c) = provider_level {
-                charge(c, true, free);
-                continue;
-            }
-            let groups = &self.market.groups[p.groups.0 as usize..p.groups.1 as usize];
-            let (mut ok_sum, mut ok_max) = (0u32, 0u32);
-            for g in groups {
-                match rejects[g.model as usize] {
-                    Some(c) => charge(c, false, u64::from(g.free)),
-                    None => {
-                        ok_sum = ok_sum.saturating_add(g.free);
-                        ok_max = ok_max.max(g.free);
-                    }
-                }
-            }
-            let mut e = ok_sum;
-            if req.interconnect != Interconnect::Any {
-                charge(Constraint::Interconnect, false, u64::from(ok_sum - ok_max));
-                e = ok_max;
-            }
-            if e > p.bond_gpus {
-                charge(Constraint::BondSize, false, u64::from(e - p.bond_gpus));
-                e = p.bond_gpus;
-            }
-            let capped = e.min(req.max_gpus_per_node.unwrap_or(u32::MAX));
-            if capped < req.min_gpus_per_node {
-                charge(Constraint::MinGpusPerNode, true, u64::from(e));
-                continue;
-            }
-            if e > 0 {
-                eligible_gpus += u64::from(e);
-                eligible_providers += 1;
-            }
-        }
-        if eligible_gpus >= u64::from(req.count) {
-            by[Constraint::Placement as usize] = Some((eligible_providers, eligible_gpus));
-        }
-        NoFit {
-            requested: req.count,
-            free_gpus,
-            eligible_gpus,
-            eligible_providers,
-            excluded: (Constraint::ALL.iter().zip(by))
-                .filter_map(|(&constraint, e)| {
-                    e.map(|(providers, gpus)| Excluded {
-                        constraint,
-                        providers,
-                        gpus,
-                    })
-                })
-                .collect(),
         }
     }
 }

@@ -3,6 +3,7 @@
 mod glob;
 pub mod limits;
 pub mod matching;
+mod nofit;
 pub mod snapshot;
 pub mod spec;
 pub mod vram;
@@ -10,7 +11,7 @@ pub mod vram;
 pub mod synthetic;
 
 pub use limits::{ProviderLimits, Refusal};
-pub use matching::{Constraint, NoFit, Plan, Requirements, match_gang};
+pub use matching::{Binding, Constraint, NoFit, Plan, Requirements, match_gang};
 pub use snapshot::{
     GpuModel, MarketSnapshot, Offer, OfferedGpus, ProviderLoad, RttSample, SnapshotOptions,
 };

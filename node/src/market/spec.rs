@@ -230,8 +230,11 @@ pub struct Placement {
     pub min_gpus_per_node: u32,
     /// Never place more than this many GPUs on one node; absent = no cap.
     pub max_gpus_per_node: Option<u32>,
-    /// Most provider machines the job may span (≥ 1). Default 1 (single machine).
-    pub max_nodes: u32,
+    /// Most provider machines the job may span (≥ 1); absent = no cap beyond `gpus.count`
+    /// (a gang may span machines; the matcher still prefers one machine, then the fewest).
+    /// Was 1 before issue 20: an 8-GPU job over four 2-GPU machines then found no plan.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_nodes: Option<u32>,
     /// Highest round-trip time between any two chosen nodes, ms; absent = no bound.
     pub max_rtt_ms: Option<u32>,
     /// Lowest advertised uplink of every node of a multi-node plan, Mbit/s; absent = none.
@@ -243,10 +246,18 @@ impl Default for Placement {
         Self {
             min_gpus_per_node: 1,
             max_gpus_per_node: None,
-            max_nodes: 1,
+            max_nodes: None,
             max_rtt_ms: None,
             min_bandwidth_mbps: None,
         }
+    }
+}
+
+impl Placement {
+    /// `max_nodes`, or its default for a job of `count` GPUs: `count` (at least one GPU per
+    /// node), i.e. no cap of its own.
+    pub fn max_nodes_or_default(&self, count: u32) -> u32 {
+        self.max_nodes.unwrap_or(count.max(1))
     }
 }
 
@@ -759,15 +770,16 @@ impl Ensemble {
                 );
             }
         }
-        if p.max_nodes == 0 {
+        if p.max_nodes == Some(0) {
             return bad("placement.max_nodes", Rule::Zero);
         }
         let per_node = p.max_gpus_per_node.unwrap_or(count).min(count);
-        if u64::from(p.max_nodes) * u64::from(per_node) < u64::from(count) {
+        let max_nodes = p.max_nodes_or_default(count);
+        if u64::from(max_nodes) * u64::from(per_node) < u64::from(count) {
             return bad(
                 "placement.max_nodes",
                 Rule::MaxNodesTooSmall {
-                    max_nodes: p.max_nodes,
+                    max_nodes,
                     per_node,
                     count,
                 },

@@ -5,4 +5,5 @@ mod gpu_bench;
 mod gpus_cli;
 mod matching_props;
 mod matching_rules;
+mod nofit_limits;
 mod vram_classes;

@@ -83,7 +83,7 @@ pub fn req(count: u32) -> Requirements {
     }
 }
 
-fn rtt(a: u8, b: u8, ms: u32) -> RttSample {
+pub fn rtt(a: u8, b: u8, ms: u32) -> RttSample {
     RttSample {
         a: id(a),
         b: id(b),
@@ -91,11 +91,11 @@ fn rtt(a: u8, b: u8, ms: u32) -> RttSample {
     }
 }
 
-fn snap(offers: &[Offer], rtts: &[RttSample]) -> MarketSnapshot {
+pub fn snap(offers: &[Offer], rtts: &[RttSample]) -> MarketSnapshot {
     MarketSnapshot::build(offers, rtts, SnapshotOptions::default()).expect("distinct providers")
 }
 
-fn providers(plan: &ganglion_node::market::Plan) -> Vec<(u8, u32)> {
+pub fn providers(plan: &ganglion_node::market::Plan) -> Vec<(u8, u32)> {
     plan.nodes.iter().map(|n| (n.provider[0], n.gpus)).collect()
 }
 
@@ -210,13 +210,14 @@ fn rtt_bound_excludes_far_pairs_and_unmeasured_pairs() {
         providers(&match_gang(&r, &m).expect("fits")),
         vec![(2, 4), (3, 4)]
     );
-    // Without any sample between 2 and 3, nothing fits, and the report says placement.
+    // Without any sample between 2 and 3, nothing fits, and the report names max_rtt_ms.
     let m = snap(&offers, &[rtt(1, 2, 40)]);
     let no = match_gang(&r, &m).expect_err("no close pair");
+    assert_eq!(no.binding.constraint(), Constraint::MaxRtt, "{no}");
     assert!(
         no.excluded
             .iter()
-            .any(|e| e.constraint == Constraint::Placement),
+            .any(|e| e.constraint == Constraint::MaxRtt),
         "{no}"
     );
 }

@@ -1,0 +1,612 @@
+//! Why nothing fits: the no-fit report of [`super::match_gang`], naming the limit that bound
+//! and the numbers behind it.
+//!
+//! Two parts. *Exclusions*: every free GPU is charged to the first constraint (in
+//! [`Constraint`] order) that excludes it, per provider or per GPU. *The binding limit*
+//! ([`Binding`]): when too few GPUs stay eligible, the exclusion that, lifted alone, gives back
+//! enough GPUs (or else the most); when enough stay eligible, the first placement limit
+//! that no plan can pass, checked in this order: `placement.max_nodes` (the eligible nodes'
+//! largest shares cannot reach the count in that many machines), `placement.min_bandwidth_mbps`,
+//! the providers' own `max_job_nodes`, `placement.max_rtt_ms`, and last the search budget.
+//! Pure, like the matcher; it runs only when no plan was found.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use super::matching::{Constraint, Requirements};
+use super::snapshot::{MarketSnapshot, Provider};
+use super::spec::{ComputeCapability, Interconnect};
+
+/// GPUs and providers that one constraint excluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Excluded {
+    /// The constraint.
+    pub constraint: Constraint,
+    /// Providers it removed entirely.
+    pub providers: u32,
+    /// Free GPUs it removed.
+    pub gpus: u64,
+}
+
+/// The limit that kept every plan out, with the numbers behind it.
+///
+/// `eligible_without` is the number of GPUs that would be eligible were this limit lifted alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "limit", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Binding {
+    /// `limits.max_rate_ntx_per_gpu_hour` is below the excluded providers' prices.
+    MaxRate {
+        /// The spec's rate ceiling, NTX base units per GPU-hour.
+        max_rate: u64,
+        /// The cheapest price it excluded, NTX base units per GPU-hour.
+        cheapest_excluded: u64,
+        /// GPUs eligible without the ceiling.
+        eligible_without: u64,
+    },
+    /// `gpus.min_vram_gib` (the marketed class, [`super::vram::meets_class`]).
+    Vram {
+        /// The class asked, GiB.
+        min_vram_gib: u32,
+        /// The largest reported total among the GPUs it excluded, MiB.
+        largest_excluded_mib: u64,
+        /// GPUs eligible without the minimum.
+        eligible_without: u64,
+    },
+    /// `gpus.min_compute_capability`.
+    ComputeCapability {
+        /// The minimum asked.
+        min: ComputeCapability,
+        /// The highest capability among the GPUs it excluded (`None`: none reported one).
+        best_excluded: Option<ComputeCapability>,
+        /// GPUs eligible without the minimum.
+        eligible_without: u64,
+    },
+    /// `placement.min_gpus_per_node`: providers with eligible GPUs, but fewer than that.
+    MinGpusPerNode {
+        /// The minimum per node.
+        min_gpus_per_node: u32,
+        /// The most eligible GPUs on one of the providers it excluded.
+        largest_excluded_node: u32,
+        /// GPUs eligible without the minimum.
+        eligible_without: u64,
+    },
+    /// `placement.max_nodes`: the eligible GPUs need more machines.
+    MaxNodes {
+        /// The limit.
+        max_nodes: u32,
+        /// Fewest machines that hold the count (largest eligible shares first).
+        nodes_needed: u32,
+        /// The most eligible GPUs on one machine.
+        largest_node: u32,
+    },
+    /// `placement.min_bandwidth_mbps`: without the slow providers the count is out of reach.
+    MinBandwidth {
+        /// The minimum uplink, Mbit/s.
+        min_bandwidth_mbps: u32,
+        /// Eligible providers below it.
+        providers_below: u32,
+        /// Their GPUs.
+        gpus_below: u64,
+        /// The fastest uplink among them, Mbit/s.
+        fastest_below_mbps: u32,
+    },
+    /// The providers' own `max_job_nodes` (`[provider]` limits) refuse a plan that large.
+    ProviderMaxJobNodes {
+        /// Fewest machines a plan needs.
+        nodes_needed: u32,
+        /// Eligible providers whose `max_job_nodes` is below that.
+        providers_refusing: u32,
+    },
+    /// `placement.max_rtt_ms`: no set of enough providers is pairwise within the bound.
+    MaxRtt {
+        /// The bound, ms.
+        max_rtt_ms: u32,
+        /// Fewest machines a plan needs.
+        nodes_needed: u32,
+        /// Pairs of candidate providers measured within the bound.
+        pairs_within: u64,
+        /// Pairs measured above it.
+        pairs_over: u64,
+        /// Pairs never measured (never within any bound).
+        pairs_unmeasured: u64,
+    },
+    /// The search stopped at [`super::matching::MAX_SEARCH_STEPS`] before it found a plan.
+    SearchBudget {
+        /// Candidate visits made.
+        steps: u64,
+    },
+    /// Any other exclusion (bond, concurrent jobs, duration, vendor, arch, model, interconnect).
+    Excluded {
+        /// The constraint.
+        constraint: Constraint,
+        /// Free GPUs it excluded.
+        gpus: u64,
+        /// GPUs eligible without it.
+        eligible_without: u64,
+    },
+}
+
+impl Binding {
+    /// The constraint this binding is about.
+    pub fn constraint(&self) -> Constraint {
+        match self {
+            Self::MaxRate { .. } => Constraint::MaxRate,
+            Self::Vram { .. } => Constraint::Vram,
+            Self::ComputeCapability { .. } => Constraint::ComputeCapability,
+            Self::MinGpusPerNode { .. } => Constraint::MinGpusPerNode,
+            Self::MaxNodes { .. } => Constraint::MaxNodes,
+            Self::MinBandwidth { .. } => Constraint::MinBandwidth,
+            Self::ProviderMaxJobNodes { .. } => Constraint::ProviderMaxJobNodes,
+            Self::MaxRtt { .. } => Constraint::MaxRtt,
+            Self::SearchBudget { .. } => Constraint::SearchBudget,
+            Self::Excluded { constraint, .. } => *constraint,
+        }
+    }
+}
+
+impl fmt::Display for Binding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::MaxRate {
+                max_rate,
+                cheapest_excluded,
+                eligible_without,
+            } => write!(
+                f,
+                "limits.max_rate_ntx_per_gpu_hour {max_rate} is below the cheapest excluded price \
+                 {cheapest_excluded} ({eligible_without} GPUs eligible without it)"
+            ),
+            Self::Vram {
+                min_vram_gib,
+                largest_excluded_mib,
+                eligible_without,
+            } => write!(
+                f,
+                "gpus.min_vram_gib {min_vram_gib}: the largest excluded GPU reports \
+                 {largest_excluded_mib} MiB, below the {min_vram_gib} GB class \
+                 ({eligible_without} GPUs eligible without it)"
+            ),
+            Self::ComputeCapability {
+                min,
+                best_excluded,
+                eligible_without,
+            } => {
+                write!(f, "gpus.min_compute_capability {min}: the best excluded GPU has ")?;
+                match best_excluded {
+                    Some(cc) => write!(f, "{cc}")?,
+                    None => f.write_str("none")?,
+                }
+                write!(f, " ({eligible_without} GPUs eligible without it)")
+            }
+            Self::MinGpusPerNode {
+                min_gpus_per_node,
+                largest_excluded_node,
+                eligible_without,
+            } => write!(
+                f,
+                "placement.min_gpus_per_node {min_gpus_per_node}: the excluded providers have at \
+                 most {largest_excluded_node} eligible GPUs each ({eligible_without} GPUs \
+                 eligible without it)"
+            ),
+            Self::MaxNodes {
+                max_nodes,
+                nodes_needed,
+                largest_node,
+            } => write!(
+                f,
+                "placement.max_nodes {max_nodes}: the eligible GPUs need at least {nodes_needed} \
+                 machines (at most {largest_node} on one)"
+            ),
+            Self::MinBandwidth {
+                min_bandwidth_mbps,
+                providers_below,
+                gpus_below,
+                fastest_below_mbps,
+            } => write!(
+                f,
+                "placement.min_bandwidth_mbps {min_bandwidth_mbps}: {providers_below} eligible \
+                 providers ({gpus_below} GPUs) are below it, the fastest at \
+                 {fastest_below_mbps} Mbit/s"
+            ),
+            Self::ProviderMaxJobNodes {
+                nodes_needed,
+                providers_refusing,
+            } => write!(
+                f,
+                "provider max_job_nodes: {providers_refusing} eligible providers refuse a job of \
+                 {nodes_needed} machines"
+            ),
+            Self::MaxRtt {
+                max_rtt_ms,
+                nodes_needed,
+                pairs_within,
+                pairs_over,
+                pairs_unmeasured,
+            } => write!(
+                f,
+                "placement.max_rtt_ms {max_rtt_ms}: no {nodes_needed} eligible providers are \
+                 pairwise within it ({pairs_within} pairs within, {pairs_over} over, \
+                 {pairs_unmeasured} unmeasured)"
+            ),
+            Self::SearchBudget { steps } => write!(
+                f,
+                "the search stopped after {steps} steps (MAX_SEARCH_STEPS) without a plan"
+            ),
+            Self::Excluded {
+                constraint,
+                gpus,
+                eligible_without,
+            } => write!(
+                f,
+                "{constraint}: excluded {gpus} GPUs ({eligible_without} GPUs eligible without it)"
+            ),
+        }
+    }
+}
+
+/// Why nothing fits: the binding limit, then each free GPU charged to the first constraint (in
+/// [`Constraint`] order) that excludes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+pub struct NoFit {
+    /// GPUs requested.
+    pub requested: u32,
+    /// Free GPUs in the snapshot.
+    pub free_gpus: u64,
+    /// Eligible GPUs left after every per-provider and per-GPU constraint.
+    pub eligible_gpus: u64,
+    /// Providers with eligible GPUs.
+    pub eligible_providers: u32,
+    /// The limit that bound, with its numbers.
+    pub binding: Binding,
+    /// Exclusions with a non-zero count, in constraint order (a placement limit that bound is
+    /// charged with every eligible GPU).
+    pub excluded: Vec<Excluded>,
+}
+
+impl fmt::Display for NoFit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "no plan for {} GPUs: {}; {} of {} free GPUs eligible on {} providers",
+            self.requested,
+            self.binding,
+            self.eligible_gpus,
+            self.free_gpus,
+            self.eligible_providers
+        )?;
+        for e in &self.excluded {
+            write!(
+                f,
+                "; {}: {} GPUs ({} providers)",
+                e.constraint, e.gpus, e.providers
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The diagnosis pass: per-model failure sets and per-provider eligibility with one
+/// constraint lifted.
+struct Diag<'a> {
+    req: &'a Requirements,
+    market: &'a MarketSnapshot,
+    /// Per model: its failure set ([`Requirements::model_failures`]).
+    model_fails: Vec<u64>,
+}
+
+impl Diag<'_> {
+    /// Provider-level constraints `p` fails.
+    fn provider_fails(&self, p: &Provider) -> u64 {
+        let req = self.req;
+        let mut fails = 0;
+        for (c, bad) in [
+            (Constraint::NoBond, p.bond_gpus == 0),
+            (Constraint::ConcurrentJobs, p.jobs_full),
+            (Constraint::MaxRate, p.price > req.max_rate),
+            (Constraint::Duration, p.max_job_duration_s < req.max_duration_s),
+        ] {
+            if bad {
+                fails |= c.bit();
+            }
+        }
+        fails
+    }
+
+    /// GPUs `p` gives one node with the constraints of `lift` ignored; 0 when refused. With
+    /// `lift = 0` this is the matcher's own eligibility.
+    fn eligible(&self, p: &Provider, lift: u64) -> u32 {
+        let req = self.req;
+        if self.provider_fails(p) & !lift != 0 {
+            return 0;
+        }
+        let groups = &self.market.groups[p.groups.0 as usize..p.groups.1 as usize];
+        let ok = groups
+            .iter()
+            .filter(|g| self.model_fails[g.model as usize] & !lift == 0);
+        let mut e = if req.interconnect == Interconnect::Any
+            || lift & Constraint::Interconnect.bit() != 0
+        {
+            ok.fold(0u32, |s, g| s.saturating_add(g.free))
+        } else {
+            ok.map(|g| g.free).max().unwrap_or(0)
+        };
+        if lift & Constraint::BondSize.bit() == 0 {
+            e = e.min(p.bond_gpus);
+        }
+        e = e.min(req.max_gpus_per_node.unwrap_or(u32::MAX));
+        if e < req.min_gpus_per_node && lift & Constraint::MinGpusPerNode.bit() == 0 {
+            0
+        } else {
+            e
+        }
+    }
+
+    fn eligible_total(&self, lift: u64) -> u64 {
+        (self.market.providers.iter())
+            .map(|p| u64::from(self.eligible(p, lift)))
+            .sum()
+    }
+}
+
+/// Fewest of `shares` (any order) whose largest ones reach `count`; `None` if all cannot.
+fn nodes_needed(shares: impl Iterator<Item = u32>, count: u32) -> Option<u32> {
+    let mut v: Vec<u32> = shares.filter(|&e| e > 0).collect();
+    v.sort_unstable_by(|a, b| b.cmp(a));
+    let mut sum = 0u64;
+    for (i, e) in v.iter().enumerate() {
+        sum += u64::from(*e);
+        if sum >= u64::from(count) {
+            return Some(i as u32 + 1);
+        }
+    }
+    None
+}
+
+/// The no-fit report for `req` on `market` (`model_ok[m]`: model `m` passes every per-GPU
+/// constraint; `cut`: the search's step count when it ran out of budget).
+pub(super) fn diagnose(
+    req: &Requirements,
+    market: &MarketSnapshot,
+    model_ok: &[bool],
+    cut: Option<u64>,
+) -> NoFit {
+    let diag = Diag {
+        req,
+        market,
+        model_fails: market.models.iter().map(|m| req.model_failures(m)).collect(),
+    };
+    debug_assert!(
+        (diag.model_fails.iter().zip(model_ok)).all(|(f, ok)| (*f == 0) == *ok),
+        "per-GPU eligibility agrees with the matcher"
+    );
+    // (providers, GPUs) per constraint, indexed by its position in `Constraint::ALL`.
+    let mut by: [Option<(u32, u64)>; Constraint::ALL.len()] = [None; Constraint::ALL.len()];
+    let mut charge = |c: Constraint, whole: bool, gpus: u64| {
+        if gpus > 0 {
+            let e = by[c as usize].get_or_insert((0, 0));
+            e.0 += u32::from(whole);
+            e.1 += gpus;
+        }
+    };
+    let (mut free_gpus, mut eligible_gpus, mut eligible_providers) = (0u64, 0u64, 0u32);
+    // Eligible (rank, GPUs) pairs.
+    let mut shares: Vec<(u32, u32)> = Vec::new();
+    for (rank, p) in market.providers.iter().enumerate() {
+        let free = u64::from(p.free_total);
+        free_gpus += free;
+        if let Some(c) = Constraint::first(diag.provider_fails(p)) {
+            charge(c, true, free);
+            continue;
+        }
+        let groups = &market.groups[p.groups.0 as usize..p.groups.1 as usize];
+        let (mut ok_sum, mut ok_max) = (0u32, 0u32);
+        for g in groups {
+            match Constraint::first(diag.model_fails[g.model as usize]) {
+                Some(c) => charge(c, false, u64::from(g.free)),
+                None => {
+                    ok_sum = ok_sum.saturating_add(g.free);
+                    ok_max = ok_max.max(g.free);
+                }
+            }
+        }
+        let mut e = ok_sum;
+        if req.interconnect != Interconnect::Any {
+            charge(Constraint::Interconnect, false, u64::from(ok_sum - ok_max));
+            e = ok_max;
+        }
+        if e > p.bond_gpus {
+            charge(Constraint::BondSize, false, u64::from(e - p.bond_gpus));
+            e = p.bond_gpus;
+        }
+        let capped = e.min(req.max_gpus_per_node.unwrap_or(u32::MAX));
+        if capped < req.min_gpus_per_node {
+            charge(Constraint::MinGpusPerNode, true, u64::from(e));
+            continue;
+        }
+        if e > 0 {
+            eligible_gpus += u64::from(e);
+            eligible_providers += 1;
+            shares.push((rank as u32, capped));
+        }
+    }
+    let binding = if eligible_gpus < u64::from(req.count) {
+        excluded_binding(&diag, &by)
+    } else {
+        let b = placement_binding(&diag, &shares, cut);
+        by[b.constraint() as usize] = Some((eligible_providers, eligible_gpus));
+        b
+    };
+    NoFit {
+        requested: req.count,
+        free_gpus,
+        eligible_gpus,
+        eligible_providers,
+        binding,
+        excluded: (Constraint::ALL.iter().zip(by))
+            .filter_map(|(&constraint, e)| {
+                e.map(|(providers, gpus)| Excluded {
+                    constraint,
+                    providers,
+                    gpus,
+                })
+            })
+            .collect(),
+    }
+}
+
+/// Too few eligible GPUs: the exclusion that, lifted alone, reaches the count (the first in
+/// constraint order), or else gives back the most.
+fn excluded_binding(diag: &Diag<'_>, by: &[Option<(u32, u64)>]) -> Binding {
+    let (req, market) = (diag.req, diag.market);
+    let mut best: Option<(Constraint, u64, u64)> = None;
+    for (&c, e) in Constraint::ALL.iter().zip(by) {
+        let Some((_, gpus)) = *e else { continue };
+        let without = diag.eligible_total(c.bit());
+        let count = u64::from(req.count);
+        // Keep the first that reaches the count; until one does, the one giving back most.
+        let better = best.is_none_or(|(_, _, b)| b < count && (without >= count || without > b));
+        if better {
+            best = Some((c, gpus, without));
+        }
+    }
+    let Some((c, gpus, eligible_without)) = best else {
+        // Nothing free at all.
+        return Binding::Excluded {
+            constraint: Constraint::NoBond,
+            gpus: 0,
+            eligible_without: 0,
+        };
+    };
+    let failing: Vec<&super::snapshot::GpuModel> = (market.models.iter())
+        .zip(&diag.model_fails)
+        .filter(|(_, f)| **f & c.bit() != 0)
+        .map(|(m, _)| m)
+        .collect();
+    match c {
+        Constraint::MaxRate => Binding::MaxRate {
+            max_rate: req.max_rate,
+            cheapest_excluded: (market.providers.iter())
+                .filter(|p| p.price > req.max_rate && p.free_total > 0)
+                .map(|p| p.price)
+                .min()
+                .unwrap_or(0),
+            eligible_without,
+        },
+        Constraint::Vram => Binding::Vram {
+            min_vram_gib: req.min_vram_gib,
+            largest_excluded_mib: failing.iter().map(|m| m.vram_mib).max().unwrap_or(0),
+            eligible_without,
+        },
+        Constraint::ComputeCapability => Binding::ComputeCapability {
+            min: req
+                .min_compute_capability
+                .unwrap_or(ComputeCapability { major: 0, minor: 0 }),
+            best_excluded: failing.iter().filter_map(|m| m.compute_capability).max(),
+            eligible_without,
+        },
+        Constraint::MinGpusPerNode => Binding::MinGpusPerNode {
+            min_gpus_per_node: req.min_gpus_per_node,
+            largest_excluded_node: (market.providers.iter())
+                .map(|p| diag.eligible(p, c.bit()))
+                .filter(|&e| e < req.min_gpus_per_node)
+                .max()
+                .unwrap_or(0),
+            eligible_without,
+        },
+        _ => Binding::Excluded {
+            constraint: c,
+            gpus,
+            eligible_without,
+        },
+    }
+}
+
+/// Enough eligible GPUs: the first placement limit no plan passes.
+fn placement_binding(diag: &Diag<'_>, shares: &[(u32, u32)], cut: Option<u64>) -> Binding {
+    let (req, market) = (diag.req, diag.market);
+    let provider = |r: u32| &market.providers[r as usize];
+    let largest_node = shares.iter().map(|s| s.1).max().unwrap_or(0);
+    let needed = nodes_needed(shares.iter().map(|s| s.1), req.count).unwrap_or(u32::MAX);
+    if needed > req.max_nodes {
+        return Binding::MaxNodes {
+            max_nodes: req.max_nodes,
+            nodes_needed: needed,
+            largest_node,
+        };
+    }
+    // Multi-node plans: the bandwidth floor first.
+    let fast = |r: u32| req.min_bandwidth_mbps.is_none_or(|b| provider(r).uplink_mbps >= b);
+    let needed_fast = nodes_needed(
+        shares.iter().filter(|s| fast(s.0)).map(|s| s.1),
+        req.count,
+    );
+    if let Some(b) = req.min_bandwidth_mbps
+        && needed_fast.is_none_or(|k| k > req.max_nodes)
+    {
+        let slow: Vec<(u32, u32)> = shares.iter().copied().filter(|s| !fast(s.0)).collect();
+        return Binding::MinBandwidth {
+            min_bandwidth_mbps: b,
+            providers_below: slow.len() as u32,
+            gpus_below: slow.iter().map(|s| u64::from(s.1)).sum(),
+            fastest_below_mbps: (slow.iter())
+                .map(|s| provider(s.0).uplink_mbps)
+                .max()
+                .unwrap_or(0),
+        };
+    }
+    let needed_fast = needed_fast.unwrap_or(needed);
+    // Then the providers' own node limits: the first k whose willing providers reach the count.
+    let joins = |r: u32, k: u32| fast(r) && provider(r).max_job_nodes >= k;
+    let Some(k) = (needed_fast..=req.max_nodes).find(|&k| {
+        nodes_needed(shares.iter().filter(|s| joins(s.0, k)).map(|s| s.1), req.count)
+            .is_some_and(|n| n <= k)
+    }) else {
+        return Binding::ProviderMaxJobNodes {
+            nodes_needed: needed_fast,
+            providers_refusing: (shares.iter())
+                .filter(|s| fast(s.0) && provider(s.0).max_job_nodes < needed_fast)
+                .count() as u32,
+        };
+    };
+    if let Some(bound) = req.max_rtt_us {
+        let mut member = vec![false; market.providers.len()];
+        for s in shares.iter().filter(|s| joins(s.0, k)) {
+            member[s.0 as usize] = true;
+        }
+        let n = member.iter().filter(|m| **m).count() as u64;
+        let (mut within, mut over) = (0u64, 0u64);
+        for (a, list) in market.neighbours.iter().enumerate() {
+            if !member[a] {
+                continue;
+            }
+            for &(b, rtt) in list {
+                if b as usize > a && member[b as usize] {
+                    if rtt <= bound {
+                        within += 1;
+                    } else {
+                        over += 1;
+                    }
+                }
+            }
+        }
+        return Binding::MaxRtt {
+            max_rtt_ms: bound / 1000,
+            nodes_needed: k,
+            pairs_within: within,
+            pairs_over: over,
+            pairs_unmeasured: (n * n.saturating_sub(1) / 2).saturating_sub(within + over),
+        };
+    }
+    match cut {
+        Some(steps) => Binding::SearchBudget { steps },
+        // Every share was counted whole; what is left is the per-node minimum's granularity
+        // (k nodes × min_gpus_per_node above the count).
+        None => Binding::MinGpusPerNode {
+            min_gpus_per_node: req.min_gpus_per_node,
+            largest_excluded_node: largest_node,
+            eligible_without: diag.eligible_total(Constraint::MinGpusPerNode.bit()),
+        },
+    }
+}
