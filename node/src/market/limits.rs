@@ -250,12 +250,20 @@ impl ProviderLimits {
     /// UUID is in `in_use` not free, priced and limited as configured. NVIDIA GPUs joined by
     /// active NVLinks (by PCI bus id, transitively) form one `nvlink` group; every other GPU
     /// is PCIe (`any`). Declared GPUs stay marked declared.
+    ///
+    /// MIG (field case "NVIDIA MIG with sparse indices"): a slice (UUID `MIG-…`) is offered as
+    /// its own GPU, with its own memory, free unless its own UUID is in `in_use`, and with
+    /// [`GpuModel::mig_parent`] set ([`mig_parent`]); a whole GPU with MIG mode enabled is never
+    /// offered (its capacity is its slices'), so the parent is not offered next to them.
     pub fn offer(&self, terms: OfferTerms, pooled: &[&Gpu], in_use: &[String]) -> Offer {
         let domain = nvlink_domains(pooled);
         let mut gpus: Vec<OfferedGpus> = Vec::new();
         // Parallel to `gpus`: the NVLink domain of each group (None = PCIe).
         let mut keys: Vec<Option<usize>> = Vec::new();
         for (g, &key) in pooled.iter().zip(&domain) {
+            if g.mig_enabled == Some(true) && !is_mig_slice(g) {
+                continue;
+            }
             let model = GpuModel {
                 vendor: g.vendor,
                 name: g.name.clone(),
@@ -267,6 +275,7 @@ impl ProviderLimits {
                 } else {
                     Interconnect::Any
                 },
+                mig_parent: mig_parent(g, pooled),
                 ..GpuModel::default()
             };
             let free = u32::from(!g.uuid.as_ref().is_some_and(|u| in_use.contains(u)));
@@ -299,6 +308,29 @@ impl ProviderLimits {
     }
 }
 
+/// Whether `gpu` is a MIG slice: NVML names GPU instances by a `MIG-…` UUID.
+pub fn is_mig_slice(gpu: &Gpu) -> bool {
+    gpu.uuid.as_deref().is_some_and(|u| u.starts_with("MIG-"))
+}
+
+/// The card a MIG slice is carved from, as [`GpuModel::mig_parent`]: the UUID of the whole GPU
+/// of `all` at the slice's PCI bus id (a MIG device reports its parent's bus id), else
+/// `pci:<bus id>`, else one shared `unknown` card (so slices of unknown parents are never given
+/// together to a collective job). `None` for a GPU that is not a slice.
+pub fn mig_parent(gpu: &Gpu, all: &[&Gpu]) -> Option<String> {
+    if !is_mig_slice(gpu) {
+        return None;
+    }
+    let Some(bus) = gpu.pci_bus_id.as_deref() else {
+        return Some("unknown".into());
+    };
+    let parent = all
+        .iter()
+        .find(|g| !is_mig_slice(g) && g.pci_bus_id.as_deref() == Some(bus))
+        .and_then(|g| g.uuid.clone());
+    Some(parent.unwrap_or_else(|| format!("pci:{bus}")))
+}
+
 /// For each pooled GPU, its NVLink domain (the smallest index of the GPUs joined to it by
 /// active NVLinks, transitively), or `None` for a GPU without a pooled NVLink peer.
 fn nvlink_domains(pooled: &[&Gpu]) -> Vec<Option<usize>> {
@@ -313,12 +345,15 @@ fn nvlink_domains(pooled: &[&Gpu]) -> Vec<Option<usize>> {
     let mut parent: Vec<usize> = (0..n).collect();
     let mut linked = vec![false; n];
     for (i, g) in pooled.iter().enumerate() {
-        if g.vendor != Vendor::Nvidia {
+        // MIG slices have no NVLink (and share their parent's bus id).
+        if g.vendor != Vendor::Nvidia || is_mig_slice(g) {
             continue;
         }
         for peer in &g.nvlink_peers {
             let j = pooled.iter().position(|h| {
-                h.vendor == Vendor::Nvidia && h.pci_bus_id.as_deref() == Some(peer.as_str())
+                h.vendor == Vendor::Nvidia
+                    && !is_mig_slice(h)
+                    && h.pci_bus_id.as_deref() == Some(peer.as_str())
             });
             if let Some(j) = j {
                 let (a, b) = (find(&mut parent, i), find(&mut parent, j));

@@ -51,8 +51,8 @@ use super::glob;
 use super::nofit;
 pub use super::nofit::{Binding, Excluded, NoFit};
 use super::vram;
-use super::snapshot::{GpuModel, MarketSnapshot, ProviderId};
-use super::spec::{ComputeCapability, Ensemble, Interconnect, Vendor};
+use super::snapshot::{GpuModel, Group, MarketSnapshot, NOT_MIG, ProviderId};
+use super::spec::{ComputeCapability, Ensemble, Framework, Interconnect, Vendor};
 
 /// Candidate visits after which the multi-node search stops and returns the best plan so far.
 /// Deterministic (a count, not a clock). Synthetic 10 000-provider markets need < 10 000.
@@ -90,6 +90,10 @@ pub struct Requirements {
     pub max_rate: u64,
     /// Job length the provider must accept, seconds.
     pub max_duration_s: u64,
+    /// The ranks talk through collectives (NCCL/RCCL): `distributed.framework` is not `none`
+    /// and the job has more than one GPU. Such a job never gets two MIG slices of one card on a
+    /// node (no peer path between slices, [`GpuModel::mig_parent`]).
+    pub collective: bool,
 }
 
 impl Requirements {
@@ -111,6 +115,7 @@ impl Requirements {
             min_bandwidth_mbps: p.min_bandwidth_mbps,
             max_rate: spec.limits.max_rate_ntx_per_gpu_hour,
             max_duration_s: spec.limits.max_duration_s,
+            collective: g.count > 1 && spec.distributed.framework != Framework::None,
         }
     }
 
@@ -185,6 +190,9 @@ pub enum Constraint {
     Model,
     /// `gpus.interconnect` (including GPUs outside a node's largest fabric domain).
     Interconnect,
+    /// A collective job's second and further MIG slices of one card (no peer path between
+    /// slices of one GPU).
+    MigSlices,
     /// Free GPUs beyond what the provider's bond covers.
     BondSize,
     /// A provider with fewer eligible GPUs than `placement.min_gpus_per_node`.
@@ -203,7 +211,7 @@ pub enum Constraint {
 
 impl Constraint {
     /// Every constraint, in declaration (and report) order: `ALL[c as usize] == c`.
-    pub const ALL: [Constraint; 17] = [
+    pub const ALL: [Constraint; 18] = [
         Self::NoBond,
         Self::ConcurrentJobs,
         Self::MaxRate,
@@ -214,6 +222,7 @@ impl Constraint {
         Self::RocmArch,
         Self::Model,
         Self::Interconnect,
+        Self::MigSlices,
         Self::BondSize,
         Self::MinGpusPerNode,
         Self::MaxNodes,
@@ -247,6 +256,7 @@ impl fmt::Display for Constraint {
             Self::RocmArch => "gpus.rocm_arch",
             Self::Model => "gpus.models",
             Self::Interconnect => "gpus.interconnect",
+            Self::MigSlices => "one MIG slice per card for a collective job",
             Self::BondSize => "bond too small",
             Self::MinGpusPerNode => "placement.min_gpus_per_node",
             Self::MaxNodes => "placement.max_nodes",
@@ -394,7 +404,9 @@ impl Ctx<'_> {
         }
         let groups = &self.market.groups[p.groups.0 as usize..p.groups.1 as usize];
         let ok = groups.iter().filter(|g| self.model_ok[g.model as usize]);
-        let e = if req.interconnect == Interconnect::Any {
+        let e = if req.collective && self.market.has_mig {
+            node_share(self.market, ok, req.interconnect, true)
+        } else if req.interconnect == Interconnect::Any {
             ok.fold(0u32, |s, g| s.saturating_add(g.free))
         } else {
             ok.map(|g| g.free).max().unwrap_or(0)
@@ -517,6 +529,39 @@ impl Ctx<'_> {
             score,
             exhaustive,
         }
+    }
+}
+
+/// GPUs one node can give from its eligible `groups`: all of them, or with a fabric
+/// requirement (`interconnect` ≠ any) the largest single group; with `one_slice_per_card`, MIG
+/// slices of one card count once (the card's best slice group in the fabric case).
+pub(crate) fn node_share<'g>(
+    market: &MarketSnapshot,
+    groups: impl Iterator<Item = &'g Group>,
+    interconnect: Interconnect,
+    one_slice_per_card: bool,
+) -> u32 {
+    let mut whole: Vec<u32> = Vec::new();
+    let mut cards: Vec<u32> = Vec::new();
+    for g in groups {
+        let card = market.mig_card[g.model as usize];
+        if one_slice_per_card && card != NOT_MIG {
+            if g.free > 0 {
+                cards.push(card);
+            }
+        } else {
+            whole.push(g.free);
+        }
+    }
+    cards.sort_unstable();
+    cards.dedup();
+    if interconnect == Interconnect::Any {
+        whole
+            .iter()
+            .fold(cards.len() as u32, |s, &f| s.saturating_add(f))
+    } else {
+        let one = u32::from(!cards.is_empty());
+        whole.iter().copied().max().unwrap_or(0).max(one)
     }
 }
 

@@ -14,7 +14,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::matching::{Constraint, Requirements};
+use super::matching::{Constraint, Requirements, node_share};
 use super::snapshot::{MarketSnapshot, Provider};
 use super::spec::{ComputeCapability, Interconnect};
 
@@ -61,6 +61,14 @@ pub enum Binding {
         /// The highest capability among the GPUs it excluded (`None`: none reported one).
         best_excluded: Option<ComputeCapability>,
         /// GPUs eligible without the minimum.
+        eligible_without: u64,
+    },
+    /// A collective job (NCCL between its GPUs) takes at most one MIG slice of a card: slices
+    /// of one GPU have no peer path.
+    MigSlices {
+        /// Further slices of cards already counted once.
+        slices_excluded: u64,
+        /// GPUs eligible were several slices of a card allowed.
         eligible_without: u64,
     },
     /// `placement.min_gpus_per_node`: providers with eligible GPUs, but fewer than that.
@@ -135,6 +143,7 @@ impl Binding {
             Self::MaxRate { .. } => Constraint::MaxRate,
             Self::Vram { .. } => Constraint::Vram,
             Self::ComputeCapability { .. } => Constraint::ComputeCapability,
+            Self::MigSlices { .. } => Constraint::MigSlices,
             Self::MinGpusPerNode { .. } => Constraint::MinGpusPerNode,
             Self::MaxNodes { .. } => Constraint::MaxNodes,
             Self::MinBandwidth { .. } => Constraint::MinBandwidth,
@@ -180,6 +189,15 @@ impl fmt::Display for Binding {
                 }
                 write!(f, " ({eligible_without} GPUs eligible without it)")
             }
+            Self::MigSlices {
+                slices_excluded,
+                eligible_without,
+            } => write!(
+                f,
+                "MIG slices: a collective job (distributed.framework) gets at most one MIG slice \
+                 per card, as slices of one GPU have no peer path for NCCL; {slices_excluded} \
+                 further slices excluded ({eligible_without} GPUs eligible without this rule)"
+            ),
             Self::MinGpusPerNode {
                 min_gpus_per_node,
                 largest_excluded_node,
@@ -325,13 +343,13 @@ impl Diag<'_> {
         let ok = groups
             .iter()
             .filter(|g| self.model_fails[g.model as usize] & !lift == 0);
-        let mut e = if req.interconnect == Interconnect::Any
-            || lift & Constraint::Interconnect.bit() != 0
-        {
-            ok.fold(0u32, |s, g| s.saturating_add(g.free))
+        let fabric = if lift & Constraint::Interconnect.bit() != 0 {
+            Interconnect::Any
         } else {
-            ok.map(|g| g.free).max().unwrap_or(0)
+            req.interconnect
         };
+        let one_slice = req.collective && lift & Constraint::MigSlices.bit() == 0;
+        let mut e = node_share(self.market, ok, fabric, one_slice);
         if lift & Constraint::BondSize.bit() == 0 {
             e = e.min(p.bond_gpus);
         }
@@ -415,6 +433,14 @@ pub(super) fn diagnose(
         if req.interconnect != Interconnect::Any {
             charge(Constraint::Interconnect, false, u64::from(ok_sum - ok_max));
             e = ok_max;
+        }
+        if req.collective && market.has_mig {
+            let ok = groups
+                .iter()
+                .filter(|g| diag.model_fails[g.model as usize] == 0);
+            let one_slice = node_share(market, ok, req.interconnect, true);
+            charge(Constraint::MigSlices, false, u64::from(e - one_slice));
+            e = one_slice;
         }
         if e > p.bond_gpus {
             charge(Constraint::BondSize, false, u64::from(e - p.bond_gpus));
@@ -504,6 +530,10 @@ fn excluded_binding(diag: &Diag<'_>, by: &[Option<(u32, u64)>]) -> Binding {
                 .min_compute_capability
                 .unwrap_or(ComputeCapability { major: 0, minor: 0 }),
             best_excluded: failing.iter().filter_map(|m| m.compute_capability).max(),
+            eligible_without,
+        },
+        Constraint::MigSlices => Binding::MigSlices {
+            slices_excluded: gpus,
             eligible_without,
         },
         Constraint::MinGpusPerNode => Binding::MinGpusPerNode {

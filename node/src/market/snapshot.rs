@@ -38,6 +38,12 @@ pub struct GpuModel {
     pub gfx_target: Option<String>,
     /// Link shared by all GPUs of the group: `Nvlink`/`Xgmi` = one fabric domain, `Any` = PCIe.
     pub interconnect: Interconnect,
+    /// For a MIG slice (a GPU instance with its own `MIG-…` UUID and memory): the UUID of the
+    /// physical GPU it is carved from (`GPU-…`); `None` for a whole GPU. Slices of one card have
+    /// no peer path between them (NVIDIA MIG user guide: no GPU-to-GPU P2P for MIG devices), so a
+    /// collective job never gets two of them ([`super::Requirements::collective`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_parent: Option<String>,
 }
 
 impl GpuModel {
@@ -177,7 +183,15 @@ pub struct MarketSnapshot {
     pub(crate) by_model: Vec<Vec<u32>>,
     /// `model_ranks[m]`: ranks (ascending) of providers offering model `m`.
     pub(crate) model_ranks: Vec<Vec<u32>>,
+    /// `mig_card[m]`: an id of the physical card model `m`'s MIG slices belong to (equal ids =
+    /// one card), [`NOT_MIG`] for whole GPUs.
+    pub(crate) mig_card: Vec<u32>,
+    /// Whether any model is a MIG slice (the matcher skips the per-card count otherwise).
+    pub(crate) has_mig: bool,
 }
+
+/// [`MarketSnapshot::mig_card`] of a whole GPU.
+pub(crate) const NOT_MIG: u32 = u32::MAX;
 
 impl MarketSnapshot {
     /// Indexes `offers` and `rtts`. Offers without a live bond or free GPUs are kept (the
@@ -309,7 +323,21 @@ impl MarketSnapshot {
         for list in &mut by_model {
             list.sort_by_key(|&r| (std::cmp::Reverse(providers[r as usize].free_total), r));
         }
+        let mut cards: HashMap<&str, u32> = HashMap::new();
+        let mig_card: Vec<u32> = models
+            .iter()
+            .map(|m| match &m.mig_parent {
+                Some(parent) => {
+                    let next = cards.len() as u32;
+                    *cards.entry(parent.as_str()).or_insert(next)
+                }
+                None => NOT_MIG,
+            })
+            .collect();
+        let has_mig = !cards.is_empty();
         Ok(Self {
+            mig_card,
+            has_mig,
             models,
             providers,
             groups,

@@ -257,6 +257,7 @@ pub fn job(rng: &mut Rng) -> Requirements {
         min_bandwidth_mbps: None,
         max_rate: 5_000_000,
         max_duration_s: 1800,
+        collective: false,
     };
     match rng.range(0, 5) {
         0 => req.vendor = Vendor::Nvidia,

@@ -5,5 +5,6 @@ mod gpu_bench;
 mod gpus_cli;
 mod matching_props;
 mod matching_rules;
+mod mig;
 mod nofit_limits;
 mod vram_classes;

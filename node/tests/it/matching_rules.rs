@@ -80,6 +80,7 @@ pub fn req(count: u32) -> Requirements {
         min_bandwidth_mbps: None,
         max_rate: u64::MAX,
         max_duration_s: 3600,
+        collective: false,
     }
 }
 
