@@ -1,6 +1,7 @@
 //! `ganglion job submit|status|cancel|logs|outputs`: jobs of a running node, over its JSON-RPC
 //! API (`job_submit`, `job_status`, `job_cancel`, `job_logs`, `job_outputs`), found through
-//! the config's data dir ([`super::remote::call`]).
+//! the config's data dir ([`super::remote::call`]); and `ganglion job import-sdl`, local: an
+//! Akash SDL GPU block to ensemble-spec fields ([`ganglion_node::market::sdl`]).
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -60,6 +61,14 @@ pub enum Command {
         /// Directory to write the outputs to (created if missing).
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+    /// Translate an Akash SDL (a whole v2 document, or one GPU block `{count, gpu}`) into
+    /// ensemble-spec fields (YAML, or JSON with --json) on stdout; what cannot be carried is
+    /// refused naming the SDL field, and what is left to write (limits, budget) is listed on
+    /// stderr. Runs locally, no node needed.
+    ImportSdl {
+        /// The SDL file.
+        file: PathBuf,
     },
 }
 
@@ -154,6 +163,23 @@ fn print_outputs(outputs: &[JobOutput]) {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = args.remote.config.as_deref();
     match args.command {
+        Command::ImportSdl { file } => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let imported = ganglion_node::market::sdl::import(&text)
+                .with_context(|| format!("importing {}", file.display()))?;
+            for note in &imported.to_complete {
+                eprintln!("to complete: {note}");
+            }
+            if args.remote.json {
+                print_json(&imported)?;
+            } else {
+                print!(
+                    "{}",
+                    serde_norway::to_string(&imported).context("encoding the spec fields")?
+                );
+            }
+        }
         Command::Submit { spec, wait: follow } => {
             let text = std::fs::read_to_string(&spec)
                 .with_context(|| format!("reading {}", spec.display()))?;

@@ -16,10 +16,14 @@
 //! # Constraints
 //! Provider: live bond (`bond_gpus > 0`), below its `max_concurrent_jobs`, price ≤ `max_rate`, accepts the duration, and for a
 //! multi-node plan: uplink ≥ `min_bandwidth_mbps`, accepts that many nodes, and pairwise
-//! measured RTT ≤ `max_rtt_ms` (an unmeasured pair is out of bound). Per GPU: vendor, VRAM,
-//! compute capability or gfx target, model globs, interconnect. Per node: `min_gpus_per_node ≤
-//! gpus ≤ min(eligible free, bond_gpus, max_gpus_per_node)`; with an interconnect requirement
-//! a node's GPUs come from a single fabric domain (one offered group). Nodes ≤ `max_nodes`.
+//! measured RTT ≤ `max_rtt_ms` (an unmeasured pair is out of bound). Per GPU: vendor, VRAM
+//! class ([`super::vram`]), compute capability or gfx target, model globs or words, per-model
+//! class pairs, form factor, an RDMA fabric when an interconnect group is asked, interconnect.
+//! Per node: `min_gpus_per_node ≤ gpus ≤ min(eligible free, bond_gpus, max_gpus_per_node)`;
+//! with an interconnect requirement a node's GPUs come from a single fabric domain (one offered
+//! group); a collective job counts MIG slices of one card once (`node_share`). Nodes ≤
+//! `max_nodes`. With an interconnect group the search runs once per RDMA fabric, so every node
+//! of the plan is on the same one. When nothing fits, [`NoFit`] names the binding limit.
 //!
 //! # Search
 //! One node: the first provider in rank order with enough eligible GPUs is optimal (early exit);
@@ -50,9 +54,11 @@ use serde::Serialize;
 use super::glob;
 use super::nofit;
 pub use super::nofit::{Binding, Excluded, NoFit};
-use super::vram;
 use super::snapshot::{GpuModel, Group, MarketSnapshot, NOT_MIG, ProviderId};
-use super::spec::{ComputeCapability, Ensemble, Framework, Interconnect, Vendor};
+use super::spec::{
+    ComputeCapability, Ensemble, FormFactor, Framework, Interconnect, PerModel, Vendor,
+};
+use super::vram;
 
 /// Candidate visits after which the multi-node search stops and returns the best plan so far.
 /// Deterministic (a count, not a clock). Synthetic 10 000-provider markets need < 10 000.
@@ -74,8 +80,15 @@ pub struct Requirements {
     pub rocm_arch: Vec<String>,
     /// Model-name globs; empty = any.
     pub models: Vec<String>,
+    /// Per-model memory: a GPU must match one entry (model and exact class); empty = none.
+    pub per_model: Vec<PerModel>,
     /// Fabric between a node's GPUs.
     pub interconnect: Interconnect,
+    /// Module form factor; `None` = either.
+    pub form_factor: Option<FormFactor>,
+    /// An RDMA fabric is needed (`gpus.interconnect_group`): GPUs with a declared
+    /// [`GpuModel::fabric`] only, every node of a plan on the same fabric.
+    pub interconnect_group: Option<String>,
     /// Fewest GPUs on one node (≥ 1).
     pub min_gpus_per_node: u32,
     /// Most GPUs on one node.
@@ -107,7 +120,10 @@ impl Requirements {
             min_compute_capability: g.min_compute_capability,
             rocm_arch: g.rocm_arch.clone(),
             models: g.models.clone(),
+            per_model: g.per_model.clone(),
             interconnect: g.interconnect,
+            form_factor: g.form_factor,
+            interconnect_group: g.interconnect_group.clone(),
             min_gpus_per_node: p.min_gpus_per_node,
             max_gpus_per_node: p.max_gpus_per_node,
             max_nodes: p.max_nodes_or_default(g.count),
@@ -155,7 +171,30 @@ impl Requirements {
         );
         fail(
             Constraint::Model,
-            !self.models.is_empty() && !self.models.iter().any(|p| glob::matches(p, &model.name)),
+            !self.models.is_empty()
+                && !self
+                    .models
+                    .iter()
+                    .any(|p| glob::matches_model(p, &model.name)),
+        );
+        fail(
+            Constraint::PerModel,
+            !self.per_model.is_empty()
+                && !self.per_model.iter().any(|pm| {
+                    glob::matches_model(&pm.model, &model.name)
+                        && pm
+                            .vram_class_gib
+                            .is_none_or(|c| vram::is_class(model.vram_total_bytes(), c))
+                }),
+        );
+        fail(
+            Constraint::FormFactor,
+            self.form_factor
+                .is_some_and(|f| model.form_factor() != Some(f)),
+        );
+        fail(
+            Constraint::InterconnectGroup,
+            self.interconnect_group.is_some() && model.fabric.is_none(),
         );
         fail(
             Constraint::Interconnect,
@@ -188,6 +227,12 @@ pub enum Constraint {
     RocmArch,
     /// `gpus.models`.
     Model,
+    /// `gpus.per_model` (model and exact VRAM class pairs).
+    PerModel,
+    /// `gpus.form_factor`.
+    FormFactor,
+    /// `gpus.interconnect_group`: GPUs without an RDMA fabric, or a fabric too small.
+    InterconnectGroup,
     /// `gpus.interconnect` (including GPUs outside a node's largest fabric domain).
     Interconnect,
     /// A collective job's second and further MIG slices of one card (no peer path between
@@ -211,7 +256,7 @@ pub enum Constraint {
 
 impl Constraint {
     /// Every constraint, in declaration (and report) order: `ALL[c as usize] == c`.
-    pub const ALL: [Constraint; 18] = [
+    pub const ALL: [Constraint; 21] = [
         Self::NoBond,
         Self::ConcurrentJobs,
         Self::MaxRate,
@@ -221,6 +266,9 @@ impl Constraint {
         Self::ComputeCapability,
         Self::RocmArch,
         Self::Model,
+        Self::PerModel,
+        Self::FormFactor,
+        Self::InterconnectGroup,
         Self::Interconnect,
         Self::MigSlices,
         Self::BondSize,
@@ -255,6 +303,9 @@ impl fmt::Display for Constraint {
             Self::ComputeCapability => "gpus.min_compute_capability",
             Self::RocmArch => "gpus.rocm_arch",
             Self::Model => "gpus.models",
+            Self::PerModel => "gpus.per_model",
+            Self::FormFactor => "gpus.form_factor",
+            Self::InterconnectGroup => "gpus.interconnect_group",
             Self::Interconnect => "gpus.interconnect",
             Self::MigSlices => "one MIG slice per card for a collective job",
             Self::BondSize => "bond too small",
@@ -316,6 +367,56 @@ pub fn match_gang(req: &Requirements, market: &MarketSnapshot) -> Result<Plan, N
         .iter()
         .map(|m| req.rejects_model(m).is_none())
         .collect();
+    if req.count == 0 || req.min_gpus_per_node == 0 {
+        return Err(nofit::diagnose(req, market, &model_ok, None));
+    }
+    if req.interconnect_group.is_none() {
+        return match_models(req, market, &model_ok)
+            .map_err(|cut| nofit::diagnose(req, market, &model_ok, cut));
+    }
+    // An interconnect group: one search per fabric (name order), each over that fabric's GPUs
+    // only; the best plan in the objective's order wins.
+    let mut fabrics: Vec<&str> = (market.models.iter().zip(&model_ok))
+        .filter(|(_, ok)| **ok)
+        .filter_map(|(m, _)| m.fabric.as_deref())
+        .collect();
+    fabrics.sort_unstable();
+    fabrics.dedup();
+    let (mut best, mut cut): (Option<Plan>, Option<u64>) = (None, None);
+    for fabric in fabrics {
+        let on_fabric: Vec<bool> = (market.models.iter().zip(&model_ok))
+            .map(|(m, ok)| *ok && m.fabric.as_deref() == Some(fabric))
+            .collect();
+        match match_models(req, market, &on_fabric) {
+            Ok(plan) => {
+                if best.as_ref().is_none_or(|b| plan_key(&plan) < plan_key(b)) {
+                    best = Some(plan);
+                }
+            }
+            Err(c) => cut = cut.or(c),
+        }
+    }
+    best.ok_or_else(|| nofit::diagnose(req, market, &model_ok, cut))
+}
+
+/// The objective's total order on plans (module docs): nodes, price, score (higher first),
+/// ranks.
+fn plan_key(p: &Plan) -> (usize, u128, std::cmp::Reverse<u64>, Vec<u32>) {
+    (
+        p.nodes.len(),
+        p.price_per_hour,
+        std::cmp::Reverse(p.score),
+        p.nodes.iter().map(|n| n.rank).collect(),
+    )
+}
+
+/// [`match_gang`] over the models with `model_ok`; `Err` carries the step count when the
+/// search ran out of budget.
+fn match_models(
+    req: &Requirements,
+    market: &MarketSnapshot,
+    model_ok: &[bool],
+) -> Result<Plan, Option<u64>> {
     let mask = model_ok
         .iter()
         .enumerate()
@@ -324,12 +425,9 @@ pub fn match_gang(req: &Requirements, market: &MarketSnapshot) -> Result<Plan, N
     let ctx = Ctx {
         req,
         market,
-        model_ok: &model_ok,
+        model_ok,
         mask,
     };
-    if req.count == 0 || req.min_gpus_per_node == 0 {
-        return Err(nofit::diagnose(req, market, &model_ok, None));
-    }
     // One machine.
     if let Some(rank) = ctx.first_single() {
         let p = &market.providers[rank as usize];
@@ -377,8 +475,7 @@ pub fn match_gang(req: &Requirements, market: &MarketSnapshot) -> Result<Plan, N
             break;
         }
     }
-    let cut = (search.steps > MAX_SEARCH_STEPS).then_some(search.steps);
-    Err(nofit::diagnose(req, market, &model_ok, cut))
+    Err((search.steps > MAX_SEARCH_STEPS).then_some(search.steps))
 }
 
 struct Ctx<'a> {

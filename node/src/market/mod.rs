@@ -4,11 +4,13 @@ mod glob;
 pub mod limits;
 pub mod matching;
 mod nofit;
+pub mod sdl;
+mod sdl_full;
 pub mod snapshot;
 pub mod spec;
-pub mod vram;
 #[cfg(feature = "test-utils")]
 pub mod synthetic;
+pub mod vram;
 
 pub use limits::{ProviderLimits, Refusal};
 pub use matching::{Binding, Constraint, NoFit, Plan, Requirements, match_gang};

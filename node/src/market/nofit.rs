@@ -80,6 +80,15 @@ pub enum Binding {
         /// GPUs eligible without the minimum.
         eligible_without: u64,
     },
+    /// `gpus.interconnect_group`: enough eligible GPUs, but no one RDMA fabric has enough.
+    InterconnectGroup {
+        /// The spec's group label.
+        group: String,
+        /// Fabrics with eligible GPUs.
+        fabrics: u32,
+        /// Eligible GPUs on the largest of them.
+        largest_fabric_gpus: u64,
+    },
     /// `placement.max_nodes`: the eligible GPUs need more machines.
     MaxNodes {
         /// The limit.
@@ -145,6 +154,7 @@ impl Binding {
             Self::ComputeCapability { .. } => Constraint::ComputeCapability,
             Self::MigSlices { .. } => Constraint::MigSlices,
             Self::MinGpusPerNode { .. } => Constraint::MinGpusPerNode,
+            Self::InterconnectGroup { .. } => Constraint::InterconnectGroup,
             Self::MaxNodes { .. } => Constraint::MaxNodes,
             Self::MinBandwidth { .. } => Constraint::MinBandwidth,
             Self::ProviderMaxJobNodes { .. } => Constraint::ProviderMaxJobNodes,
@@ -182,7 +192,10 @@ impl fmt::Display for Binding {
                 best_excluded,
                 eligible_without,
             } => {
-                write!(f, "gpus.min_compute_capability {min}: the best excluded GPU has ")?;
+                write!(
+                    f,
+                    "gpus.min_compute_capability {min}: the best excluded GPU has "
+                )?;
                 match best_excluded {
                     Some(cc) => write!(f, "{cc}")?,
                     None => f.write_str("none")?,
@@ -207,6 +220,15 @@ impl fmt::Display for Binding {
                 "placement.min_gpus_per_node {min_gpus_per_node}: the excluded providers have at \
                  most {largest_excluded_node} eligible GPUs each ({eligible_without} GPUs \
                  eligible without it)"
+            ),
+            Self::InterconnectGroup {
+                group,
+                fabrics,
+                largest_fabric_gpus,
+            } => write!(
+                f,
+                "gpus.interconnect_group {group}: no RDMA fabric has enough eligible GPUs \
+                 ({fabrics} fabrics, the largest with {largest_fabric_gpus})"
             ),
             Self::MaxNodes {
                 max_nodes,
@@ -323,7 +345,10 @@ impl Diag<'_> {
             (Constraint::NoBond, p.bond_gpus == 0),
             (Constraint::ConcurrentJobs, p.jobs_full),
             (Constraint::MaxRate, p.price > req.max_rate),
-            (Constraint::Duration, p.max_job_duration_s < req.max_duration_s),
+            (
+                Constraint::Duration,
+                p.max_job_duration_s < req.max_duration_s,
+            ),
         ] {
             if bad {
                 fails |= c.bit();
@@ -335,21 +360,29 @@ impl Diag<'_> {
     /// GPUs `p` gives one node with the constraints of `lift` ignored; 0 when refused. With
     /// `lift = 0` this is the matcher's own eligibility.
     fn eligible(&self, p: &Provider, lift: u64) -> u32 {
+        self.eligible_on(p, lift, None)
+    }
+
+    /// [`Diag::eligible`] counting only GPUs on `fabric` when given.
+    fn eligible_on(&self, p: &Provider, lift: u64, fabric: Option<&str>) -> u32 {
         let req = self.req;
         if self.provider_fails(p) & !lift != 0 {
             return 0;
         }
         let groups = &self.market.groups[p.groups.0 as usize..p.groups.1 as usize];
-        let ok = groups
-            .iter()
-            .filter(|g| self.model_fails[g.model as usize] & !lift == 0);
-        let fabric = if lift & Constraint::Interconnect.bit() != 0 {
+        let ok = groups.iter().filter(|g| {
+            self.model_fails[g.model as usize] & !lift == 0
+                && fabric.is_none_or(|f| {
+                    self.market.models[g.model as usize].fabric.as_deref() == Some(f)
+                })
+        });
+        let link = if lift & Constraint::Interconnect.bit() != 0 {
             Interconnect::Any
         } else {
             req.interconnect
         };
         let one_slice = req.collective && lift & Constraint::MigSlices.bit() == 0;
-        let mut e = node_share(self.market, ok, fabric, one_slice);
+        let mut e = node_share(self.market, ok, link, one_slice);
         if lift & Constraint::BondSize.bit() == 0 {
             e = e.min(p.bond_gpus);
         }
@@ -393,7 +426,11 @@ pub(super) fn diagnose(
     let diag = Diag {
         req,
         market,
-        model_fails: market.models.iter().map(|m| req.model_failures(m)).collect(),
+        model_fails: market
+            .models
+            .iter()
+            .map(|m| req.model_failures(m))
+            .collect(),
     };
     debug_assert!(
         (diag.model_fails.iter().zip(model_ok)).all(|(f, ok)| (*f == 0) == *ok),
@@ -460,7 +497,7 @@ pub(super) fn diagnose(
     let binding = if eligible_gpus < u64::from(req.count) {
         excluded_binding(&diag, &by)
     } else {
-        let b = placement_binding(&diag, &shares, cut);
+        let b = fabric_binding(&diag).unwrap_or_else(|| placement_binding(&diag, &shares, cut));
         by[b.constraint() as usize] = Some((eligible_providers, eligible_gpus));
         b
     };
@@ -553,6 +590,31 @@ fn excluded_binding(diag: &Diag<'_>, by: &[Option<(u32, u64)>]) -> Binding {
     }
 }
 
+/// With an interconnect group: whether no single fabric has enough eligible GPUs.
+fn fabric_binding(diag: &Diag<'_>) -> Option<Binding> {
+    let (req, market) = (diag.req, diag.market);
+    let group = req.interconnect_group.as_ref()?;
+    let mut fabrics: Vec<&str> = (market.models.iter().zip(&diag.model_fails))
+        .filter(|(_, f)| **f == 0)
+        .filter_map(|(m, _)| m.fabric.as_deref())
+        .collect();
+    fabrics.sort_unstable();
+    fabrics.dedup();
+    let largest = (fabrics.iter())
+        .map(|f| {
+            (market.providers.iter())
+                .map(|p| u64::from(diag.eligible_on(p, 0, Some(f))))
+                .sum::<u64>()
+        })
+        .max()
+        .unwrap_or(0);
+    (largest < u64::from(req.count)).then(|| Binding::InterconnectGroup {
+        group: group.clone(),
+        fabrics: fabrics.len() as u32,
+        largest_fabric_gpus: largest,
+    })
+}
+
 /// Enough eligible GPUs: the first placement limit no plan passes.
 fn placement_binding(diag: &Diag<'_>, shares: &[(u32, u32)], cut: Option<u64>) -> Binding {
     let (req, market) = (diag.req, diag.market);
@@ -567,11 +629,11 @@ fn placement_binding(diag: &Diag<'_>, shares: &[(u32, u32)], cut: Option<u64>) -
         };
     }
     // Multi-node plans: the bandwidth floor first.
-    let fast = |r: u32| req.min_bandwidth_mbps.is_none_or(|b| provider(r).uplink_mbps >= b);
-    let needed_fast = nodes_needed(
-        shares.iter().filter(|s| fast(s.0)).map(|s| s.1),
-        req.count,
-    );
+    let fast = |r: u32| {
+        req.min_bandwidth_mbps
+            .is_none_or(|b| provider(r).uplink_mbps >= b)
+    };
+    let needed_fast = nodes_needed(shares.iter().filter(|s| fast(s.0)).map(|s| s.1), req.count);
     if let Some(b) = req.min_bandwidth_mbps
         && needed_fast.is_none_or(|k| k > req.max_nodes)
     {
@@ -590,8 +652,11 @@ fn placement_binding(diag: &Diag<'_>, shares: &[(u32, u32)], cut: Option<u64>) -
     // Then the providers' own node limits: the first k whose willing providers reach the count.
     let joins = |r: u32, k: u32| fast(r) && provider(r).max_job_nodes >= k;
     let Some(k) = (needed_fast..=req.max_nodes).find(|&k| {
-        nodes_needed(shares.iter().filter(|s| joins(s.0, k)).map(|s| s.1), req.count)
-            .is_some_and(|n| n <= k)
+        nodes_needed(
+            shares.iter().filter(|s| joins(s.0, k)).map(|s| s.1),
+            req.count,
+        )
+        .is_some_and(|n| n <= k)
     }) else {
         return Binding::ProviderMaxJobNodes {
             nodes_needed: needed_fast,

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use ganglion_contracts::params::KeyHash;
 use serde::{Deserialize, Serialize};
 
-use super::spec::{ComputeCapability, Interconnect, Vendor};
+use super::spec::{ComputeCapability, FormFactor, Interconnect, Vendor};
 
 /// A provider, named by its payment key hash (the `provider` of its bond and assignments).
 pub type ProviderId = KeyHash;
@@ -44,9 +44,42 @@ pub struct GpuModel {
     /// collective job never gets two of them ([`super::Requirements::collective`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mig_parent: Option<String>,
+    /// Module form factor as the provider knows it; `None` = read from the name
+    /// ([`GpuModel::form_factor`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub form_factor: Option<FormFactor>,
+    /// The RDMA fabric (InfiniBand or RoCE network) the GPUs' node attaches to, as the provider
+    /// declares it; `None` = none. What a spec's `gpus.interconnect_group` needs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<String>,
 }
 
 impl GpuModel {
+    /// The module form factor: [`GpuModel::form_factor`] when the provider gave it, else read
+    /// from the driver's name: `SXM` in it (`A100-SXM4-80GB`, `V100-SXM2`) or the SXM5 H100's
+    /// name `H100 80GB HBM3` (PCI 10de:2330, `shared/fixtures/field/vram`) → SXM; `PCIe`, `NVL`
+    /// (H100/H200 NVL are PCIe cards), `GeForce` or `RTX` → PCIe; else unknown (`None`).
+    pub fn form_factor(&self) -> Option<FormFactor> {
+        if self.form_factor.is_some() {
+            return self.form_factor;
+        }
+        let name = self.name.to_ascii_uppercase();
+        let words: Vec<&str> = name
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        if words.iter().any(|w| w.starts_with("SXM")) || name.contains("H100 80GB HBM3") {
+            Some(FormFactor::Sxm)
+        } else if words
+            .iter()
+            .any(|w| matches!(*w, "PCIE" | "NVL" | "GEFORCE" | "RTX"))
+        {
+            Some(FormFactor::Pcie)
+        } else {
+            None
+        }
+    }
+
     /// Total VRAM per GPU, bytes: [`GpuModel::vram_bytes`] when known, else `vram_mib × 2^20`.
     /// Exact, for fit checks; class comparisons go through [`super::vram`].
     pub fn vram_total_bytes(&self) -> u64 {

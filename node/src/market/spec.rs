@@ -196,30 +196,73 @@ impl fmt::Display for ComputeCapability {
 }
 
 /// Which GPUs and how many.
+///
+/// Serialized without its defaults, so an imported or echoed spec shows what was asked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuRequest {
     /// Total GPUs for the job (≥ 1). Maps to `EscrowDatum::gpus`.
     pub count: u32,
     /// Vendor; `any` by default.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub vendor: Vendor,
-    /// Minimum total VRAM per GPU, GiB (2^30 bytes); 0 = no minimum.
-    #[serde(default)]
+    /// Minimum marketed VRAM class per GPU ("80 GB" cards), GiB; 0 = no minimum. Compared
+    /// with the reported total by [`super::vram::meets_class`] (reported bytes ≥ N × 10⁹), so an
+    /// H100 80GB reporting 81 559 MiB satisfies 80.
+    #[serde(default, skip_serializing_if = "is_default")]
     pub min_vram_gib: u32,
     /// Minimum CUDA compute capability (NVIDIA only), e.g. `"8.0"`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_compute_capability: Option<ComputeCapability>,
     /// Accepted AMD gfx targets, e.g. `[gfx90a, gfx942]` (AMD only); empty = any.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rocm_arch: Vec<String>,
-    /// Model-name globs (`*` any run, `?` one char, case-insensitive), e.g. `["*A100*"]`;
-    /// empty = any model.
-    #[serde(default)]
+    /// Model names: a glob (`*` any run, `?` one char, case-insensitive) on the driver's name,
+    /// e.g. `"*A100*"`, or a bare model word (Akash's `a100`, `t4`) that must equal one word of
+    /// the name ([`super::glob::matches_model`]); empty = any model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<String>,
+    /// Per-model memory (Akash's `- model: h100` / `ram: 80Gi` pairs): a GPU must match one
+    /// entry, its model *and* (when given) its exact VRAM class; empty = no such rule.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_model: Vec<PerModel>,
     /// Link between a node's GPUs.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub interconnect: Interconnect,
+    /// Module form factor (Akash's `interface`): `sxm` (SXM/HGX boards) or `pcie` (cards);
+    /// absent = either. A GPU whose form factor is unknown never matches a given one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub form_factor: Option<FormFactor>,
+    /// Interconnect group (Akash's `gpu.attributes.interconnect.group`): the job's GPUs must
+    /// attach to an RDMA fabric their provider declares, every node of the plan to the same
+    /// one. The value is the tenant's label for the group; absent = no fabric needed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interconnect_group: Option<String>,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+/// GPU module form factor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FormFactor {
+    /// SXM module on an HGX/DGX board (NVLink/NVSwitch between the modules).
+    Sxm,
+    /// PCIe card (H100 NVL and H200 NVL included: PCIe cards with NVLink bridges).
+    Pcie,
+}
+
+/// One per-model memory entry of [`GpuRequest::per_model`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerModel {
+    /// Model name or glob, as in [`GpuRequest::models`].
+    pub model: String,
+    /// Exact marketed VRAM class, GiB ([`super::vram::is_class`]); absent = any memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vram_class_gib: Option<u32>,
 }
 
 /// How GPUs may be spread over provider machines.
@@ -229,6 +272,7 @@ pub struct Placement {
     /// Never place fewer than this many GPUs on one node (≥ 1, ≤ `gpus.count`). Default 1.
     pub min_gpus_per_node: u32,
     /// Never place more than this many GPUs on one node; absent = no cap.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_gpus_per_node: Option<u32>,
     /// Most provider machines the job may span (≥ 1); absent = no cap beyond `gpus.count`
     /// (a gang may span machines; the matcher still prefers one machine, then the fewest).
@@ -236,8 +280,10 @@ pub struct Placement {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_nodes: Option<u32>,
     /// Highest round-trip time between any two chosen nodes, ms; absent = no bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_rtt_ms: Option<u32>,
     /// Lowest advertised uplink of every node of a multi-node plan, Mbit/s; absent = none.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub min_bandwidth_mbps: Option<u32>,
 }
 
@@ -715,6 +761,29 @@ impl Ensemble {
             if glob.trim().is_empty() {
                 return bad(&format!("gpus.models[{i}]"), Rule::Empty);
             }
+        }
+        for (i, pm) in g.per_model.iter().enumerate() {
+            if pm.model.trim().is_empty() {
+                return bad(&format!("gpus.per_model[{i}].model"), Rule::Empty);
+            }
+            if pm.vram_class_gib == Some(0) {
+                return bad(&format!("gpus.per_model[{i}].vram_class_gib"), Rule::Zero);
+            }
+        }
+        if g.form_factor.is_some() && g.vendor == Vendor::Amd {
+            return bad(
+                "gpus.form_factor",
+                Rule::WrongVendor {
+                    needs: Vendor::Nvidia,
+                    vendor: g.vendor,
+                },
+            );
+        }
+        if g.interconnect_group
+            .as_deref()
+            .is_some_and(|n| n.trim().is_empty())
+        {
+            return bad("gpus.interconnect_group", Rule::Empty);
         }
         match (g.interconnect, g.vendor) {
             (Interconnect::Nvlink, Vendor::Amd) => bad(

@@ -57,6 +57,9 @@ mod tests {
         assert!(meets_class(0, 0));
         assert!(is_class(40 * GIB, 40));
         assert!(!is_class(40 * GIB + 1, 40));
-        assert!(!is_class(80 * GIB, 40), "an A100 80GB is not of the 40 GB class");
+        assert!(
+            !is_class(80 * GIB, 40),
+            "an A100 80GB is not of the 40 GB class"
+        );
     }
 }

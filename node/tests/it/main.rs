@@ -3,6 +3,7 @@
 mod ensembles;
 mod gpu_bench;
 mod gpus_cli;
+mod import_sdl_cli;
 mod matching_props;
 mod matching_rules;
 mod mig;

@@ -16,7 +16,11 @@ use crate::matching_rules::{providers, req};
 
 const PARENT: &str = "GPU-3b722aa5-db24-5b93-84c8-e4e0efcef078";
 const SLICES: [(&str, &str, u64); 3] = [
-    ("MIG-23de08f7-6fcc-5be3-9094-cc3b4162f0bb", "3g.20gb", 19_968),
+    (
+        "MIG-23de08f7-6fcc-5be3-9094-cc3b4162f0bb",
+        "3g.20gb",
+        19_968,
+    ),
     ("MIG-9d822d55-dc61-5acb-8c24-544828b47b03", "2g.10gb", 9_984),
     ("MIG-5f16849a-8ae9-571a-bc2c-486916c4a324", "1g.5gb", 4_864),
 ];
@@ -139,7 +143,10 @@ fn a_collective_job_never_gets_two_slices_of_one_card() {
         },
         "{no}"
     );
-    assert!(no.to_string().contains("at most one MIG slice per card"), "{no}");
+    assert!(
+        no.to_string().contains("at most one MIG slice per card"),
+        "{no}"
+    );
     assert!(
         no.excluded
             .iter()
@@ -147,7 +154,10 @@ fn a_collective_job_never_gets_two_slices_of_one_card() {
     );
     // Independent ranks (no collectives) may share the card.
     r.collective = false;
-    assert_eq!(providers(&match_gang(&r, &one).expect("fits")), vec![(1, 2)]);
+    assert_eq!(
+        providers(&match_gang(&r, &one).expect("fits")),
+        vec![(1, 2)]
+    );
     // Two cards on two machines: one slice of each.
     let two = snap(&[
         offer_of(1, &a100_with_mig(0), &[]),

@@ -34,10 +34,7 @@ deadline_ms: 99999999999999
     let plan = match_gang(&r, &m).expect("four machines hold it");
     assert_eq!(providers(&plan), vec![(1, 2), (2, 2), (3, 2), (4, 2)]);
     // One machine is still preferred when one holds the job.
-    let m = snap(
-        &[offer(1, a100(), 2, 10), offer(2, a100(), 8, 50)],
-        &[],
-    );
+    let m = snap(&[offer(1, a100(), 2, 10), offer(2, a100(), 8, 50)], &[]);
     assert_eq!(providers(&match_gang(&r, &m).expect("fits")), vec![(2, 8)]);
 }
 
@@ -143,8 +140,9 @@ fn min_bandwidth_names_the_slow_providers() {
         }
     );
     assert!(
-        no.to_string()
-            .contains("placement.min_bandwidth_mbps 1000: 1 eligible providers (4 GPUs) are below it"),
+        no.to_string().contains(
+            "placement.min_bandwidth_mbps 1000: 1 eligible providers (4 GPUs) are below it"
+        ),
         "{no}"
     );
 }
@@ -166,10 +164,7 @@ fn provider_max_job_nodes_is_named_apart_from_the_spec_limits() {
 
 #[test]
 fn vram_names_the_class_and_the_largest_excluded_card() {
-    let m = snap(
-        &[offer(1, rtx3090(), 8, 10), offer(2, a100(), 2, 10)],
-        &[],
-    );
+    let m = snap(&[offer(1, rtx3090(), 8, 10), offer(2, a100(), 2, 10)], &[]);
     let mut r = req(4);
     r.min_vram_gib = 40;
     let no = match_gang(&r, &m).expect_err("only 2 GPUs of 40 GB and more");
@@ -212,10 +207,7 @@ fn compute_capability_names_the_best_excluded() {
 
 #[test]
 fn price_names_the_ceiling_and_the_cheapest_excluded() {
-    let m = snap(
-        &[offer(1, a100(), 8, 250), offer(2, a100(), 8, 300)],
-        &[],
-    );
+    let m = snap(&[offer(1, a100(), 8, 250), offer(2, a100(), 8, 300)], &[]);
     let mut r = req(4);
     r.max_rate = 200;
     let no = match_gang(&r, &m).expect_err("every provider is dearer");
@@ -239,10 +231,7 @@ fn price_names_the_ceiling_and_the_cheapest_excluded() {
 fn the_binding_exclusion_is_the_one_whose_lifting_reaches_the_count() {
     // 2 cheap 24 GB GPUs and 8 80 GB ones above the rate: lifting the rate alone gives back 8
     // (enough for 6); lifting the VRAM class alone only the 2 cheap ones.
-    let m = snap(
-        &[offer(1, rtx3090(), 2, 10), offer(2, a100(), 8, 500)],
-        &[],
-    );
+    let m = snap(&[offer(1, rtx3090(), 2, 10), offer(2, a100(), 8, 500)], &[]);
     let mut r = req(6);
     r.min_vram_gib = 40;
     r.max_rate = 100;
