@@ -27,6 +27,7 @@ use crate::gpu::{Gpu, Source};
 /// max_job_nodes = 4
 /// allow_images = ["pytorch/*", "nvcr.io/nvidia/*"]
 /// refuse_images = ["*:latest"]
+/// fabric = "ib-pod-7"                  # an RDMA fabric, for gpus.interconnect_group
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -54,6 +55,11 @@ pub struct ProviderLimits {
     /// Image globs refused, checked after `allow_images`.
     #[serde(default)]
     pub refuse_images: Vec<String>,
+    /// The RDMA fabric (InfiniBand or RoCE network) this machine's GPUs attach to, named as
+    /// the operator names it (e.g. `ib-pod-7`); absent = none. Offered as every GPU's
+    /// [`GpuModel::fabric`]: what a spec's `gpus.interconnect_group` needs.
+    #[serde(default)]
+    pub fabric: Option<String>,
 }
 
 fn one() -> u32 {
@@ -276,6 +282,7 @@ impl ProviderLimits {
                     Interconnect::Any
                 },
                 mig_parent: mig_parent(g, pooled),
+                fabric: self.fabric.clone(),
                 ..GpuModel::default()
             };
             let free = u32::from(!g.uuid.as_ref().is_some_and(|u| in_use.contains(u)));
@@ -419,7 +426,35 @@ deadline_ms: 99999999999999
             max_job_nodes: Some(2),
             allow_images: vec!["pytorch/*".into()],
             refuse_images: vec![],
+            fabric: None,
         }
+    }
+
+    #[test]
+    fn the_declared_fabric_is_offered_on_every_gpu() {
+        let gpus = two_declared();
+        let pooled: Vec<&Gpu> = gpus.iter().collect();
+        let terms = OfferTerms {
+            provider: [5; 28],
+            bond_gpus: 2,
+            score: 1,
+            uplink_mbps: 1,
+            direct_capable: false,
+        };
+        assert_eq!(
+            limits().offer(terms, &pooled, &[]).gpus[0].model.fabric,
+            None
+        );
+        let l = ProviderLimits {
+            fabric: Some("ib-pod-7".into()),
+            ..limits()
+        };
+        let o = l.offer(terms, &pooled, &[]);
+        assert!(
+            o.gpus
+                .iter()
+                .all(|g| g.model.fabric.as_deref() == Some("ib-pod-7"))
+        );
     }
 
     #[test]

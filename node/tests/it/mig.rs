@@ -77,6 +77,7 @@ fn limits() -> ProviderLimits {
         max_job_nodes: None,
         allow_images: vec![],
         refuse_images: vec![],
+        fabric: None,
     }
 }
 
