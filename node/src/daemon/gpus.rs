@@ -104,32 +104,15 @@ mod tests {
     use crate::market::spec::Vendor;
 
     fn gpu(source: Source, index: u32, uuid: Option<&str>, render: Option<&str>) -> Gpu {
-        Gpu {
-            index,
-            source,
-            vendor: match source {
-                Source::Sysfs => Vendor::Amd,
-                _ => Vendor::Nvidia,
-            },
-            name: "g".into(),
-            uuid: uuid.map(str::to_string),
-            vram_total_mib: 80 * 1024,
-            vram_free_mib: None,
-            compute_capability: None,
-            gfx_target: None,
-            render_node: render.map(str::to_string),
-            pci_bus_id: None,
-            pcie_gen: None,
-            pcie_width: None,
-            nvlink_peers: vec![],
-            mig_enabled: None,
-            utilization_pct: None,
-            temperature_c: None,
-            power_limit_mw: None,
-            processes: None,
-            driver_version: None,
-            cuda_driver_version: None,
-        }
+        let vendor = match source {
+            Source::Sysfs => Vendor::Amd,
+            _ => Vendor::Nvidia,
+        };
+        let mut g = Gpu::bare(index, source, vendor, "g".into());
+        g.uuid = uuid.map(str::to_string);
+        g.vram_total_mib = 80 * 1024;
+        g.render_node = render.map(str::to_string);
+        g
     }
 
     #[test]

@@ -292,7 +292,7 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
             .offerable(r.preset.network)
             .map_err(|e| DaemonError::Provider(e.to_string()))?;
         let pooled = limits
-            .pooled(offerable)
+            .pooled(&offerable)
             .map_err(|e| DaemonError::Provider(e.to_string()))?;
         if pooled.is_empty() {
             return Err(DaemonError::Provider(
