@@ -26,7 +26,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let cfg = Settings::load(args.config.as_deref())
         .context("loading the settings")?
         .node;
-    let inv = gpu::detect(&cfg.gpus.sysfs_root, &cfg.gpus.declared);
+    let mut inv = gpu::detect(&cfg.gpus.sysfs_root, &cfg.gpus.declared);
+    // With NVIDIA GPUs to offer, the provider's start-up check: can containers get them?
+    let containers = if inv.has_offerable_nvidia() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        rt.block_on(ganglion_node::daemon::gpus::container_check(
+            std::path::Path::new(ganglion_node::executor::engine::DEFAULT_SOCKET),
+            std::time::Duration::from_secs(60),
+            &mut inv,
+            &ganglion_node::daemon::overlay::probe_image_tag(),
+        ))
+    } else {
+        None
+    };
+    if let Some(gpu::docker::NvidiaAccess::Missing { missing, .. }) =
+        containers.as_ref().map(|c| &c.access)
+    {
+        eprintln!("warning: NVIDIA GPUs present but not usable in containers: {missing}");
+    }
     for note in &inv.notes {
         eprintln!("note: {note}");
     }
@@ -41,7 +61,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         results
     });
     if args.json {
-        let out = serde_json::json!({ "inventory": inv, "benchmark": bench });
+        let out = serde_json::json!({
+            "inventory": inv,
+            "containers": containers,
+            "benchmark": bench,
+        });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print!("{}", gpu::table::render(&inv));

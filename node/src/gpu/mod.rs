@@ -17,6 +17,8 @@ pub mod cuda;
 pub mod declared;
 pub mod docker;
 pub mod nvml;
+pub mod report;
+pub mod smoke;
 pub mod table;
 
 use std::path::Path;

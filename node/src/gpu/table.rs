@@ -93,13 +93,17 @@ mod tests {
         });
         let mut apu = Gpu::bare(0, Source::Sysfs, Vendor::Amd, "0x1002:0x1586".into());
         apu.not_offered = Some(NotOffered::SharedSystemMemory);
+        let mut l4 = Gpu::bare(2, Source::Nvml, Vendor::Nvidia, "NVIDIA L4".into());
+        l4.not_offered = Some(NotOffered::NotUsableInContainers {
+            reason: "NVIDIA Container Toolkit missing; fix: install it".into(),
+        });
         let inv = Inventory {
-            gpus: vec![parent, slice, unknown, apu],
+            gpus: vec![parent, slice, unknown, apu, l4],
             notes: vec![],
         };
         let t = render(&inv);
         let rows: Vec<&str> = t.lines().skip(1).collect();
-        assert_eq!(rows.len(), 4, "{t}");
+        assert_eq!(rows.len(), 5, "{t}");
         assert!(
             rows[0].ends_with(
                 "not offered: MIG enabled: its 3 MIG device(s) are offered instead of the whole GPU"
@@ -118,6 +122,12 @@ mod tests {
         );
         assert!(
             rows[3].ends_with("not offered: APU: shared system memory, not dedicated VRAM"),
+            "{t}"
+        );
+        assert!(
+            rows[4].ends_with(
+                "not offered: present but not usable in containers: NVIDIA Container Toolkit missing; fix: install it"
+            ),
             "{t}"
         );
         assert_eq!(render(&Inventory::default()).lines().nth(1), Some("(none)"));
