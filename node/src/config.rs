@@ -257,7 +257,7 @@ count = 2
                 cfg.overlay.mtu,
                 cfg.overlay.keepalive_s
             ),
-            (0, 1380, 15)
+            (0, Some(1380), 15)
         );
         assert_eq!(cfg.overlay.relay_fallback_s, 5);
 

@@ -5,8 +5,8 @@
 //! | check        | passes when                                                    |
 //! |--------------|----------------------------------------------------------------|
 //! | `docker`     | the Docker Engine answers on its socket (API version negotiated) |
-//! | `gpu-runtime`| NVIDIA GPUs can reach containers (runtime or CDI); warn if not  |
-//! | `gpus`       | GPUs are detected (NVML, AMD sysfs) or declared in the config   |
+//! | `gpu-runtime`| NVIDIA GPUs can reach containers (runtime or CDI, confirmed by one smoke container when NVIDIA GPUs are present); warn if not, with the reason and fix |
+//! | `gpus`       | GPUs are detected (NVML, AMD sysfs) or declared in the config, and some would be offered |
 //! | `chain`      | the N2C endpoint answers the handshake with the network magic  |
 //! | `rpc-port`   | the RPC listen address can be bound (warn: in use, a node running?) |
 //! | `disk`       | the data dir's file system has ≥ 10 GiB free (fail below 1 GiB) |
@@ -88,19 +88,32 @@ pub async fn run(settings: &Settings) -> Vec<Check> {
         Engine::connect(Path::new(DEFAULT_SOCKET), TIMEOUT.as_secs()),
     )
     .await;
+    let cfg = settings.node.gpus.clone();
+    let mut inv = tokio::task::spawn_blocking(move || gpu::detect(&cfg.sysfs_root, &cfg.declared))
+        .await
+        .unwrap_or_default();
     let (docker, runtime) = match engine {
-        Ok(Ok(e)) => (
-            Check::pass(
-                "docker",
-                format!(
-                    "Docker Engine {} at {} (API {})",
-                    e.server_version,
-                    e.socket.display(),
-                    e.api_version
+        Ok(Ok(e)) => {
+            // The provider's start-up check: a smoke container when NVIDIA GPUs are present.
+            let (access, check) = crate::daemon::gpus::startup_check(
+                &e,
+                &mut inv,
+                &crate::daemon::overlay::probe_image_tag(),
+            )
+            .await;
+            (
+                Check::pass(
+                    "docker",
+                    format!(
+                        "Docker Engine {} at {} (API {})",
+                        e.server_version,
+                        e.socket.display(),
+                        e.api_version
+                    ),
                 ),
-            ),
-            runtime_check(&e.nvidia),
-        ),
+                runtime_check(&access, check.is_some()),
+            )
+        }
         Ok(Err(err)) => no_docker(err.to_string()),
         Err(_) => no_docker(format!(
             "{DEFAULT_SOCKET} did not answer within {TIMEOUT:?}"
@@ -109,7 +122,7 @@ pub async fn run(settings: &Settings) -> Vec<Check> {
     vec![
         docker,
         runtime,
-        gpus_check(settings),
+        gpus_check(settings, &inv),
         chain_check(settings).await,
         port_check(settings),
         disk_check(settings),
@@ -178,28 +191,57 @@ fn no_docker(why: String) -> (Check, Check) {
     )
 }
 
-fn runtime_check(access: &NvidiaAccess) -> Check {
+/// The `gpu-runtime` check from the verdict; `smoked` says whether a smoke container confirmed
+/// it (it runs only when NVIDIA GPUs are present).
+fn runtime_check(access: &NvidiaAccess, smoked: bool) -> Check {
+    let how = if smoked {
+        "confirmed by a smoke container"
+    } else {
+        "from the engine's /info; no NVIDIA GPU here to run a smoke container with"
+    };
     match access {
         NvidiaAccess::Cdi { devices } => Check::pass(
             "gpu-runtime",
-            format!("CDI lists {} NVIDIA GPU(s)", devices.len()),
+            format!("CDI lists {} NVIDIA GPU(s) ({how})", devices.len()),
         ),
-        NvidiaAccess::Runtime => Check::pass("gpu-runtime", "the `nvidia` runtime is installed"),
-        NvidiaAccess::Missing { missing } => Check::not_ok(
+        NvidiaAccess::Runtime => Check::pass(
+            "gpu-runtime",
+            format!("the `nvidia` runtime gives containers GPUs ({how})"),
+        ),
+        NvidiaAccess::Missing { reason, missing } if smoked => Check::not_ok(
             "gpu-runtime",
             Verdict::Warn,
-            "NVIDIA GPUs cannot reach containers (fine for a devnet with declared GPUs)",
-            missing.clone(),
+            format!("NVIDIA GPUs present but not usable in containers: {missing}"),
+            reason.fix(),
+        ),
+        NvidiaAccess::Missing { reason, missing } => Check::not_ok(
+            "gpu-runtime",
+            Verdict::Warn,
+            format!(
+                "NVIDIA GPUs could not reach containers: {missing} ({how}; fine for a devnet with \
+                 declared GPUs)"
+            ),
+            reason.fix(),
         ),
     }
 }
 
-fn gpus_check(settings: &Settings) -> Check {
-    let cfg = &settings.node.gpus;
-    let inv = gpu::detect(&cfg.sysfs_root, &cfg.declared);
+fn gpus_check(settings: &Settings, inv: &gpu::Inventory) -> Check {
     let declared = inv.gpus.iter().filter(|g| g.is_declared()).count();
     let detected = inv.gpus.len() - declared;
-    let detail = format!("{detected} detected, {declared} declared");
+    let held: Vec<String> = inv
+        .gpus
+        .iter()
+        .filter_map(|g| {
+            g.not_offered
+                .as_ref()
+                .map(|n| format!("{} #{}: {n}", g.name, g.index))
+        })
+        .collect();
+    let mut detail = format!("{detected} detected, {declared} declared");
+    if !held.is_empty() {
+        detail.push_str(&format!("; not offered: {}", held.join("; ")));
+    }
     match inv.offerable(settings.network()) {
         Ok(gpus) if !gpus.is_empty() => Check::pass("gpus", detail),
         Ok(_) => Check::not_ok(

@@ -11,7 +11,7 @@ use ganglion_rpc::jsonrpsee::types::ErrorObjectOwned;
 use ganglion_rpc::jsonrpsee::{Extensions, RpcModule};
 use ganglion_rpc::server::Running;
 use ganglion_rpc::types::{
-    Balance, JobStatus, JobSubmitted, JobTransition, JobTx, NodeInfo, Sent, Tip,
+    Balance, GpuReport, JobStatus, JobSubmitted, JobTransition, JobTx, NodeInfo, Sent, Tip,
 };
 
 use crate::datadir::DataDir;
@@ -56,6 +56,7 @@ pub struct Api {
     audit: Option<RpcModule<()>>,
     bonds: Option<RpcModule<()>>,
     locks: Option<Arc<dyn crate::job::WalletLocks>>,
+    gpus: Option<Arc<GpuReport>>,
 }
 
 impl Api {
@@ -81,7 +82,15 @@ impl Api {
             audit: None,
             bonds: None,
             locks: None,
+            gpus: None,
         })
+    }
+
+    /// The same API answering `node_gpus` with a provider's start-up report (inventory plus
+    /// the container check) instead of a fresh detection without the check.
+    pub fn with_gpus(mut self, report: GpuReport) -> Self {
+        self.gpus = Some(Arc::new(report));
+        self
     }
 
     /// The same API answering `job_*` from a running job engine (`Engine::handle`).
@@ -215,6 +224,18 @@ impl NodeApiServer for Api {
             slot,
             hash: hex::encode(hash),
         }))
+    }
+
+    async fn gpus(&self) -> RpcResult<GpuReport> {
+        if let Some(r) = &self.gpus {
+            return Ok(r.as_ref().clone());
+        }
+        let cfg = self.inner.settings.node.gpus.clone();
+        let inv =
+            tokio::task::spawn_blocking(move || crate::gpu::detect(&cfg.sysfs_root, &cfg.declared))
+                .await
+                .map_err(|e| error(error::INTERNAL, format!("GPU detection: {e}")))?;
+        Ok(crate::gpu::report::to_rpc(&inv, None))
     }
 }
 

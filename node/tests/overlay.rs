@@ -1953,3 +1953,86 @@ async fn overlay_relay_fallback_when_direct_udp_is_blocked() {
         node.remove_job(&job);
     }
 }
+
+/// The overlay MTU the node resolves is the one the kernel enforces on the pod interface (field
+/// README, "Overlay MTU"): on a PPPoE path (1492 → 1412) a don't-fragment UDP payload of
+/// M − 28 bytes leaves whole (and arrives on the TUN as an M-byte packet), M − 27 is refused
+/// locally with EMSGSIZE ("message too long").
+#[test]
+fn a_df_payload_of_mtu_less_28_crosses_and_one_byte_more_is_refused_locally() {
+    use std::os::fd::AsRawFd as _;
+    if !root("a_df_payload_of_mtu_less_28_crosses_and_one_byte_more_is_refused_locally") {
+        return;
+    }
+    let ns = Netns::new(format!("gmtu-{}", std::process::id()));
+    let m = ganglion_node::overlay::config::OverlayConfig {
+        path_mtu: Some(1492),
+        ..Default::default()
+    }
+    .resolve_mtu(None)
+    .expect("mtu");
+    assert_eq!(m, 1412);
+    let io = |operation: &'static str| {
+        move |source| ganglion_node::overlay::OverlayError::Io { operation, source }
+    };
+    let (fits, too_big, seen) = netns::run_in(&ns.path(), move || {
+        let dev = TunDevice::create(OVERLAY_IFNAME)?;
+        tun::configure(dev.name(), "100.96.7.1/24".parse().expect("net"), m)?;
+        let s = UdpSocket::bind("100.96.7.1:0").map_err(io("bind"))?;
+        let on: libc::c_int = libc::IP_PMTUDISC_DO;
+        // SAFETY: a valid socket and an option value of the size given.
+        let rc = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_MTU_DISCOVER,
+                (&raw const on).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io("IP_MTU_DISCOVER")(std::io::Error::last_os_error()));
+        }
+        let m = m as usize;
+        let fits = s.send_to(&vec![7u8; m - 28], "100.96.7.2:9");
+        let too_big = s.send_to(&vec![7u8; m - 27], "100.96.7.2:9");
+        let fd = dev.into_fd();
+        let mut seen = None;
+        let mut buf = vec![0u8; 65536];
+        loop {
+            let mut pfd = libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            if unsafe { libc::poll(&mut pfd, 1, 5000) } <= 0 {
+                break;
+            }
+            // SAFETY: `buf` is writable for its length.
+            let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                break;
+            }
+            // The UDP packet (protocol 17) of the payload that fitted; skip anything else.
+            if buf[0] >> 4 == 4 && buf[9] == 17 {
+                seen = Some(n as usize);
+                break;
+            }
+        }
+        Ok((
+            fits.map_err(|e| e.raw_os_error()),
+            too_big.map_err(|e| e.raw_os_error()),
+            seen,
+        ))
+    })
+    .expect("in the namespace");
+    let m = m as usize;
+    assert_eq!(fits, Ok(m - 28), "M − 28 leaves");
+    assert_eq!(
+        too_big,
+        Err(Some(libc::EMSGSIZE)),
+        "M − 27: message too long"
+    );
+    assert_eq!(seen, Some(m), "the packet on the TUN is exactly M bytes");
+}

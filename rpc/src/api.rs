@@ -5,7 +5,7 @@
 use jsonrpsee::core::RpcResult;
 use jsonrpsee::proc_macros::rpc;
 
-use crate::types::{Balance, JobStatus, JobSubmitted, NodeInfo, Sent, Tip};
+use crate::types::{Balance, GpuReport, JobStatus, JobSubmitted, NodeInfo, Sent, Tip};
 
 /// `node_*`: about the node and its chain.
 #[rpc(server, namespace = "node")]
@@ -17,6 +17,11 @@ pub trait NodeApi {
     /// The chain tip over N2C; `null` at origin.
     #[method(name = "tip")]
     async fn tip(&self) -> RpcResult<Option<Tip>>;
+
+    /// The node's GPUs, offered or not and why, and whether containers can use its NVIDIA
+    /// GPUs (a provider's start-up GPU check).
+    #[method(name = "gpus")]
+    async fn gpus(&self) -> RpcResult<GpuReport>;
 }
 
 /// `wallet_*`: the node's payment key and funds.

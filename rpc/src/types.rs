@@ -17,6 +17,58 @@ pub struct NodeInfo {
     pub wallet_address: Option<String>,
 }
 
+/// `node_gpus`: this node's GPUs as it sees them, and whether containers can use its NVIDIA
+/// GPUs (the start-up GPU check of a provider).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuReport {
+    /// Every GPU and MIG device listed, offered or not.
+    pub gpus: Vec<GpuEntry>,
+    /// One line per source that could not look (e.g. `NVML: NVIDIA driver library
+    /// (libnvidia-ml.so.1) not found: …`).
+    pub notes: Vec<String>,
+    /// The container check; `null` when it did not run (no NVIDIA GPU to offer).
+    pub containers: Option<ContainerGpus>,
+}
+
+/// One GPU (or MIG device) of [`GpuReport`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuEntry {
+    /// Index within its source (for a MIG device: its parent's).
+    pub index: u32,
+    /// `nvml`, `sysfs` or `declared`.
+    pub source: String,
+    /// `nvidia` or `amd`.
+    pub vendor: String,
+    /// Product name; empty when the driver could not tell.
+    pub name: String,
+    /// `GPU-…`, `MIG-…` or another stable id.
+    pub uuid: Option<String>,
+    /// Total memory, MiB (a MIG device's own; an APU's is shared system memory).
+    pub vram_total_mib: u64,
+    /// For a MIG device: the parent GPU's UUID.
+    pub mig_parent_uuid: Option<String>,
+    /// The memory is shared system memory (an APU).
+    pub shared_memory: bool,
+    /// Whether the node offers it.
+    pub offered: bool,
+    /// Why not, when not offered.
+    pub not_offered: Option<String>,
+}
+
+/// Whether containers can be given the node's NVIDIA GPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerGpus {
+    /// True when the smoke container got its GPUs.
+    pub usable: bool,
+    /// `cdi` or `nvidia` (the device request driver) when usable.
+    pub driver: Option<String>,
+    /// When not usable: `toolkit_missing`, `cdi_disabled`, `no_cdi_spec`, `cdi_unlisted` or
+    /// `smoke_failed`.
+    pub reason: Option<String>,
+    /// When not usable: the reason in words, the engine's words and the fix.
+    pub detail: Option<String>,
+}
+
 /// `node_tip`: the chain tip seen over N2C.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tip {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use ganglion_node::gpu::{self, Inventory};
+use ganglion_node::gpu;
 use ganglion_node::settings::Settings;
 
 /// Show the GPUs this node detects (NVML, AMD sysfs/KFD) and declares (config).
@@ -26,7 +26,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let cfg = Settings::load(args.config.as_deref())
         .context("loading the settings")?
         .node;
-    let inv = gpu::detect(&cfg.gpus.sysfs_root, &cfg.gpus.declared);
+    let mut inv = gpu::detect(&cfg.gpus.sysfs_root, &cfg.gpus.declared);
+    // With NVIDIA GPUs to offer, the provider's start-up check: can containers get them?
+    let containers = if inv.has_offerable_nvidia() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        rt.block_on(ganglion_node::daemon::gpus::container_check(
+            std::path::Path::new(ganglion_node::executor::engine::DEFAULT_SOCKET),
+            std::time::Duration::from_secs(60),
+            &mut inv,
+            &ganglion_node::daemon::overlay::probe_image_tag(),
+        ))
+    } else {
+        None
+    };
+    if let Some(gpu::docker::NvidiaAccess::Missing { missing, .. }) =
+        containers.as_ref().map(|c| &c.access)
+    {
+        eprintln!("warning: NVIDIA GPUs present but not usable in containers: {missing}");
+    }
     for note in &inv.notes {
         eprintln!("note: {note}");
     }
@@ -41,10 +61,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         results
     });
     if args.json {
-        let out = serde_json::json!({ "inventory": inv, "benchmark": bench });
+        let out = serde_json::json!({
+            "inventory": inv,
+            "containers": containers,
+            "benchmark": bench,
+        });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print!("{}", table(&inv));
+        print!("{}", gpu::table::render(&inv));
         for m in bench.iter().flatten() {
             match m.device {
                 gpu::bench::Device::Cpu => println!(
@@ -66,43 +90,4 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-fn table(inv: &Inventory) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<4} {:<9} {:<7} {:<28} {:>9} {:<8} {:<18}",
-        "IDX", "SOURCE", "VENDOR", "NAME", "VRAM GiB", "ARCH", "UUID / NODE"
-    );
-    for g in &inv.gpus {
-        let source = format!("{:?}", g.source).to_lowercase();
-        let vendor = format!("{:?}", g.vendor).to_lowercase();
-        let arch = g
-            .compute_capability
-            .map(|c| format!("sm_{}{}", c.major, c.minor))
-            .or_else(|| g.gfx_target.clone())
-            .unwrap_or_else(|| "-".into());
-        let id = g
-            .uuid
-            .clone()
-            .or_else(|| g.render_node.clone())
-            .unwrap_or_else(|| "-".into());
-        let _ = writeln!(
-            out,
-            "{:<4} {:<9} {:<7} {:<28} {:>9.1} {:<8} {:<18}",
-            g.index,
-            source,
-            vendor,
-            g.name,
-            g.vram_total_mib as f64 / 1024.0,
-            arch,
-            id
-        );
-    }
-    if inv.gpus.is_empty() {
-        out.push_str("(none)\n");
-    }
-    out
 }

@@ -8,9 +8,65 @@
 //! | AMD (sysfs) | `/dev/kfd` and its render node |
 //! | declared (devnet) | none: only the rank env names it |
 
+use crate::executor::engine::Engine;
 use crate::executor::plan::GpuAttachment;
 use crate::gpu::docker::NvidiaAccess;
-use crate::gpu::{Gpu, Source};
+use crate::gpu::smoke::{self, GpuCheck};
+use crate::gpu::{Gpu, Inventory, Source};
+
+/// The start-up GPU check of a provider, run before its bond is posted (field README,
+/// docker-gpu): when NVIDIA GPUs (or MIG devices) would be offered, `/info`'s verdict
+/// (`docker.nvidia`) is confirmed by one smoke container of `image` carrying their device
+/// request ([`smoke::check`]); when containers cannot get them, every NVIDIA entry of
+/// `inventory` is marked "present but not usable in containers" with the reason, so none is
+/// offered. Returns the verdict to attach GPUs with and the check, when it ran.
+pub async fn startup_check(
+    docker: &Engine,
+    inventory: &mut Inventory,
+    image: &str,
+) -> (NvidiaAccess, Option<GpuCheck>) {
+    let targets = smoke::nvidia_targets(&inventory.gpus);
+    if targets.is_empty() {
+        return (docker.nvidia.clone(), None);
+    }
+    let check = smoke::check(&docker.docker, &docker.nvidia, image, &targets).await;
+    inventory.apply_container_access(&check.access);
+    (check.access.clone(), Some(check))
+}
+
+/// [`startup_check`] against the engine at `socket` (what `ganglion gpus` runs): `None` when no
+/// NVIDIA GPU would be offered (nothing to check); an engine that does not answer within
+/// `timeout` counts as a failed smoke ([`crate::gpu::docker::Unusable::SmokeFailed`]).
+pub async fn container_check(
+    socket: &std::path::Path,
+    timeout: std::time::Duration,
+    inventory: &mut Inventory,
+    image: &str,
+) -> Option<GpuCheck> {
+    let targets = smoke::nvidia_targets(&inventory.gpus);
+    if targets.is_empty() {
+        return None;
+    }
+    let engine = tokio::time::timeout(timeout, Engine::connect(socket, timeout.as_secs())).await;
+    let why = match engine {
+        Ok(Ok(docker)) => return startup_check(&docker, inventory, image).await.1,
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("{} did not answer within {timeout:?}", socket.display()),
+    };
+    let smoke = crate::gpu::docker::SmokeOutcome::NotRun { why };
+    let from_info = NvidiaAccess::Missing {
+        reason: crate::gpu::docker::Unusable::SmokeFailed,
+        missing: String::new(),
+    };
+    let request = crate::gpu::docker::smoke_request(&from_info, &targets);
+    let access = crate::gpu::docker::confirm(&from_info, &request, &smoke);
+    inventory.apply_container_access(&access);
+    Some(GpuCheck {
+        request,
+        smoke,
+        access,
+    })
+}
 
 /// Why a pooled GPU cannot be given to containers.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -89,7 +145,7 @@ fn attachment(g: &Gpu, nvidia: &NvidiaAccess) -> Result<GpuAttachment, AttachErr
                             devices: devices.clone(),
                         })
                 }
-                NvidiaAccess::Missing { missing } => Err(AttachError::NoNvidiaRuntime {
+                NvidiaAccess::Missing { missing, .. } => Err(AttachError::NoNvidiaRuntime {
                     gpu: label(),
                     missing: missing.clone(),
                 }),
@@ -104,32 +160,15 @@ mod tests {
     use crate::market::spec::Vendor;
 
     fn gpu(source: Source, index: u32, uuid: Option<&str>, render: Option<&str>) -> Gpu {
-        Gpu {
-            index,
-            source,
-            vendor: match source {
-                Source::Sysfs => Vendor::Amd,
-                _ => Vendor::Nvidia,
-            },
-            name: "g".into(),
-            uuid: uuid.map(str::to_string),
-            vram_total_mib: 80 * 1024,
-            vram_free_mib: None,
-            compute_capability: None,
-            gfx_target: None,
-            render_node: render.map(str::to_string),
-            pci_bus_id: None,
-            pcie_gen: None,
-            pcie_width: None,
-            nvlink_peers: vec![],
-            mig_enabled: None,
-            utilization_pct: None,
-            temperature_c: None,
-            power_limit_mw: None,
-            processes: None,
-            driver_version: None,
-            cuda_driver_version: None,
-        }
+        let vendor = match source {
+            Source::Sysfs => Vendor::Amd,
+            _ => Vendor::Nvidia,
+        };
+        let mut g = Gpu::bare(index, source, vendor, "g".into());
+        g.uuid = uuid.map(str::to_string);
+        g.vram_total_mib = 80 * 1024;
+        g.render_node = render.map(str::to_string);
+        g
     }
 
     #[test]
@@ -182,6 +221,7 @@ mod tests {
     fn unreachable_or_incomplete_gpus_are_refused() {
         let nv = gpu(Source::Nvml, 0, Some("GPU-aa"), None);
         let missing = NvidiaAccess::Missing {
+            reason: crate::gpu::docker::Unusable::ToolkitMissing,
             missing: "no nvidia runtime".into(),
         };
         assert!(matches!(

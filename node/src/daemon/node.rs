@@ -131,6 +131,12 @@ async fn job_network(
     config
         .validate()
         .map_err(|e| DaemonError::Provider(e.to_string()))?;
+    // The pods' MTU from the path (`[overlay] mtu`, else path − 80): a 1420 tunnel over a
+    // PPPoE or VXLAN underlay would drop every full-size packet.
+    let learned = crate::overlay::config::learn_path_mtu();
+    let mtu = config
+        .resolve_mtu(learned.as_ref())
+        .map_err(|e| DaemonError::Provider(e.to_string()))?;
     let node = Arc::new(
         crate::overlay::node::OverlayNode::bind(&config)
             .map_err(|e| DaemonError::Provider(e.to_string()))?,
@@ -146,8 +152,9 @@ async fn job_network(
         sandbox,
         daemon_overlay::sandbox_cmd(),
     )
-    .with_mtu(config.mtu);
-    tracing::info!(port, pool = %config.pool, "per-job overlay ready");
+    .with_mtu(mtu);
+    tracing::info!(port, pool = %config.pool, mtu,
+        path = ?learned.as_ref().map(|l| (&l.interface, l.mtu)), "per-job overlay ready");
     let setup = Arc::new(OverlaySetup::new(network.clone(), node, config, port));
     Ok((DaemonNetwork::Overlay(network), Some(setup)))
 }
@@ -172,9 +179,11 @@ fn engine_config(settings: &Settings, preset: &NetworkPreset) -> EngineConfig {
 /// Start order: data dir → payment key (`keys/payment.skey`, from `ganglion wallet new`) →
 /// attest and libp2p keys (created at first start) → chain (environment, deployment,
 /// reference script) → indexer following N2C, caught up with the tip → for a provider
-/// (`[provider]` set): declared GPUs, the live bond (posted from `[bond]` when missing) and the
-/// Docker executor → swarm (listening on `[p2p] listen`, dialling `[p2p] bootstrap`) → job
-/// engine → JSON-RPC with a fresh cookie → metrics endpoint (`[metrics] listen`) →
+/// (`[provider]` set): detected and declared GPUs, the Docker Engine and the start-up GPU check
+/// (`/info` plus one smoke container: NVIDIA GPUs containers cannot get are not offered, and a
+/// provider left with none stops here, before any bond), the live bond (posted from `[bond]`
+/// when missing) and the Docker executor → swarm (listening on `[p2p] listen`, dialling
+/// `[p2p] bootstrap`) → job engine → JSON-RPC with a fresh cookie → metrics endpoint (`[metrics] listen`) →
 /// `node.json`.
 ///
 /// # Errors
@@ -279,28 +288,49 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
     let mut overlay_setup: Option<Arc<OverlaySetup>> = None;
     let mut bond_ref = None;
     let mut executor_table = None;
+    let mut gpu_report = None;
     if let Some(limits) = &r.settings.node.provider {
         // Detected (NVML, AMD sysfs) and, on the devnet only, declared GPUs.
-        let inventory = gpu::detect(
+        let mut inventory = gpu::detect(
             &r.settings.node.gpus.sysfs_root,
             &r.settings.node.gpus.declared,
         );
         for note in &inventory.notes {
             tracing::info!(%note, "GPU detection");
         }
+        // The start-up GPU check (`/info` plus one smoke container), before the bond: a
+        // provider never bonds for GPUs its containers cannot get.
+        let mut docker = DockerEngine::connect(Path::new(DEFAULT_SOCKET), 120).await?;
+        let (nvidia, check) =
+            super::gpus::startup_check(&docker, &mut inventory, &daemon_overlay::probe_image_tag())
+                .await;
+        docker.nvidia = nvidia;
+        gpu_report = Some(gpu::report::to_rpc(&inventory, check.as_ref()));
         let offerable = inventory
             .offerable(r.preset.network)
             .map_err(|e| DaemonError::Provider(e.to_string()))?;
         let pooled = limits
-            .pooled(offerable)
+            .pooled(&offerable)
             .map_err(|e| DaemonError::Provider(e.to_string()))?;
         if pooled.is_empty() {
-            return Err(DaemonError::Provider(
-                "[provider] is set but no GPU is detected or declared (see `ganglion gpus`; \
-                 on the devnet, [[gpus.declared]])"
-                    .into(),
-            ));
+            let unusable = check.as_ref().and_then(|c| match &c.access {
+                gpu::docker::NvidiaAccess::Missing { missing, .. } => Some(missing.clone()),
+                _ => None,
+            });
+            return Err(DaemonError::Provider(match unusable {
+                Some(reason) => format!(
+                    "[provider] is set but its NVIDIA GPUs are present but not usable in \
+                     containers: {reason} (no bond posted; see `ganglion gpus`)"
+                ),
+                None => {
+                    "[provider] is set but no GPU is detected or declared (see `ganglion gpus`; \
+                         on the devnet, [[gpus.declared]])"
+                        .into()
+                }
+            }));
         }
+        let attached = super::gpus::attachments(&pooled, &docker.nvidia)
+            .map_err(|e| DaemonError::Provider(e.to_string()))?;
         let (bond, stake) = chain::ensure_bond(
             &r.indexer,
             &access(),
@@ -328,9 +358,6 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
             &pooled,
             &[],
         );
-        let docker = DockerEngine::connect(Path::new(DEFAULT_SOCKET), 120).await?;
-        let attached = super::gpus::attachments(&pooled, &docker.nvidia)
-            .map_err(|e| DaemonError::Provider(e.to_string()))?;
         let (network, setup) = job_network(&docker, &r.settings, peer).await?;
         overlay_setup = setup.clone();
         let executor = Arc::new(Exec::with_network(
@@ -437,7 +464,11 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
     )?;
     let token = r.dir.new_rpc_cookie().map_err(settings_err)?;
     let listen = r.settings.daemon.rpc.listen;
-    let module = Api::new(r.settings.clone())?
+    let mut api = Api::new(r.settings.clone())?;
+    if let Some(report) = gpu_report {
+        api = api.with_gpus(report);
+    }
+    let module = api
         .with_engine(engine.handle())
         .with_audit(
             crate::audit::rpc::AuditRpc::new(

@@ -99,7 +99,7 @@ impl Engine {
                 GpuAttachment::NvidiaRuntime { uuid } => {
                     if !self.runtimes.iter().any(|r| r == "nvidia") {
                         let why = match &self.nvidia {
-                            NvidiaAccess::Missing { missing } => missing.clone(),
+                            NvidiaAccess::Missing { missing, .. } => missing.clone(),
                             _ => "the engine has no `nvidia` runtime (use CDI instead)".into(),
                         };
                         return Err(ExecError::NoGpuRuntime(format!("GPU {uuid}: {why}")));
@@ -109,7 +109,7 @@ impl Engine {
                     let listed = matches!(&self.nvidia, NvidiaAccess::Cdi { devices } if devices.contains(device));
                     if !listed {
                         let why = match &self.nvidia {
-                            NvidiaAccess::Missing { missing } => missing.clone(),
+                            NvidiaAccess::Missing { missing, .. } => missing.clone(),
                             _ => "the engine does not list it among its CDI devices".into(),
                         };
                         return Err(ExecError::NoGpuRuntime(format!(

@@ -19,7 +19,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{Gpu, Source};
+use super::{Gpu, NotOffered, Source};
 use crate::market::spec::Vendor;
 
 /// PCI vendor id of AMD/ATI.
@@ -90,37 +90,71 @@ pub fn detect(root: &Path) -> Result<Vec<Gpu>, Error> {
             u.lines()
                 .find_map(|l| l.strip_prefix("PCI_SLOT_NAME=").map(str::to_string))
         });
-        gpus.push(Gpu {
+        let node = render_minor.and_then(|m| kfd.get(&m));
+        let mut g = Gpu::bare(
             index,
-            source: Source::Sysfs,
-            vendor: Vendor::Amd,
-            name: format!("{AMD_PCI_VENDOR}:{device_id}"),
-            uuid: read_trim(&dev.join("unique_id")),
-            vram_total_mib: vram_bytes >> 20,
-            vram_free_mib: read_trim(&dev.join("mem_info_vram_used"))
-                .and_then(|s| s.parse::<u64>().ok())
-                .map(|used| vram_bytes.saturating_sub(used) >> 20),
-            compute_capability: None,
-            gfx_target: render_minor.and_then(|m| kfd.get(&m).cloned()),
-            render_node: render_minor.map(|m| format!("/dev/dri/renderD{m}")),
-            pci_bus_id: pci,
-            pcie_gen: None,
-            pcie_width: read_trim(&dev.join("current_link_width")).and_then(|s| s.parse().ok()),
-            nvlink_peers: Vec::new(),
-            mig_enabled: None,
-            utilization_pct: read_trim(&dev.join("gpu_busy_percent")).and_then(|s| s.parse().ok()),
-            temperature_c: None,
-            power_limit_mw: None,
-            processes: None,
-            driver_version: None,
-            cuda_driver_version: None,
-        });
+            Source::Sysfs,
+            Vendor::Amd,
+            format!("{AMD_PCI_VENDOR}:{device_id}"),
+        );
+        g.uuid = read_trim(&dev.join("unique_id"));
+        g.vram_total_mib = vram_bytes >> 20;
+        g.vram_free_mib = read_trim(&dev.join("mem_info_vram_used"))
+            .and_then(|s| s.parse::<u64>().ok())
+            .map(|used| vram_bytes.saturating_sub(used) >> 20);
+        g.gfx_target = node.map(|n| n.gfx_target.clone());
+        g.render_node = render_minor.map(|m| format!("/dev/dri/renderD{m}"));
+        g.pci_bus_id = pci;
+        g.pcie_width = read_trim(&dev.join("current_link_width")).and_then(|s| s.parse().ok());
+        g.utilization_pct = read_trim(&dev.join("gpu_busy_percent")).and_then(|s| s.parse().ok());
+        if node.is_some_and(|n| n.apu) {
+            g.shared_memory = true;
+            g.not_offered = Some(NotOffered::SharedSystemMemory);
+        }
+        gpus.push(g);
     }
     Ok(gpus)
 }
 
-/// `drm_render_minor → gfx target` for every GPU node of the KFD topology.
-fn kfd_gfx_targets(root: &Path) -> HashMap<u32, String> {
+/// A GPU node of the KFD topology.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KfdNode {
+    /// The gfx target, e.g. `gfx1151` ([`gfx_target`] of `gfx_target_version`).
+    pub gfx_target: String,
+    /// `drm_render_minor`: ties the node to `renderD<minor>`.
+    pub render_minor: u32,
+    /// An APU: `local_mem_size` is 0, i.e. the node has no dedicated frame buffer and its memory
+    /// bank is the host's RAM (kfd_topology.c fills `local_mem_size` from the device's private
+    /// and public VRAM, both 0 on an APU; `shared/fixtures/field/amd-kfd/` gfx1151 case). Its
+    /// sysfs `mem_info_vram_total` is the UMA carve-out of system memory, never offered as
+    /// dedicated VRAM.
+    pub apu: bool,
+}
+
+/// Parses one KFD `properties` file (`key value` lines). `None` for a CPU node
+/// (`gfx_target_version` 0, `simd_count` 0), a node without `drm_render_minor`, or a version
+/// [`gfx_target`] cannot name.
+pub fn kfd_node(properties: &str) -> Option<KfdNode> {
+    let props: HashMap<&str, u64> = properties
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k, v.trim().parse().ok()?))
+        })
+        .collect();
+    let version = *props.get("gfx_target_version")?;
+    if version == 0 || props.get("simd_count") == Some(&0) {
+        return None; // a CPU node
+    }
+    Some(KfdNode {
+        gfx_target: gfx_target(version)?,
+        render_minor: u32::try_from(*props.get("drm_render_minor")?).ok()?,
+        apu: props.get("local_mem_size") == Some(&0),
+    })
+}
+
+/// `drm_render_minor → node` for every GPU node of the KFD topology.
+fn kfd_gfx_targets(root: &Path) -> HashMap<u32, KfdNode> {
     let mut out = HashMap::new();
     let Ok(nodes) = fs::read_dir(root.join("class/kfd/kfd/topology/nodes")) else {
         return out;
@@ -129,30 +163,18 @@ fn kfd_gfx_targets(root: &Path) -> HashMap<u32, String> {
         let Ok(text) = fs::read_to_string(node.path().join("properties")) else {
             continue;
         };
-        let props: HashMap<&str, u64> = text
-            .lines()
-            .filter_map(|l| {
-                let (k, v) = l.split_once(' ')?;
-                Some((k, v.trim().parse().ok()?))
-            })
-            .collect();
-        let (Some(&v), Some(&minor)) = (
-            props.get("gfx_target_version"),
-            props.get("drm_render_minor"),
-        ) else {
-            continue;
-        };
-        if v == 0 {
-            continue; // a CPU node
-        }
-        if let (Some(target), Ok(minor)) = (gfx_target(v), u32::try_from(minor)) {
-            out.insert(minor, target);
+        if let Some(n) = kfd_node(&text) {
+            out.insert(n.render_minor, n);
         }
     }
     out
 }
 
-/// `gfx_target_version` → target name: 90010 → `gfx90a`, 90402 → `gfx942`, 110000 → `gfx1100`.
+/// `gfx_target_version` → target name: 90010 → `gfx90a`, 90402 → `gfx942`, 110501 →
+/// `gfx1151`. The version is `major·10000 + minor·100 + stepping` (kfd_topology.c,
+/// `HSA_GET_GFX_VERSION`); the name is `gfx` + major in decimal + minor and stepping as one hex
+/// digit each (LLVM AMDGPU processor names), so 90010 is gfx9-0-a, not "gfx9010". 0 is a CPU node:
+/// `None`. Every row of `shared/fixtures/field/amd-kfd/gfx-target-decode.csv` is a test.
 pub fn gfx_target(version: u64) -> Option<String> {
     let (major, minor, step) = (version / 10000, version / 100 % 100, version % 100);
     (major > 0 && minor < 16 && step < 16).then(|| format!("gfx{major}{minor:x}{step:x}"))
@@ -249,6 +271,85 @@ mod tests {
     fn no_drm_directory_means_no_amd_gpus() {
         let t = tempfile::tempdir().expect("tempdir");
         assert!(detect(t.path()).expect("scan").is_empty());
+    }
+
+    fn field(rel: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/fixtures/field/amd-kfd")
+            .join(rel)
+    }
+
+    /// Every row of the field table: `gfx_target_version` → arch; 0 is a CPU node, skipped.
+    #[test]
+    fn gfx_target_decodes_every_row_of_the_field_table() {
+        let csv = fs::read_to_string(field("gfx-target-decode.csv")).expect("fixture");
+        let mut rows = 0;
+        for line in csv.lines().skip(1).filter(|l| !l.trim().is_empty()) {
+            let mut cols = line.splitn(3, ',');
+            let version: u64 = cols.next().and_then(|v| v.parse().ok()).expect("version");
+            let expected = cols.next().expect("expected_arch");
+            rows += 1;
+            if version == 0 {
+                assert_eq!(gfx_target(0), None, "0 is not a GPU");
+                let cpu =
+                    "cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\ndrm_render_minor 0\n";
+                assert_eq!(kfd_node(cpu), None, "a CPU node is skipped");
+                continue;
+            }
+            assert_eq!(gfx_target(version).as_deref(), Some(expected), "{line}");
+        }
+        assert_eq!(rows, 10, "the table has ten rows");
+    }
+
+    /// The gfx1151 APU of the field case: its KFD node (the fixture file, unchanged) has no
+    /// local memory, so the card's `mem_info_vram_total` (a UMA carve-out) is flagged as shared
+    /// system memory and not offered.
+    #[test]
+    fn gfx1151_apu_is_flagged_shared_memory_and_not_offered() {
+        let props = fs::read_to_string(field("kfd-node-gfx1151-apu.properties")).expect("fixture");
+        let node = kfd_node(&props).expect("a GPU node");
+        assert_eq!(
+            node,
+            KfdNode {
+                gfx_target: "gfx1151".into(),
+                render_minor: 128,
+                apu: true
+            }
+        );
+        let t = tempfile::tempdir().expect("tempdir");
+        let w = |rel: &str, text: &str| {
+            let p = t.path().join(rel);
+            fs::create_dir_all(p.parent().expect("has parent")).expect("mkdir");
+            fs::write(p, text).expect("write");
+        };
+        w("class/drm/card0/device/vendor", "0x1002\n");
+        w("class/drm/card0/device/device", "0x1586\n");
+        // A 96 GiB UMA carve-out of system memory.
+        w(
+            "class/drm/card0/device/mem_info_vram_total",
+            "103079215104\n",
+        );
+        w("class/drm/card0/device/drm/renderD128/dev", "226:128\n");
+        w("class/kfd/kfd/topology/nodes/1/properties", &props);
+        let gpus = detect(t.path()).expect("scan");
+        assert_eq!(gpus.len(), 1, "listed");
+        let apu = &gpus[0];
+        assert_eq!(apu.gfx_target.as_deref(), Some("gfx1151"));
+        assert!(apu.shared_memory);
+        assert_eq!(apu.not_offered, Some(NotOffered::SharedSystemMemory));
+        let inv = crate::gpu::Inventory {
+            gpus,
+            notes: vec![],
+        };
+        assert!(
+            inv.offerable(crate::config::Network::Mainnet)
+                .expect("none declared")
+                .is_empty(),
+            "not offered as dedicated VRAM"
+        );
+        // A discrete card (local memory present) is not an APU.
+        let discrete = props.replace("local_mem_size 0", "local_mem_size 25753026560");
+        assert!(!kfd_node(&discrete).expect("GPU node").apu);
     }
 
     #[test]

@@ -47,28 +47,13 @@ pub fn to_gpus(declared: &[DeclaredGpu]) -> Vec<Gpu> {
         .iter()
         .flat_map(|d| std::iter::repeat_n(d, d.count as usize))
         .enumerate()
-        .map(|(i, d)| Gpu {
-            index: i as u32,
-            source: Source::Declared,
-            vendor: d.vendor,
-            name: d.name.clone(),
-            uuid: Some(format!("declared-{i}")),
-            vram_total_mib: d.vram_gib * 1024,
-            vram_free_mib: None,
-            compute_capability: d.compute_capability,
-            gfx_target: d.gfx_target.clone(),
-            render_node: None,
-            pci_bus_id: None,
-            pcie_gen: None,
-            pcie_width: None,
-            nvlink_peers: Vec::new(),
-            mig_enabled: None,
-            utilization_pct: None,
-            temperature_c: None,
-            power_limit_mw: None,
-            processes: None,
-            driver_version: None,
-            cuda_driver_version: None,
+        .map(|(i, d)| {
+            let mut g = Gpu::bare(i as u32, Source::Declared, d.vendor, d.name.clone());
+            g.uuid = Some(format!("declared-{i}"));
+            g.vram_total_mib = d.vram_gib * 1024;
+            g.compute_capability = d.compute_capability;
+            g.gfx_target.clone_from(&d.gfx_target);
+            g
         })
         .collect()
 }

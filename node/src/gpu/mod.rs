@@ -17,6 +17,9 @@ pub mod cuda;
 pub mod declared;
 pub mod docker;
 pub mod nvml;
+pub mod report;
+pub mod smoke;
+pub mod table;
 
 use std::path::Path;
 
@@ -82,12 +85,110 @@ pub struct Gpu {
     pub driver_version: Option<String>,
     /// CUDA driver API version, e.g. 12040 for 12.4 (NVIDIA).
     pub cuda_driver_version: Option<i32>,
+    /// Set when this entry is a MIG device (a slice of a MIG-enabled NVIDIA GPU): its own
+    /// `uuid` (`MIG-…`) and memory come from the MIG handle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<MigSlice>,
+    /// The "VRAM" is shared system memory (an APU), not dedicated device memory.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared_memory: bool,
+    /// Why this GPU is listed but never offered; `None` for a GPU that may be offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_offered: Option<NotOffered>,
 }
 
 impl Gpu {
     /// Whether the GPU is declared rather than detected.
     pub fn is_declared(&self) -> bool {
         self.source == Source::Declared
+    }
+
+    /// A GPU of `source` and `vendor` with every optional field empty.
+    pub fn bare(index: u32, source: Source, vendor: Vendor, name: String) -> Self {
+        Self {
+            index,
+            source,
+            vendor,
+            name,
+            uuid: None,
+            vram_total_mib: 0,
+            vram_free_mib: None,
+            compute_capability: None,
+            gfx_target: None,
+            render_node: None,
+            pci_bus_id: None,
+            pcie_gen: None,
+            pcie_width: None,
+            nvlink_peers: Vec::new(),
+            mig_enabled: None,
+            utilization_pct: None,
+            temperature_c: None,
+            power_limit_mw: None,
+            processes: None,
+            driver_version: None,
+            cuda_driver_version: None,
+            mig: None,
+            shared_memory: false,
+            not_offered: None,
+        }
+    }
+}
+
+/// Where a MIG device sits on its parent GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MigSlice {
+    /// The parent GPU's UUID (`GPU-…`).
+    pub parent_uuid: Option<String>,
+    /// The parent GPU's NVML index.
+    pub parent_index: u32,
+    /// The index given to `nvmlDeviceGetMigDeviceHandleByIndex` (sparse: NotFound indices
+    /// are skipped, so the slots of three slices need not be 0, 1, 2).
+    pub slot: u32,
+    /// The GPU-instance profile, e.g. `3g.20gb`, when the MIG device's name carries it.
+    pub profile: Option<String>,
+}
+
+/// Why a listed GPU is never offered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "why")]
+pub enum NotOffered {
+    /// MIG is enabled: its MIG devices are offered one by one instead, never the parent whole
+    /// as well (NVIDIA MIG user guide: a MIG-enabled GPU is used only through its instances).
+    MigParent {
+        /// MIG devices found on it (listed as their own entries).
+        slices: u32,
+    },
+    /// NVML listed the device but could not identify it (the README's `name: ""`, memory 0).
+    Unidentified {
+        /// The NVML query that failed and how, e.g. `nvmlDeviceGetName returned an empty name`.
+        query: String,
+    },
+    /// An APU: its memory is the host's (KFD `local_mem_size` 0), so there is no dedicated
+    /// VRAM of any size to offer.
+    SharedSystemMemory,
+    /// The Docker Engine cannot give this GPU to a container (decided at start-up, see
+    /// [`docker`]).
+    NotUsableInContainers {
+        /// The reason, with its fix.
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for NotOffered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::MigParent { slices } => write!(
+                f,
+                "MIG enabled: its {slices} MIG device(s) are offered instead of the whole GPU"
+            ),
+            Self::Unidentified { query } => write!(f, "unidentified ({query})"),
+            Self::SharedSystemMemory => {
+                write!(f, "APU: shared system memory, not dedicated VRAM")
+            }
+            Self::NotUsableInContainers { reason } => {
+                write!(f, "present but not usable in containers: {reason}")
+            }
+        }
     }
 }
 
@@ -96,7 +197,7 @@ impl Gpu {
 pub struct Inventory {
     /// GPUs in source order: NVML, sysfs, declared.
     pub gpus: Vec<Gpu>,
-    /// Degradation messages, e.g. `NVML: libnvidia-ml.so.1 not found: …`.
+    /// Degradation messages, e.g. `NVML: NVIDIA driver library (libnvidia-ml.so.1) not found`.
     pub notes: Vec<String>,
 }
 
@@ -117,17 +218,50 @@ pub enum Error {
 }
 
 impl Inventory {
-    /// GPUs that may be offered on `network`.
+    /// GPUs that may be offered on `network`: every listed GPU without a
+    /// [`Gpu::not_offered`] reason (MIG parents, unidentified devices, APUs and GPUs
+    /// containers cannot reach are listed but left out), in inventory order.
     ///
     /// # Errors
     /// [`Error::DeclaredOnRealNetwork`] when declared GPUs are present on a network other than
     /// the devnet (remove them from the config there).
-    pub fn offerable(&self, network: Network) -> Result<&[Gpu], Error> {
+    pub fn offerable(&self, network: Network) -> Result<Vec<Gpu>, Error> {
         let count = self.gpus.iter().filter(|g| g.is_declared()).count();
         if count > 0 && network != Network::Devnet {
             return Err(Error::DeclaredOnRealNetwork { count, network });
         }
-        Ok(&self.gpus)
+        Ok(self
+            .gpus
+            .iter()
+            .filter(|g| g.not_offered.is_none())
+            .cloned()
+            .collect())
+    }
+
+    /// Marks every NVML GPU (whole GPUs and MIG devices) not offered when `access` says the
+    /// engine cannot give NVIDIA GPUs to containers; returns how many were marked.
+    pub fn apply_container_access(&mut self, access: &docker::NvidiaAccess) -> usize {
+        let docker::NvidiaAccess::Missing { missing, .. } = access else {
+            return 0;
+        };
+        let mut marked = 0;
+        for g in self.gpus.iter_mut().filter(|g| g.source == Source::Nvml) {
+            if g.not_offered.is_none() {
+                g.not_offered = Some(NotOffered::NotUsableInContainers {
+                    reason: missing.clone(),
+                });
+                marked += 1;
+            }
+        }
+        marked
+    }
+
+    /// Whether any NVML GPU (or MIG device) would be offered: the start-up container check
+    /// runs only then.
+    pub fn has_offerable_nvidia(&self) -> bool {
+        self.gpus
+            .iter()
+            .any(|g| g.source == Source::Nvml && g.not_offered.is_none())
     }
 }
 
@@ -135,13 +269,7 @@ impl Inventory {
 /// the declared ones. Never fails: a source that cannot look adds a note.
 pub fn detect(sysfs_root: &Path, declared: &[declared::DeclaredGpu]) -> Inventory {
     let mut inv = Inventory::default();
-    match nvml::detect() {
-        Ok(found) => {
-            inv.gpus.extend(found.gpus);
-            inv.notes.extend(found.notes);
-        }
-        Err(e) => inv.notes.push(format!("NVML: {e}")),
-    }
+    nvml::merge(&mut inv, nvml::detect());
     match amd::detect(sysfs_root) {
         Ok(gpus) => inv.gpus.extend(gpus),
         Err(e) => inv.notes.push(format!("AMD sysfs: {e}")),

@@ -23,6 +23,24 @@ pub enum OverlayError {
         /// The rule it breaks.
         reason: String,
     },
+    /// `[overlay] mtu` is larger than any WireGuard packet the path can carry: above the path
+    /// MTU − 60 (IPv4 20 + UDP 8 + WireGuard 32; `overlay::config::overlay_mtu`).
+    #[error(
+        "{key}: {mtu} bytes is above the path MTU {path_mtu} ({from}) less 60 bytes of IPv4, UDP \
+         and WireGuard framing = {max}; leave {key} unset to use the path MTU less 80"
+    )]
+    MtuAbovePath {
+        /// `overlay.mtu`.
+        key: &'static str,
+        /// The configured MTU, bytes.
+        mtu: u32,
+        /// The path MTU it was checked against, bytes.
+        path_mtu: u32,
+        /// Where that path MTU came from (`overlay.path_mtu`, an interface, the default).
+        from: String,
+        /// The largest MTU accepted, bytes (path − 60).
+        max: u32,
+    },
     /// Every subnet of the pool is held by a running job.
     #[error("overlay pool {pool} is exhausted ({subnets} subnets in use)")]
     PoolExhausted {

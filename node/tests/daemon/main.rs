@@ -2,6 +2,7 @@
 //! real devnet started by each test.
 
 mod doctor_cli;
+mod gpu_check;
 mod rpc;
 mod rpc_params;
 mod support;

@@ -111,3 +111,67 @@ fn gpus_reads_the_same_full_config_as_the_other_commands() {
         "{v}"
     );
 }
+
+/// NVML start-up state "no driver" (shared/fixtures/field/README.md): 0 NVIDIA GPUs, the
+/// README's reason, exit 0. Skipped on a machine with the driver.
+#[test]
+fn gpus_without_the_nvidia_driver_names_the_missing_library_and_exits_0() {
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        eprintln!("SKIPPED: this machine has the NVIDIA driver");
+        return;
+    }
+    let cfg = config();
+    let out = ganglion(&["gpus", "--json"], cfg.path());
+    assert!(out.status.success(), "exit 0 without the driver");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let nvml = v["inventory"]["gpus"]
+        .as_array()
+        .expect("gpus")
+        .iter()
+        .filter(|g| g["source"] == "nvml")
+        .count();
+    assert_eq!(nvml, 0, "{v}");
+    let notes = v["inventory"]["notes"].to_string();
+    assert!(
+        notes.contains("NVIDIA driver library (libnvidia-ml.so.1) not found"),
+        "{notes}"
+    );
+}
+
+/// NVML start-up state "only `libnvidia-ml.so.1` present (no unversioned symlink): load it".
+/// A directory holding only a file of that name (a copy of the C math library: a real shared
+/// object, but not NVML) is put on `LD_LIBRARY_PATH`: the node must open it — and then say it is
+/// not NVML — rather than report the library missing, which a lookup of the unversioned
+/// `libnvidia-ml.so` would.
+#[test]
+fn gpus_loads_the_versioned_libnvidia_ml_so_1() {
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        eprintln!("SKIPPED: this machine has the NVIDIA driver");
+        return;
+    }
+    let libm = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib/x86_64-linux-gnu/libm.so.6",
+        "/lib/aarch64-linux-gnu/libm.so.6",
+        "/lib64/libm.so.6",
+    ]
+    .into_iter()
+    .find(|p| std::path::Path::new(p).exists())
+    .expect("a libm.so.6 on this machine");
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(libm, dir.path().join("libnvidia-ml.so.1")).expect("copy");
+    let cfg = config();
+    let out = Command::new(env!("CARGO_BIN_EXE_ganglion"))
+        .args(["gpus", "--config"])
+        .arg(cfg.path())
+        .env_remove("GANGLION_CONFIG")
+        .env("LD_LIBRARY_PATH", dir.path())
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("libnvidia-ml.so.1 was loaded but is not a usable NVML"),
+        "the versioned name was opened:\n{stderr}"
+    );
+}
