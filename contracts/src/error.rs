@@ -89,7 +89,7 @@ pub enum Error {
     /// The transaction is larger than `maxTxSize`.
     #[error("transaction is {size} bytes, above the maximum of {max}")]
     TxTooLarge {
-        /// Serialised size in bytes.
+        /// Size as the ledger counts it (without the `is_valid` flag), bytes.
         size: usize,
         /// `maxTxSize` in bytes.
         max: u64,

@@ -6,9 +6,40 @@
 //! - the reference-script fee charges `minFeeRefScriptCostPerByte` per byte for the first
 //!   25 600 bytes, then 1.2× that for the next 25 600, and so on, rounded down at the end;
 //! - min-UTxO of an output = `(160 + serialised output bytes) × coinsPerUTxOByte`;
-//! - collateral ≥ `⌈fee × collateralPercentage / 100⌉`.
+//! - collateral ≥ `⌈fee × collateralPercentage / 100⌉`;
+//! - the size counted is [`tx_size_for_fee`]: the transaction without its `is_valid` flag.
 
+use pallas_codec::minicbor;
+use pallas_codec::utils::Nullable;
+use pallas_primitives::conway;
+
+use crate::error::{Error, Result};
 use crate::protocol::{ExUnits, ProtocolParams};
+
+/// The size (bytes) the ledger counts for the minimum fee of the transaction `tx_cbor`: the
+/// CBOR of `[body, witness set, auxiliary data]` (one-byte 3-array header, the three parts in
+/// their original bytes, `null` = 1 byte without auxiliary data), i.e. without the `is_valid`
+/// flag. For a definite 4-array (what [`crate::tx`] encodes) that is the wire size − 1.
+///
+/// Source: cardano-ledger `Cardano.Ledger.Alonzo.Tx` `sizeAlonzoTxF` /
+/// `toCBORForSizeComputation`, which Conway's `sizeTxF` reuses.
+///
+/// # Errors
+/// [`Error::Cbor`] when `tx_cbor` is not one Conway transaction.
+pub fn tx_size_for_fee(tx_cbor: &[u8]) -> Result<u64> {
+    let tx: conway::Tx<'_> = minicbor::decode(tx_cbor).map_err(|e| Error::Cbor {
+        what: "transaction (fee size)",
+        reason: e.to_string(),
+    })?;
+    let aux = match &tx.auxiliary_data {
+        Nullable::Some(a) => a.raw_cbor().len(),
+        Nullable::Null | Nullable::Undefined => 1,
+    };
+    Ok((1
+        + tx.transaction_body.raw_cbor().len()
+        + tx.transaction_witness_set.raw_cbor().len()
+        + aux) as u64)
+}
 
 /// Size of one reference-script fee tier, bytes.
 pub const REF_SCRIPT_TIER_BYTES: u64 = 25_600;
@@ -46,8 +77,8 @@ pub fn ref_script_fee(pp: &ProtocolParams, bytes: u64) -> u64 {
     }
 }
 
-/// The minimum fee of a transaction of `size` bytes declaring `ex` execution units and
-/// referencing `ref_script_bytes` bytes of reference scripts, in lovelace.
+/// The minimum fee of a transaction whose [`tx_size_for_fee`] is `size` bytes, declaring `ex`
+/// execution units and referencing `ref_script_bytes` bytes of reference scripts, in lovelace.
 pub fn min_fee(pp: &ProtocolParams, size: u64, ex: ExUnits, ref_script_bytes: u64) -> u64 {
     pp.min_fee_a * size + pp.min_fee_b + script_fee(pp, ex) + ref_script_fee(pp, ref_script_bytes)
 }

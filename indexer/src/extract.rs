@@ -187,6 +187,9 @@ pub fn extract_tx(
 
     let redeemers = spend_redeemers(tx);
     let mut spent: Vec<(Tracked, Option<SpendRedeemer>)> = Vec::new();
+    // Inputs are a set: pallas' `inputs_sorted_set` sorts and drops repeats, so an input
+    // listed twice (refused by Conway's decoder, silently merged before protocol version 9)
+    // is counted once and redeemer indices point into the deduplicated set, as the ledger's.
     for (i, input) in tx.inputs_sorted_set().iter().enumerate() {
         let reference = TxoRef {
             tx_hash: **input.hash(),
@@ -356,4 +359,82 @@ pub fn extract_tx(
     fx.created.retain(|t| !ignored.contains(&t.reference));
     fx.events.extend(events);
     fx
+}
+
+#[cfg(test)]
+mod tests {
+    use ganglion_contracts::datum::JobId;
+    use ganglion_contracts::params::{AssetClass, Params};
+    use pallas_codec::minicbor::{self, Encoder};
+
+    use super::*;
+
+    /// `[body {0: #6.258([x, x]), 1: [], 2: 200000}, {5: [[0, 0, Cancel, [1, 1]]]}, true, null]`.
+    fn spending_twice(x: &TxoRef) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut e = Encoder::new(&mut buf);
+        let r: Result<(), minicbor::encode::Error<std::convert::Infallible>> = (|| {
+            e.array(4)?.map(3)?.u8(0)?;
+            e.tag(minicbor::data::Tag::new(258))?.array(2)?;
+            for _ in 0..2 {
+                e.array(2)?.bytes(&x.tx_hash)?.u64(x.index)?;
+            }
+            e.u8(1)?.array(0)?.u8(2)?.u32(200_000)?;
+            // Cancel = Constr 2 [] = #6.123([])
+            e.map(1)?.u8(5)?.array(1)?.array(4)?.u8(0)?.u8(0)?;
+            e.tag(minicbor::data::Tag::new(123))?.array(0)?;
+            e.array(2)?.u8(1)?.u8(1)?;
+            e.bool(true)?.null()?;
+            Ok(())
+        })();
+        r.expect("encode");
+        buf
+    }
+
+    #[test]
+    fn an_input_listed_twice_is_spent_and_reported_once() {
+        let ntx = AssetClass {
+            policy: [0x4e; 28],
+            name: b"NTX".to_vec(),
+        };
+        let watch = Watch {
+            script_hash: [0x5c; 28],
+            params: Params {
+                ntx,
+                min_bond_per_gpu: 100,
+                unbonding_delay_ms: 1,
+                slash_bps: 0,
+            },
+        };
+        let escrow = TxoRef {
+            tx_hash: [0xe5; 32],
+            index: 0,
+        };
+        let tracked = Tracked {
+            reference: escrow,
+            datum: GanglionDatum::Escrow(EscrowDatum {
+                job_id: JobId([1; 32]),
+                orchestrator: [2; 28],
+                spec: vec![1, 2, 3],
+                gpus: 1,
+                max_rate: 1,
+                budget: 10,
+                deadline_ms: 1,
+                state: JobState::Open,
+            }),
+            ntx: 10,
+        };
+        let bytes = spending_twice(&escrow);
+        let tx = MultiEraTx::decode(&bytes).expect("decodes (pallas reads a set as a list)");
+        assert_eq!(tx.inputs().len(), 2, "the repeat is on the wire");
+        let live = |r: &TxoRef| (*r == escrow).then(|| tracked.clone());
+        let fx = extract_tx(&watch, &tx, &live);
+        assert_eq!(fx.spent, vec![escrow], "spent once");
+        let cancels = fx
+            .events
+            .iter()
+            .filter(|e| matches!(e, Event::JobCancelled { .. }))
+            .count();
+        assert_eq!(cancels, 1, "one cancellation, not two: {:?}", fx.events);
+    }
 }

@@ -34,6 +34,11 @@ pub enum ClientError {
     /// The devnet rejected the transaction.
     #[error("rejected: {0}")]
     Rejected(WireRejection),
+    /// A node rejected the transaction with a reason not in the devnet's format (a real
+    /// cardano-node sends its Conway `HardForkApplyTxErr`): the reason's raw CBOR, for a
+    /// decoder of that encoding (the node's `wallet::rejection`).
+    #[error("rejected (reason CBOR {})", hex::encode(.0))]
+    RejectedCbor(Vec<u8>),
 }
 
 /// An N2C client of the devnet.
@@ -96,7 +101,8 @@ impl N2cClient {
     /// Submit a Conway transaction (raw CBOR).
     ///
     /// # Errors
-    /// [`ClientError::Rejected`] with the rule and reason; [`ClientError::Protocol`].
+    /// [`ClientError::Rejected`] with the devnet's rule and reason,
+    /// [`ClientError::RejectedCbor`] with any other node's reason; [`ClientError::Protocol`].
     pub async fn submit(&mut self, tx: &[u8]) -> Result<(), ClientError> {
         match self
             .submission
@@ -104,7 +110,10 @@ impl N2cClient {
             .await?
         {
             Response::Accepted => Ok(()),
-            Response::Rejected(r) => Err(ClientError::Rejected(r)),
+            Response::Rejected(r) => Err(match r.devnet() {
+                Some(w) => ClientError::Rejected(w),
+                None => ClientError::RejectedCbor(r.0),
+            }),
         }
     }
 

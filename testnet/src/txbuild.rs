@@ -71,8 +71,10 @@ pub struct TxSpec {
 type EncResult = Result<(), minicbor::encode::Error<std::convert::Infallible>>;
 
 fn inputs(e: &mut Encoder<&mut Vec<u8>>, refs: &[TxoRef]) -> EncResult {
+    // A set: sorted, each element once (the Conway decoder refuses a repeat).
     let mut sorted = refs.to_vec();
     sorted.sort();
+    sorted.dedup();
     e.array(sorted.len() as u64)?;
     for r in sorted {
         e.array(2)?.bytes(r.tx_id.as_ref())?.u64(r.index)?;
@@ -131,8 +133,10 @@ pub fn body_cbor(s: &TxSpec) -> Vec<u8> {
             inputs(&mut e, &s.collateral)?;
         }
         if !s.required_signers.is_empty() {
-            e.u8(14)?.array(s.required_signers.len() as u64)?;
-            for k in &s.required_signers {
+            let signers: std::collections::BTreeSet<&Hash<28>> =
+                s.required_signers.iter().collect();
+            e.u8(14)?.array(signers.len() as u64)?;
+            for k in signers {
                 e.bytes(k.as_ref())?;
             }
         }
@@ -243,6 +247,14 @@ pub fn aux_hash(aux: &[u8]) -> Hash<32> {
     Hasher::<256>::hash(aux)
 }
 
+/// The size the fee counts for `bytes` built by [`build`] ([`fees::size_for_fee`]: without
+/// the `is_valid` flag; [`build`] writes a definite 4-array, so this is the wire size − 1).
+pub fn fee_size(bytes: &[u8]) -> u64 {
+    crate::ledger::decode_tx(bytes)
+        .map(|tx| fees::size_for_fee(&tx))
+        .unwrap_or_else(|_| (bytes.len() as u64).saturating_sub(1))
+}
+
 /// Set `s.fee` to the exact minimum fee for the signed size (adjusting `change_output`,
 /// an index into `s.outputs` holding `change_lovelace` before fees, via `make_change`),
 /// and return the signed bytes. `ref_script_bytes` is the reference-script size spent.
@@ -262,7 +274,7 @@ pub fn build_balanced(
         s.fee = fee;
         make_change(s, fee);
         let bytes = build(s, signers);
-        let needed = fees::min_fee(params, bytes.len() as u64, units, ref_script_bytes);
+        let needed = fees::min_fee(params, fee_size(&bytes), units, ref_script_bytes);
         if needed == fee {
             return bytes;
         }

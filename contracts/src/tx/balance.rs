@@ -8,7 +8,7 @@ use pallas_primitives::conway::VKeyWitness;
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::eval::evaluate;
-use crate::fees::{min_fee, min_utxo, required_collateral};
+use crate::fees::{min_fee, min_utxo, required_collateral, tx_size_for_fee};
 use crate::params::{KeyHash, PolicyId};
 use crate::protocol::ExUnits;
 use crate::redeemer::Purpose;
@@ -378,9 +378,11 @@ pub fn balance(draft: Draft, wallet: &Wallet<'_>, env: &Env) -> Result<Balanced>
             });
         }
         let size = signed_size_probe.len();
+        // The fee and `maxTxSize` count the transaction without its `is_valid` flag.
+        let ledger_size = tx_size_for_fee(&signed_size_probe)?;
         let required_fee = min_fee(
             pp,
-            size as u64,
+            ledger_size,
             ex_units
                 .values()
                 .fold(ExUnits::default(), |a, e| a.plus(*e)),
@@ -389,9 +391,9 @@ pub fn balance(draft: Draft, wallet: &Wallet<'_>, env: &Env) -> Result<Balanced>
         let stable =
             evaluated == ex_units && (fee == required_fee || (round >= 4 && fee > required_fee));
         if stable {
-            if size as u64 > pp.max_tx_size {
+            if ledger_size > pp.max_tx_size {
                 return Err(Error::TxTooLarge {
-                    size,
+                    size: usize::try_from(ledger_size).unwrap_or(usize::MAX),
                     max: pp.max_tx_size,
                 });
             }

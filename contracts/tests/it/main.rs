@@ -3,6 +3,7 @@
 //! ever called with a hand-made context.
 
 mod blueprint;
+mod fees;
 mod lifecycle;
 mod reject;
 mod signed;

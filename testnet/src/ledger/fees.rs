@@ -3,8 +3,32 @@
 //! Sources: Alonzo/Babbage ledger spec (`minfee`, `txscriptfee`, `utxoEntrySize` = 160 +
 //! serialized output size) and the Conway ledger's `tierRefScriptFee` (price per
 //! reference-script byte grows ×1.2 every 25 KiB).
+//!
+//! The size both the fee and `maxTxSize` count is [`size_for_fee`]: the transaction without
+//! its `is_valid` flag, as cardano-ledger measures it.
+
+use pallas_codec::utils::Nullable;
+use pallas_primitives::conway;
 
 use crate::params::{ExUnits, ProtocolParams};
+
+/// The size (bytes) the ledger counts for the minimum fee and `maxTxSize`: the CBOR of
+/// `[body, witness set, auxiliary data]` — a one-byte 3-array header, then the three parts in
+/// their original bytes (`null` = 1 byte when there is no auxiliary data). The `is_valid`
+/// flag is not counted.
+///
+/// Source: cardano-ledger `Cardano.Ledger.Alonzo.Tx` `sizeAlonzoTxF` /
+/// `toCBORForSizeComputation` (used by Babbage and Conway: `Conway.Tx` `sizeTxF =
+/// sizeAlonzoTxF`). For a transaction sent as a definite 4-array this is the wire size − 1
+/// (checked on three mainnet transactions, `shared/fixtures/field/fee-size/`).
+pub fn size_for_fee(tx: &conway::Tx<'_>) -> u64 {
+    let aux = match &tx.auxiliary_data {
+        Nullable::Some(a) => a.raw_cbor().len(),
+        Nullable::Null | Nullable::Undefined => 1,
+    };
+    (1 + tx.transaction_body.raw_cbor().len() + tx.transaction_witness_set.raw_cbor().len() + aux)
+        as u64
+}
 
 /// Reference-script tier size (bytes).
 pub const REF_SCRIPT_TIER_BYTES: u64 = 25 * 1024;
@@ -44,8 +68,10 @@ pub fn ref_script_fee(params: &ProtocolParams, size: u64) -> u64 {
     u64::try_from((acc_num + n * price_num) / den).unwrap_or(u64::MAX)
 }
 
-/// The exact minimum fee (lovelace) of a transaction of `tx_size` bytes declaring `units`
-/// in total and spending/referencing `ref_script_size` bytes of reference scripts.
+/// The exact minimum fee (lovelace) of a transaction whose [`size_for_fee`] is `tx_size`
+/// bytes, declaring `units` in total and spending/referencing `ref_script_size` bytes of
+/// reference scripts: `minFeeA × tx_size + minFeeB + script_fee + ref_script_fee`
+/// (cardano-ledger `Conway.Tx` `getConwayMinFeeTx`).
 pub fn min_fee(params: &ProtocolParams, tx_size: u64, units: ExUnits, ref_script_size: u64) -> u64 {
     params
         .min_fee_a

@@ -54,6 +54,12 @@ pub struct Rules {
     pub slot_config: SlotConfig,
     /// Network id required in output addresses (0 = testnet).
     pub network_id: u8,
+    /// How many slots past the current one the slot ↔ time conversion is known, for
+    /// `OutsideForecast`. `None` (the devnet): one era with one fixed slot length and no
+    /// hard fork ahead, so the conversion is total and the rule never fires. A real node
+    /// knows the time up to its safe zone, 3k/f slots (129 600 on mainnet); this ledger
+    /// does not round that up to an epoch boundary as the consensus layer does.
+    pub forecast_horizon: Option<u64>,
 }
 
 impl Clone for Rules {
@@ -63,6 +69,7 @@ impl Clone for Rules {
             cost_models: self.cost_models.clone(),
             slot_config: crate::time::copy(&self.slot_config),
             network_id: self.network_id,
+            forecast_horizon: self.forecast_horizon,
         }
     }
 }
@@ -73,6 +80,7 @@ impl std::fmt::Debug for Rules {
             .field("params", &self.params)
             .field("slot_config", &as_eval_tuple(&self.slot_config))
             .field("network_id", &self.network_id)
+            .field("forecast_horizon", &self.forecast_horizon)
             .finish_non_exhaustive()
     }
 }
@@ -86,7 +94,16 @@ impl Rules {
             cost_models,
             slot_config,
             network_id,
+            forecast_horizon: None,
         }
+    }
+
+    /// The same rules with the time known only `slots` past the current slot
+    /// ([`Rules::forecast_horizon`]).
+    #[must_use]
+    pub fn with_forecast_horizon(mut self, slots: u64) -> Self {
+        self.forecast_horizon = Some(slots);
+        self
     }
 }
 
@@ -107,10 +124,11 @@ pub struct Validated {
     pub ex_units: ExUnits,
 }
 
-/// Decode raw bytes as exactly one Conway transaction.
+/// Decode raw bytes as exactly one Conway transaction, as the Conway decoder does: the
+/// body's sets must not repeat an element ([`phase1::check_sets`]).
 ///
 /// # Errors
-/// [`Rejection::Malformed`].
+/// [`Rejection::Malformed`], [`Rejection::DuplicateSetElement`].
 pub fn decode_tx(bytes: &[u8]) -> Result<conway::Tx<'_>, Rejection> {
     let mut d = minicbor::Decoder::new(bytes);
     let tx: conway::Tx<'_> = d.decode().map_err(|e| Rejection::Malformed {
@@ -121,6 +139,7 @@ pub fn decode_tx(bytes: &[u8]) -> Result<conway::Tx<'_>, Rejection> {
             reason: format!("{} trailing bytes", bytes.len() - d.position()),
         });
     }
+    phase1::check_sets(&tx)?;
     Ok(tx)
 }
 
@@ -129,13 +148,16 @@ pub fn tx_hash(tx: &conway::Tx<'_>) -> Hash<32> {
     Hasher::<256>::hash(tx.transaction_body.raw_cbor())
 }
 
+/// Resolve each distinct reference once, in order (a set: a UTxO counts once, whatever the
+/// encoding; [`decode_tx`] already refuses a repeat).
 fn resolve(
     view: &impl UtxoView,
     refs: impl Iterator<Item = TxoRef>,
     missing: &mut Vec<TxoRef>,
 ) -> Result<Vec<(TxoRef, Vec<u8>, OutputFacts)>, Rejection> {
     let mut out = Vec::new();
-    for r in refs {
+    let distinct: BTreeSet<TxoRef> = refs.collect();
+    for r in distinct {
         match view.lookup(&r) {
             Some(raw) => {
                 let facts = phase1::output_facts(raw)?;
@@ -158,8 +180,10 @@ pub fn validate(
     slot: u64,
 ) -> Result<Validated, Rejection> {
     let params = &rules.params;
-    phase1::check_size(params, bytes.len())?;
     let tx = decode_tx(bytes)?;
+    // `maxTxSize` and the fee count the size without `is_valid` (`sizeAlonzoTxF`).
+    let ledger_size = fees::size_for_fee(&tx);
+    phase1::check_size(params, ledger_size)?;
     phase1::check_supported(&tx)?;
     let body = &tx.transaction_body;
     let hash = tx_hash(&tx);
@@ -193,6 +217,12 @@ pub fn validate(
     }
 
     phase1::check_validity_interval(slot, body.validity_interval_start, body.ttl)?;
+    phase1::check_forecast(
+        phase1::has_redeemers(&tx),
+        slot,
+        body.ttl,
+        rules.forecast_horizon,
+    )?;
 
     // Outputs.
     for (i, out) in body.outputs.iter().enumerate() {
@@ -205,25 +235,38 @@ pub fn validate(
     // Signatures.
     let signed = phase1::check_vkey_witnesses(&tx, &hash)?;
 
-    // Scripts available and needed.
-    let mut available: HashMap<Hash<28>, Script> = phase1::witness_scripts(&tx);
+    // Scripts: those in the witness set and the reference scripts of spent and referenced
+    // outputs (Babbage `getBabbageScriptsProvided`).
+    let witnessed: HashMap<Hash<28>, Script> = phase1::witness_scripts(&tx);
+    let mut by_reference: HashMap<Hash<28>, Script> = HashMap::new();
     let mut ref_script_bytes = 0u64;
     for (_, _, f) in inputs.iter().chain(refs.iter()) {
         if let Some((h, s, size)) = &f.script_ref {
             ref_script_bytes += size;
-            available.entry(*h).or_insert_with(|| s.clone());
+            by_reference.entry(*h).or_insert_with(|| s.clone());
         }
     }
     phase1::check_ref_script_size(ref_script_bytes)?;
+    let mut available = by_reference.clone();
+    for (h, s) in &witnessed {
+        available.entry(*h).or_insert_with(|| s.clone());
+    }
+
+    // Scripts needed, by purpose: spent inputs (index in the sorted input set) and minting
+    // policies (index in the sorted policy set).
     let mut required_keys: BTreeSet<Hash<28>> = BTreeSet::new();
-    let mut needed_scripts: BTreeSet<Hash<28>> = BTreeSet::new();
-    for (_, _, f) in &inputs {
+    let mut needed: Vec<((u8, u32), Hash<28>)> = Vec::new();
+    let mut datums_required: BTreeSet<Hash<32>> = BTreeSet::new();
+    for (i, (_, _, f)) in inputs.iter().enumerate() {
         match phase1::lock_of(&f.address) {
             Some(Lock::Key(h)) => {
                 required_keys.insert(h);
             }
             Some(Lock::Script(h)) => {
-                needed_scripts.insert(h);
+                needed.push(((0, i as u32), h));
+                if let (Some(Script::Plutus(_)), Some(d)) = (available.get(&h), f.datum_hash) {
+                    datums_required.insert(d);
+                }
             }
             None => {
                 return Err(Rejection::Unsupported {
@@ -241,30 +284,51 @@ pub fn validate(
         required_keys.extend(rs.iter().copied());
     }
     if let Some(mint) = &body.mint {
-        needed_scripts.extend(mint.keys().copied());
-    }
-    phase1::check_required_signers(&required_keys, &signed)?;
-
-    let mut languages = BTreeSet::new();
-    for h in &needed_scripts {
-        match available.get(h) {
-            None => {
-                return Err(Rejection::MissingScriptWitnessesUTXOW {
-                    script_hash: h.to_string(),
-                });
-            }
-            Some(Script::Native(n)) => {
-                if !phase1::eval_native(n, &signed, body.validity_interval_start, body.ttl) {
-                    return Err(Rejection::ScriptWitnessNotValidatingUTXOW {
-                        script_hash: h.to_string(),
-                    });
-                }
-            }
-            Some(Script::Plutus(lang)) => {
-                languages.insert(*lang);
-            }
+        let policies: BTreeSet<Hash<28>> = mint.keys().copied().collect();
+        for (j, p) in policies.into_iter().enumerate() {
+            needed.push(((1, j as u32), p));
         }
     }
+    let needed_scripts: BTreeSet<Hash<28>> = needed.iter().map(|(_, h)| *h).collect();
+
+    // UTXOW, in the ledger's order: native scripts, script witnesses, datums, redeemers,
+    // then signatures.
+    for h in &needed_scripts {
+        if let Some(Script::Native(n)) = available.get(h)
+            && !phase1::eval_native(n, &signed, body.validity_interval_start, body.ttl)
+        {
+            return Err(Rejection::ScriptWitnessNotValidatingUTXOW {
+                script_hash: h.to_string(),
+            });
+        }
+    }
+    phase1::check_script_witnesses(
+        &needed_scripts,
+        &by_reference.keys().copied().collect(),
+        &witnessed.keys().copied().collect(),
+    )?;
+    let mut datums_allowed: BTreeSet<Hash<32>> = body
+        .outputs
+        .iter()
+        .chain(body.collateral_return.iter())
+        .filter_map(|o| phase1::facts_of(o).datum_hash)
+        .collect();
+    datums_allowed.extend(refs.iter().filter_map(|(_, _, f)| f.datum_hash));
+    phase1::check_datums(
+        &datums_required,
+        &datums_allowed,
+        &phase1::witness_datum_hashes(&tx),
+    )?;
+    let mut languages = BTreeSet::new();
+    let mut plutus_purposes = BTreeSet::new();
+    for (pointer, h) in &needed {
+        if let Some(Script::Plutus(lang)) = available.get(h) {
+            languages.insert(*lang);
+            plutus_purposes.insert(*pointer);
+        }
+    }
+    phase1::check_redeemers(&plutus_purposes, &phase1::redeemer_pointers(&tx))?;
+    phase1::check_required_signers(&required_keys, &signed)?;
     let runs_plutus = !languages.is_empty() || phase1::has_redeemers(&tx);
 
     // Script integrity hash.
@@ -274,7 +338,7 @@ pub fn validate(
     // ExUnits, fee, collateral.
     let (declared, declared_each) = phase1::declared_ex_units(&tx);
     phase1::check_ex_units(params, declared)?;
-    let required_fee = fees::min_fee(params, bytes.len() as u64, declared, ref_script_bytes);
+    let required_fee = fees::min_fee(params, ledger_size, declared, ref_script_bytes);
     phase1::check_fee(required_fee, body.fee)?;
     let collateral_return = body.collateral_return.as_ref().map(phase1::facts_of);
     if runs_plutus {
@@ -287,6 +351,7 @@ pub fn validate(
                         address: f.address.clone(),
                         value: f.value.clone(),
                         script_ref: None,
+                        datum_hash: f.datum_hash,
                     },
                 )
             })

@@ -41,6 +41,8 @@ pub struct OutputFacts {
     pub value: Value,
     /// Reference script carried, with its hash and size (bytes).
     pub script_ref: Option<(Hash<28>, Script, u64)>,
+    /// The datum hash it carries (`None` for an inline datum or none at all).
+    pub datum_hash: Option<Hash<32>>,
 }
 
 /// Decode a raw output.
@@ -61,11 +63,16 @@ pub fn facts_of(out: &TransactionOutput<'_>) -> OutputFacts {
             address: o.address.to_vec(),
             value: Value::from_alonzo(&o.amount),
             script_ref: None,
+            datum_hash: o.datum_hash,
         },
         TransactionOutput::PostAlonzo(o) => OutputFacts {
             address: o.address.to_vec(),
             value: Value::from_conway(&o.value),
             script_ref: o.script_ref.as_ref().map(|s| script_of_ref(s)),
+            datum_hash: match o.datum_option.as_deref() {
+                Some(conway::DatumOption::Hash(h)) => Some(*h),
+                _ => None,
+            },
         },
     }
 }
@@ -111,9 +118,14 @@ pub fn lock_of(address: &[u8]) -> Option<Lock> {
     }
 }
 
-/// Reject body fields the devnet does not implement (certificates, withdrawals, governance).
+/// Refuse body fields the devnet does not implement, each under an honest name:
+/// withdrawals as `WithdrawalsNotInRewardsCERTS` and votes as `VotersDoNotExist` (the devnet
+/// registers no reward account, committee member, DRep or pool, so the real rules refuse
+/// them too); certificates, proposals, treasury value / donation and bootstrap witnesses as
+/// [`Rejection::Unsupported`] (the devnet cannot tell what Cardano would say).
 ///
 /// # Errors
+/// [`Rejection::WithdrawalsNotInRewardsCERTS`], [`Rejection::VotersDoNotExist`],
 /// [`Rejection::Unsupported`].
 pub fn check_supported(tx: &conway::Tx<'_>) -> Result<(), Rejection> {
     let b = &tx.transaction_body;
@@ -121,11 +133,31 @@ pub fn check_supported(tx: &conway::Tx<'_>) -> Result<(), Rejection> {
     if b.certificates.is_some() {
         return unsupported("certificates");
     }
-    if b.withdrawals.as_ref().is_some_and(|w| !w.is_empty()) {
-        return unsupported("withdrawals");
+    if let Some(w) = b.withdrawals.as_ref().filter(|w| !w.is_empty()) {
+        return Err(Rejection::WithdrawalsNotInRewardsCERTS {
+            accounts: w
+                .iter()
+                .map(|(a, c)| format!("{}={c}", hex::encode(a.as_slice())))
+                .collect(),
+        });
     }
-    if b.voting_procedures.is_some() || b.proposal_procedures.is_some() {
-        return unsupported("governance (votes, proposals)");
+    if let Some(v) = &b.voting_procedures {
+        use conway::Voter;
+        return Err(Rejection::VotersDoNotExist {
+            voters: v
+                .keys()
+                .map(|voter| match voter {
+                    Voter::ConstitutionalCommitteeKey(h) => format!("committee-key:{h}"),
+                    Voter::ConstitutionalCommitteeScript(h) => format!("committee-script:{h}"),
+                    Voter::DRepKey(h) => format!("drep-key:{h}"),
+                    Voter::DRepScript(h) => format!("drep-script:{h}"),
+                    Voter::StakePoolKey(h) => format!("pool:{h}"),
+                })
+                .collect(),
+        });
+    }
+    if b.proposal_procedures.is_some() {
+        return unsupported("governance proposals");
     }
     if b.treasury_value.is_some() || b.donation.is_some() {
         return unsupported("treasury value / donation");
@@ -134,6 +166,53 @@ pub fn check_supported(tx: &conway::Tx<'_>) -> Result<(), Rejection> {
         return unsupported("Byron bootstrap witnesses");
     }
     Ok(())
+}
+
+/// The body's sets hold each element once: inputs, collateral inputs, reference inputs and
+/// required signers (Conway CDDL `set<a>` / `nonempty_set<a>`, decoded by
+/// cardano-ledger-binary `decodeSetEnforceNoDuplicates` from protocol version 9; see
+/// [`Rejection::DuplicateSetElement`]).
+///
+/// # Errors
+/// [`Rejection::DuplicateSetElement`] naming the field and the first repeated element.
+pub fn check_sets(tx: &conway::Tx<'_>) -> Result<(), Rejection> {
+    let b = &tx.transaction_body;
+    fn distinct<T: Ord + Clone>(
+        field: &'static str,
+        items: impl Iterator<Item = T>,
+        show: impl Fn(&T) -> String,
+    ) -> Result<(), Rejection> {
+        let mut seen = BTreeSet::new();
+        for x in items {
+            if !seen.insert(x.clone()) {
+                return Err(Rejection::DuplicateSetElement {
+                    field,
+                    element: show(&x),
+                });
+            }
+        }
+        Ok(())
+    }
+    let input = |r: &TxoRef| r.to_string();
+    distinct("inputs", b.inputs.iter().map(TxoRef::from), input)?;
+    distinct(
+        "collateral",
+        b.collateral.iter().flat_map(|s| s.iter()).map(TxoRef::from),
+        input,
+    )?;
+    distinct(
+        "reference_inputs",
+        b.reference_inputs
+            .iter()
+            .flat_map(|s| s.iter())
+            .map(TxoRef::from),
+        input,
+    )?;
+    distinct(
+        "required_signers",
+        b.required_signers.iter().flat_map(|s| s.iter()).copied(),
+        ToString::to_string,
+    )
 }
 
 /// Conway's per-transaction limit on reference-script bytes (`maxRefScriptSizePerTx`).
@@ -196,14 +275,14 @@ pub fn check_auxiliary_data(tx: &conway::Tx<'_>) -> Result<(), Rejection> {
     }
 }
 
-/// `MaxTxSizeUTxO`.
+/// `MaxTxSizeUTxO` on `size`, the transaction's [`fees::size_for_fee`] (bytes).
 ///
 /// # Errors
 /// [`Rejection::MaxTxSizeUTxO`].
-pub fn check_size(params: &ProtocolParams, size: usize) -> Result<(), Rejection> {
-    if size as u64 > params.max_tx_size {
+pub fn check_size(params: &ProtocolParams, size: u64) -> Result<(), Rejection> {
+    if size > params.max_tx_size {
         return Err(Rejection::MaxTxSizeUTxO {
-            size: size as u64,
+            size,
             max: params.max_tx_size,
         });
     }
@@ -577,6 +656,151 @@ pub fn check_balance(consumed: &Value, produced: &Value) -> Result<(), Rejection
             consumed: consumed.to_string(),
             produced: produced.to_string(),
         });
+    }
+    Ok(())
+}
+
+/// `ExtraneousScriptWitnessesUTXOW` and `MissingScriptWitnessesUTXOW` (Babbage
+/// `babbageMissingScripts`, used by Conway): the witness set must hold exactly the needed
+/// scripts that no reference script provides. `needed` are the needed script hashes,
+/// `by_reference` those reference scripts provide, `witnessed` those in the witness set.
+///
+/// # Errors
+/// [`Rejection::ExtraneousScriptWitnessesUTXOW`] (checked first, as the ledger lists it
+/// first), [`Rejection::MissingScriptWitnessesUTXOW`].
+pub fn check_script_witnesses(
+    needed: &BTreeSet<Hash<28>>,
+    by_reference: &BTreeSet<Hash<28>>,
+    witnessed: &BTreeSet<Hash<28>>,
+) -> Result<(), Rejection> {
+    let needed_non_refs: BTreeSet<Hash<28>> = needed.difference(by_reference).copied().collect();
+    let extra: Vec<String> = witnessed
+        .difference(&needed_non_refs)
+        .map(ToString::to_string)
+        .collect();
+    if !extra.is_empty() {
+        return Err(Rejection::ExtraneousScriptWitnessesUTXOW {
+            script_hashes: extra,
+        });
+    }
+    if let Some(h) = needed_non_refs.difference(witnessed).next() {
+        return Err(Rejection::MissingScriptWitnessesUTXOW {
+            script_hash: h.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The datum hashes of the witness set's datums (blake2b-256 of their original bytes).
+pub fn witness_datum_hashes(tx: &conway::Tx<'_>) -> BTreeSet<Hash<32>> {
+    tx.transaction_witness_set
+        .plutus_data
+        .iter()
+        .flat_map(|set| set.iter())
+        .map(|d| Hasher::<256>::hash(d.raw_cbor()))
+        .collect()
+}
+
+/// `MissingRequiredDatums` and `NotAllowedSupplementalDatums` (Alonzo
+/// `missingRequiredDatums`, used by Babbage and Conway UTXOW).
+///
+/// `required` are the datum hashes of the spent outputs locked by a Plutus script
+/// (`getInputDataHashesTxBody`; an inline datum needs no witness), `allowed` the datum
+/// hashes of the transaction's outputs, its collateral return and its reference inputs'
+/// outputs (`getBabbageSupplementalDataHashes`), `received` the witness set's datums.
+/// Every required datum must be received; every other received datum must be allowed.
+///
+/// # Errors
+/// [`Rejection::MissingRequiredDatums`], [`Rejection::NotAllowedSupplementalDatums`].
+pub fn check_datums(
+    required: &BTreeSet<Hash<32>>,
+    allowed: &BTreeSet<Hash<32>>,
+    received: &BTreeSet<Hash<32>>,
+) -> Result<(), Rejection> {
+    fn hexes<'a>(it: impl Iterator<Item = &'a Hash<32>>) -> Vec<String> {
+        it.map(ToString::to_string).collect()
+    }
+    let missing = hexes(required.difference(received));
+    if !missing.is_empty() {
+        return Err(Rejection::MissingRequiredDatums {
+            missing,
+            received: hexes(received.iter()),
+        });
+    }
+    let (ok, not_ok): (Vec<&Hash<32>>, Vec<&Hash<32>>) = received
+        .difference(required)
+        .partition(|h| allowed.contains(*h));
+    if !not_ok.is_empty() {
+        return Err(Rejection::NotAllowedSupplementalDatums {
+            unallowed: hexes(not_ok.into_iter()),
+            acceptable: hexes(ok.into_iter()),
+        });
+    }
+    Ok(())
+}
+
+/// The redeemer pointers the witness set carries.
+pub fn redeemer_pointers(tx: &conway::Tx<'_>) -> BTreeSet<(u8, u32)> {
+    let tag = |t: conway::RedeemerTag| t as u8;
+    match tx.transaction_witness_set.redeemer.as_deref() {
+        Some(Redeemers::List(l)) => l.iter().map(|r| (tag(r.tag), r.index)).collect(),
+        Some(Redeemers::Map(m)) => m.keys().map(|k| (tag(k.tag), k.index)).collect(),
+        None => BTreeSet::new(),
+    }
+}
+
+/// `ExtraRedeemers` and `MissingRedeemers` (Alonzo `hasExactSetOfRedeemers`, used by
+/// Babbage and Conway UTXOW): the redeemers must point at exactly the purposes whose
+/// script is a provided Plutus script. Pointers are `(tag, index)`, tag as the CDDL numbers
+/// it (0 spend, 1 mint, 2 cert, 3 reward, 4 vote, 5 propose).
+///
+/// # Errors
+/// [`Rejection::ExtraRedeemers`] (checked first), [`Rejection::MissingRedeemers`].
+pub fn check_redeemers(
+    needed: &BTreeSet<(u8, u32)>,
+    provided: &BTreeSet<(u8, u32)>,
+) -> Result<(), Rejection> {
+    let show = |(t, i): &(u8, u32)| {
+        let tag = match t {
+            0 => "spend",
+            1 => "mint",
+            2 => "cert",
+            3 => "reward",
+            4 => "vote",
+            5 => "propose",
+            _ => "unknown",
+        };
+        format!("{tag}:{i}")
+    };
+    let extra: Vec<String> = provided.difference(needed).map(show).collect();
+    if !extra.is_empty() {
+        return Err(Rejection::ExtraRedeemers { pointers: extra });
+    }
+    let missing: Vec<String> = needed.difference(provided).map(show).collect();
+    if !missing.is_empty() {
+        return Err(Rejection::MissingRedeemers { pointers: missing });
+    }
+    Ok(())
+}
+
+/// `OutsideForecast` (Alonzo UTXO `validateOutsideForecast`, used by Babbage and Conway):
+/// a transaction with redeemers whose validity upper bound `ttl` is a slot the ledger's epoch
+/// info cannot turn into a time. `horizon` is how many slots past `slot` the slot config is
+/// known (`None`: the whole chain has one fixed slot length, so every slot converts and the
+/// rule never fires).
+///
+/// # Errors
+/// [`Rejection::OutsideForecast`].
+pub fn check_forecast(
+    has_redeemers: bool,
+    slot: u64,
+    ttl: Option<u64>,
+    horizon: Option<u64>,
+) -> Result<(), Rejection> {
+    if let (true, Some(ttl), Some(h)) = (has_redeemers, ttl, horizon)
+        && ttl > slot.saturating_add(h)
+    {
+        return Err(Rejection::OutsideForecast { slot: ttl });
     }
     Ok(())
 }

@@ -18,19 +18,39 @@ pub enum Rejection {
         /// What the decoder said.
         reason: String,
     },
-    /// The serialized transaction is larger than `maxTxSize`.
+    /// The transaction is larger than `maxTxSize`.
     #[error("transaction is {size} bytes, the maximum is {max}")]
     MaxTxSizeUTxO {
-        /// Transaction size (bytes).
+        /// Transaction size as the ledger counts it, without `is_valid` (bytes).
         size: u64,
         /// Protocol maximum (bytes).
         max: u64,
     },
-    /// A transaction feature the devnet ledger does not implement.
+    /// A transaction feature the devnet ledger does not implement: certificates, proposals,
+    /// treasury value / donation, Byron bootstrap witnesses, spending Byron addresses. Not a
+    /// Cardano rule: a real node may accept such a transaction; the devnet cannot check it,
+    /// so it refuses it under this name rather than pretend.
     #[error("unsupported on the devnet: {feature}")]
     Unsupported {
         /// The body field or feature.
         feature: &'static str,
+    },
+    /// A set in the body (inputs, collateral inputs, reference inputs, required signers)
+    /// lists one element more than once.
+    ///
+    /// Conway refuses this **while decoding**, before any ledger rule runs: from protocol
+    /// version 9 cardano-ledger-binary's `decodeSet` is `decodeSetEnforceNoDuplicates`
+    /// (`decodeSetLikeEnforceNoDuplicates`: "Final number of elements … does not match the
+    /// total count that was decoded"), so a repeated input never reaches value preservation.
+    /// Before protocol version 9 the same bytes decoded as `Set.fromList`, silently counting
+    /// the repeat once. A real node fails the transaction's deserialisation (no predicate
+    /// failure exists for it); the devnet answers with this named rule instead.
+    #[error("{field} lists {element} more than once (a set: Conway refuses it at decoding)")]
+    DuplicateSetElement {
+        /// The body field, e.g. `inputs`.
+        field: &'static str,
+        /// The repeated element (an input `txid#index` or a key hash, hex).
+        element: String,
     },
     /// The transaction spends no input.
     #[error("transaction has no inputs")]
@@ -146,6 +166,65 @@ pub enum Rejection {
         /// Script hash (hex).
         script_hash: String,
     },
+    /// The witness set holds scripts no purpose needs, or needed scripts a reference
+    /// script already provides (Babbage `babbageMissingScripts`).
+    #[error("extraneous script witnesses {}", .script_hashes.join(", "))]
+    ExtraneousScriptWitnessesUTXOW {
+        /// The extraneous script hashes (hex).
+        script_hashes: Vec<String>,
+    },
+    /// A spent output locked by a Plutus script carries a datum hash whose datum is not in
+    /// the witness set.
+    #[error("missing datums {} (witness set has {})", .missing.join(", "), .received.join(", "))]
+    MissingRequiredDatums {
+        /// The datum hashes required but absent (hex).
+        missing: Vec<String>,
+        /// The datum hashes the witness set has (hex).
+        received: Vec<String>,
+    },
+    /// The witness set holds datums neither a spent output needs nor an output or
+    /// reference input of the transaction names by hash.
+    #[error("datums {} are not allowed as supplemental datums", .unallowed.join(", "))]
+    NotAllowedSupplementalDatums {
+        /// The datum hashes not allowed (hex).
+        unallowed: Vec<String>,
+        /// The supplemental datum hashes that are allowed (hex).
+        acceptable: Vec<String>,
+    },
+    /// Redeemers that point at no purpose whose script is a Plutus script.
+    #[error("redeemers {} point at nothing a Plutus script validates", .pointers.join(", "))]
+    ExtraRedeemers {
+        /// The redeemer pointers, e.g. `spend:3`.
+        pointers: Vec<String>,
+    },
+    /// Purposes validated by a Plutus script without a redeemer.
+    #[error("no redeemer for {}", .pointers.join(", "))]
+    MissingRedeemers {
+        /// The purposes' pointers, e.g. `spend:1`.
+        pointers: Vec<String>,
+    },
+    /// A transaction with redeemers whose validity upper bound is past the slots the
+    /// ledger can turn into time.
+    #[error("validity upper bound slot {slot} is beyond the time forecast")]
+    OutsideForecast {
+        /// The transaction's `ttl` (slot).
+        slot: u64,
+    },
+    /// Withdrawals from reward accounts that are not registered with exactly that balance.
+    /// The devnet registers no reward account, so every withdrawal breaks this rule
+    /// (Conway `ConwayCertsPredFailure::WithdrawalsNotInRewardsCERTS`).
+    #[error("withdrawals from unregistered reward accounts or of a wrong amount: {}", .accounts.join(", "))]
+    WithdrawalsNotInRewardsCERTS {
+        /// The reward accounts (hex) and amounts (lovelace), `account=amount`.
+        accounts: Vec<String>,
+    },
+    /// Votes by voters that do not exist. The devnet has no constitutional committee, DRep
+    /// or stake pool, so every vote breaks this rule (Conway `ConwayGovPredFailure::VotersDoNotExist`).
+    #[error("voters do not exist: {}", .voters.join(", "))]
+    VotersDoNotExist {
+        /// The voters, e.g. `drep-key:<hash>`.
+        voters: Vec<String>,
+    },
     /// A native script evaluated to false.
     #[error("native script {script_hash} failed")]
     ScriptWitnessNotValidatingUTXOW {
@@ -249,6 +328,7 @@ impl Rejection {
             Self::Malformed { .. } => "Malformed",
             Self::MaxTxSizeUTxO { .. } => "MaxTxSizeUTxO",
             Self::Unsupported { .. } => "Unsupported",
+            Self::DuplicateSetElement { .. } => "DuplicateSetElement",
             Self::InputSetEmptyUTxO => "InputSetEmptyUTxO",
             Self::BadInputsUTxO { .. } => "BadInputsUTxO",
             Self::OutsideValidityIntervalUTxO { .. } => "OutsideValidityIntervalUTxO",
@@ -266,6 +346,14 @@ impl Rejection {
             Self::MissingVKeyWitnessesUTXOW { .. } => "MissingVKeyWitnessesUTXOW",
             Self::MissingScriptWitnessesUTXOW { .. } => "MissingScriptWitnessesUTXOW",
             Self::ScriptWitnessNotValidatingUTXOW { .. } => "ScriptWitnessNotValidatingUTXOW",
+            Self::ExtraneousScriptWitnessesUTXOW { .. } => "ExtraneousScriptWitnessesUTXOW",
+            Self::MissingRequiredDatums { .. } => "MissingRequiredDatums",
+            Self::NotAllowedSupplementalDatums { .. } => "NotAllowedSupplementalDatums",
+            Self::ExtraRedeemers { .. } => "ExtraRedeemers",
+            Self::MissingRedeemers { .. } => "MissingRedeemers",
+            Self::OutsideForecast { .. } => "OutsideForecast",
+            Self::WithdrawalsNotInRewardsCERTS { .. } => "WithdrawalsNotInRewardsCERTS",
+            Self::VotersDoNotExist { .. } => "VotersDoNotExist",
             Self::PPViewHashesDontMatch { .. } => "PPViewHashesDontMatch",
             Self::NoCollateralInputs => "NoCollateralInputs",
             Self::TooManyCollateralInputs { .. } => "TooManyCollateralInputs",

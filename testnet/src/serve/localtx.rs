@@ -81,11 +81,56 @@ impl<'b, C> Decode<'b, C> for WireRejection {
     }
 }
 
+/// A rejection reason as it came over the wire: one whole CBOR item, undecoded. A client
+/// receives either the devnet's [`WireRejection`] or a real cardano-node's Conway
+/// `HardForkApplyTxErr`; [`RawRejection::devnet`] reads the first, anything else is left to
+/// a decoder of the node's encoding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawRejection(pub Vec<u8>);
+
+impl RawRejection {
+    /// The devnet's `[rule, message]`, if that is what this is.
+    pub fn devnet(&self) -> Option<WireRejection> {
+        let mut d = Decoder::new(&self.0);
+        let r: WireRejection = d.decode().ok()?;
+        (d.position() == self.0.len()).then_some(r)
+    }
+}
+
+impl From<String> for RawRejection {
+    /// pallas' state machine turns its own errors into a reason: kept as a CBOR text item.
+    fn from(message: String) -> Self {
+        Self(minicbor::to_vec(&message).unwrap_or_default())
+    }
+}
+
+impl<C> Encode<C> for RawRejection {
+    fn encode<W: encode::Write>(
+        &self,
+        e: &mut Encoder<W>,
+        _ctx: &mut C,
+    ) -> Result<(), encode::Error<W::Error>> {
+        e.writer_mut()
+            .write_all(&self.0)
+            .map_err(encode::Error::write)?;
+        Ok(())
+    }
+}
+
+impl<'b, C> Decode<'b, C> for RawRejection {
+    fn decode(d: &mut Decoder<'b>, _ctx: &mut C) -> Result<Self, decode::Error> {
+        let start = d.position();
+        d.skip()?;
+        Ok(Self(d.input()[start..d.position()].to_vec()))
+    }
+}
+
 /// Server side of the devnet's local-tx-submission.
 pub type Server = GenericServer<EraTx, WireRejection>;
 
-/// Client side of the devnet's local-tx-submission.
-pub type Client = GenericClient<EraTx, WireRejection>;
+/// Client side of local-tx-submission, to the devnet or a real cardano-node: the
+/// rejection reason is kept raw ([`RawRejection`]).
+pub type Client = GenericClient<EraTx, RawRejection>;
 
 /// Serve one local-tx-submission client until `Done`, a broken connection or `cancel`.
 ///

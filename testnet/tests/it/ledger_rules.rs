@@ -10,7 +10,8 @@ use ganglion_testnet::ledger::{Rejection, Rules, phase1, validate};
 use ganglion_testnet::params::ExUnits;
 use ganglion_testnet::txbuild::{self, RedeemerSpec, TxSpec};
 use pallas_addresses::{Network, ShelleyAddress, ShelleyDelegationPart, ShelleyPaymentPart};
-use pallas_crypto::hash::Hash;
+use pallas_codec::minicbor;
+use pallas_crypto::hash::{Hash, Hasher};
 use uplc::ast::{DeBruijn, Program};
 
 struct World {
@@ -29,6 +30,12 @@ fn r(i: u64) -> TxoRef {
 }
 
 const NO_POLICY: Hash<28> = Hash::new([0; 28]);
+
+/// The datum (PlutusData integer 2) whose hash `r(8)` carries.
+const DATUM: &[u8] = &[0x02];
+
+/// Another datum (PlutusData integer 3), for supplemental-datum cases.
+const OTHER_DATUM: &[u8] = &[0x03];
 
 fn world() -> World {
     let g = Genesis::devnet().expect("genesis");
@@ -58,6 +65,10 @@ fn world() -> World {
             r(6),
             txbuild::output_with_datum(&script_addr, 5_000_000, &[0x01]),
         ),
+        (
+            r(8),
+            output_with_datum_hash(&script_addr, 8_000_000, &Hasher::<256>::hash(DATUM)),
+        ),
     ]);
     World {
         g,
@@ -69,6 +80,13 @@ fn world() -> World {
 }
 
 fn spend(w: &World, edit: impl Fn(&mut TxSpec)) -> Vec<u8> {
+    spend_then(w, edit, |_| {})
+}
+
+/// A Plutus spend of `r(0)` with collateral `r(1)`, after `edit`; the script data hash is
+/// computed from the redeemers and datums `edit` left, then `after` may change anything.
+/// The last output is the change: Σ inputs − the other outputs − the exact fee.
+fn spend_then(w: &World, edit: impl Fn(&mut TxSpec), after: impl Fn(&mut TxSpec)) -> Vec<u8> {
     let redeemers = vec![RedeemerSpec {
         tag: 0,
         index: 0,
@@ -86,12 +104,23 @@ fn spend(w: &World, edit: impl Fn(&mut TxSpec)) -> Vec<u8> {
         ..Default::default()
     };
     edit(&mut spec);
-    spec.script_data_hash = Some(phase1::integrity_hash(
-        Some(&txbuild::redeemers_cbor(&spec.redeemers)),
-        None,
-        &w.g.protocol_params,
-        &BTreeSet::from([2u8]),
-    ));
+    let redeemers = (!spec.redeemers.is_empty()).then(|| txbuild::redeemers_cbor(&spec.redeemers));
+    let datums = (!spec.datums.is_empty()).then(|| txbuild::datums_cbor(&spec.datums));
+    spec.script_data_hash = (redeemers.is_some() || datums.is_some()).then(|| {
+        phase1::integrity_hash(
+            redeemers.as_deref(),
+            datums.as_deref(),
+            &w.g.protocol_params,
+            &BTreeSet::from([2u8]),
+        )
+    });
+    after(&mut spec);
+    let coin = |raw: &[u8]| phase1::output_facts(raw).expect("output").value.coin as u64;
+    let total_in: u64 = spec
+        .inputs
+        .iter()
+        .map(|i| coin(w.utxo.get(i).expect("input in the world")))
+        .sum();
     let key = DevKey::from_seed(1);
     let me = w.me.clone();
     txbuild::build_balanced(
@@ -100,11 +129,30 @@ fn spend(w: &World, edit: impl Fn(&mut TxSpec)) -> Vec<u8> {
         &[&key],
         0,
         move |s, fee| {
-            if s.outputs.is_empty() || s.outputs.len() == 1 {
-                s.outputs = vec![encode_output(&me, 10_000_000 - fee, &NO_POLICY, &[], 0)];
-            }
+            s.outputs.pop();
+            let others: u64 = s.outputs.iter().map(|o| coin(o)).sum();
+            let change = total_in.saturating_sub(others).saturating_sub(fee);
+            s.outputs
+                .push(encode_output(&me, change, &NO_POLICY, &[], 0));
         },
     )
+}
+
+/// A Babbage output `{0: address, 1: coin, 2: [0, datum_hash]}`.
+fn output_with_datum_hash(address: &[u8], lovelace: u64, hash: &Hash<32>) -> Vec<u8> {
+    let mut buf = Vec::new();
+    minicbor::Encoder::new(&mut buf)
+        .map(3)
+        .and_then(|e| e.u8(0))
+        .and_then(|e| e.bytes(address))
+        .and_then(|e| e.u8(1))
+        .and_then(|e| e.u64(lovelace))
+        .and_then(|e| e.u8(2))
+        .and_then(|e| e.array(2))
+        .and_then(|e| e.u8(0))
+        .and_then(|e| e.bytes(hash.as_ref()))
+        .expect("encode");
+    buf
 }
 
 fn rule_of(w: &World, tx: &[u8]) -> &'static str {
@@ -181,7 +229,8 @@ fn size_ex_units_and_network_limits_are_enforced() {
         rule_of(&w, &spend(&w, |s| s.plutus_v3_scripts.clear())),
         "MissingScriptWitnessesUTXOW"
     );
-    // A redeemer pointing at nothing is a collect error.
+    // A redeemer pointing at nothing is an extra redeemer (the ledger's UTXOW names it
+    // before phase 2 could fail to collect it).
     assert!(matches!(
         validate(
             &w.rules,
@@ -189,7 +238,7 @@ fn size_ex_units_and_network_limits_are_enforced() {
             &spend(&w, |s| s.redeemers[0].index = 3),
             1
         ),
-        Err(Rejection::CollectErrors { .. })
+        Err(Rejection::ExtraRedeemers { pointers }) if pointers == ["spend:3"]
     ));
 }
 
@@ -239,7 +288,7 @@ fn a_reference_script_authorises_a_spend_and_its_bytes_are_priced() {
         holder,
         txbuild::output_with_script_ref(&w.me, 20_000_000, &w.script),
     )]));
-    let build = |ref_bytes: u64| {
+    let build = |ref_bytes: u64, witness: bool| {
         let redeemers = vec![RedeemerSpec {
             tag: 0,
             index: 0,
@@ -260,6 +309,11 @@ fn a_reference_script_authorises_a_spend_and_its_bytes_are_priced() {
                 &BTreeSet::from([2u8]),
             )),
             redeemers,
+            plutus_v3_scripts: if witness {
+                vec![w.script.clone()]
+            } else {
+                Vec::new()
+            },
             ..Default::default()
         };
         let me = w.me.clone();
@@ -274,8 +328,14 @@ fn a_reference_script_authorises_a_spend_and_its_bytes_are_priced() {
         )
     };
     let size = w.script.len() as u64;
-    assert_eq!(rule_of(&w, &build(size)), "accepted");
-    match validate(&w.rules, &w.utxo, &build(0), 1) {
+    assert_eq!(rule_of(&w, &build(size, false)), "accepted");
+    // The same script also in the witness set is extraneous: a reference script provides it
+    // (Babbage `babbageMissingScripts`: witnessed ⊆ needed − by reference).
+    assert_eq!(
+        rule_of(&w, &build(size, true)),
+        "ExtraneousScriptWitnessesUTXOW"
+    );
+    match validate(&w.rules, &w.utxo, &build(0, false), 1) {
         Err(Rejection::FeeTooSmallUTxO { required, provided }) => {
             assert_eq!(
                 required - provided,
@@ -285,4 +345,152 @@ fn a_reference_script_authorises_a_spend_and_its_bytes_are_priced() {
         }
         other => panic!("expected FeeTooSmallUTxO, got {other:?}"),
     }
+}
+
+/// A key-only payment from `r(1)`: no script, no redeemer, no script data hash.
+fn key_payment(s: &mut TxSpec) {
+    s.inputs = vec![r(1)];
+    s.collateral.clear();
+    s.redeemers.clear();
+    s.plutus_v3_scripts.clear();
+}
+
+#[test]
+fn a_script_no_purpose_needs_is_an_extraneous_witness() {
+    let w = world();
+    assert_eq!(rule_of(&w, &spend(&w, key_payment)), "accepted");
+    let with_script = spend(&w, |s| {
+        key_payment(s);
+        s.plutus_v3_scripts = vec![w.script.clone()];
+    });
+    match validate(&w.rules, &w.utxo, &with_script, 1) {
+        Err(Rejection::ExtraneousScriptWitnessesUTXOW { script_hashes }) => {
+            let (h, _, _) = phase1::plutus(2, &w.script);
+            assert_eq!(script_hashes, vec![h.to_string()]);
+        }
+        other => panic!("expected ExtraneousScriptWitnessesUTXOW, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_spent_datum_hash_needs_its_datum_in_the_witness_set() {
+    let w = world();
+    let spend_r8 = |datums: Vec<Vec<u8>>| {
+        spend(&w, move |s| {
+            s.inputs = vec![r(8)];
+            s.datums = datums.clone();
+        })
+    };
+    assert_eq!(rule_of(&w, &spend_r8(vec![DATUM.to_vec()])), "accepted");
+    match validate(&w.rules, &w.utxo, &spend_r8(Vec::new()), 1) {
+        Err(Rejection::MissingRequiredDatums { missing, received }) => {
+            assert_eq!(missing, vec![Hasher::<256>::hash(DATUM).to_string()]);
+            assert!(received.is_empty());
+        }
+        other => panic!("expected MissingRequiredDatums, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_supplemental_datum_must_be_named_by_an_output() {
+    let w = world();
+    let other = Hasher::<256>::hash(OTHER_DATUM);
+    // r(0) has an inline datum: a witness datum is supplemental, allowed when an output
+    // names it by hash.
+    let named = spend(&w, |s| {
+        s.datums = vec![OTHER_DATUM.to_vec()];
+        s.outputs = vec![output_with_datum_hash(&w.me, 2_000_000, &other), Vec::new()];
+    });
+    assert_eq!(rule_of(&w, &named), "accepted");
+    let unnamed = spend(&w, |s| s.datums = vec![OTHER_DATUM.to_vec()]);
+    match validate(&w.rules, &w.utxo, &unnamed, 1) {
+        Err(Rejection::NotAllowedSupplementalDatums {
+            unallowed,
+            acceptable,
+        }) => {
+            assert_eq!(unallowed, vec![other.to_string()]);
+            assert!(acceptable.is_empty());
+        }
+        other => panic!("expected NotAllowedSupplementalDatums, got {other:?}"),
+    }
+}
+
+#[test]
+fn redeemers_must_match_the_plutus_purposes_exactly() {
+    let w = world();
+    let redeemer = |index| RedeemerSpec {
+        tag: 0,
+        index,
+        data: vec![0xd8, 0x79, 0x80],
+        ex_units: ExUnits {
+            mem: 100_000,
+            steps: 50_000_000,
+        },
+    };
+    // r(0) and r(6) are both locked by the script: spend:0 and spend:1.
+    let both = |redeemers: Vec<RedeemerSpec>| {
+        spend(&w, move |s| {
+            s.inputs = vec![r(0), r(6)];
+            s.redeemers = redeemers.clone();
+        })
+    };
+    assert_eq!(
+        rule_of(&w, &both(vec![redeemer(0), redeemer(1)])),
+        "accepted"
+    );
+    match validate(&w.rules, &w.utxo, &both(vec![redeemer(0)]), 1) {
+        Err(Rejection::MissingRedeemers { pointers }) => assert_eq!(pointers, ["spend:1"]),
+        other => panic!("expected MissingRedeemers, got {other:?}"),
+    }
+    // A mint redeemer without any minting.
+    let extra = spend(&w, |s| {
+        let mut m = redeemer(0);
+        m.tag = 1;
+        s.redeemers.push(m);
+    });
+    match validate(&w.rules, &w.utxo, &extra, 1) {
+        Err(Rejection::ExtraRedeemers { pointers }) => assert_eq!(pointers, ["mint:0"]),
+        other => panic!("expected ExtraRedeemers, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_wrong_script_data_hash_is_a_pp_view_mismatch() {
+    let w = world();
+    assert_eq!(rule_of(&w, &spend(&w, |_| {})), "accepted");
+    let wrong = spend_then(
+        &w,
+        |_| {},
+        |s| s.script_data_hash = Some(Hash::new([9; 32])),
+    );
+    assert_eq!(rule_of(&w, &wrong), "PPViewHashesDontMatch");
+    let none = spend_then(&w, |_| {}, |s| s.script_data_hash = None);
+    assert_eq!(rule_of(&w, &none), "PPViewHashesDontMatch");
+}
+
+#[test]
+fn a_plutus_ttl_past_the_forecast_horizon_is_outside_forecast() {
+    let w = world();
+    // Mainnet's safe zone: 3k/f = 3 × 2160 / 0.05 slots.
+    let horizon = 129_600;
+    let limited = w.rules.clone().with_forecast_horizon(horizon);
+    let slot = 1;
+    let with_ttl = |ttl| spend(&w, move |s| s.ttl = Some(ttl));
+    let rule = |rules: &Rules, tx: &[u8]| match validate(rules, &w.utxo, tx, slot) {
+        Ok(_) => "accepted",
+        Err(r) => r.rule(),
+    };
+    assert_eq!(rule(&limited, &with_ttl(slot + horizon)), "accepted");
+    match validate(&limited, &w.utxo, &with_ttl(slot + horizon + 1), slot) {
+        Err(Rejection::OutsideForecast { slot: s }) => assert_eq!(s, slot + horizon + 1),
+        other => panic!("expected OutsideForecast, got {other:?}"),
+    }
+    // The devnet's own rules: one fixed slot length, every slot converts.
+    assert_eq!(rule(&w.rules, &with_ttl(slot + horizon + 1)), "accepted");
+    // Without redeemers the rule does not apply.
+    let payment = spend(&w, |s| {
+        key_payment(s);
+        s.ttl = Some(slot + horizon + 1);
+    });
+    assert_eq!(rule(&limited, &payment), "accepted");
 }

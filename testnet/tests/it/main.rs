@@ -2,10 +2,12 @@
 
 mod cli;
 mod common;
+mod fee_size;
 mod fixtures;
 mod follow;
 mod ledger_rules;
 mod plutus;
 mod robustness;
 mod rollback;
+mod sets;
 mod submit;
