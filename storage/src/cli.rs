@@ -16,8 +16,8 @@ use crate::unixfs::ImportOptions;
 /// One storage subcommand.
 #[derive(Debug, Clone)]
 pub enum Command {
-    /// `add PATH [--cid-version N] [--raw-leaves] [--chunker size-N]`: import and pin a file or,
-    /// recursively, a directory; prints the root CID.
+    /// `add PATH [--cid-version N] [--raw-leaves] [--chunker size-N] [--hidden]`: import and
+    /// pin a file, a symlink (the link itself) or, recursively, a directory; prints the root CID.
     Add {
         /// File or directory.
         path: PathBuf,
@@ -164,11 +164,7 @@ pub async fn execute<S: Blockstore + 'static>(
 ) -> Result<Outcome, Error> {
     Ok(match command {
         Command::Add { path, options } => {
-            let added = if path.is_dir() {
-                pinner.add_dir(&path, &options).await?
-            } else {
-                pinner.add_file(&path, &options).await?
-            };
+            let added = pinner.add_path(&path, &options).await?;
             Outcome::Added {
                 cid: added.root.to_string(),
                 content_bytes: added.content_bytes,

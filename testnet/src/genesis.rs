@@ -111,7 +111,33 @@ pub enum GenesisError {
     /// A slot length of zero.
     #[error("slot_length_ms must be positive")]
     ZeroSlotLength,
+    /// The NTX a fund would mint at genesis is above the largest mint, 2^63 − 1: a mint
+    /// quantity is a signed 64-bit integer (`mint = multiasset<nonZeroInt64>` in the Conway
+    /// CDDL), so no transaction could mint (or burn) it.
+    #[error(
+        "fund {index}: genesis NTX {ntx} is above the largest mint 9223372036854775807 \
+         (2^63 - 1; a mint is a signed 64-bit quantity)"
+    )]
+    FundNtxAboveMintLimit {
+        /// Index in `funds`.
+        index: usize,
+        /// The NTX base units asked for.
+        ntx: u64,
+    },
+    /// The NTX of all funds together is above the largest mint, 2^63 − 1 (the genesis mints
+    /// the whole supply under one policy).
+    #[error(
+        "genesis NTX of all funds, {total}, is above the largest mint 9223372036854775807 \
+         (2^63 - 1; a mint is a signed 64-bit quantity)"
+    )]
+    TotalNtxAboveMintLimit {
+        /// The sum of the funds' NTX base units.
+        total: u128,
+    },
 }
+
+/// The largest NTX quantity one mint may carry: `i64::MAX` (Conway CDDL `nonZeroInt64`).
+pub const MAX_MINT_NTX: u64 = i64::MAX as u64;
 
 /// Number of deterministic devnet keys funded by [`Genesis::devnet`] (seeds 0..N).
 pub const DEVNET_FUNDED_KEYS: u32 = 4;
@@ -186,6 +212,26 @@ impl Genesis {
         }
     }
 
+    /// Checks that the genesis NTX could be minted: each fund's and the total at most
+    /// [`MAX_MINT_NTX`] (a mint is signed 64-bit; outputs hold up to 2^64 − 1, mints do not).
+    ///
+    /// # Errors
+    /// [`GenesisError::FundNtxAboveMintLimit`] naming the fund,
+    /// [`GenesisError::TotalNtxAboveMintLimit`] for the sum.
+    pub fn check_mint_limit(&self) -> Result<(), GenesisError> {
+        let mut total: u128 = 0;
+        for (index, f) in self.funds.iter().enumerate() {
+            if f.ntx > MAX_MINT_NTX {
+                return Err(GenesisError::FundNtxAboveMintLimit { index, ntx: f.ntx });
+            }
+            total += u128::from(f.ntx);
+        }
+        if total > u128::from(MAX_MINT_NTX) {
+            return Err(GenesisError::TotalNtxAboveMintLimit { total });
+        }
+        Ok(())
+    }
+
     /// The NTX minting policy: `ScriptPubkey(minter_key_hash)`.
     ///
     /// # Errors
@@ -230,11 +276,14 @@ impl Genesis {
     /// The genesis UTxO set: (reference, raw output CBOR) per fund.
     ///
     /// # Errors
-    /// [`GenesisError`] for invalid addresses, networks, duplicates or NTX config.
+    /// [`GenesisError`] for invalid addresses, networks, duplicates or NTX config, and
+    /// [`GenesisError::FundNtxAboveMintLimit`] / [`GenesisError::TotalNtxAboveMintLimit`]
+    /// before any output is built.
     pub fn initial_utxos(&self) -> Result<Vec<(TxoRef, Vec<u8>)>, GenesisError> {
         if self.slot_length_ms == 0 {
             return Err(GenesisError::ZeroSlotLength);
         }
+        self.check_mint_limit()?;
         let policy = self.ntx_policy_id()?;
         let name = self.ntx_asset_name()?;
         let mut seen = HashSet::new();
@@ -317,6 +366,51 @@ mod tests {
             f.address,
             DevKey::from_seed(0).address(Network::Testnet).to_vec()
         );
+    }
+
+    #[test]
+    fn genesis_ntx_above_the_signed_64_bit_mint_limit_is_refused() {
+        // `shared/fixtures/field/README.md`, "Amounts over JSON-RPC": mints are signed 64-bit.
+        let mut g = Genesis::devnet().expect("genesis");
+        g.funds[1].ntx = 9_223_372_036_854_775_807;
+        g.funds[0].ntx = 0;
+        g.funds[2].ntx = 0;
+        g.funds[3].ntx = 0;
+        let utxos = g.initial_utxos().expect("2^63 - 1 is mintable");
+        let f = output_facts(&utxos[1].1).expect("output");
+        let policy = g.ntx_policy_id().expect("policy");
+        assert_eq!(
+            f.value.assets.get(&(policy.to_vec(), b"NTX".to_vec())),
+            Some(&9_223_372_036_854_775_807)
+        );
+
+        g.funds[1].ntx = 9_223_372_036_854_775_808;
+        let e = g.initial_utxos().expect_err("2^63 is not mintable");
+        assert!(
+            matches!(
+                e,
+                GenesisError::FundNtxAboveMintLimit {
+                    index: 1,
+                    ntx: 9_223_372_036_854_775_808
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("9223372036854775807"), "{e}");
+
+        // Each fund within the limit, the sum above it.
+        g.funds[1].ntx = MAX_MINT_NTX;
+        g.funds[2].ntx = 1;
+        assert!(matches!(
+            g.initial_utxos(),
+            Err(GenesisError::TotalNtxAboveMintLimit {
+                total: 9_223_372_036_854_775_808
+            })
+        ));
+        // The JSON form is checked by the same rule once its outputs are built.
+        let json = g.to_json().expect("json");
+        let back = Genesis::from_json(&json).expect("parses");
+        assert!(back.initial_utxos().is_err());
     }
 
     #[test]

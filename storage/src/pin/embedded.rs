@@ -61,12 +61,32 @@ impl<S: Blockstore + 'static> Embedded<S> {
     /// # Errors
     /// Import or store failures.
     pub async fn add_dir(&self, path: &Path, options: &ImportOptions) -> Result<Added, Error> {
+        self.add_with(path, options, |p, o, s| unixfs::import_dir(p, o, s))
+            .await
+    }
+
+    /// Imports what is at `path` (`ipfs add [-r] PATH`: a symlink as its own `Symlink` node, a
+    /// directory recursively, else a file; [`unixfs::import_path`]) and pins its root.
+    ///
+    /// # Errors
+    /// Import or store failures.
+    pub async fn add_path(&self, path: &Path, options: &ImportOptions) -> Result<Added, Error> {
+        self.add_with(path, options, |p, o, s| unixfs::import_path(p, o, s))
+            .await
+    }
+
+    async fn add_with(
+        &self,
+        path: &Path,
+        options: &ImportOptions,
+        import: fn(&Path, &ImportOptions, &S) -> Result<unixfs::Imported, unixfs::Error>,
+    ) -> Result<Added, Error> {
         let _shared = self.gc_lock.read().await;
         let store = Arc::clone(&self.store);
         let path: PathBuf = path.to_owned();
         let options = options.clone();
         tokio::task::spawn_blocking(move || {
-            let imported = unixfs::import_dir(&path, &options, &*store)?;
+            let imported = import(&path, &options, &*store)?;
             blockstore::pin_recursive(&*store, &imported.root)?;
             store.flush()?;
             Ok(Added {

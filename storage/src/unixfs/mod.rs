@@ -1,8 +1,9 @@
 //! UnixFS import that reproduces Kubo's CIDs: fixed-size chunker, balanced layout, dag-pb nodes
 //! built by `rust-unixfs` 0.6 (which matches every vector in `shared/fixtures/ipfs`).
 //!
-//! [`ImportOptions`] mirror `ipfs add` flags (`--cid-version`, `--raw-leaves`, `--chunker`) and
-//! the IPIP-499 profiles. Import streams: memory stays at one chunk plus the pending links of the
+//! [`ImportOptions`] mirror `ipfs add` flags (`--cid-version`, `--raw-leaves`, `--chunker`,
+//! `--hidden`) and the IPIP-499 profiles. Symlinks are stored as Kubo stores them (a UnixFS
+//! `Symlink` node holding the target text, never followed). Import streams: memory stays at one chunk plus the pending links of the
 //! tree (at most `max_links` per level), whatever the file size.
 
 mod cat;
@@ -10,12 +11,14 @@ mod chunker;
 mod dir;
 mod file;
 mod sink;
+mod symlink;
 
 pub use self::cat::{FileChunks, cat};
 pub use self::chunker::Chunker;
-pub use self::dir::import_dir;
+pub use self::dir::{import_dir, import_path};
 pub use self::file::{import_bytes, import_file};
 pub use self::sink::{BlockSink, HashOnly};
+pub use self::symlink::{import_symlink, symlink_block};
 
 use cid::Cid;
 
@@ -41,6 +44,12 @@ pub struct ImportOptions {
     /// Links per balanced-layout node (Kubo: 174, `helpers.DefaultLinksPerBlock`; IPIP-499
     /// `unixfs-v1-2025`: 1024).
     pub max_links: usize,
+    /// `--hidden` (`-H`): in a directory import, also take the entries whose name begins with
+    /// `.` (at any depth; the root given is always taken). Kubo's default is `false`: `ipfs add
+    /// -r` leaves dot-files out (go-ipfs-cmds `OptionHidden`; Kubo's sharness
+    /// `t0040-add-and-cat.sh`, tree `planets/`). No effect on a single file.
+    #[serde(default)]
+    pub hidden: bool,
 }
 
 impl Default for ImportOptions {
@@ -58,6 +67,7 @@ impl ImportOptions {
             raw_leaves: false,
             chunker: Chunker::default(),
             max_links: 174,
+            hidden: false,
         }
     }
 
@@ -78,6 +88,7 @@ impl ImportOptions {
             raw_leaves: true,
             chunker: Chunker::Size(1024 * 1024),
             max_links: 1024,
+            hidden: false,
         }
     }
 
@@ -88,6 +99,7 @@ impl ImportOptions {
             raw_leaves: raw_leaves.unwrap_or(cid_version == CidVersion::V1),
             chunker,
             max_links: 174,
+            hidden: false,
         }
     }
 }
@@ -138,9 +150,13 @@ pub enum Error {
     /// The options are outside what Kubo accepts (e.g. fewer than 2 links per node).
     #[error("invalid import options: {0}")]
     InvalidOptions(&'static str),
-    /// A directory entry is neither a regular file nor a directory (symlinks, devices).
+    /// A directory entry is neither a regular file, a directory nor a symlink (a device, FIFO
+    /// or socket: Kubo refuses those too).
     #[error("unsupported file type at {0}")]
     UnsupportedFileType(std::path::PathBuf),
+    /// A symlink's target is not UTF-8 (UnixFS `Symlink` data is read as a UTF-8 path).
+    #[error("symlink target is not UTF-8: {0}")]
+    NonUtf8SymlinkTarget(std::path::PathBuf),
     /// A file or directory name is not UTF-8 (UnixFS names are strings).
     #[error("file name is not UTF-8: {0}")]
     NonUtf8Name(std::path::PathBuf),

@@ -79,7 +79,7 @@ fn dir_small_has_kubo_structure() {
 }
 
 #[test]
-fn empty_directory_and_symlink() {
+fn empty_directory_and_special_file() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).expect("mkdir");
@@ -95,17 +95,19 @@ fn empty_directory_and_symlink() {
         "QmUNLLsPACCz1vLxQVkXqqLX5R1X345qqfHbsf67hvA3Nn"
     );
 
-    let with_link = tmp.path().join("links");
-    std::fs::create_dir(&with_link).expect("mkdir");
-    std::os::unix::fs::symlink("/etc/hostname", with_link.join("l")).expect("symlink");
+    // A socket is neither file, directory nor symlink: refused by path, as Kubo refuses it.
+    let with_fifo = tmp.path().join("special");
+    std::fs::create_dir(&with_fifo).expect("mkdir");
+    let fifo = with_fifo.join("sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&fifo).expect("bind socket");
     let err = unixfs::import_dir(
-        &with_link,
+        &with_fifo,
         &ImportOptions::default(),
         &MemoryBlockstore::new(),
     )
-    .expect_err("symlink");
+    .expect_err("socket");
     assert!(
-        matches!(err, unixfs::Error::UnsupportedFileType(_)),
+        matches!(&err, unixfs::Error::UnsupportedFileType(p) if *p == fifo),
         "{err}"
     );
 }

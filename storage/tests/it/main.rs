@@ -13,5 +13,6 @@ mod commp;
 mod daemon;
 mod dir;
 mod kubo_core;
+mod kubo_links;
 mod pinner;
 mod unixfs;
