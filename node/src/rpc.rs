@@ -296,7 +296,7 @@ fn parse_job_id(s: &str) -> RpcResult<ganglion_contracts::datum::JobId> {
 fn engine_rpc(e: &EngineError) -> ErrorObjectOwned {
     use crate::job::chain::ChainError;
     let code = match e {
-        EngineError::Spec(_) => error::INVALID_PARAMS,
+        EngineError::Spec(_) | EngineError::Terms(_) => error::INVALID_PARAMS,
         EngineError::State { .. } => error::JOB,
         EngineError::Chain(ChainError::Client(wallet::chain::Error::Submit(_))) => {
             error::TX_REJECTED

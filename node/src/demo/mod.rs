@@ -284,6 +284,17 @@ pub const LOOPBACK: &str = "loopback: every node process shares this host's netw
     per-provider namespace behind NAT); the providers' containers share no Docker network \
     and reach each other only through the job's WireGuard overlay";
 
+/// `max_s`, or less so that the run ends before `deadline_ms` with the engine's settle margin
+/// (a second to spare for the lock's own delay): the engine refuses a run that cannot
+/// (`crate::job::terms`).
+fn max_duration_s(max_s: u64, deadline_ms: u64) -> u64 {
+    crate::job::terms::run_limit_s(
+        max_s,
+        deadline_ms.saturating_sub(1_000),
+        crate::p2p::now_ms(),
+    )
+}
+
 /// The demo's 4-GPU smoke ensemble: two nodes of two GPUs each, running `image`.
 ///
 /// # Errors
@@ -294,7 +305,7 @@ pub fn ensemble(image: &str, run_s: u32, deadline_ms: u64) -> Result<Ensemble, D
         "command": ["write", "result.bin", "4096", "echo", "ganglion demo rank done", "sleep", run_s.to_string()],
         "gpus": { "count": 4 },
         "placement": { "min_gpus_per_node": 2, "max_gpus_per_node": 2, "max_nodes": 2 },
-        "limits": { "max_duration_s": 300, "max_rate_ntx_per_gpu_hour": cluster::PRICE },
+        "limits": { "max_duration_s": max_duration_s(300, deadline_ms), "max_rate_ntx_per_gpu_hour": cluster::PRICE },
         "budget_ntx": BUDGET_NTX,
         "deadline_ms": deadline_ms,
     });
@@ -480,7 +491,7 @@ pub async fn run(
             3,
             cluster::PRICE,
             BUDGET_NTX,
-            300,
+            max_duration_s(300, deadline_ms),
             deadline_ms,
         )?,
     };

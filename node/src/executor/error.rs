@@ -1,5 +1,5 @@
 //! Errors of the executor (executor-level problems) and the reasons a job fails (recorded in
-//! its report; a failed job is never paid).
+//! its report; what of a failed job is billed: [`FailureReason::is_workload_outcome`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -70,7 +70,8 @@ impl ExecError {
     }
 }
 
-/// Why a job failed; recorded in the job table and the report. A failed job earns nothing.
+/// Why a job failed; recorded in the job table and the report. Whether its GPU time is still
+/// billed: [`FailureReason::is_workload_outcome`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "reason")]
 pub enum FailureReason {
@@ -122,6 +123,33 @@ pub enum FailureReason {
         /// The error.
         detail: String,
     },
+}
+
+impl FailureReason {
+    /// Whether the GPUs were given to the orchestrator's workload for the time measured, so
+    /// that time is owed whatever the workload made of it: it exited non-zero (a gloo teardown
+    /// error after the final barrier included), hit the memory or output allowance of its own
+    /// spec, or ran past the spec's wall-clock limit (or the escrow deadline) and was stopped.
+    /// The attestation carries the exit code, so the orchestrator sees the failure; it does not
+    /// get the GPU time for free (issue 17, point 8; DESIGN §3.1 G3: a provider is never made
+    /// to pay for what the orchestrator controls).
+    ///
+    /// `false` where this node failed to deliver: the image, the engine, storage (inputs, logs
+    /// or outputs not pinned), its own restart before the start, or the set-up. Nothing of such
+    /// a job is billed.
+    pub fn is_workload_outcome(&self) -> bool {
+        match self {
+            Self::NonZeroExit { .. }
+            | Self::OutOfMemory { .. }
+            | Self::WallClockExceeded { .. }
+            | Self::OutputsTooLarge { .. } => true,
+            Self::ImageUnavailable { .. }
+            | Self::EngineUnavailable { .. }
+            | Self::Storage { .. }
+            | Self::Interrupted
+            | Self::Setup { .. } => false,
+        }
+    }
 }
 
 impl std::fmt::Display for FailureReason {

@@ -16,7 +16,7 @@ use super::plan::JobId;
 pub enum Outcome {
     /// Every rank exited 0 and its outputs are pinned.
     Succeeded,
-    /// The job failed; nothing is billable.
+    /// The job failed; what is billable: [`JobReport::billable_gpu_ms`].
     Failed {
         /// Why.
         #[serde(flatten)]
@@ -117,13 +117,25 @@ pub struct JobReport {
 }
 
 impl JobReport {
-    /// GPU-seconds that may be billed: the sum over ranks for a successful job, 0 otherwise
-    /// (a failed job is never paid).
+    /// GPU-milliseconds that may be billed: the sum over ranks of GPUs × the engine's
+    /// `StartedAt → FinishedAt` (DESIGN §6), for a job that succeeded or that failed by its own
+    /// workload ([`FailureReason::is_workload_outcome`]: non-zero exit, OOM, outputs over the
+    /// allowance, wall-clock limit); 0 when this node failed to deliver (image, engine,
+    /// storage, set-up, restart before the start).
+    pub fn billable_gpu_ms(&self) -> u64 {
+        (self.billable_gpu_seconds() * 1000.0).round() as u64
+    }
+
+    /// [`JobReport::billable_gpu_ms`] as measured, in seconds (not rounded).
     pub fn billable_gpu_seconds(&self) -> f64 {
-        match self.outcome {
-            Outcome::Succeeded => self.ranks.iter().map(|r| r.gpu_seconds).sum(),
-            Outcome::Failed { .. } => 0.0,
+        let billable = match &self.outcome {
+            Outcome::Succeeded => true,
+            Outcome::Failed { reason } => reason.is_workload_outcome(),
+        };
+        if !billable {
+            return 0.0;
         }
+        self.ranks.iter().map(|r| r.gpu_seconds.max(0.0)).sum()
     }
 
     /// The failure reason, if any.
@@ -131,6 +143,78 @@ impl JobReport {
         match &self.outcome {
             Outcome::Failed { reason } => Some(reason),
             Outcome::Succeeded => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(outcome: Outcome, gpu_seconds: &[f64]) -> JobReport {
+        JobReport {
+            job: JobId::new("bill").expect("valid"),
+            outcome,
+            image: None,
+            ranks: gpu_seconds
+                .iter()
+                .enumerate()
+                .map(|(i, s)| RankReport {
+                    node_rank: i as u32,
+                    container_id: format!("c{i}"),
+                    exit_code: Some(0),
+                    oom_killed: false,
+                    gpus: 1,
+                    run_seconds: *s,
+                    gpu_seconds: *s,
+                    usage: Usage::default(),
+                    logs: None,
+                    outputs: None,
+                })
+                .collect(),
+            timings: Timings::default(),
+            adopted: false,
+        }
+    }
+
+    #[test]
+    fn a_workload_that_failed_after_its_work_is_billed_the_time_it_held_the_gpus() {
+        // A gloo teardown error after the final barrier: the rank exits 1 once its work is
+        // done. The GPU time was the orchestrator's; flooring it to 0 lost the provider's pay.
+        for reason in [
+            FailureReason::NonZeroExit {
+                node_rank: 0,
+                exit_code: 1,
+            },
+            FailureReason::OutOfMemory { node_rank: 0 },
+            FailureReason::WallClockExceeded { limit_s: 2 },
+            FailureReason::OutputsTooLarge {
+                node_rank: 0,
+                bytes: 2,
+                limit_bytes: 1,
+            },
+        ] {
+            let r = report(Outcome::Failed { reason }, &[2.0044]);
+            assert_eq!(r.billable_gpu_ms(), 2004, "{:?}", r.outcome);
+        }
+        assert_eq!(
+            report(Outcome::Succeeded, &[1.25, 0.5]).billable_gpu_ms(),
+            1750
+        );
+    }
+
+    #[test]
+    fn a_node_that_failed_to_deliver_bills_nothing() {
+        for reason in [
+            FailureReason::ImageUnavailable { detail: "x".into() },
+            FailureReason::EngineUnavailable { detail: "x".into() },
+            FailureReason::Storage { detail: "x".into() },
+            FailureReason::Interrupted,
+            FailureReason::Setup { detail: "x".into() },
+        ] {
+            let r = report(Outcome::Failed { reason }, &[3.0]);
+            assert_eq!(r.billable_gpu_ms(), 0, "{:?}", r.outcome);
+            assert_eq!(r.billable_gpu_seconds(), 0.0);
         }
     }
 }

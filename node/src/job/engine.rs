@@ -86,6 +86,29 @@ pub enum EngineError {
     /// The spec is invalid or could not be stored or read.
     #[error("spec: {0}")]
     Spec(String),
+    /// Terms no honest run can meet (budget below the window, run past the deadline): refused
+    /// before the lock (issue 17, point 9).
+    #[error("terms: {0}")]
+    Terms(#[from] super::terms::TermsError),
+    /// A settle or expire try failed; reported once per backoff step
+    /// ([`super::retry::Retries`]).
+    #[error(
+        "{kind:?} failed ({class}, {failures} time(s)), {}: {source}",
+        super::retry::next_try(.retry_in_ms)
+    )]
+    Deferred {
+        /// The transaction tried.
+        kind: super::store::TxKind,
+        /// Whether it can succeed later.
+        class: super::retry::Class,
+        /// Consecutive failures.
+        failures: u32,
+        /// When it is tried again, ms; `None`: never (fatal).
+        retry_in_ms: Option<u64>,
+        /// Why it failed.
+        #[source]
+        source: Box<EngineError>,
+    },
     /// The executor.
     #[error("executor: {0}")]
     Exec(#[from] ExecError),
@@ -211,6 +234,8 @@ pub(crate) struct Ctx<S: Kv, E: Executor> {
     pub submitted: std::sync::Mutex<HashMap<[u8; 32], u64>>,
     /// Executor jobs this process runs (in memory; the executor's table is the durable side).
     pub running: std::sync::Mutex<HashSet<String>>,
+    /// Backoff of failed settle and expire tries.
+    pub retries: super::retry::Retries,
 }
 
 impl<S: Kv, E: Executor> Ctx<S, E> {
@@ -271,6 +296,7 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
             actions: Mutex::new(()),
             submitted: std::sync::Mutex::new(HashMap::new()),
             running: std::sync::Mutex::new(HashSet::new()),
+            retries: super::retry::Retries::default(),
         });
         let cancel = CancellationToken::new();
         if ctx.provider.is_some() {

@@ -21,8 +21,10 @@ pub mod engine;
 pub mod external;
 pub mod orchestrator;
 pub mod provider;
+pub mod retry;
 pub mod state;
 pub mod store;
+pub mod terms;
 pub mod witness;
 
 pub use control::{EngineHandle, JobControl};

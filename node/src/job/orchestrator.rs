@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::chain::SignedTx;
 use super::engine::{Ctx, EngineError, OrchestratorRecord, OrchestratorRole};
+use super::retry;
 use super::state::{OrchestratorEvent, OrchestratorState};
 use super::store::{JobRecord, Role, TxIntent, TxKind};
 use crate::executor::Executor;
@@ -173,7 +174,8 @@ fn lock_lapsed<S: Kv, E: Executor>(ctx: &Ctx<S, E>, intent: &TxIntent) -> bool {
         .is_some_and(|u| ctx.chain.slot_at(ctx.now()) >= u + ctx.config.validity_slots)
 }
 
-/// Validates `spec` at `now` (POSIX ms) and pins it (UnixFS, CIDv1) into the blockstore;
+/// Validates `spec` at `now` (POSIX ms), checks that its terms can be met
+/// ([`super::terms::check`]) and pins it (UnixFS, CIDv1) into the blockstore;
 /// returns its binary CID (the escrow's `spec`).
 pub(crate) fn pin_spec<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
@@ -182,6 +184,9 @@ pub(crate) fn pin_spec<S: Kv, E: Executor>(
 ) -> Result<Vec<u8>, EngineError> {
     spec.validate(now)
         .map_err(|e| EngineError::Spec(e.to_string()))?;
+    // Before anything is locked: a budget that cannot pay the window or a run that cannot end
+    // before the deadline is refused here, not found out at settle or expire.
+    super::terms::check(spec, now)?;
     let json = serde_json::to_vec(spec).map_err(|e| EngineError::Spec(e.to_string()))?;
     let imported = unixfs::import_bytes(&json, &ImportOptions::cid_v1(), &ctx.blockstore)
         .map_err(|e| EngineError::Spec(format!("pinning the spec: {e}")))?;
@@ -352,7 +357,15 @@ async fn step<S: Kv, E: Executor>(
     // Past the deadline nothing but an expire can land.
     let deadline = r.detail.spec.deadline_ms;
     if view.is_some() && ctx.chain.slot_start_ms(ctx.chain.slot_at(ctx.now())) > deadline {
-        return expire(ctx, &r, view).await;
+        let now = ctx.now();
+        return retry::governed(
+            &ctx.retries,
+            &job,
+            TxKind::Expire,
+            now,
+            expire(ctx, &r, view),
+        )
+        .await;
     }
     for kind in [TxKind::Cancel, TxKind::Settle] {
         if let Some(i) = r.intent(kind) {
@@ -376,7 +389,17 @@ async fn step<S: Kv, E: Executor>(
         }
         OrchestratorState::Matching => do_match(ctx, &r).await,
         OrchestratorState::Assigning => assign(ctx, &r, view).await,
-        OrchestratorState::Assigned => settle(ctx, &r, view).await,
+        OrchestratorState::Assigned => {
+            let now = ctx.now();
+            retry::governed(
+                &ctx.retries,
+                &job,
+                TxKind::Settle,
+                now,
+                settle(ctx, &r, view),
+            )
+            .await
+        }
         OrchestratorState::Settling => Ok(()),
         _ => Ok(()),
     }

@@ -24,6 +24,7 @@ use super::engine::{Ctx, EngineError, ProviderRecord, ProviderRole};
 use super::orchestrator;
 use super::state::{ProviderEvent, ProviderState};
 use super::store::{DispatchIntent, JobRecord, TxKind};
+use super::terms;
 use crate::executor::plan::{ContainerSlot, GpuAttachment, JobPlan};
 use crate::executor::{Executor, JobReport, Phase};
 use crate::market::snapshot::Offer as MarketOffer;
@@ -61,7 +62,8 @@ pub struct Finished {
     /// Binary CID of the pinned logs (empty when none).
     #[serde(with = "hex::serde")]
     pub logs: Vec<u8>,
-    /// Billable GPU-seconds (0 for a failed run).
+    /// Billable GPU-seconds, [`attested_gpu_seconds`] of the report's
+    /// [`JobReport::billable_gpu_ms`] (0 when this node failed to deliver).
     pub gpu_seconds: u64,
     /// Exit code of this node's container (−1 when unknown).
     pub exit_code: i64,
@@ -87,10 +89,26 @@ pub struct ProviderDetail {
     pub error: Option<String>,
 }
 
-/// The executor job id of `job` at `rank`: 40 hex digits of the job id and the rank (the
-/// executor's 64-character limit; both providers of a test may share one Docker host).
-pub fn executor_job(job: &JobId, rank: u64) -> String {
-    format!("{}-n{rank}", &hex::encode(job.0)[..40])
+/// The executor job id of `job` at `rank` on the node with peer id `node`: 40 hex digits of
+/// the job id, the rank and 8 hex digits of SHA-256 of the peer id
+/// (`<40 hex>-n<rank>-<8 hex>`, within the executor's 64 characters).
+///
+/// The executor names its containers and the overlay its pods after this id, and finds,
+/// adopts and removes them by the label carrying it. Several nodes may share one Docker Engine
+/// (two providers of one job, or nodes of two chains whose job ids coincide — fresh devnets
+/// seeded alike): were the id the same on two nodes, the second's pod or container name
+/// conflicted (its set-up failed after it was assigned, and it attested 0 GPU-seconds) and one
+/// node's clean-up force-removed the other's running containers (whose run then failed and was
+/// paid 0). The node's own peer id in the id keeps every node's objects apart; it is stable
+/// across restarts (the key lives in the data dir), and the dispatch intent records the id.
+pub fn executor_job(job: &JobId, rank: u64, node: &PeerId) -> String {
+    use sha2::{Digest, Sha256};
+    let tag = Sha256::digest(node.to_bytes());
+    format!(
+        "{}-n{rank}-{}",
+        &hex::encode(job.0)[..40],
+        hex::encode(&tag[..4])
+    )
 }
 
 /// Creates the `Reserved` record when this node accepted a request.
@@ -320,13 +338,17 @@ async fn step<S: Kv + 'static, E: Executor + 'static>(
         }
         ProviderState::Assigned => {
             let Some(v) = &view else { return Ok(()) };
-            dispatch(ctx, side, &r, &v.spec).await
+            dispatch(ctx, side, &r, v).await
         }
         ProviderState::Preparing | ProviderState::Running => {
             watch(ctx, side, &r, view.as_ref()).await
         }
         ProviderState::Finished => attest(ctx, side, &r).await,
-        ProviderState::Attested => settle_if_abandoned(ctx, &r, view.as_ref()).await,
+        ProviderState::Attested => {
+            let now = ctx.now();
+            let attempt = settle_if_abandoned(ctx, &r, view.as_ref());
+            super::retry::governed(&ctx.retries, &job, TxKind::Settle, now, attempt).await
+        }
         _ => Ok(()),
     }
 }
@@ -375,7 +397,7 @@ async fn plan_for<S: Kv, E: Executor>(
             },
         })
         .collect();
-    let exec_id = crate::executor::JobId::new(executor_job(&r.job_id, index))?;
+    let exec_id = crate::executor::JobId::new(executor_job(&r.job_id, index, &side.peer_id))?;
     Ok(
         JobPlan::from_ensemble(exec_id, &spec, world, vec![index as u32])
             .map_err(|e| format!("cannot plan the job: {e}")),
@@ -386,16 +408,27 @@ async fn dispatch<S: Kv + 'static, E: Executor + 'static>(
     ctx: &Arc<Ctx<S, E>>,
     side: &ProviderSide<E>,
     r: &ProviderRecord,
-    spec_cid: &[u8],
+    view: &ganglion_indexer::JobView,
 ) -> Result<(), EngineError> {
     let job = r.job_id;
     let Some(index) = r.detail.index else {
         return fail(ctx, r, "assigned without an index".into());
     };
-    let plan = match plan_for(ctx, side, r, index, spec_cid).await? {
+    let mut plan = match plan_for(ctx, side, r, index, &view.spec).await? {
         Ok(p) => p,
         Err(why) => return fail(ctx, r, why),
     };
+    // Before any container: terms no run can meet are refused, and the run is cut to end
+    // before the deadline (DESIGN §3.1 G3: the provider stops in time and attests what ran).
+    let limit_s = match admitted_run_s(view, plan.max_duration_s, ctx.now()) {
+        Ok(s) => s,
+        Err(why) => return refuse(ctx, r, why),
+    };
+    if limit_s < plan.max_duration_s {
+        tracing::info!(job = %job, max_duration_s = plan.max_duration_s, limit_s,
+            "the run is cut to stop before the deadline");
+        plan.max_duration_s = limit_s;
+    }
     // Written before the executor sees the job: a restart finds it and never starts a second.
     let intent = ctx.store.record_dispatch::<ProviderRole>(
         &job,
@@ -406,6 +439,60 @@ async fn dispatch<S: Kv + 'static, E: Executor + 'static>(
     )?;
     apply(ctx, &job, ProviderEvent::Dispatched)?;
     spawn_run(ctx, side, r, index, intent.executor_job, plan);
+    Ok(())
+}
+
+/// How long this node's share of `view` may run when started at `now_ms` (POSIX ms):
+/// `max_duration_s` cut to end [`terms::SETTLE_MARGIN_MS`] before the deadline.
+///
+/// # Errors
+/// The refusal, as recorded and logged: the escrow's budget cannot pay every assignment at its
+/// rate for `max_duration_s` ([`terms::TermsError::BudgetBelowWindow`]), or no time is left
+/// before the deadline ([`terms::TermsError::DurationPastDeadline`]).
+fn admitted_run_s(
+    view: &ganglion_indexer::JobView,
+    max_duration_s: u64,
+    now_ms: u64,
+) -> Result<u64, String> {
+    terms::check_assigned(
+        view.budget,
+        view.assignments.iter().map(|a| (a.gpus, a.rate)),
+        max_duration_s,
+    )
+    .map_err(|e| format!("refused the terms: {e}"))?;
+    match terms::run_limit_s(max_duration_s, view.deadline_ms, now_ms) {
+        0 => Err(format!(
+            "refused the terms: {}",
+            terms::TermsError::DurationPastDeadline {
+                max_duration_s,
+                left_ms: view.deadline_ms.saturating_sub(now_ms),
+                margin_ms: terms::SETTLE_MARGIN_MS,
+            }
+        )),
+        s => Ok(s),
+    }
+}
+
+/// Refuses an assignment before any container exists: records why and goes straight to
+/// `Finished` with nothing run (0 GPU-seconds, exit code −1), so the attestation says so and
+/// this provider is no defaulter (an assigned provider that never attests is slashed).
+fn refuse<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    r: &ProviderRecord,
+    why: String,
+) -> Result<(), EngineError> {
+    tracing::warn!(job = %r.job_id, %why, "assignment refused; attesting that nothing ran");
+    let mut d = r.detail.clone();
+    d.error = Some(why);
+    d.finished = Some(Finished {
+        result: vec![],
+        logs: vec![],
+        gpu_seconds: 0,
+        exit_code: -1,
+    });
+    ctx.store.set_detail::<ProviderRole>(&r.job_id, d)?;
+    apply(ctx, &r.job_id, ProviderEvent::Dispatched)?;
+    apply(ctx, &r.job_id, ProviderEvent::Exited)?;
     Ok(())
 }
 
@@ -470,7 +557,28 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
     });
 }
 
-fn finished_of(report: &JobReport, index: u64) -> Finished {
+/// The whole GPU-seconds an attestation claims for `gpu_ms` measured GPU-milliseconds: the
+/// nearest whole second (half up), and at least one for any GPU time at all.
+///
+/// The escrow counts whole `gpu_seconds` (`pay = ⌊gpu_seconds × rate / 3600⌋`, validator
+/// `attested_pay`), so equal work can only be paid equally up to that unit. Flooring paid two
+/// ranks of the same job 4 and 5 s when their containers ran 4.98 and 5.01 s (start skew
+/// between providers), and a rank under a second 0: the nearest second has no bias, pays
+/// ranks whose times differ by less than the skew the same unless they straddle a half
+/// second, and never pays work 0. What remains until the claim is in milliseconds (DESIGN
+/// §3.1 G1, a validator change): two ranks can still differ by one second of pay, and a claim
+/// is at most 0.5 s (a sub-second rank: under 1 s) above the measured time.
+pub fn attested_gpu_seconds(gpu_ms: u64) -> u64 {
+    if gpu_ms == 0 {
+        return 0;
+    }
+    (gpu_ms.saturating_add(500) / 1000).max(1)
+}
+
+/// What `report` attests for node rank `index`, the GPU-seconds at most `cap_gpu_seconds`
+/// (the rank's GPUs × its run limit: the engine's times may overrun the kill at the limit by
+/// its latency, and the budget was checked against the limit).
+fn finished_of(report: &JobReport, index: u64, cap_gpu_seconds: u64) -> Finished {
     let rank = report
         .ranks
         .iter()
@@ -483,7 +591,7 @@ fn finished_of(report: &JobReport, index: u64) -> Finished {
     Finished {
         result: cid_bytes(rank.and_then(|r| r.outputs.as_ref())),
         logs: cid_bytes(rank.and_then(|r| r.logs.as_ref())),
-        gpu_seconds: report.billable_gpu_seconds().floor() as u64,
+        gpu_seconds: attested_gpu_seconds(report.billable_gpu_ms()).min(cap_gpu_seconds),
         exit_code: rank.and_then(|r| r.exit_code).unwrap_or(-1),
     }
 }
@@ -524,8 +632,13 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
             let Some(report) = rec.report else {
                 return Ok(());
             };
+            let gpus = rec
+                .plan
+                .slot(u32::try_from(index).unwrap_or(u32::MAX))
+                .map_or(0, |s| s.gpus.len() as u64);
+            let cap = gpus.saturating_mul(rec.plan.max_duration_s);
             let mut det = r.detail.clone();
-            det.finished = Some(finished_of(&report, index));
+            det.finished = Some(finished_of(&report, index, cap));
             ctx.store.set_detail::<ProviderRole>(&r.job_id, det)?;
             apply(ctx, &r.job_id, ProviderEvent::Exited)?;
             Ok(())
@@ -701,12 +814,136 @@ mod tests {
     }
 
     #[test]
-    fn executor_job_ids_are_valid_and_distinct_per_rank() {
+    fn equal_work_is_attested_equally_and_no_work_is_attested_as_zero() {
+        // The demo's two ranks of one job: 4.98 s and 5.01 s (start skew). Flooring attested
+        // 4 and 5 s, paid 4000 and 5000 at 3 600 000 per GPU-hour.
+        assert_eq!(attested_gpu_seconds(4_980), attested_gpu_seconds(5_010));
+        assert_eq!(attested_gpu_seconds(4_980), 5);
+        // A rank under a second is paid a second, not 0; no GPU time is never paid.
+        assert_eq!(attested_gpu_seconds(1), 1);
+        assert_eq!(attested_gpu_seconds(400), 1);
+        assert_eq!(attested_gpu_seconds(0), 0);
+        // The nearest second, half up: never more than 0.5 s over the measurement above 1 s.
+        assert_eq!(attested_gpu_seconds(1_499), 1);
+        assert_eq!(attested_gpu_seconds(1_500), 2);
+        assert_eq!(attested_gpu_seconds(u64::MAX), u64::MAX / 1000);
+    }
+
+    fn report(outcome: crate::executor::Outcome, run_seconds: f64) -> JobReport {
+        use crate::executor::report::{RankReport, Timings, Usage};
+        JobReport {
+            job: crate::executor::JobId::new("attest").expect("valid"),
+            outcome,
+            image: None,
+            ranks: vec![RankReport {
+                node_rank: 1,
+                container_id: "c".into(),
+                exit_code: Some(1),
+                oom_killed: false,
+                gpus: 1,
+                run_seconds,
+                gpu_seconds: run_seconds,
+                usage: Usage::default(),
+                logs: None,
+                outputs: None,
+            }],
+            timings: Timings::default(),
+            adopted: false,
+        }
+    }
+
+    #[test]
+    fn a_rank_that_exits_non_zero_after_its_work_attests_the_gpu_time_it_ran() {
+        use crate::executor::{FailureReason, Outcome};
+        // Torch's gloo teardown: the checksum printed, then exit 1. Was attested as 0 GPU-s.
+        let gloo = report(
+            Outcome::Failed {
+                reason: FailureReason::NonZeroExit {
+                    node_rank: 1,
+                    exit_code: 1,
+                },
+            },
+            2.9,
+        );
+        let f = finished_of(&gloo, 1, 120);
+        assert_eq!((f.gpu_seconds, f.exit_code), (3, 1));
+        // The node's own failure to deliver (outputs not pinned) bills nothing.
+        let lost = report(
+            Outcome::Failed {
+                reason: FailureReason::Storage {
+                    detail: "store full".into(),
+                },
+            },
+            2.9,
+        );
+        assert_eq!(finished_of(&lost, 1, 120).gpu_seconds, 0);
+        // Never more than the rank's GPUs × its run limit (the kill's latency overruns it).
+        assert_eq!(finished_of(&gloo, 1, 2).gpu_seconds, 2);
+    }
+
+    fn assigned(budget: u64, deadline_ms: u64) -> ganglion_indexer::JobView {
+        let a = |p: u8| Assignment {
+            provider: [p; 28],
+            attest_key: [p; 32],
+            gpus: 2,
+            rate: 3_600_000,
+        };
+        ganglion_indexer::JobView {
+            job_id: JobId([3; 32]),
+            orchestrator: [9; 28],
+            spec: vec![],
+            gpus: 4,
+            budget,
+            deadline_ms,
+            status: JobStatus::Assigned,
+            assignments: vec![a(1), a(2)],
+            payments: vec![],
+            history: vec![],
+        }
+    }
+
+    #[test]
+    fn an_assignment_whose_budget_cannot_pay_the_run_is_refused_before_any_container() {
+        // The job: 4 GPUs, budget 1 base unit, a 200 s run.
+        let why = admitted_run_s(&assigned(1, 10_000_000), 200, 0).expect_err("refused");
+        assert!(why.contains("budget_ntx 1 cannot pay 4 GPU(s)"), "{why}");
+        assert!(why.contains("800000"), "{why}");
+        // Paid in full: runs for its whole duration.
+        assert_eq!(
+            admitted_run_s(&assigned(800_000, 10_000_000), 200, 0),
+            Ok(200)
+        );
+    }
+
+    #[test]
+    fn a_run_that_would_outlive_the_deadline_is_cut_to_stop_before_it() {
+        // The job: deadline 150 s ahead, a 200 s command: stopped 10 s before it.
+        let now = 1_000_000;
+        let v = assigned(u64::MAX, now + 150_000);
+        assert_eq!(
+            admitted_run_s(&v, 200, now),
+            Ok(150 - terms::SETTLE_MARGIN_MS / 1000)
+        );
+        // No time left at all: refused, nothing started.
+        let why = admitted_run_s(&v, 200, now + 145_000).expect_err("too late");
+        assert!(why.contains("does not fit before the deadline"), "{why}");
+    }
+
+    #[test]
+    fn executor_job_ids_are_valid_and_distinct_per_rank_and_per_node() {
         let job = JobId([0xab; 32]);
-        let a = executor_job(&job, 0);
-        let b = executor_job(&job, 1);
+        let node = PeerId::random();
+        let a = executor_job(&job, 0, &node);
+        let b = executor_job(&job, 1, &node);
         assert_ne!(a, b);
-        for id in [a, b] {
+        // The same chain job id and rank on two nodes of one Docker Engine (two devnets seeded
+        // alike): distinct ids, hence distinct container and pod names and labels. With the id
+        // of the job and rank alone the second node's pod name conflicted and it attested 0.
+        let other = executor_job(&job, 0, &PeerId::random());
+        assert_ne!(a, other);
+        assert_eq!(a, executor_job(&job, 0, &node), "stable for one node");
+        assert!(a.starts_with(&hex::encode(job.0)[..40]), "{a}");
+        for id in [a, b, other] {
             crate::executor::JobId::new(id).expect("a valid executor job id");
         }
     }

@@ -264,6 +264,56 @@ impl Network {
     }
 }
 
+/// Each provider's executor outcome of job `id` as its `report.json` says (`outcome`, reason,
+/// exit codes), printed by the tests that settle so a run's log shows how each rank ended.
+fn outcomes(providers: &[(DevnetNode, u32)], id: &str) -> Vec<String> {
+    use ganglion_node::demo::torch;
+    let mut out = Vec::new();
+    for (node, seed) in providers {
+        for dir in torch::artifact_dirs(&node.data_dir, id) {
+            let report: serde_json::Value = std::fs::read(dir.join("report.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default();
+            let exits: Vec<_> = report["ranks"]
+                .as_array()
+                .map(|r| r.iter().map(|r| r["exit_code"].clone()).collect())
+                .unwrap_or_default();
+            out.push(format!(
+                "provider {seed}: outcome {} {} exit codes {exits:?} adopted {}",
+                report["outcome"], report["reason"], report["adopted"]
+            ));
+        }
+    }
+    out
+}
+
+/// What each provider's node kept of job `id` (the executor's `report.json` per rank and the
+/// node log's job lines), for the message of a failed payment assertion.
+fn unpaid_evidence(providers: &[(DevnetNode, u32)], id: &str) -> String {
+    use ganglion_node::demo::torch;
+    let mut out = String::new();
+    for (node, seed) in providers {
+        for dir in torch::artifact_dirs(&node.data_dir, id) {
+            let report = std::fs::read_to_string(dir.join("report.json")).unwrap_or_default();
+            out.push_str(&format!(
+                "--- provider {seed} {}:\n{report}\n",
+                dir.display()
+            ));
+        }
+        let log = std::fs::read_to_string(node.data_dir.with_extension("log")).unwrap_or_default();
+        out.push_str(&format!("--- provider {seed} log (job lines):\n"));
+        for line in log
+            .lines()
+            .filter(|l| l.contains("executor") || l.contains("provider") || l.contains("adopt"))
+        {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 /// Names of the containers created on this Docker host since `since` (POSIX s) whose name
 /// starts with `prefix`, one entry per `create` event (Docker's event log, via the CLI).
 fn containers_created(since: u64, prefix: &str) -> Vec<String> {
@@ -326,6 +376,7 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
     let t0 = std::time::Instant::now();
     let id = net.submit(2).await;
     let done = net.settled(&id).await;
+    eprintln!("rank outcomes: {:?}", outcomes(&net.providers, &id));
     eprintln!(
         "job_submit → settled: {:?} (probe sleeps 2 s)",
         t0.elapsed()
@@ -338,7 +389,8 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
     for ((after, before), (_, seed)) in net.ntx().into_iter().zip(before).zip(&net.providers) {
         assert!(
             after > before,
-            "provider {seed} was not paid: {before} → {after}"
+            "provider {seed} was not paid: {before} → {after}\n{}",
+            unpaid_evidence(&net.providers, &id)
         );
     }
 
@@ -549,6 +601,7 @@ async fn a_provider_killed_mid_run_restarts_on_its_data_dir_and_the_job_settles_
     );
 
     let done = net.settled(&id).await;
+    eprintln!("rank outcomes: {:?}", outcomes(&net.providers, &id));
     assert_eq!(
         done.txs.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
         ["lock", "assign", "settle"]
@@ -556,7 +609,8 @@ async fn a_provider_killed_mid_run_restarts_on_its_data_dir_and_the_job_settles_
     for ((after, before), (_, seed)) in net.ntx().into_iter().zip(before).zip(&net.providers) {
         assert!(
             after > before,
-            "provider {seed} was not paid: {before} → {after}"
+            "provider {seed} was not paid: {before} → {after}\n{}",
+            unpaid_evidence(&net.providers, &id)
         );
     }
     // Workload containers and (as root) overlay sandboxes: one each per rank, none twice.
@@ -615,6 +669,7 @@ async fn two_provider_processes_train_ddp_over_the_overlay_and_settle() {
     let t0 = std::time::Instant::now();
     let id = net.submit_spec(&spec).await;
     let done = net.settled(&id).await;
+    eprintln!("rank outcomes: {:?}", outcomes(&net.providers, &id));
     eprintln!("torch DDP 1+1: job_submit → settled in {:?}", t0.elapsed());
     assert_eq!(
         done.txs.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
@@ -623,7 +678,8 @@ async fn two_provider_processes_train_ddp_over_the_overlay_and_settle() {
     for ((after, before), (_, seed)) in net.ntx().into_iter().zip(before).zip(&net.providers) {
         assert!(
             after > before,
-            "provider {seed} was not paid: {before} → {after}"
+            "provider {seed} was not paid: {before} → {after}\n{}",
+            unpaid_evidence(&net.providers, &id)
         );
     }
     // Each provider kept its rank's log; every rank printed the same checksum.

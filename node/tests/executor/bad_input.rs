@@ -1,4 +1,6 @@
-//! Each bad input fails the job cleanly: the reason recorded, nothing billable, no leftovers.
+//! Each bad input fails the job cleanly: the reason recorded, no leftovers; nothing billable
+//! where the node failed to deliver, the measured GPU time where the workload itself failed
+//! (`FailureReason::is_workload_outcome`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -26,7 +28,18 @@ async fn run_failing(exec: &Exec, plan: JobPlan) -> (JobReport, Duration) {
         "must fail: {:?}",
         report.outcome
     );
-    assert_eq!(report.billable_gpu_seconds(), 0.0, "nothing paid");
+    let measured: f64 = report.ranks.iter().map(|r| r.gpu_seconds).sum();
+    if report
+        .failure()
+        .is_some_and(FailureReason::is_workload_outcome)
+    {
+        assert!(
+            (report.billable_gpu_seconds() - measured).abs() < 1e-9,
+            "the GPU time given to the workload is owed: {report:?}"
+        );
+    } else {
+        assert_eq!(report.billable_gpu_seconds(), 0.0, "nothing paid");
+    }
     let record = exec.record(&job).expect("table").expect("record");
     assert_eq!(record.phase, Phase::Failed);
     // Floats may differ in the last bit after the JSON round trip: compare what matters.
@@ -137,6 +150,10 @@ async fn a_container_that_never_finishes_is_killed_at_the_wall_clock_limit() {
     assert_eq!(
         report.failure(),
         Some(&FailureReason::WallClockExceeded { limit_s: 2 })
+    );
+    assert!(
+        report.billable_gpu_seconds() >= 2.0,
+        "the GPUs were held up to the limit: owed, not 0: {report:?}"
     );
     assert!(
         took >= Duration::from_secs(2) && took < Duration::from_secs(20),

@@ -14,3 +14,4 @@ mod rematch;
 mod restart;
 mod rpc;
 mod settle;
+mod terms;

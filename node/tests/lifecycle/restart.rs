@@ -76,7 +76,15 @@ async fn restarts_neither_double_submit_nor_double_dispatch() {
         .await;
         let index = rec.detail.index.expect("index");
         let exec = p.executor.as_ref().expect("executor");
-        let id = ganglion_node::executor::JobId::new(executor_job(&job, index)).expect("id");
+        let peer = p
+            .addr
+            .iter()
+            .find_map(|x| match x {
+                libp2p::multiaddr::Protocol::P2p(id) => Some(id),
+                _ => None,
+            })
+            .expect("the node's address names its peer id");
+        let id = ganglion_node::executor::JobId::new(executor_job(&job, index, &peer)).expect("id");
         assert_eq!(
             rec.dispatch.as_ref().map(|d| d.executor_job.as_str()),
             Some(id.as_str())

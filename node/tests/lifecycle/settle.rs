@@ -97,7 +97,7 @@ async fn a_job_across_two_providers_settles_and_pays_by_the_escrow_rule() {
             .find(|x| x.provider_index == i as u64)
             .expect("attested");
         // The attested GPU-seconds are the executor's measurement (engine StartedAt →
-        // FinishedAt), rounded down: never more than was used.
+        // FinishedAt) in milliseconds, to the nearest whole second (the escrow's unit).
         let table = node
             .executor
             .as_ref()
@@ -109,7 +109,11 @@ async fn a_job_across_two_providers_settles_and_pays_by_the_escrow_rule() {
         let report = table[0].report.as_ref().expect("finished");
         assert_eq!(
             att.gpu_seconds,
-            report.billable_gpu_seconds().floor() as u64
+            ganglion_node::job::provider::attested_gpu_seconds(report.billable_gpu_ms())
+        );
+        assert!(
+            att.gpu_seconds.abs_diff(report.billable_gpu_ms() / 1000) <= 1,
+            "within a second of the measurement: {report:?}"
         );
         assert!(
             report.billable_gpu_seconds() >= 1.9,

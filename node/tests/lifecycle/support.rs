@@ -694,14 +694,19 @@ pub async fn provider_with(
 }
 
 /// A two-GPU probe job, one GPU per node on at most two nodes: writes 4 KiB of outputs, sleeps
-/// `sleep_s` seconds. Deadline `deadline_in_ms` from now.
+/// `sleep_s` seconds. Deadline `deadline_in_ms` from now; `max_duration_s` 120 s, or what
+/// fits before the deadline (the engine refuses a run that cannot end before it,
+/// `ganglion_node::job::terms`).
 pub fn probe_spec(sleep_s: u32, deadline_in_ms: u64) -> Ensemble {
+    let fits_s =
+        deadline_in_ms.saturating_sub(ganglion_node::job::terms::SETTLE_MARGIN_MS + 1_000) / 1000;
+    let max_duration_s = fits_s.min(120);
     let json = serde_json::json!({
         "image": { "local": probe_image() },
         "command": ["write", "result.bin", "4096", "echo", "probe done", "sleep", sleep_s.to_string()],
         "gpus": { "count": 2 },
         "placement": { "min_gpus_per_node": 1, "max_gpus_per_node": 1, "max_nodes": 2 },
-        "limits": { "max_duration_s": 120, "max_rate_ntx_per_gpu_hour": RATE },
+        "limits": { "max_duration_s": max_duration_s, "max_rate_ntx_per_gpu_hour": RATE },
         "budget_ntx": 1_000_000,
         "deadline_ms": p2p::now_ms() + deadline_in_ms,
     });

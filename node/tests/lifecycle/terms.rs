@@ -1,0 +1,68 @@
+//! Terms no run can meet are refused before anything is locked or started (issue 17, point 9):
+//! a budget of 1 base unit for the probe's two GPUs, and a 200 s run with the deadline 150 s
+//! ahead. Nothing reaches the chain: the orchestrator's NTX and ADA are untouched and its job
+//! store is empty.
+
+use ganglion_node::job::EngineError;
+use ganglion_node::job::engine::OrchestratorRole;
+use ganglion_node::job::terms::{SETTLE_MARGIN_MS, TermsError};
+
+use crate::support::{self, Chain, RATE};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn impossible_terms_are_refused_before_the_lock() {
+    let chain = Chain::start().await;
+    let orch = support::orchestrator(&chain, 0, &chain.dir.path().join("orch")).await;
+    let ntx = chain.ntx_of(&orch.key_hash);
+
+    let mut poor = support::probe_spec(1, 600_000);
+    poor.budget_ntx = 1;
+    let err = orch.engine.submit(&poor).await.expect_err("budget refused");
+    match &err {
+        EngineError::Terms(TermsError::BudgetBelowWindow {
+            budget: 1,
+            gpus: 2,
+            max_rate,
+            max_duration_s,
+            needed,
+        }) => {
+            assert_eq!(*max_rate, RATE);
+            assert_eq!(
+                *needed,
+                ganglion_contracts::build::pay_for(2 * max_duration_s, RATE)
+            );
+        }
+        other => panic!("{other}"),
+    }
+
+    let mut late = support::probe_spec(200, 150_000);
+    late.limits.max_duration_s = 200;
+    let err = orch
+        .engine
+        .submit(&late)
+        .await
+        .expect_err("deadline refused");
+    match &err {
+        EngineError::Terms(TermsError::DurationPastDeadline {
+            max_duration_s: 200,
+            left_ms,
+            margin_ms,
+        }) => {
+            assert!(*left_ms <= 150_000 && *left_ms > 140_000, "{left_ms}");
+            assert_eq!(*margin_ms, SETTLE_MARGIN_MS);
+        }
+        other => panic!("{other}"),
+    }
+
+    assert_eq!(chain.ntx_of(&orch.key_hash), ntx, "nothing locked");
+    assert!(
+        orch.engine
+            .store()
+            .all::<OrchestratorRole>()
+            .expect("store")
+            .is_empty(),
+        "no job recorded"
+    );
+    orch.cancel.cancel();
+    orch.engine.shutdown().await;
+}
