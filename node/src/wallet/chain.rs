@@ -14,6 +14,7 @@ use pallas_network::miniprotocols::localstate::queries_v16::{
 use pallas_traverse::{Era, MultiEraOutput};
 
 use crate::settings::N2cEndpoint;
+use crate::wallet::rejection::{self, SubmitFailure};
 
 /// Era index of Conway in local-state block queries.
 const CONWAY_QUERY_ERA: u16 = 6;
@@ -39,9 +40,10 @@ pub enum Error {
         /// Why.
         reason: String,
     },
-    /// The node rejected a transaction (the ledger rule and message).
+    /// The node rejected a transaction (decoded: a real cardano-node's Conway ledger
+    /// failures or the devnet's rule and message) or the submission failed.
     #[error("transaction rejected: {0}")]
-    Submit(#[source] ClientError),
+    Submit(#[source] SubmitFailure),
 }
 
 /// One N2C connection.
@@ -164,7 +166,10 @@ impl ChainClient {
     /// # Errors
     /// [`Error::Submit`] with the node's reason.
     pub async fn submit(&mut self, tx: &[u8]) -> Result<(), Error> {
-        self.client.submit(tx).await.map_err(Error::Submit)
+        self.client
+            .submit(tx)
+            .await
+            .map_err(|e| Error::Submit(rejection::from_client(e)))
     }
 
     /// Closes the connection.

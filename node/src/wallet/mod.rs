@@ -10,6 +10,7 @@
 pub mod chain;
 pub mod key;
 pub mod payment;
+pub mod rejection;
 pub mod service;
 
 pub use chain::ChainClient;

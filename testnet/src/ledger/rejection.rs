@@ -283,7 +283,8 @@ pub enum Rejection {
         /// Protocol maximum.
         max: ExUnits,
     },
-    /// Redeemers, datums or scripts do not fit together (missing/extra redeemer, missing datum…).
+    /// The evaluator could not collect the scripts' inputs (e.g. a datum or cost model it
+    /// cannot find); redeemer and datum mismatches are caught before, under their own rules.
     #[error("cannot run scripts: {reason}")]
     CollectErrors {
         /// The evaluator's explanation.
