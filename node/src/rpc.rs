@@ -11,7 +11,8 @@ use ganglion_rpc::jsonrpsee::types::ErrorObjectOwned;
 use ganglion_rpc::jsonrpsee::{Extensions, RpcModule};
 use ganglion_rpc::server::Running;
 use ganglion_rpc::types::{
-    Balance, GpuReport, JobStatus, JobSubmitted, JobTransition, JobTx, NodeInfo, Sent, Tip,
+    AmountParam, Balance, GpuReport, JobStatus, JobSubmitted, JobTransition, JobTx, NodeInfo, Sent,
+    Tip,
 };
 
 use crate::datadir::DataDir;
@@ -248,8 +249,8 @@ impl WalletApiServer for Api {
     async fn balance(&self) -> RpcResult<Balance> {
         let b = self.wallet()?.balance().await.map_err(|e| to_rpc(&e))?;
         Ok(Balance {
-            lovelace: b.lovelace,
-            assets: b.assets,
+            lovelace: b.lovelace.into(),
+            assets: b.assets.into_iter().map(|(k, q)| (k, q.into())).collect(),
             utxos: b.utxos,
         })
     }
@@ -258,18 +259,23 @@ impl WalletApiServer for Api {
         &self,
         ext: &Extensions,
         to: String,
-        lovelace: u64,
-        ntx: Option<u64>,
+        lovelace: AmountParam,
+        ntx: Option<AmountParam>,
     ) -> RpcResult<Sent> {
         ganglion_rpc::auth::require(ext)?;
+        let lovelace = lovelace.parse("lovelace")?.get();
+        let ntx = match ntx {
+            Some(n) => n.parse("ntx")?.get(),
+            None => 0,
+        };
         let p = self
             .wallet()?
-            .send(&to, lovelace, ntx.unwrap_or(0))
+            .send(&to, lovelace, ntx)
             .await
             .map_err(|e| to_rpc(&e))?;
         Ok(Sent {
             tx_id: p.tx_id,
-            fee: p.fee,
+            fee: p.fee.into(),
         })
     }
 }
@@ -386,5 +392,41 @@ impl JobApiServer for Api {
             .into_iter()
             .find(|s| s.role == "orchestrator")
             .ok_or_else(|| error(error::JOB, "the job has no orchestrator record"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ganglion_contracts::tx::{Output, Value, encode_output};
+    use ganglion_rpc::types::{Amount, AmountParam};
+
+    /// `shared/fixtures/field/README.md`, "Amounts over JSON-RPC": the largest output amount,
+    /// 2^64 − 1, sent as a decimal string, reaches the CBOR of an output unrounded (coin and an
+    /// asset quantity) and comes back out as the same string; one more is refused by name.
+    #[test]
+    fn the_largest_amount_round_trips_from_json_into_output_cbor_and_back() {
+        let p: AmountParam = serde_json::from_str("\"18446744073709551615\"").expect("json");
+        let a = p.parse("lovelace").expect("an amount");
+        let mut address = vec![0x60];
+        address.extend_from_slice(&[7u8; 28]);
+        let out = Output::new(
+            address,
+            Value::lovelace(a.get()).with([9u8; 28], b"NTX", a.get()),
+        );
+        let cbor = encode_output(&out).expect("cbor");
+        let decoded = pallas_traverse::MultiEraOutput::decode(pallas_traverse::Era::Conway, &cbor)
+            .expect("decodes");
+        let back = Output::from_chain(&decoded);
+        assert_eq!(back.value.lovelace, u64::MAX);
+        assert_eq!(back.value.quantity(&[9u8; 28], b"NTX"), u64::MAX);
+        assert_eq!(
+            serde_json::to_value(Amount::from(back.value.lovelace)).expect("json"),
+            serde_json::json!("18446744073709551615")
+        );
+
+        let over: AmountParam = serde_json::from_str("\"18446744073709551616\"").expect("json");
+        let e = over.parse("lovelace").expect_err("refused");
+        assert_eq!(e.field, "lovelace");
+        assert_eq!(e.rule, ganglion_rpc::amount::AmountRule::TooLarge);
     }
 }

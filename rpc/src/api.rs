@@ -5,7 +5,7 @@
 use jsonrpsee::core::RpcResult;
 use jsonrpsee::proc_macros::rpc;
 
-use crate::types::{Balance, GpuReport, JobStatus, JobSubmitted, NodeInfo, Sent, Tip};
+use crate::types::{AmountParam, Balance, GpuReport, JobStatus, JobSubmitted, NodeInfo, Sent, Tip};
 
 /// `node_*`: about the node and its chain.
 #[rpc(server, namespace = "node")]
@@ -36,9 +36,18 @@ pub trait WalletApi {
     async fn balance(&self) -> RpcResult<Balance>;
 
     /// Pays `lovelace` (and `ntx` NTX base units, default 0) to `to` and submits
-    /// (mutating: bearer token required). Params as in [`crate::types::SendRequest`].
+    /// (mutating: bearer token required). Params as in [`crate::types::SendRequest`]: the
+    /// amounts are decimal strings or JSON integers, parsed exactly with
+    /// [`crate::amount::AmountParam::parse`]; anything else is
+    /// [`crate::error::INVALID_PARAMS`] naming the parameter
+    /// ([`crate::amount::InvalidAmount`]).
     #[method(name = "send", with_extensions)]
-    async fn send(&self, to: String, lovelace: u64, ntx: Option<u64>) -> RpcResult<Sent>;
+    async fn send(
+        &self,
+        to: String,
+        lovelace: AmountParam,
+        ntx: Option<AmountParam>,
+    ) -> RpcResult<Sent>;
 }
 
 /// `job_*`: jobs this node orchestrates or runs (answered by the node's job engine; without

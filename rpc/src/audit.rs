@@ -3,11 +3,14 @@
 //! offers) and `provider_*` (this node's bond and offers), none of which changes state or
 //! needs the bearer token; and `job_logs` / `job_outputs`, a job's attested artifacts
 //! (`job_outputs` writes files, so it needs the token). Types and traits live together here;
-//! amounts are NTX base units, times POSIX ms, keys and hashes hex.
+//! amounts are NTX base units as [`Amount`]s (decimal strings), times POSIX ms, keys and hashes
+//! hex.
 
 use jsonrpsee::core::RpcResult;
 use jsonrpsee::proc_macros::rpc;
 use serde::{Deserialize, Serialize};
+
+use crate::amount::Amount;
 
 /// One named check of [`AuditReport`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,11 +44,11 @@ pub struct AuditAssignment {
     /// GPUs it ran.
     pub gpus: u64,
     /// NTX per GPU-hour.
-    pub rate: u64,
+    pub rate: Amount,
     /// Its attestation, once settled or expired with one.
     pub attestation: Option<AuditAttestation>,
     /// NTX paid to it by the settle or expire.
-    pub paid: Option<u64>,
+    pub paid: Option<Amount>,
 }
 
 /// An attestation, with the CIDs in their text form.
@@ -86,9 +89,9 @@ pub struct AuditJob {
     /// GPUs asked for.
     pub gpus: u64,
     /// Highest rate accepted, NTX per GPU-hour.
-    pub max_rate: u64,
+    pub max_rate: Amount,
     /// NTX locked.
-    pub budget: u64,
+    pub budget: Amount,
     /// Deadline, POSIX ms.
     pub deadline_ms: u64,
     /// When the assignment started, POSIX ms.
@@ -96,7 +99,7 @@ pub struct AuditJob {
     /// The providers, in assignment order.
     pub assignments: Vec<AuditAssignment>,
     /// NTX returned to the orchestrator by the settle, cancel or expire.
-    pub refund: Option<u64>,
+    pub refund: Option<Amount>,
     /// Every transaction of the job, oldest first.
     pub txs: Vec<AuditTx>,
     /// Blocks on top of the job's latest event.
@@ -117,7 +120,7 @@ pub struct BondInfo {
     /// GPUs the bond backs.
     pub gpus: u64,
     /// NTX staked.
-    pub stake: u64,
+    pub stake: Amount,
     /// GPUs not in assigned jobs (0 for an unbonding bond).
     pub free_gpus: u64,
     /// When unbonding started, POSIX ms; `None` while active.
@@ -134,11 +137,11 @@ pub struct AuditProvider {
     /// Jobs it was assigned, hex ids.
     pub jobs: Vec<String>,
     /// NTX earned from settled and expired jobs.
-    pub earnings: u64,
+    pub earnings: Amount,
     /// Jobs it was assigned and never attested.
     pub defaults: Vec<String>,
     /// NTX slashed from its bonds.
-    pub slashed: u64,
+    pub slashed: Amount,
 }
 
 /// GPUs of one model in an offer.
@@ -166,7 +169,7 @@ pub struct MarketOffer {
     /// GPUs the bond backs.
     pub bond_gpus: u32,
     /// NTX per GPU-hour.
-    pub price_per_gpu_hour: u64,
+    pub price_per_gpu_hour: Amount,
     /// Benchmark score.
     pub score: u32,
     /// Reachable without a relay (declared, or a public address AutoNAT confirmed); the

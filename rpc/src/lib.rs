@@ -8,6 +8,8 @@
 //! - [`api`]: the `node_*`, `wallet_*`, `job_*`, `tx_*` and mutating `provider_*` (unbond,
 //!   withdraw) method traits (`#[rpc(server)]`).
 //! - [`types`]: what the methods take and return (JSON shapes, units).
+//! - [`amount`]: [`amount::Amount`], every lovelace and NTX amount: a decimal string in
+//!   responses, a string or an exact integer in requests, typed "invalid amount" errors.
 //! - [`error`]: JSON-RPC error codes and readable messages.
 //! - [`auth`]: the `Authorization: Bearer <cookie>` check for mutating calls.
 //! - [`server`]: start a server for a set of methods.
@@ -17,6 +19,7 @@
 //! The published API is `docs/openrpc.json`; the node's tests check it against the method
 //! list of the running server.
 
+pub mod amount;
 pub mod api;
 pub mod audit;
 pub mod auth;

@@ -1,8 +1,11 @@
-//! Request and response types. Amounts are integers: lovelace for ADA, base units for NTX.
+//! Request and response types. Amounts are [`Amount`]s: lovelace for ADA, base units for NTX,
+//! written as decimal strings (`"4000000"`), see [`crate::amount`].
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+pub use crate::amount::{Amount, AmountParam, InvalidAmount};
 
 /// `node_info`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,9 +85,9 @@ pub struct Tip {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Balance {
     /// Lovelace.
-    pub lovelace: u64,
-    /// Native assets: `"<policy hex>.<asset name hex>"` → quantity.
-    pub assets: BTreeMap<String, u64>,
+    pub lovelace: Amount,
+    /// Native assets: `"<policy hex>.<asset name hex>"` → quantity (base units).
+    pub assets: BTreeMap<String, Amount>,
     /// Number of UTxOs.
     pub utxos: usize,
 }
@@ -96,10 +99,10 @@ pub struct SendRequest {
     /// Destination address, bech32 or hex, on the node's network.
     pub to: String,
     /// Lovelace to send (at least the output's min-UTxO).
-    pub lovelace: u64,
+    pub lovelace: Amount,
     /// NTX base units to send along; default 0.
     #[serde(default)]
-    pub ntx: u64,
+    pub ntx: Amount,
 }
 
 /// `wallet_send` result.
@@ -108,7 +111,7 @@ pub struct Sent {
     /// Transaction id, hex.
     pub tx_id: String,
     /// Fee paid, lovelace.
-    pub fee: u64,
+    pub fee: Amount,
 }
 
 /// `job_submit` result.
@@ -163,7 +166,7 @@ pub struct UnsignedLock {
     /// Transaction id, hex: blake2b-256 of the body, what the wallet's key signs.
     pub tx_id: String,
     /// Fee, lovelace.
-    pub fee: u64,
+    pub fee: Amount,
     /// First slot at which the transaction is no longer valid.
     pub valid_until_slot: u64,
     /// Payment key hash the escrow names as orchestrator (this node's), hex.

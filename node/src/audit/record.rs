@@ -53,8 +53,8 @@ pub fn job(c: &Confirmed<JobView>) -> AuditJob {
         orchestrator: hex::encode(v.orchestrator),
         spec: cid_text(&v.spec),
         gpus: v.gpus,
-        max_rate: 0,
-        budget: v.budget,
+        max_rate: Default::default(),
+        budget: v.budget.into(),
         deadline_ms: v.deadline_ms,
         started_at_ms: None,
         assignments: Vec::new(),
@@ -65,7 +65,7 @@ pub fn job(c: &Confirmed<JobView>) -> AuditJob {
     for r in &v.history {
         let kind = match &r.event {
             Event::JobLocked { max_rate, .. } => {
-                out.max_rate = *max_rate;
+                out.max_rate = (*max_rate).into();
                 "lock"
             }
             Event::JobAssigned {
@@ -80,7 +80,7 @@ pub fn job(c: &Confirmed<JobView>) -> AuditJob {
                         provider: hex::encode(a.provider),
                         attest_key: hex::encode(a.attest_key),
                         gpus: a.gpus,
-                        rate: a.rate,
+                        rate: a.rate.into(),
                         attestation: None,
                         paid: None,
                     })
@@ -99,7 +99,7 @@ pub fn job(c: &Confirmed<JobView>) -> AuditJob {
                 refund,
                 ..
             } => {
-                out.refund = Some(*refund);
+                out.refund = Some((*refund).into());
                 for (k, att) in attestations.iter().enumerate() {
                     let slot = usize::try_from(att.provider_index)
                         .ok()
@@ -111,7 +111,7 @@ pub fn job(c: &Confirmed<JobView>) -> AuditJob {
                             gpu_seconds: att.gpu_seconds,
                             exit_code: att.exit_code,
                         });
-                        a.paid = payments.get(k).map(|p| p.ntx);
+                        a.paid = payments.get(k).map(|p| p.ntx.into());
                     }
                 }
                 if matches!(r.event, Event::JobSettled { .. }) {
@@ -121,7 +121,7 @@ pub fn job(c: &Confirmed<JobView>) -> AuditJob {
                 }
             }
             Event::JobCancelled { refund, .. } => {
-                out.refund = Some(*refund);
+                out.refund = Some((*refund).into());
                 "cancel"
             }
             Event::BondSlashed { .. } => "slash",
@@ -161,7 +161,7 @@ pub fn bonds_of<S: Kv>(
                 attest_key: hex::encode(b.attest_key),
                 peer_id: peer_text(&b.peer_id),
                 gpus: b.gpus,
-                stake: t.ntx,
+                stake: t.ntx.into(),
                 free_gpus: free,
                 unbonding_since_ms: b.unbonding_since_ms,
             });
@@ -218,9 +218,9 @@ pub fn provider<S: Kv>(
         provider: hex::encode(provider),
         bonds: bonds_of(indexer, provider)?,
         jobs: s.jobs.iter().map(|j| hex::encode(j.0)).collect(),
-        earnings: s.earnings,
+        earnings: s.earnings.into(),
         defaults: s.defaults.iter().map(|j| hex::encode(j.0)).collect(),
-        slashed: s.slashed,
+        slashed: s.slashed.into(),
     })
 }
 
@@ -232,7 +232,7 @@ pub fn offer(o: &SignedOffer) -> MarketOffer {
         peer_id: peer_text(&b.peer_id),
         bond: txo_text(&b.bond),
         bond_gpus: b.market.bond_gpus,
-        price_per_gpu_hour: b.market.price_per_gpu_hour,
+        price_per_gpu_hour: b.market.price_per_gpu_hour.into(),
         score: b.market.score,
         direct_capable: b.market.direct_capable,
         gpus: b

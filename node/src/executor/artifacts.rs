@@ -80,9 +80,19 @@ impl JobDirs {
     }
 }
 
-/// Options for every artifact import: CIDv1 with raw leaves, 256 KiB chunks (DESIGN §7).
+/// Options for every artifact import: CIDv1 with raw leaves, 256 KiB chunks, 174 links
+/// (DESIGN §7), and — for the outputs directory — dot entries **taken** (`hidden: true`, Kubo's
+/// `ipfs add -r --hidden`) and symlinks stored as UnixFS `Symlink` nodes (never followed).
+///
+/// The dot-file rule differs from Kubo's `ipfs add -r` default (which leaves them out) on
+/// purpose: the outputs are what the job wrote and what the orchestrator pays for, so none of
+/// it is dropped silently (a `.hydra/` config or a `.done` marker is output too). The options
+/// are recorded with the outputs ([`Artifact::import`]) and documented in `docs/dispatch.md`.
 pub fn import_options() -> ImportOptions {
-    ImportOptions::cid_v1()
+    ImportOptions {
+        hidden: true,
+        ..ImportOptions::cid_v1()
+    }
 }
 
 /// Creates `rank`'s dirs: inputs filled from the blockstore, an empty outputs dir owned by the
@@ -108,6 +118,16 @@ pub async fn prepare_rank<S: Blockstore + 'static>(
     }
     for input in inputs {
         let path = input_dir.join(&input.path);
+        // An earlier input may have been a symlink (inputs can be a previous job's outputs):
+        // never write through one.
+        if let Some(link) = symlink_on_the_way(&input_dir, &path) {
+            return Err(storage(format!(
+                "input {} at {}: {} is a symlink (an earlier input); refusing to write through it",
+                input.cid,
+                input.path.display(),
+                link.display()
+            )));
+        }
         let store = std::sync::Arc::clone(pinner.store());
         let cid = input.cid;
         tokio::task::spawn_blocking(move || materialize(&*store, &cid, &path))
@@ -130,11 +150,27 @@ pub async fn prepare_rank<S: Blockstore + 'static>(
     Ok(())
 }
 
-/// Writes the UnixFS file or directory `cid` from `store` at `path` (directories recursively;
-/// HAMT-sharded directories and symlinks are refused).
+/// The first path from `base` (exclusive) down to `path` (inclusive) that exists as a
+/// symlink, if any.
+fn symlink_on_the_way(base: &Path, path: &Path) -> Option<PathBuf> {
+    let rest = path.strip_prefix(base).ok()?;
+    let mut at = base.to_path_buf();
+    for part in rest.components() {
+        at.push(part);
+        if at.symlink_metadata().is_ok_and(|m| m.is_symlink()) {
+            return Some(at);
+        }
+    }
+    None
+}
+
+/// Writes the UnixFS file, directory or symlink `cid` from `store` at `path` (directories
+/// recursively; HAMT-sharded directories are refused). A `Symlink` node becomes a symlink
+/// with the node's target text, never followed or checked (as `ipfs get` writes it); a
+/// directory naming an entry twice is refused, so nothing is ever written through a link.
 ///
 /// # Errors
-/// Missing blocks, unsupported node types, I/O.
+/// Missing blocks, unsupported node types, duplicate or non-plain entry names, I/O.
 pub fn materialize(
     store: &impl Blockstore,
     cid: &cid::Cid,
@@ -150,7 +186,11 @@ pub fn materialize(
         match node.unixfs_type {
             Some(UnixFsType::Directory) => {
                 std::fs::create_dir_all(path)?;
+                let mut names = std::collections::HashSet::new();
                 for link in node.links {
+                    if !names.insert(link.name.clone()) {
+                        return Err(format!("directory entry {:?} appears twice", link.name).into());
+                    }
                     let name = Path::new(&link.name);
                     let plain = matches!(
                         name.components().collect::<Vec<_>>()[..],
@@ -163,6 +203,15 @@ pub fn materialize(
                     }
                     materialize(store, &link.cid, &path.join(name))?;
                 }
+                return Ok(());
+            }
+            Some(UnixFsType::Symlink) => {
+                let target = String::from_utf8(node.data)
+                    .map_err(|_| format!("{cid}: symlink target is not UTF-8"))?;
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                std::os::unix::fs::symlink(target, path)?;
                 return Ok(());
             }
             Some(UnixFsType::File) | Some(UnixFsType::Raw) | None => {}
@@ -221,21 +270,26 @@ pub async fn pin_log<S: Blockstore + 'static>(
         cid: added.root.to_string(),
         bytes: added.content_bytes,
         car: None,
+        import: None,
     })
 }
 
 /// Pins the outputs dir and writes its CAR with the piece CID.
 ///
+/// Symlinks in the outputs are stored as UnixFS `Symlink` nodes and dot-files are taken
+/// ([`import_options`]); the options are recorded in [`Artifact::import`].
+///
 /// # Errors
-/// [`FailureReason::Storage`] (symlinks or special files in outputs, store full…).
+/// [`FailureReason::Storage`] (devices, FIFOs or sockets in outputs, store full…).
 pub async fn pin_outputs<S: Blockstore + 'static>(
     pinner: &Embedded<S>,
     dir: &Path,
     car_path: &Path,
 ) -> Result<Artifact, FailureReason> {
     let storage = |detail: String| FailureReason::Storage { detail };
+    let options = import_options();
     let added = pinner
-        .add_dir(dir, &import_options())
+        .add_dir(dir, &options)
         .await
         .map_err(|e| storage(format!("pin outputs: {e}")))?;
     let car = tokio::fs::File::create(car_path)
@@ -255,6 +309,7 @@ pub async fn pin_outputs<S: Blockstore + 'static>(
             path: car_path.to_path_buf(),
             deal,
         }),
+        import: Some(options),
     })
 }
 
@@ -303,6 +358,101 @@ mod tests {
             cid::Cid::try_from("bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy")
                 .expect("cid");
         assert!(materialize(&store, &unknown, &out.path().join("missing")).is_err());
+    }
+
+    /// Outputs with a symlink (one dangling) and dot entries: the job does not fail, the CID is
+    /// the one `ipfs add -r --hidden --cid-version=1` gives for the tree, the options are
+    /// recorded, and the tree materializes back with its links as links.
+    #[tokio::test]
+    async fn outputs_with_symlinks_and_dot_files_pin_and_record_their_options() {
+        let work = tempfile::tempdir().expect("tmp");
+        let out = work.path().join("outputs");
+        std::fs::create_dir_all(out.join("ckpt")).expect("mkdir");
+        std::fs::write(out.join("ckpt/step-2.pt"), b"weights").expect("write");
+        std::fs::write(out.join(".done"), b"").expect("write");
+        std::os::unix::fs::symlink("ckpt/step-2.pt", out.join("latest.pt")).expect("symlink");
+        std::os::unix::fs::symlink("/nonexistent/x", out.join("dangling")).expect("symlink");
+        let pinner = Embedded::new(std::sync::Arc::new(MemoryBlockstore::new()));
+
+        let car = work.path().join("rank-0.car");
+        let a = pin_outputs(&pinner, &out, &car).await.expect("pinned");
+        let want = unixfs::import_dir(
+            &out,
+            &ImportOptions {
+                hidden: true,
+                ..ImportOptions::cid_v1()
+            },
+            unixfs::HashOnly::default(),
+        )
+        .expect("import");
+        assert_eq!(a.cid, want.root.to_string());
+        let recorded = a.import.as_ref().expect("options recorded");
+        assert!(recorded.hidden);
+        assert_eq!(recorded, &import_options());
+        // The record survives report.json.
+        let back: Artifact =
+            serde_json::from_str(&serde_json::to_string(&a).expect("json")).expect("parse");
+        assert_eq!(back, a);
+        // Without dot entries the tree has another CID: the rule matters and is the recorded one.
+        let without =
+            unixfs::import_dir(&out, &ImportOptions::cid_v1(), unixfs::HashOnly::default())
+                .expect("import");
+        assert_ne!(without.root, want.root);
+
+        let back_dir = work.path().join("again");
+        materialize(&**pinner.store(), &want.root, &back_dir).expect("materialize");
+        assert_eq!(
+            std::fs::read_link(back_dir.join("latest.pt")).expect("link"),
+            Path::new("ckpt/step-2.pt")
+        );
+        assert_eq!(
+            std::fs::read_link(back_dir.join("dangling")).expect("link"),
+            Path::new("/nonexistent/x")
+        );
+        assert!(back_dir.join(".done").is_file());
+        let again = unixfs::import_dir(&back_dir, &import_options(), unixfs::HashOnly::default())
+            .expect("import");
+        assert_eq!(again.root, want.root);
+    }
+
+    /// An input that is a symlink never lets a later input be written through it.
+    #[tokio::test]
+    async fn a_later_input_is_not_written_through_an_earlier_symlink() {
+        let src = tempfile::tempdir().expect("tmp");
+        let outside = src.path().join("outside");
+        std::fs::create_dir_all(&outside).expect("mkdir");
+        std::os::unix::fs::symlink(&outside, src.path().join("link")).expect("symlink");
+        let store = std::sync::Arc::new(MemoryBlockstore::new());
+        let link = unixfs::import_path(&src.path().join("link"), &import_options(), &*store)
+            .expect("import link")
+            .root;
+        let file = unixfs::import_bytes(b"payload", &import_options(), &*store)
+            .expect("import file")
+            .root;
+        let pinner = Embedded::new(store);
+        let dirs = JobDirs::new(&src.path().join("work"), &JobId::new("job-1").expect("id"));
+        let inputs = [
+            InputFile {
+                cid: link,
+                path: "data".into(),
+            },
+            InputFile {
+                cid: file,
+                path: "data/evil".into(),
+            },
+        ];
+        let e = prepare_rank(&dirs, 0, &inputs, &pinner, &RunAs::ImageDefault)
+            .await
+            .expect_err("refused");
+        assert!(
+            matches!(&e, FailureReason::Storage { detail } if detail.contains("is a symlink")),
+            "{e:?}"
+        );
+        assert!(!outside.join("evil").exists(), "nothing written outside");
+        assert!(
+            std::fs::read_link(dirs.inputs(0).join("data")).is_ok(),
+            "the link itself is an input"
+        );
     }
 
     #[test]

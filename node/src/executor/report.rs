@@ -33,6 +33,12 @@ pub struct Artifact {
     pub bytes: u64,
     /// The CAR v1 export and its piece CID (outputs only).
     pub car: Option<CarArtifact>,
+    /// The import options the outputs' CID was made with (outputs only): CID version, raw
+    /// leaves, chunker, links per node and `hidden` (dot-files taken, `docs/dispatch.md`), so
+    /// anyone can re-import the same tree to the same CID. `None` in reports written before
+    /// it was recorded, and for logs (a single file: `ImportOptions::cid_v1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub import: Option<ganglion_storage::unixfs::ImportOptions>,
 }
 
 /// A CAR file of an artifact and its Filecoin deal record.

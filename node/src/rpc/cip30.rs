@@ -52,7 +52,7 @@ impl JobWalletApiServer for Api {
             job_id: hex::encode(l.job.0),
             tx_cbor_hex: hex::encode(&l.unsigned),
             tx_id: hex::encode(l.tx_id),
-            fee: l.fee,
+            fee: l.fee.into(),
             valid_until_slot: l.valid_until_slot,
             orchestrator: hex::encode(l.orchestrator),
         })

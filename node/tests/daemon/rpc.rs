@@ -83,7 +83,10 @@ async fn every_method_answers_and_bad_params_get_codes() {
         .request("wallet_balance", rpc_params![])
         .await
         .expect("balance");
-    assert_eq!(after.lovelace, before.lovelace - 4_000_000 - sent.fee);
+    assert_eq!(
+        after.lovelace,
+        before.lovelace.get() - 4_000_000 - sent.fee.get()
+    );
 
     // Bad params: wrong types, missing, unparsable address, other network, below min-UTxO.
     let bad = [
@@ -136,6 +139,158 @@ async fn every_method_answers_and_bad_params_get_codes() {
         .await
         .expect("ws call");
     assert_eq!(ws_addr, w.address());
+    running.handle.stop().expect("stop");
+    h.shutdown().await;
+}
+
+/// `shared/fixtures/field/README.md`, "Amounts over JSON-RPC", over a real server and devnet:
+/// every amount in a response is a decimal string; a request's amount may be a string or a bare
+/// integer (by position or by name), parsed exactly; anything else is invalid params naming
+/// the field, and nothing is submitted for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amounts_are_strings_out_and_strings_or_integers_in() {
+    use jsonrpsee::core::params::ObjectParams;
+    use serde_json::{Value, json};
+
+    let t = tempfile::tempdir().expect("tempdir");
+    let h = devnet(t.path()).await;
+    let mut s = settings(&h, &t.path().join("node"));
+    s.apply_env(|k| (k == "GANGLION_RPC_LISTEN").then(|| "127.0.0.1:0".to_string()))
+        .expect("listen");
+    let w = Wallet::create(s.clone(), Some(1)).expect("wallet");
+    let dest = Wallet::create(settings(&h, &t.path().join("dest")), None).expect("dest");
+    let running = rpc::serve(s.clone()).await.expect("serves");
+    let token = DataDir::open(s.data_dir().expect("dir"))
+        .expect("dir")
+        .read_rpc_cookie()
+        .expect("cookie");
+    let c = http(running.addr, Some(&token));
+
+    // Responses: strings, for lovelace and for every asset quantity.
+    let before: Value = c
+        .request("wallet_balance", rpc_params![])
+        .await
+        .expect("balance");
+    assert_eq!(before["lovelace"], json!("1000000000000"), "{before}");
+    let assets = before["assets"].as_object().expect("assets");
+    assert_eq!(assets.len(), 1, "the genesis NTX: {before}");
+    let (ntx_key, ntx_before) = assets.iter().next().expect("NTX");
+    assert_eq!(ntx_before, &json!("1000000000"));
+    let ntx_key = ntx_key.clone();
+
+    // Requests: strings by position, then a bare integer by name; both exact.
+    let by_string: Value = c
+        .request("wallet_send", rpc_params![dest.address(), "3000000", "7"])
+        .await
+        .expect("send with strings");
+    let fee_1: u64 = by_string["fee"]
+        .as_str()
+        .expect("the fee is a string")
+        .parse()
+        .expect("decimal");
+    h.forge_now().await.expect("forge").expect("a block");
+    let mut named = ObjectParams::new();
+    named.insert("to", dest.address()).expect("to");
+    named.insert("lovelace", 2_000_000u64).expect("lovelace");
+    let by_integer: Sent = c
+        .request("wallet_send", named)
+        .await
+        .expect("send with an integer");
+    h.forge_now().await.expect("forge").expect("a block");
+    let got = dest.balance().await.expect("dest balance");
+    assert_eq!(got.lovelace, 5_000_000);
+    assert_eq!(got.assets.get(&ntx_key), Some(&7));
+    let after: Balance = c
+        .request("wallet_balance", rpc_params![])
+        .await
+        .expect("balance");
+    assert_eq!(
+        after.lovelace,
+        1_000_000_000_000 - 5_000_000 - fee_1 - by_integer.fee.get()
+    );
+    assert_eq!(
+        after.assets.get(&ntx_key).map(|a| a.get()),
+        Some(1_000_000_000 - 7)
+    );
+    assert_eq!(
+        w.balance().await.expect("balance").lovelace,
+        after.lovelace.get()
+    );
+
+    // 2^64 − 1 parses (the wallet then cannot fund it: a wallet error, not a params one).
+    let e = c
+        .request::<Sent, _>(
+            "wallet_send",
+            rpc_params![dest.address(), "18446744073709551615"],
+        )
+        .await
+        .expect_err("cannot fund");
+    assert_eq!(code(e), codes::WALLET);
+
+    // Not amounts: invalid params, the message and `data.field` naming the field.
+    let number = |text: &str| -> Value { serde_json::from_str(text).expect("json number") };
+    let bad: Vec<(Vec<Value>, &str, &str)> = vec![
+        (
+            vec![json!(dest.address()), json!("1.5")],
+            "lovelace",
+            "not_integer",
+        ),
+        (
+            vec![json!(dest.address()), json!(-1)],
+            "lovelace",
+            "negative",
+        ),
+        (
+            vec![json!(dest.address()), number("1e3")],
+            "lovelace",
+            "not_integer",
+        ),
+        (vec![json!(dest.address()), json!("+7")], "lovelace", "sign"),
+        (
+            vec![json!(dest.address()), json!("0x10")],
+            "lovelace",
+            "not_decimal",
+        ),
+        (
+            vec![json!(dest.address()), json!("18446744073709551616")],
+            "lovelace",
+            "too_large",
+        ),
+        (
+            vec![json!(dest.address()), json!("3000000"), json!("-1")],
+            "ntx",
+            "negative",
+        ),
+    ];
+    for (p, field, rule) in bad {
+        let mut params = jsonrpsee::core::params::ArrayParams::new();
+        for v in &p {
+            params.insert(v).expect("param");
+        }
+        let e = c
+            .request::<Sent, _>("wallet_send", params)
+            .await
+            .expect_err("refused");
+        let o = match e {
+            ClientError::Call(o) => o,
+            other => panic!("{p:?}: expected a JSON-RPC error, got {other:?}"),
+        };
+        assert_eq!(o.code(), codes::INVALID_PARAMS, "{p:?}");
+        assert!(
+            o.message()
+                .starts_with(&format!("invalid amount for `{field}`: ")),
+            "{p:?}: {}",
+            o.message()
+        );
+        let data: Value = serde_json::from_str(o.data().expect("data").get()).expect("data json");
+        assert_eq!(data["field"], json!(field), "{p:?}");
+        assert_eq!(data["rule"], json!(rule), "{p:?}");
+    }
+    assert_eq!(
+        h.forge_now().await.expect("forge"),
+        None,
+        "nothing was submitted for the refused amounts"
+    );
     running.handle.stop().expect("stop");
     h.shutdown().await;
 }

@@ -544,7 +544,7 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
         "{withdrawn:?} {unbond:?}"
     );
     wait_until("the stake back in the wallet", || {
-        net.ntx()[0] == staked + bonds[0].stake
+        net.ntx()[0] == staked + bonds[0].stake.get()
     });
     let left: Vec<ganglion_rpc::audit::BondInfo> =
         cli_json(&pa_config, &["provider", "bond"], true);

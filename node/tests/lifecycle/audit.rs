@@ -240,7 +240,7 @@ pub async fn audit_settled_job<E: Executor + 'static, F: Executor + 'static>(
     );
     assert_eq!(j.assignments.len(), 2);
     let paid: u64 = j.assignments.iter().map(|a| a.paid.expect("paid")).sum();
-    assert_eq!(j.refund, Some(j.budget - paid));
+    assert_eq!(j.refund.map(|r| r.get()), Some(j.budget.get() - paid));
     for a in &j.assignments {
         let att = a.attestation.as_ref().expect("attested");
         assert!(
