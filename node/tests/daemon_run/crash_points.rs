@@ -233,7 +233,11 @@ async fn kill_9_at_20_seeded_points_loses_no_job_pays_once_and_orphans_no_contai
             .collect();
         let lost = i128::from(orch_before) - i128::from(net.chain.ntx_of(&orch_key));
         for p in &ran {
-            assert!(gained[p - 1] > 0, "point {i}: provider {p} was not paid");
+            assert!(
+                gained[p - 1] > 0,
+                "point {i}: provider {p} was not paid\n{}",
+                job_lines(&dirs[*p])
+            );
         }
         assert_eq!(
             gained.iter().sum::<i128>(),
@@ -265,4 +269,23 @@ async fn kill_9_at_20_seeded_points_loses_no_job_pays_once_and_orphans_no_contai
     }
     drop(net.kids);
     net.chain.handle.shutdown().await;
+}
+
+/// The job lines (provider, executor, adoption, set-up) of the node logs beside data dir `dir`
+/// (first start and restarts),
+/// for the message of a failed payment assertion.
+fn job_lines(dir: &std::path::Path) -> String {
+    ["log", "restart.log"]
+        .iter()
+        .map(|ext| std::fs::read_to_string(dir.with_extension(ext)).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n")
+        .lines()
+        .filter(|l| {
+            ["provider", "executor", "adopt", "set-up", "job network"]
+                .iter()
+                .any(|w| l.contains(w))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }

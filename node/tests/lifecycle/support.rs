@@ -501,13 +501,22 @@ async fn listen(client: &Client, peer: PeerId) -> Multiaddr {
         .with(Protocol::P2p(peer))
 }
 
-/// Gives `key` an asset-free UTxO whose transaction differs in every run (its amount carries
-/// the clock): the engine seeds job ids from such a UTxO, and on a fresh devnet the genesis
-/// UTxOs — hence the job ids, hence the container names on the shared Docker host — would
-/// otherwise be the same in every test.
+/// Gives `key` an asset-free UTxO whose transaction differs in every run and in every test of
+/// a run: the engine seeds job ids from such a UTxO, and on a fresh devnet the genesis UTxOs —
+/// hence the job ids — would otherwise be the same in every test. Its amount carries the
+/// process id, a per-process counter and the clock's nanoseconds: the clock alone was the same
+/// for tests released together (from [`probe_image`]'s lock), which then ran the same job id.
 pub async fn fresh_seed(chain: &Chain, key: &SigningKey) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CALLS: AtomicU64 = AtomicU64::new(0);
     let access = chain.access(key.clone());
-    let jitter = p2p::now_ms() % 1_000_000;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()));
+    let jitter = (u64::from(std::process::id()) * 7_919
+        + CALLS.fetch_add(1, Ordering::Relaxed) * 104_729
+        + nanos / 1_000)
+        % 1_000_000;
     let mut draft = ganglion_contracts::tx::Draft::default();
     draft.pay(ganglion_contracts::tx::Output::new(
         access.address(),
