@@ -20,6 +20,8 @@ use crate::common::*;
 
 const ADA: u64 = 1_000_000;
 
+type EncResult = Result<(), minicbor::encode::Error<std::convert::Infallible>>;
+
 /// One encoded input `[txid, index]`.
 fn input(r: &TxoRef) -> Vec<u8> {
     let mut buf = Vec::new();
@@ -190,7 +192,12 @@ fn a_repeat_in_collateral_reference_inputs_or_required_signers_does_not_decode()
     ];
     for (k, set, field) in cases {
         let tx = signed(
-            &body(inputs.clone(), &[out.clone()], 200_000, &[(k, set)]),
+            &body(
+                inputs.clone(),
+                std::slice::from_ref(&out),
+                200_000,
+                &[(k, set)],
+            ),
             &key,
         );
         match decode_tx(&tx) {
@@ -230,9 +237,7 @@ fn withdrawals_votes_and_certificates_are_refused_by_name() {
         tx_id: Hash::new([1; 32]),
         index: 0,
     })]);
-    let raw = |f: &dyn Fn(
-        &mut Encoder<&mut Vec<u8>>,
-    ) -> Result<(), minicbor::encode::Error<std::convert::Infallible>>| {
+    let raw = |f: &dyn Fn(&mut Encoder<&mut Vec<u8>>) -> EncResult| {
         let mut buf = Vec::new();
         f(&mut Encoder::new(&mut buf)).expect("encode");
         buf
@@ -268,7 +273,12 @@ fn withdrawals_votes_and_certificates_are_refused_by_name() {
     ];
     for (k, field, rule) in cases {
         let tx = signed(
-            &body(inputs.clone(), &[out.clone()], 200_000, &[(k, field)]),
+            &body(
+                inputs.clone(),
+                std::slice::from_ref(&out),
+                200_000,
+                &[(k, field)],
+            ),
             &key,
         );
         match validate(&rules, &empty, &tx, 1) {
