@@ -57,6 +57,19 @@ async fn every_method_answers_and_bad_params_get_codes() {
     assert_eq!(info.wallet_address.as_deref(), Some(w.address().as_str()));
     let tip: Option<Tip> = c.request("node_tip", rpc_params![]).await.expect("tip");
     assert_eq!(tip, None, "no block yet: the tip is the origin");
+    // GPUs as this machine sees them: without the NVIDIA driver, the reason is in the notes; a
+    // node that is not a provider ran no container check.
+    let gpus: ganglion_rpc::types::GpuReport =
+        c.request("node_gpus", rpc_params![]).await.expect("gpus");
+    assert_eq!(gpus.containers, None, "{gpus:?}");
+    if !std::path::Path::new("/dev/nvidiactl").exists() {
+        assert!(
+            gpus.notes
+                .iter()
+                .any(|n| n.contains("NVIDIA driver library (libnvidia-ml.so.1) not found")),
+            "{gpus:?}"
+        );
+    }
     let addr: String = c
         .request("wallet_address", rpc_params![])
         .await

@@ -77,6 +77,8 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
     let table: Vec<(&str, Vec<Value>, Option<i32>)> = vec![
         ("node_info", vec![json!(1)], None),
         ("node_tip", vec![json!("x")], Some(codes::CHAIN_UNAVAILABLE)),
+        // Detection needs no params and no chain: it answers (0 GPUs here is a report too).
+        ("node_gpus", vec![json!(1)], None),
         ("wallet_address", vec![json!([])], Some(codes::WALLET)),
         ("wallet_balance", vec![json!({})], Some(codes::WALLET)),
         ("wallet_send", vec![json!("addr"), json!("ten")], Some(bad)),
