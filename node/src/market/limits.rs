@@ -320,13 +320,17 @@ pub fn is_mig_slice(gpu: &Gpu) -> bool {
     gpu.uuid.as_deref().is_some_and(|u| u.starts_with("MIG-"))
 }
 
-/// The card a MIG slice is carved from, as [`GpuModel::mig_parent`]: the UUID of the whole GPU
+/// The card a MIG slice is carved from, as [`GpuModel::mig_parent`]: the parent UUID NVML
+/// gave for the slice ([`crate::gpu::MigSlice::parent_uuid`]), else the UUID of the whole GPU
 /// of `all` at the slice's PCI bus id (a MIG device reports its parent's bus id), else
 /// `pci:<bus id>`, else one shared `unknown` card (so slices of unknown parents are never given
 /// together to a collective job). `None` for a GPU that is not a slice.
 pub fn mig_parent(gpu: &Gpu, all: &[&Gpu]) -> Option<String> {
     if !is_mig_slice(gpu) {
         return None;
+    }
+    if let Some(parent) = gpu.mig.as_ref().and_then(|m| m.parent_uuid.clone()) {
+        return Some(parent);
     }
     let Some(bus) = gpu.pci_bus_id.as_deref() else {
         return Some("unknown".into());
@@ -428,6 +432,30 @@ deadline_ms: 99999999999999
             refuse_images: vec![],
             fabric: None,
         }
+    }
+
+    #[test]
+    fn a_slice_names_the_parent_nvml_gave_before_any_bus_id_match() {
+        use crate::gpu::{MigSlice, Source, Vendor};
+        let mut slice = Gpu::bare(
+            0,
+            Source::Nvml,
+            Vendor::Nvidia,
+            "NVIDIA A100-PCIE-40GB MIG 3g.20gb".into(),
+        );
+        slice.uuid = Some("MIG-23de08f7-6fcc-5be3-9094-cc3b4162f0bb".into());
+        slice.mig = Some(MigSlice {
+            parent_uuid: Some("GPU-3b722aa5-db24-5b93-84c8-e4e0efcef078".into()),
+            parent_index: 0,
+            slot: 0,
+            profile: Some("3g.20gb".into()),
+        });
+        assert_eq!(
+            mig_parent(&slice, &[&slice]).as_deref(),
+            Some("GPU-3b722aa5-db24-5b93-84c8-e4e0efcef078")
+        );
+        slice.mig = None;
+        assert_eq!(mig_parent(&slice, &[&slice]).as_deref(), Some("unknown"));
     }
 
     #[test]
