@@ -436,7 +436,8 @@ deadline_ms: 99999999999999
 
     #[test]
     fn a_slice_names_the_parent_nvml_gave_before_any_bus_id_match() {
-        use crate::gpu::{MigSlice, Source, Vendor};
+        use crate::gpu::{MigSlice, Source};
+        use crate::market::spec::Vendor;
         let mut slice = Gpu::bare(
             0,
             Source::Nvml,
