@@ -188,16 +188,19 @@ fn read_trim(path: &Path) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// Writes `text` to `root/rel`, creating the folders on the way (the test sysfs trees).
+    fn write_file(root: &std::path::Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        fs::create_dir_all(p.parent().expect("has parent")).expect("mkdir");
+        fs::write(p, text).expect("write");
+    }
+
     /// A test double of sysfs: the real file names and formats of an amdgpu machine with an
     /// MI210-class card (gfx90a, 64 GiB, 256 MiB BAR window), a consumer RX 7900 XTX (gfx1100),
     /// an Intel iGPU, a connector entry, and the KFD CPU node.
     fn fake_sysfs() -> tempfile::TempDir {
         let t = tempfile::tempdir().expect("tempdir");
-        let w = |rel: &str, text: &str| {
-            let p = t.path().join(rel);
-            fs::create_dir_all(p.parent().expect("has parent")).expect("mkdir");
-            fs::write(p, text).expect("write");
-        };
+        let w = |rel: &str, text: &str| write_file(t.path(), rel, text);
         w("class/drm/card0/device/vendor", "0x1002\n");
         w("class/drm/card0/device/device", "0x740f\n");
         w(
@@ -317,11 +320,7 @@ mod tests {
             }
         );
         let t = tempfile::tempdir().expect("tempdir");
-        let w = |rel: &str, text: &str| {
-            let p = t.path().join(rel);
-            fs::create_dir_all(p.parent().expect("has parent")).expect("mkdir");
-            fs::write(p, text).expect("write");
-        };
+        let w = |rel: &str, text: &str| write_file(t.path(), rel, text);
         w("class/drm/card0/device/vendor", "0x1002\n");
         w("class/drm/card0/device/device", "0x1586\n");
         // A 96 GiB UMA carve-out of system memory.

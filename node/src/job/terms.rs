@@ -72,17 +72,7 @@ pub fn check_budget(
     max_rate: u64,
     max_duration_s: u64,
 ) -> Result<(), TermsError> {
-    let needed = window_cost(gpus, max_rate, max_duration_s);
-    if budget < needed {
-        return Err(TermsError::BudgetBelowWindow {
-            budget,
-            gpus,
-            max_rate,
-            max_duration_s,
-            needed,
-        });
-    }
-    Ok(())
+    check_assigned(budget, [(gpus, max_rate)], max_duration_s)
 }
 
 /// Checks `budget` against the window of assignments `(gpus, rate)` (a provider's check of
