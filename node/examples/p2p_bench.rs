@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use ed25519_dalek::SigningKey;
 use ganglion_contracts::tx::TxoRef;
-use ganglion_node::market::snapshot::Offer as MarketOffer;
+use ganglion_market::snapshot::Offer as MarketOffer;
 use ganglion_node::p2p::offers::{BondSnapshot, LiveBond, OfferBody, SignedOffer, verify_offer};
 use ganglion_node::p2p::{self, Client, Config, Event};
 use libp2p::identity::Keypair;

@@ -30,9 +30,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::gpu::declared::DeclaredGpu;
-use crate::market::limits::{LimitsError, ProviderLimits};
 use crate::overlay::OverlayError;
 use crate::overlay::config::OverlayConfig;
+use ganglion_market::limits::{LimitsError, ProviderLimits};
 
 /// Which chain the node is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

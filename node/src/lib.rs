@@ -43,7 +43,6 @@ pub mod doctor;
 pub mod executor;
 pub mod gpu;
 pub mod job;
-pub mod market;
 pub mod metrics;
 pub mod network;
 pub mod overlay;

@@ -369,7 +369,7 @@ fn statuses(
 impl JobApiServer for Api {
     async fn submit(&self, ext: &Extensions, spec: serde_json::Value) -> RpcResult<JobSubmitted> {
         ganglion_rpc::auth::require(ext)?;
-        let spec = crate::market::spec::Ensemble::from_json_str(&spec.to_string())
+        let spec = ganglion_market::spec::Ensemble::from_json_str(&spec.to_string())
             .map_err(|e| error(error::INVALID_PARAMS, e.to_string()))?;
         let jobs = jobs_of(self)?;
         let job = jobs.submit(&spec).await.map_err(|e| engine_rpc(&e))?;

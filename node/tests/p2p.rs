@@ -10,7 +10,7 @@ use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::signed::{AttestationBody, sign};
 use ganglion_contracts::tx::TxoRef;
-use ganglion_node::market::snapshot::Offer as MarketOffer;
+use ganglion_market::snapshot::Offer as MarketOffer;
 use ganglion_node::p2p::offers::{BondSnapshot, LiveBond, OfferBody, OfferRejection};
 use ganglion_node::p2p::protocols::{
     AcceptRequest, AcceptResponse, AttestMessage, AttestResponse, ClusterHello, ClusterResponse,

@@ -6,7 +6,7 @@ use ganglion_contracts::build::{self, BondRequest};
 use ganglion_contracts::test_utils::harness::Harness;
 use ganglion_indexer::store::MemoryKv;
 use ganglion_indexer::{Indexer, Watch};
-use ganglion_node::market::snapshot::Offer as MarketOffer;
+use ganglion_market::snapshot::Offer as MarketOffer;
 use ganglion_node::p2p::offers::{OfferBody, OfferRejection, verify_offer};
 use ganglion_node::p2p::{self, bonds};
 use libp2p::PeerId;

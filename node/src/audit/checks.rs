@@ -181,7 +181,7 @@ fn check_spec_terms(e: &Evidence, content: Option<&[u8]>) -> Check {
         return fail(name, "the spec could not be read (see spec_cid)");
     };
     let text = String::from_utf8_lossy(content);
-    match crate::market::spec::Ensemble::from_json_str(&text) {
+    match ganglion_market::spec::Ensemble::from_json_str(&text) {
         Err(err) => fail(name, format!("the spec does not parse: {err}")),
         Ok(spec) => {
             let ours = (

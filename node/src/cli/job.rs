@@ -1,14 +1,14 @@
 //! `ganglion job submit|status|cancel|logs|outputs`: jobs of a running node, over its JSON-RPC
 //! API (`job_submit`, `job_status`, `job_cancel`, `job_logs`, `job_outputs`), found through
 //! the config's data dir ([`super::remote::call`]); and `ganglion job import-sdl`, local: an
-//! Akash SDL GPU block to ensemble-spec fields ([`ganglion_node::market::sdl`]).
+//! Akash SDL GPU block to ensemble-spec fields ([`ganglion_market::sdl`]).
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ganglion_node::market::spec::Ensemble;
+use ganglion_market::spec::Ensemble;
 use ganglion_rpc::audit::{JobLog, JobOutput};
 use ganglion_rpc::types::{JobStatus, JobSubmitted};
 
@@ -166,7 +166,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::ImportSdl { file } => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading {}", file.display()))?;
-            let imported = ganglion_node::market::sdl::import(&text)
+            let imported = ganglion_market::sdl::import(&text)
                 .with_context(|| format!("importing {}", file.display()))?;
             for note in &imported.to_complete {
                 eprintln!("to complete: {note}");

@@ -157,7 +157,7 @@ fn attachment(g: &Gpu, nvidia: &NvidiaAccess) -> Result<GpuAttachment, AttachErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::market::spec::Vendor;
+    use ganglion_market::spec::Vendor;
 
     fn gpu(source: Source, index: u32, uuid: Option<&str>, render: Option<&str>) -> Gpu {
         let vendor = match source {

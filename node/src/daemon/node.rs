@@ -29,13 +29,13 @@ use crate::job::chain::ChainAccess;
 use crate::job::provider::ProviderSide;
 use crate::job::store::JobStore;
 use crate::job::{Engine, EngineConfig, Parts};
-use crate::market::limits::OfferTerms;
 use crate::network::NetworkPreset;
 use crate::p2p;
 use crate::p2p::provider::ProviderConfig;
 use crate::rpc::Api;
 use crate::settings::{N2cEndpoint, Settings};
 use crate::wallet::PaymentKey;
+use ganglion_market::limits::OfferTerms;
 
 /// File in the data dir where a started node says where it listens.
 pub const NODE_INFO: &str = "node.json";

@@ -39,7 +39,7 @@ use jsonrpsee::core::client::ClientT;
 use jsonrpsee::rpc_params;
 use serde::Serialize;
 
-use crate::market::spec::Ensemble;
+use ganglion_market::spec::Ensemble;
 
 /// Demo failures, each naming what to do.
 #[derive(Debug, thiserror::Error)]

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use super::DemoError;
-use crate::market::spec::Ensemble;
+use ganglion_market::spec::Ensemble;
 
 /// The training script, as in the checkout.
 pub const DDP_TRAIN_PY: &str = include_str!("../../../examples/workloads/ddp_train.py");

@@ -8,7 +8,7 @@ use cid::Cid;
 use serde::{Deserialize, Serialize};
 
 use super::ExecError;
-use crate::market::spec::{ArchiveFormat, Ensemble, Framework};
+use ganglion_market::spec::{ArchiveFormat, Ensemble, Framework};
 
 /// A job id as used in container names, labels and the job table: 1–64 of `[a-z0-9-]`, not
 /// starting with `-` (e.g. the hex of the job token's asset name).
@@ -228,7 +228,7 @@ pub struct JobPlan {
     /// Node ranks this executor runs (this provider's; the tests run all on one host).
     pub local: Vec<u32>,
     /// Per-GPU resources from the spec (0 = use defaults).
-    pub per_gpu: crate::market::spec::ResourcesPerGpu,
+    pub per_gpu: ganglion_market::spec::ResourcesPerGpu,
     /// Inputs.
     pub inputs: Vec<InputFile>,
     /// Wall-clock limit, seconds.

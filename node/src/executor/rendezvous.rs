@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 
 use super::plan::JobPlan;
-use crate::market::spec::Framework;
+use ganglion_market::spec::Framework;
 
 /// Where the ranks are reachable, from the job network.
 #[derive(Debug, Clone, PartialEq, Eq)]

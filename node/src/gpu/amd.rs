@@ -20,7 +20,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::{Gpu, NotOffered, Source};
-use crate::market::spec::Vendor;
+use ganglion_market::spec::Vendor;
 
 /// PCI vendor id of AMD/ATI.
 pub const AMD_PCI_VENDOR: &str = "0x1002";

@@ -31,7 +31,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
 use super::{Gpu, Inventory, MigSlice, NotOffered, Source};
-use crate::market::spec::{ComputeCapability, Vendor};
+use ganglion_market::spec::{ComputeCapability, Vendor};
 
 /// The NVML library the driver installs (the versioned soname; see the module docs).
 pub const LIBRARY: &str = "libnvidia-ml.so.1";

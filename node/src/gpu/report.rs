@@ -68,7 +68,7 @@ mod tests {
     use super::*;
     use crate::gpu::docker::{GpuRequest, SmokeOutcome, Unusable};
     use crate::gpu::{Gpu, NotOffered, Source};
-    use crate::market::spec::Vendor;
+    use ganglion_market::spec::Vendor;
 
     #[test]
     fn the_rpc_report_carries_the_not_offered_reasons_and_the_container_verdict() {

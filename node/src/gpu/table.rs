@@ -62,7 +62,7 @@ pub fn render(inv: &Inventory) -> String {
 mod tests {
     use super::*;
     use crate::gpu::{Gpu, MigSlice, NotOffered, Source};
-    use crate::market::spec::Vendor;
+    use ganglion_market::spec::Vendor;
 
     #[test]
     fn every_not_offered_reason_and_mig_index_is_shown() {

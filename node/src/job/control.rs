@@ -11,7 +11,7 @@ use super::engine::{
 };
 use super::orchestrator;
 use crate::executor::Executor;
-use crate::market::spec::Ensemble;
+use ganglion_market::spec::Ensemble;
 
 /// Submit, cancel and read jobs of a running [`super::Engine`] (from [`super::Engine::handle`]).
 #[async_trait::async_trait]

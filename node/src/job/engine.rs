@@ -55,8 +55,8 @@ use super::orchestrator::{self, OrchestratorDetail};
 use super::provider::{self, ProviderDetail, ProviderSide};
 use super::store::{JobStore, Orchestrating, Providing, RecordOf, StoreError};
 use crate::executor::{ExecError, Executor, JobRecord as ExecRecord, JobReport};
-use crate::market::spec::Ensemble;
 use crate::p2p;
+use ganglion_market::spec::Ensemble;
 
 /// The orchestrator role's records.
 pub type OrchestratorRole = Orchestrating<OrchestratorDetail>;

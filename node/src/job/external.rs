@@ -33,7 +33,7 @@ use super::state::{OrchestratorEvent, OrchestratorState};
 use super::store::{JobRecord, TxKind};
 use super::witness::{self, WitnessError};
 use crate::executor::Executor;
-use crate::market::spec::Ensemble;
+use ganglion_market::spec::Ensemble;
 
 /// Why a wallet-paid lock could not be built or a signed transaction not submitted.
 #[derive(Debug, thiserror::Error)]

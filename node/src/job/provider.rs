@@ -27,10 +27,10 @@ use super::store::{DispatchIntent, JobRecord, TxKind};
 use super::terms;
 use crate::executor::plan::{ContainerSlot, GpuAttachment, JobPlan};
 use crate::executor::{Executor, JobReport, Phase};
-use crate::market::snapshot::Offer as MarketOffer;
-use crate::market::spec::Ensemble;
 use crate::p2p::offers::OfferBody;
 use crate::p2p::protocols::AttestMessage;
+use ganglion_market::snapshot::Offer as MarketOffer;
+use ganglion_market::spec::Ensemble;
 
 /// A provider node's part of the engine.
 pub struct ProviderSide<E> {
@@ -755,8 +755,8 @@ async fn settle_if_abandoned<S: Kv, E: Executor>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::market::snapshot::{GpuModel, OfferedGpus};
-    use crate::market::spec::{Interconnect, Vendor};
+    use ganglion_market::snapshot::{GpuModel, OfferedGpus};
+    use ganglion_market::spec::{Interconnect, Vendor};
 
     fn offer(frees: &[u32]) -> MarketOffer {
         MarketOffer {

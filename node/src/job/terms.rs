@@ -12,7 +12,7 @@
 //!   ([`SETTLE_MARGIN_MS`]); otherwise the provider is stopped by the deadline, not by the
 //!   spec.
 
-use crate::market::spec::Ensemble;
+use ganglion_market::spec::Ensemble;
 
 /// Time kept between the end of the longest run and the deadline, ms: the attestation, the
 /// settle transaction and its confirmation (a few blocks) must land before the deadline.

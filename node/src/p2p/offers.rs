@@ -17,7 +17,7 @@ use ganglion_contracts::tx::TxoRef;
 use libp2p::PeerId;
 use serde::{Deserialize, Serialize};
 
-use crate::market::snapshot::Offer as MarketOffer;
+use ganglion_market::snapshot::Offer as MarketOffer;
 
 /// Largest encoded [`SignedOffer`] accepted, bytes. An offer with 16 addresses and 16 GPU
 /// groups encodes to about 3 KiB; 16 KiB leaves room and is also gossipsub's transmit cap.
@@ -322,7 +322,7 @@ impl Market {
     }
 
     /// The matcher's view: one [`MarketOffer`] per provider, ready for
-    /// [`crate::market::snapshot::MarketSnapshot::build`].
+    /// [`ganglion_market::snapshot::MarketSnapshot::build`].
     pub fn market_offers(&self) -> Vec<MarketOffer> {
         self.by_provider
             .values()

@@ -41,7 +41,7 @@ impl JobWalletApiServer for Api {
         utxos: Option<Vec<String>>,
     ) -> RpcResult<UnsignedLock> {
         ganglion_rpc::auth::require(ext)?;
-        let spec = crate::market::spec::Ensemble::from_json_str(&spec.to_string())
+        let spec = ganglion_market::spec::Ensemble::from_json_str(&spec.to_string())
             .map_err(|e| error(error::INVALID_PARAMS, e.to_string()))?;
         let locks = locks_of(self)?;
         let l = locks

@@ -235,7 +235,7 @@ impl Network {
             .await
     }
 
-    async fn submit_spec(&self, spec: &ganglion_node::market::spec::Ensemble) -> String {
+    async fn submit_spec(&self, spec: &ganglion_market::spec::Ensemble) -> String {
         let spec = serde_json::to_value(spec).expect("spec JSON");
         let sub: JobSubmitted = self
             .rpc

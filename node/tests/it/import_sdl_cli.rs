@@ -10,13 +10,13 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use ganglion_node::market::spec::{ComputeCapability, Interconnect, Vendor};
-use ganglion_node::market::{
+use ganglion_market::spec::{ComputeCapability, Interconnect, Vendor};
+use ganglion_market::{
     Constraint, Ensemble, GpuModel, MarketSnapshot, Requirements, SnapshotOptions, match_gang,
 };
 use serde_norway::{Mapping, Value};
 
-use crate::matching_rules::offer;
+use ganglion_market::test_utils::offer;
 
 fn fixture(name: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -3,16 +3,16 @@
 //! GPU records are built as the inventory lists them (parent with MIG mode on, one record per
 //! slice with its own `MIG-…` UUID and memory and the parent's PCI bus id).
 
-use ganglion_node::gpu::declared::{DeclaredGpu, to_gpus};
-use ganglion_node::gpu::{Gpu, Source};
-use ganglion_node::market::limits::OfferTerms;
-use ganglion_node::market::spec::{ComputeCapability, Vendor};
-use ganglion_node::market::{
+use ganglion_market::limits::OfferTerms;
+use ganglion_market::spec::{ComputeCapability, Vendor};
+use ganglion_market::{
     Binding, Constraint, Ensemble, MarketSnapshot, Offer, ProviderLimits, Requirements,
     SnapshotOptions, match_gang,
 };
+use ganglion_node::gpu::declared::{DeclaredGpu, to_gpus};
+use ganglion_node::gpu::{Gpu, Source};
 
-use crate::matching_rules::{providers, req};
+use ganglion_market::test_utils::{providers, req};
 
 const PARENT: &str = "GPU-3b722aa5-db24-5b93-84c8-e4e0efcef078";
 const SLICES: [(&str, &str, u64); 3] = [

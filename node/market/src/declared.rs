@@ -1,11 +1,11 @@
 //! Declared GPUs: written in the config's `[[gpus.declared]]` tables, for devnets, tests and
 //! CPU-only machines. They are [`Source::Declared`] everywhere, carry no benchmark numbers, and
-//! [`super::Inventory::offerable`] refuses them on any network but the devnet.
+//! the node's `Inventory::offerable` refuses them on any network but the devnet.
 
 use serde::{Deserialize, Serialize};
 
-use super::{Gpu, Source};
-use crate::market::spec::{ComputeCapability, Vendor};
+use crate::gpu::{Gpu, Source};
+use crate::spec::{ComputeCapability, Vendor};
 
 /// One `[[gpus.declared]]` table: `count` identical GPUs.
 ///

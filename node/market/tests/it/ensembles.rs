@@ -3,14 +3,14 @@
 
 use std::path::PathBuf;
 
-use ganglion_node::market::spec::{Rule, SpecError};
-use ganglion_node::market::{Ensemble, Requirements};
+use ganglion_market::spec::{Rule, SpecError};
+use ganglion_market::{Ensemble, Requirements};
 
 /// 2026-01-01T00:00:00Z, POSIX ms: "now" for validation, fixed so the tests do not age.
 const NOW_MS: u64 = 1_767_225_600_000;
 
 fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/ensembles")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/ensembles")
 }
 
 fn files(dir: PathBuf) -> Vec<PathBuf> {

@@ -1,10 +1,10 @@
 //! Placement defaults and no-fit reports that name the binding limit (issue 20, "Placement
 //! defaults"): one test per limit, each on a market where that limit alone binds.
 
-use ganglion_node::market::spec::ComputeCapability;
-use ganglion_node::market::{Binding, Constraint, Ensemble, Requirements, match_gang};
+use ganglion_market::spec::ComputeCapability;
+use ganglion_market::{Binding, Constraint, Ensemble, Requirements, match_gang};
 
-use crate::matching_rules::{a100, offer, providers, req, rtt, rtx3090, snap};
+use ganglion_market::test_utils::{a100, offer, providers, req, rtt, rtx3090, snap};
 
 /// 2026-01-01T00:00:00Z, POSIX ms.
 const NOW_MS: u64 = 1_767_225_600_000;

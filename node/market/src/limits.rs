@@ -1,8 +1,7 @@
 //! Provider limits: which GPUs a provider pools, what it charges, how many jobs it runs at once
 //! and which jobs it refuses (issue 6, "Provider limits").
 //!
-//! Written by the provider in the `[provider]` section of the node config
-//! ([`crate::config::NodeConfig::provider`]). Pure functions apply them:
+//! Written by the provider in the `[provider]` section of the node config. Pure functions apply them:
 //! [`ProviderLimits::pooled`] picks the GPUs that may be offered, [`ProviderLimits::offer`]
 //! turns them into the matcher's [`Offer`] (groups per model and NVLink domain, price, limits),
 //! and [`ProviderLimits::admit`] decides whether one job is taken. The matcher sees the same rules through the offer (price,
@@ -242,7 +241,7 @@ pub struct OfferTerms {
     pub provider: ProviderId,
     /// GPUs the live bond covers for one job (`stake / min_bond_per_gpu`).
     pub bond_gpus: u32,
-    /// Unified benchmark score per GPU ([`crate::gpu::bench::score`]).
+    /// Unified benchmark score per GPU (the dispatch crate's `gpu::bench::score`).
     pub score: u32,
     /// Advertised uplink, Mbit/s.
     pub uplink_mbps: u32,
@@ -405,7 +404,7 @@ fn names_gpu(name: &str, gpu: &Gpu) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::declared::{DeclaredGpu, to_gpus};
+    use crate::declared::{DeclaredGpu, to_gpus};
 
     const SPEC: &str = r#"
 image: { local: "pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime" }
@@ -437,7 +436,7 @@ deadline_ms: 99999999999999
     #[test]
     fn a_slice_names_the_parent_nvml_gave_before_any_bus_id_match() {
         use crate::gpu::{MigSlice, Source};
-        use crate::market::spec::Vendor;
+        use crate::spec::Vendor;
         let mut slice = Gpu::bare(
             0,
             Source::Nvml,
@@ -654,7 +653,7 @@ deadline_ms: 99999999999999
     fn two_declared() -> Vec<Gpu> {
         to_gpus(&[DeclaredGpu {
             name: "NVIDIA A100-SXM4-80GB".into(),
-            vendor: crate::market::spec::Vendor::Nvidia,
+            vendor: crate::spec::Vendor::Nvidia,
             vram_gib: 80,
             compute_capability: None,
             gfx_target: None,

@@ -1,7 +1,7 @@
 //! Matcher throughput and latency on synthetic heterogeneous markets (100 / 1 000 / 10 000
 //! providers, about 7 GPUs each) with a 1/2/4/8/16/32-GPU job mix.
 //!
-//! `cargo bench -p ganglion-node --bench matching`. Besides criterion's per-iteration time, it
+//! `cargo bench -p ganglion-market --bench matching`. Besides criterion's per-iteration time, it
 //! prints for each size: decisions/s on one core over the whole mix, p50/p99 latency of single
 //! decisions, and how many decisions found a plan.
 
@@ -9,10 +9,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use ganglion_node::market::synthetic::{self, Rng};
-use ganglion_node::market::{
-    MarketSnapshot, NoFit, Plan, Requirements, SnapshotOptions, match_gang,
-};
+use ganglion_market::synthetic::{self, Rng};
+use ganglion_market::{MarketSnapshot, NoFit, Plan, Requirements, SnapshotOptions, match_gang};
 
 const JOBS: usize = 2_000;
 

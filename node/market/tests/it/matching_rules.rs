@@ -1,107 +1,11 @@
 //! One test per matcher rule, on hand-built markets.
 
-use ganglion_node::market::spec::{ComputeCapability, Interconnect, Vendor};
-use ganglion_node::market::{
-    Constraint, GpuModel, MarketSnapshot, Offer, OfferedGpus, ProviderLoad, Requirements,
-    RttSample, SnapshotOptions, match_gang,
+use ganglion_market::spec::{ComputeCapability, Interconnect, Vendor};
+use ganglion_market::test_utils::{a100, id, mi250, offer, providers, req, rtt, rtx3090, snap};
+use ganglion_market::{
+    Constraint, MarketSnapshot, Offer, OfferedGpus, ProviderLoad, Requirements, SnapshotOptions,
+    match_gang,
 };
-
-pub fn id(i: u8) -> [u8; 28] {
-    [i; 28]
-}
-
-pub fn a100() -> GpuModel {
-    GpuModel {
-        vendor: Vendor::Nvidia,
-        name: "NVIDIA A100-SXM4-80GB".into(),
-        vram_mib: 80 * 1024,
-        compute_capability: Some(ComputeCapability { major: 8, minor: 0 }),
-        gfx_target: None,
-        interconnect: Interconnect::Nvlink,
-        ..GpuModel::default()
-    }
-}
-
-pub fn rtx3090() -> GpuModel {
-    GpuModel {
-        vendor: Vendor::Nvidia,
-        name: "NVIDIA GeForce RTX 3090".into(),
-        vram_mib: 24 * 1024,
-        compute_capability: Some(ComputeCapability { major: 8, minor: 6 }),
-        gfx_target: None,
-        interconnect: Interconnect::Any,
-        ..GpuModel::default()
-    }
-}
-
-pub fn mi250() -> GpuModel {
-    GpuModel {
-        vendor: Vendor::Amd,
-        name: "AMD Instinct MI250X".into(),
-        vram_mib: 128 * 1024,
-        compute_capability: None,
-        gfx_target: Some("gfx90a".into()),
-        interconnect: Interconnect::Xgmi,
-        ..GpuModel::default()
-    }
-}
-
-pub fn offer(i: u8, model: GpuModel, free: u32, price: u64) -> Offer {
-    Offer {
-        provider: id(i),
-        bond_gpus: 64,
-        price_per_gpu_hour: price,
-        score: 100,
-        uplink_mbps: 10_000,
-        max_job_duration_s: None,
-        max_job_nodes: None,
-        gpus: vec![OfferedGpus {
-            model,
-            free,
-            declared: false,
-        }],
-        direct_capable: false,
-    }
-}
-
-pub fn req(count: u32) -> Requirements {
-    Requirements {
-        count,
-        vendor: Vendor::Any,
-        min_vram_gib: 0,
-        min_compute_capability: None,
-        rocm_arch: vec![],
-        models: vec![],
-        per_model: Vec::new(),
-        interconnect: Interconnect::Any,
-        form_factor: None,
-        interconnect_group: None,
-        min_gpus_per_node: 1,
-        max_gpus_per_node: None,
-        max_nodes: 4,
-        max_rtt_us: None,
-        min_bandwidth_mbps: None,
-        max_rate: u64::MAX,
-        max_duration_s: 3600,
-        collective: false,
-    }
-}
-
-pub fn rtt(a: u8, b: u8, ms: u32) -> RttSample {
-    RttSample {
-        a: id(a),
-        b: id(b),
-        rtt_us: ms * 1000,
-    }
-}
-
-pub fn snap(offers: &[Offer], rtts: &[RttSample]) -> MarketSnapshot {
-    MarketSnapshot::build(offers, rtts, SnapshotOptions::default()).expect("distinct providers")
-}
-
-pub fn providers(plan: &ganglion_node::market::Plan) -> Vec<(u8, u32)> {
-    plan.nodes.iter().map(|n| (n.provider[0], n.gpus)).collect()
-}
 
 #[test]
 fn one_machine_preferred_over_cheaper_split() {

@@ -5,14 +5,14 @@
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
-use ganglion_node::market::spec::{Interconnect, Vendor};
-use ganglion_node::market::{
+use ganglion_market::spec::{Interconnect, Vendor};
+use ganglion_market::{
     MarketSnapshot, Offer, OfferedGpus, Plan, ProviderLoad, Requirements, RttSample,
     SnapshotOptions, match_gang,
 };
 use proptest::prelude::*;
 
-use super::matching_rules::{a100, id, mi250, req, rtx3090};
+use ganglion_market::test_utils::{a100, id, mi250, req, rtx3090};
 
 fn arb_offer(i: u8) -> impl Strategy<Value = Offer> {
     (

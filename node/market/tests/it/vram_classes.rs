@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
-use ganglion_node::market::spec::{Interconnect, Vendor};
-use ganglion_node::market::vram;
-use ganglion_node::market::{GpuModel, MarketSnapshot, SnapshotOptions, match_gang};
+use ganglion_market::spec::{Interconnect, Vendor};
+use ganglion_market::vram;
+use ganglion_market::{GpuModel, MarketSnapshot, SnapshotOptions, match_gang};
 
-use crate::matching_rules::{offer, req};
+use ganglion_market::test_utils::{offer, req};
 
 /// One CSV row: model, marketed class (GB), reported MiB (rounded down) and exact bytes.
 struct Row {
@@ -19,7 +19,7 @@ struct Row {
 
 fn rows() -> Vec<Row> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/field/vram/reported-vram.csv");
+        .join("../../../shared/fixtures/field/vram/reported-vram.csv");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
