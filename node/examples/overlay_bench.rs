@@ -30,16 +30,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use ganglion_node::executor::network::ClusterNetwork;
-use ganglion_node::executor::plan::JobId;
-use ganglion_node::overlay::OverlayError;
-use ganglion_node::overlay::addressing::OverlayPool;
-use ganglion_node::overlay::keys::JobKeys;
-use ganglion_node::overlay::netns;
-use ganglion_node::overlay::network::{JobSetup, OverlayNetwork};
-use ganglion_node::overlay::node::OverlayNode;
-use ganglion_node::overlay::pod;
-use ganglion_node::overlay::router::{LinkMode, OverlayPeer};
+use ganglion_dispatch::executor::network::ClusterNetwork;
+use ganglion_dispatch::executor::plan::JobId;
+use ganglion_dispatch::overlay::OverlayError;
+use ganglion_dispatch::overlay::addressing::OverlayPool;
+use ganglion_dispatch::overlay::keys::JobKeys;
+use ganglion_dispatch::overlay::netns;
+use ganglion_dispatch::overlay::network::{JobSetup, OverlayNetwork};
+use ganglion_dispatch::overlay::node::OverlayNode;
+use ganglion_dispatch::overlay::pod;
+use ganglion_dispatch::overlay::router::{LinkMode, OverlayPeer};
 
 const CHUNK: usize = 64 * 1024;
 

@@ -4,18 +4,18 @@
 //! ```toml
 //! network = "devnet"            # devnet | preprod | mainnet
 //!
-//! [[gpus.declared]]             # devnet/tests only: see gpu::declared
+//! [[gpus.declared]]             # devnet/tests only: see ganglion_market::declared
 //! name = "NVIDIA A100-SXM4-80GB"
 //! vendor = "nvidia"
 //! vram_gib = 80
 //! compute_capability = "8.0"
 //! count = 2
 //!
-//! [provider]                    # optional: this node offers GPUs (market::limits)
+//! [provider]                    # optional: this node offers GPUs (ganglion_market::limits)
 //! price_ntx_per_gpu_hour = 1500000
 //! max_concurrent_jobs = 2
 //!
-//! [overlay]                     # optional: job networks (overlay::config, defaults shown)
+//! [overlay]                     # optional: job networks (ganglion_dispatch::overlay::config, defaults shown)
 //! pool = "100.96.0.0/12"
 //! job_prefix = 24
 //! listen_port = 51820
@@ -29,9 +29,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::gpu::declared::DeclaredGpu;
-use crate::overlay::OverlayError;
-use crate::overlay::config::OverlayConfig;
+use ganglion_dispatch::gpu::{Gpu, Inventory};
+use ganglion_dispatch::overlay::OverlayError;
+use ganglion_dispatch::overlay::config::OverlayConfig;
+use ganglion_market::declared::DeclaredGpu;
 use ganglion_market::limits::{LimitsError, ProviderLimits};
 
 /// Which chain the node is on.
@@ -58,6 +59,31 @@ impl fmt::Display for Network {
             Self::Mainnet => "mainnet",
         })
     }
+}
+
+/// Declared GPUs offered on a network that is not the devnet.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{count} declared GPU(s) in [gpus.declared] cannot be offered as real hardware on {network}; only the devnet accepts them"
+)]
+pub struct DeclaredOnRealNetwork {
+    /// Declared GPUs.
+    pub count: usize,
+    /// The network configured.
+    pub network: Network,
+}
+
+/// The GPUs of `inv` that may be offered on `network` ([`Inventory::offerable`]).
+///
+/// # Errors
+/// [`DeclaredOnRealNetwork`] when declared GPUs are present on a network other than the
+/// devnet (remove them from the config there).
+pub fn offerable_on(inv: &Inventory, network: Network) -> Result<Vec<Gpu>, DeclaredOnRealNetwork> {
+    let count = inv.declared_count();
+    if count > 0 && network != Network::Devnet {
+        return Err(DeclaredOnRealNetwork { count, network });
+    }
+    Ok(inv.offerable())
 }
 
 /// The root of the config file.
@@ -178,7 +204,7 @@ impl NodeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu;
+    use ganglion_dispatch::gpu;
 
     const DEVNET: &str = r#"
 network = "devnet"
@@ -193,7 +219,7 @@ count = 2
     #[test]
     fn declared_gpus_are_marked_and_allowed_on_devnet_only() {
         let cfg = NodeConfig::from_toml(DEVNET).expect("valid");
-        let gpus = gpu::declared::to_gpus(&cfg.gpus.declared);
+        let gpus = ganglion_market::declared::to_gpus(&cfg.gpus.declared);
         assert_eq!(gpus.len(), 2);
         assert!(
             gpus.iter()
@@ -203,10 +229,8 @@ count = 2
             gpus,
             notes: vec![],
         };
-        assert_eq!(inv.offerable(Network::Devnet).expect("devnet").len(), 2);
-        let err = inv
-            .offerable(Network::Mainnet)
-            .expect_err("mainnet refuses");
+        assert_eq!(offerable_on(&inv, Network::Devnet).expect("devnet").len(), 2);
+        let err = offerable_on(&inv, Network::Mainnet).expect_err("mainnet refuses");
         assert!(err.to_string().contains("2 declared GPU(s)"), "{err}");
     }
 
@@ -221,7 +245,7 @@ count = 2
         let p = cfg.provider.expect("present");
         assert_eq!(p.max_concurrent_jobs, 2);
         assert_eq!(p.max_job_nodes, Some(4));
-        let gpus = gpu::declared::to_gpus(&cfg.gpus.declared);
+        let gpus = ganglion_market::declared::to_gpus(&cfg.gpus.declared);
         assert_eq!(p.pooled(&gpus).expect("declared:1 exists").len(), 1);
 
         let zero = text.replace("max_concurrent_jobs = 2", "max_concurrent_jobs = 0");

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::executor::engine::{DEFAULT_SOCKET, Engine};
-use crate::gpu::{self, docker::NvidiaAccess};
+use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine};
+use ganglion_dispatch::gpu::{self, docker::NvidiaAccess};
 use crate::network::NetworkPreset;
 use crate::settings::{N2cEndpoint, Settings};
 use crate::wallet::chain::ChainClient;
@@ -242,7 +242,7 @@ fn gpus_check(settings: &Settings, inv: &gpu::Inventory) -> Check {
     if !held.is_empty() {
         detail.push_str(&format!("; not offered: {}", held.join("; ")));
     }
-    match inv.offerable(settings.network()) {
+    match crate::config::offerable_on(&inv, settings.network()) {
         Ok(gpus) if !gpus.is_empty() => Check::pass("gpus", detail),
         Ok(_) => Check::not_ok(
             "gpus",

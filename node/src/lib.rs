@@ -40,12 +40,9 @@ pub mod daemon;
 pub mod datadir;
 pub mod demo;
 pub mod doctor;
-pub mod executor;
-pub mod gpu;
 pub mod job;
 pub mod metrics;
 pub mod network;
-pub mod overlay;
 /// Peer to peer: one libp2p swarm, signed offers, accept/cluster/attest exchange, RTT matrix.
 pub mod p2p;
 pub mod rpc;

@@ -24,6 +24,7 @@ use crate::wallet::{self, ChainClient, Wallet};
 pub mod bond;
 mod cip30;
 mod events;
+pub mod gpus;
 
 /// Why the API could not start.
 #[derive(Debug, thiserror::Error)]
@@ -233,10 +234,10 @@ impl NodeApiServer for Api {
         }
         let cfg = self.inner.settings.node.gpus.clone();
         let inv =
-            tokio::task::spawn_blocking(move || crate::gpu::detect(&cfg.sysfs_root, &cfg.declared))
+            tokio::task::spawn_blocking(move || ganglion_dispatch::gpu::detect(&cfg.sysfs_root, &cfg.declared))
                 .await
                 .map_err(|e| error(error::INTERNAL, format!("GPU detection: {e}")))?;
-        Ok(crate::gpu::report::to_rpc(&inv, None))
+        Ok(gpus::to_rpc(&inv, None))
     }
 }
 

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use ganglion_node::demo::natnet::{self, NatNet, RPC_PORT};
-use ganglion_node::overlay::netns;
+use ganglion_dispatch::overlay::netns;
 
 fn usable(test: &str) -> bool {
     match natnet::unavailable() {
@@ -33,7 +33,7 @@ fn ns_path(name: &str) -> PathBuf {
 /// A TCP listener bound inside namespace `ns` at `ip` (port `port`, 0 = any).
 fn listen_in(ns: &str, ip: std::net::Ipv4Addr, port: u16) -> TcpListener {
     netns::run_in(&ns_path(ns), move || {
-        TcpListener::bind((ip, port)).map_err(|e| ganglion_node::overlay::OverlayError::Io {
+        TcpListener::bind((ip, port)).map_err(|e| ganglion_dispatch::overlay::OverlayError::Io {
             operation: "bind",
             source: e,
         })

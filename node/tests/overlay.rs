@@ -11,16 +11,16 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ganglion_node::executor::network::ClusterNetwork;
-use ganglion_node::executor::plan::JobId;
-use ganglion_node::overlay::addressing::{JobOverlay, OverlayPool};
-use ganglion_node::overlay::keys::JobKeys;
-use ganglion_node::overlay::netns;
-use ganglion_node::overlay::network::{JobSetup, OverlayNetwork};
-use ganglion_node::overlay::node::OverlayNode;
-use ganglion_node::overlay::pod::{self, OVERLAY_IFNAME};
-use ganglion_node::overlay::router::{LinkMode, OverlayPeer};
-use ganglion_node::overlay::tun::{self, OVERLAY_MTU, TunDevice};
+use ganglion_dispatch::executor::network::ClusterNetwork;
+use ganglion_dispatch::executor::plan::JobId;
+use ganglion_dispatch::overlay::addressing::{JobOverlay, OverlayPool};
+use ganglion_dispatch::overlay::keys::JobKeys;
+use ganglion_dispatch::overlay::netns;
+use ganglion_dispatch::overlay::network::{JobSetup, OverlayNetwork};
+use ganglion_dispatch::overlay::node::OverlayNode;
+use ganglion_dispatch::overlay::pod::{self, OVERLAY_IFNAME};
+use ganglion_dispatch::overlay::router::{LinkMode, OverlayPeer};
+use ganglion_dispatch::overlay::tun::{self, OVERLAY_MTU, TunDevice};
 
 /// True when root; otherwise prints why the test is skipped.
 fn root(test: &str) -> bool {
@@ -71,7 +71,7 @@ fn job_id(prefix: &str) -> JobId {
 fn host_side(ns: &Path, bind: SocketAddr, address: ipnet::Ipv4Net) -> (UdpSocket, TunDevice) {
     netns::run_in(ns, move || {
         let socket =
-            UdpSocket::bind(bind).map_err(|e| ganglion_node::overlay::OverlayError::Io {
+            UdpSocket::bind(bind).map_err(|e| ganglion_dispatch::overlay::OverlayError::Io {
                 operation: "bind",
                 source: e,
             })?;
@@ -95,7 +95,7 @@ fn peer(keys: &JobKeys, endpoint: SocketAddr, address: Ipv4Addr) -> OverlayPeer 
 /// A one-connection TCP echo server bound inside `ns` on `address`; returns its port.
 fn echo_server(ns: &Path, address: Ipv4Addr) -> u16 {
     let listener = netns::run_in(ns, move || {
-        TcpListener::bind((address, 0)).map_err(|e| ganglion_node::overlay::OverlayError::Io {
+        TcpListener::bind((address, 0)).map_err(|e| ganglion_dispatch::overlay::OverlayError::Io {
             operation: "listen",
             source: e,
         })
@@ -118,7 +118,7 @@ fn echo_server(ns: &Path, address: Ipv4Addr) -> u16 {
 /// Connects from inside `ns` to `to`, sends `payload` and reads it back.
 fn echo_from(ns: &Path, to: SocketAddr, payload: Vec<u8>) -> std::io::Result<Vec<u8>> {
     let result = netns::run_in(ns, move || {
-        let io = |e| ganglion_node::overlay::OverlayError::Io {
+        let io = |e| ganglion_dispatch::overlay::OverlayError::Io {
             operation: "echo",
             source: e,
         };
@@ -506,7 +506,7 @@ fn setup(plan: &JobOverlay, keys: JobKeys, peers: Vec<OverlayPeer>) -> JobSetup 
 /// and leaves the pods of a job it still runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overlay_sweep_removes_orphaned_pods_after_a_crash() {
-    use ganglion_node::overlay::network::SANDBOX_LABEL;
+    use ganglion_dispatch::overlay::network::SANDBOX_LABEL;
 
     if !root("overlay_sweep_removes_orphaned_pods_after_a_crash") {
         return;
@@ -676,7 +676,7 @@ async fn overlay_sweep_removes_orphaned_pods_after_a_crash() {
 /// A TCP echo server inside `ns` on `address`, serving any number of connections; its port.
 fn echo_listener(ns: &Path, address: Ipv4Addr) -> u16 {
     let listener = netns::run_in(ns, move || {
-        TcpListener::bind((address, 0)).map_err(|e| ganglion_node::overlay::OverlayError::Io {
+        TcpListener::bind((address, 0)).map_err(|e| ganglion_dispatch::overlay::OverlayError::Io {
             operation: "listen",
             source: e,
         })
@@ -1003,7 +1003,7 @@ async fn observed(node: &P2pNode) -> Vec<libp2p::Multiaddr> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overlay_keys_exchanged_over_p2p_cluster_protocol() {
     use ganglion_contracts::datum::JobId as ChainJobId;
-    use ganglion_node::overlay::exchange;
+    use ganglion_node::daemon::exchange;
     use ganglion_node::p2p::Event;
     use ganglion_node::p2p::protocols::ClusterResponse;
 
@@ -1471,7 +1471,7 @@ async fn overlay_ddp_4_ranks_2_plus_2_across_two_natted_hosts() {
 
 async fn ddp_across_nat(prefix: &str, per_node: u32) {
     use ganglion_contracts::datum::JobId as ChainJobId;
-    use ganglion_node::overlay::exchange;
+    use ganglion_node::daemon::exchange;
 
     let docker = bollard::Docker::connect_with_local_defaults()
         .expect("needs Docker (bash scripts/ensure-docker.sh)")
@@ -1495,7 +1495,7 @@ async fn ddp_across_nat(prefix: &str, per_node: u32) {
         .iter()
         .map(|h| {
             netns::run_in(&h.path(), || {
-                UdpSocket::bind("0.0.0.0:0").map_err(|e| ganglion_node::overlay::OverlayError::Io {
+                UdpSocket::bind("0.0.0.0:0").map_err(|e| ganglion_dispatch::overlay::OverlayError::Io {
                     operation: "bind",
                     source: e,
                 })
@@ -1811,7 +1811,7 @@ async fn links_become(nodes: [&OverlayNode; 2], job: &JobId, mode: LinkMode, lim
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overlay_relay_fallback_when_direct_udp_is_blocked() {
     use ganglion_contracts::datum::JobId as ChainJobId;
-    use ganglion_node::overlay::exchange;
+    use ganglion_node::daemon::exchange;
 
     if !root("overlay_relay_fallback_when_direct_udp_is_blocked") {
         return;
@@ -1965,7 +1965,7 @@ fn a_df_payload_of_mtu_less_28_crosses_and_one_byte_more_is_refused_locally() {
         return;
     }
     let ns = Netns::new(format!("gmtu-{}", std::process::id()));
-    let m = ganglion_node::overlay::config::OverlayConfig {
+    let m = ganglion_dispatch::overlay::config::OverlayConfig {
         path_mtu: Some(1492),
         ..Default::default()
     }
@@ -1973,7 +1973,7 @@ fn a_df_payload_of_mtu_less_28_crosses_and_one_byte_more_is_refused_locally() {
     .expect("mtu");
     assert_eq!(m, 1412);
     let io = |operation: &'static str| {
-        move |source| ganglion_node::overlay::OverlayError::Io { operation, source }
+        move |source| ganglion_dispatch::overlay::OverlayError::Io { operation, source }
     };
     let (fits, too_big, seen) = netns::run_in(&ns.path(), move || {
         let dev = TunDevice::create(OVERLAY_IFNAME)?;

@@ -223,7 +223,7 @@ pub async fn outputs<S: Kv>(
                             let store = Arc::clone(blocks);
                             let t = target.clone();
                             tokio::task::spawn_blocking(move || {
-                                crate::executor::artifacts::materialize(&store, &cid, &t)
+                                ganglion_dispatch::executor::artifacts::materialize(&store, &cid, &t)
                                     .map_err(|e| e.to_string())
                             })
                             .await

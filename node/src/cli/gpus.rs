@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use ganglion_node::gpu;
+use ganglion_dispatch::gpu;
 use ganglion_node::settings::Settings;
 
 /// Show the GPUs this node detects (NVML, AMD sysfs/KFD) and declares (config).
@@ -34,7 +34,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .build()
             .context("starting the async runtime")?;
         rt.block_on(ganglion_node::daemon::gpus::container_check(
-            std::path::Path::new(ganglion_node::executor::engine::DEFAULT_SOCKET),
+            std::path::Path::new(ganglion_dispatch::executor::engine::DEFAULT_SOCKET),
             std::time::Duration::from_secs(60),
             &mut inv,
             &ganglion_node::daemon::overlay::probe_image_tag(),
@@ -50,7 +50,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for note in &inv.notes {
         eprintln!("note: {note}");
     }
-    if let Err(e) = inv.offerable(cfg.network) {
+    if let Err(e) = ganglion_node::config::offerable_on(&inv, cfg.network) {
         eprintln!("warning: {e}");
     }
     let bench = args.bench.then(|| {

@@ -64,7 +64,7 @@ pub enum DaemonError {
     P2p(#[from] crate::p2p::Error),
     /// The executor (Docker).
     #[error("executor: {0}")]
-    Executor(#[from] crate::executor::ExecError),
+    Executor(#[from] ganglion_dispatch::executor::ExecError),
     /// The job engine.
     #[error("job engine: {0}")]
     Engine(#[from] crate::job::EngineError),

@@ -8,11 +8,11 @@
 //! | AMD (sysfs) | `/dev/kfd` and its render node |
 //! | declared (devnet) | none: only the rank env names it |
 
-use crate::executor::engine::Engine;
-use crate::executor::plan::GpuAttachment;
-use crate::gpu::docker::NvidiaAccess;
-use crate::gpu::smoke::{self, GpuCheck};
-use crate::gpu::{Gpu, Inventory, Source};
+use ganglion_dispatch::executor::engine::Engine;
+use ganglion_dispatch::executor::plan::GpuAttachment;
+use ganglion_dispatch::gpu::docker::NvidiaAccess;
+use ganglion_dispatch::gpu::smoke::{self, GpuCheck};
+use ganglion_dispatch::gpu::{Gpu, Inventory, Source};
 
 /// The start-up GPU check of a provider, run before its bond is posted (field README,
 /// docker-gpu): when NVIDIA GPUs (or MIG devices) would be offered, `/info`'s verdict
@@ -36,7 +36,7 @@ pub async fn startup_check(
 
 /// [`startup_check`] against the engine at `socket` (what `ganglion gpus` runs): `None` when no
 /// NVIDIA GPU would be offered (nothing to check); an engine that does not answer within
-/// `timeout` counts as a failed smoke ([`crate::gpu::docker::Unusable::SmokeFailed`]).
+/// `timeout` counts as a failed smoke ([`ganglion_dispatch::gpu::docker::Unusable::SmokeFailed`]).
 pub async fn container_check(
     socket: &std::path::Path,
     timeout: std::time::Duration,
@@ -53,13 +53,13 @@ pub async fn container_check(
         Ok(Err(e)) => e.to_string(),
         Err(_) => format!("{} did not answer within {timeout:?}", socket.display()),
     };
-    let smoke = crate::gpu::docker::SmokeOutcome::NotRun { why };
+    let smoke = ganglion_dispatch::gpu::docker::SmokeOutcome::NotRun { why };
     let from_info = NvidiaAccess::Missing {
-        reason: crate::gpu::docker::Unusable::SmokeFailed,
+        reason: ganglion_dispatch::gpu::docker::Unusable::SmokeFailed,
         missing: String::new(),
     };
-    let request = crate::gpu::docker::smoke_request(&from_info, &targets);
-    let access = crate::gpu::docker::confirm(&from_info, &request, &smoke);
+    let request = ganglion_dispatch::gpu::docker::smoke_request(&from_info, &targets);
+    let access = ganglion_dispatch::gpu::docker::confirm(&from_info, &request, &smoke);
     inventory.apply_container_access(&access);
     Some(GpuCheck {
         request,
@@ -221,7 +221,7 @@ mod tests {
     fn unreachable_or_incomplete_gpus_are_refused() {
         let nv = gpu(Source::Nvml, 0, Some("GPU-aa"), None);
         let missing = NvidiaAccess::Missing {
-            reason: crate::gpu::docker::Unusable::ToolkitMissing,
+            reason: ganglion_dispatch::gpu::docker::Unusable::ToolkitMissing,
             missing: "no nvidia runtime".into(),
         };
         assert!(matches!(

@@ -27,6 +27,7 @@ pub mod chain;
 pub mod config;
 pub mod devnet;
 mod error;
+pub mod exchange;
 pub mod gpus;
 pub mod keys;
 pub mod node;

@@ -22,9 +22,9 @@ use super::chain::{self, BondOwner};
 use super::overlay::{self as daemon_overlay, DaemonNetwork, OverlaySetup};
 use crate::config::Network;
 use crate::datadir::DataDir;
-use crate::executor::docker::{DockerExecutor, ExecutorConfig};
-use crate::executor::engine::{DEFAULT_SOCKET, Engine as DockerEngine};
-use crate::gpu;
+use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
+use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine as DockerEngine};
+use ganglion_dispatch::gpu;
 use crate::job::chain::ChainAccess;
 use crate::job::provider::ProviderSide;
 use crate::job::store::JobStore;
@@ -109,7 +109,7 @@ async fn job_network(
 ) -> Result<(DaemonNetwork, Option<Arc<OverlaySetup>>), DaemonError> {
     // The overlay node, once bound, gets its relay fallback after the swarm exists
     // ([`OverlaySetup::enable_relay`]).
-    let bridge = DaemonNetwork::Bridge(crate::executor::network::DockerBridge::new(
+    let bridge = DaemonNetwork::Bridge(ganglion_dispatch::executor::network::DockerBridge::new(
         docker.docker.clone(),
     ));
     // SAFETY: geteuid(2) has no preconditions and cannot fail.
@@ -133,19 +133,19 @@ async fn job_network(
         .map_err(|e| DaemonError::Provider(e.to_string()))?;
     // The pods' MTU from the path (`[overlay] mtu`, else path − 80): a 1420 tunnel over a
     // PPPoE or VXLAN underlay would drop every full-size packet.
-    let learned = crate::overlay::config::learn_path_mtu();
+    let learned = ganglion_dispatch::overlay::config::learn_path_mtu();
     let mtu = config
         .resolve_mtu(learned.as_ref())
         .map_err(|e| DaemonError::Provider(e.to_string()))?;
     let node = Arc::new(
-        crate::overlay::node::OverlayNode::bind(&config)
+        ganglion_dispatch::overlay::node::OverlayNode::bind(&config)
             .map_err(|e| DaemonError::Provider(e.to_string()))?,
     );
     let port = node
         .local_addr()
         .map_err(|e| DaemonError::Provider(e.to_string()))?
         .port();
-    let network = crate::overlay::network::OverlayNetwork::new(
+    let network = ganglion_dispatch::overlay::network::OverlayNetwork::new(
         docker.docker.clone(),
         peer.to_string(),
         node.clone(),
@@ -305,9 +305,8 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
             super::gpus::startup_check(&docker, &mut inventory, &daemon_overlay::probe_image_tag())
                 .await;
         docker.nvidia = nvidia;
-        gpu_report = Some(gpu::report::to_rpc(&inventory, check.as_ref()));
-        let offerable = inventory
-            .offerable(r.preset.network)
+        gpu_report = Some(crate::rpc::gpus::to_rpc(&inventory, check.as_ref()));
+        let offerable = crate::config::offerable_on(&inventory, r.preset.network)
             .map_err(|e| DaemonError::Provider(e.to_string()))?;
         let pooled = limits
             .pooled(&offerable)

@@ -30,16 +30,16 @@ use async_trait::async_trait;
 use ganglion_contracts::datum::JobId as ChainJobId;
 use ipnet::Ipv4Net;
 
-use crate::executor::ExecError;
-use crate::executor::network::{Attachment, ClusterNetwork, DockerBridge};
-use crate::executor::plan::JobId;
+use ganglion_dispatch::executor::ExecError;
+use ganglion_dispatch::executor::network::{Attachment, ClusterNetwork, DockerBridge};
+use ganglion_dispatch::executor::plan::JobId;
 use crate::job::cluster::{ClusterPeers, ClusterSetup};
-use crate::overlay::addressing::JobOverlay;
-use crate::overlay::config::OverlayConfig;
-use crate::overlay::exchange;
-use crate::overlay::keys::JobKeys;
-use crate::overlay::network::{JobSetup, OverlayNetwork};
-use crate::overlay::node::OverlayNode;
+use ganglion_dispatch::overlay::addressing::JobOverlay;
+use ganglion_dispatch::overlay::config::OverlayConfig;
+use crate::daemon::exchange;
+use ganglion_dispatch::overlay::keys::JobKeys;
+use ganglion_dispatch::overlay::network::{JobSetup, OverlayNetwork};
+use ganglion_dispatch::overlay::node::OverlayNode;
 use crate::p2p::Client;
 
 /// Longest wait for every peer's hello in one dispatch try, then the engine retries.
@@ -156,14 +156,14 @@ impl OverlaySetup {
     /// peer that sent the job's hello. Call once, after the swarm started.
     ///
     /// # Errors
-    /// [`OverlayError::Relay`](crate::overlay::OverlayError) when the relay protocol is taken.
-    pub fn enable_relay(&self, p2p: &Client) -> Result<(), crate::overlay::OverlayError> {
+    /// [`OverlayError::Relay`](ganglion_dispatch::overlay::OverlayError) when the relay protocol is taken.
+    pub fn enable_relay(&self, p2p: &Client) -> Result<(), ganglion_dispatch::overlay::OverlayError> {
         self.node
             .set_relay(p2p.streams(), self.config.relay_fallback())
     }
 
     /// This node's links of `job` (direct, relayed or pending), for logs and status.
-    pub fn links(&self, job: &JobId) -> Vec<crate::overlay::router::LinkReport> {
+    pub fn links(&self, job: &JobId) -> Vec<ganglion_dispatch::overlay::router::LinkReport> {
         self.node.links(job)
     }
 

@@ -370,8 +370,8 @@ pub async fn run(
         on_step(&s);
         timeline.push(s);
     };
-    crate::executor::engine::Engine::connect(
-        std::path::Path::new(crate::executor::engine::DEFAULT_SOCKET),
+    ganglion_dispatch::executor::engine::Engine::connect(
+        std::path::Path::new(ganglion_dispatch::executor::engine::DEFAULT_SOCKET),
         30,
     )
     .await
@@ -590,7 +590,7 @@ pub async fn run(
         // What the killed provider's restart would do: remove its orphaned pod (the sandbox
         // and the workload joined to it).
         let docker = bollard::Docker::connect_with_local_defaults().map_err(DemoError::chain)?;
-        let swept = crate::overlay::sweep::sweep(&docker, owner, &Default::default())
+        let swept = ganglion_dispatch::overlay::sweep::sweep(&docker, owner, &Default::default())
             .await
             .map_err(DemoError::chain)?;
         step(
@@ -731,7 +731,7 @@ fn results(cluster: &cluster::Cluster, job_hex: &str) -> (Vec<RankChecksum>, Vec
             }
             let report = std::fs::read(job_dir.join("report.json"))
                 .ok()
-                .and_then(|b| serde_json::from_slice::<crate::executor::JobReport>(&b).ok());
+                .and_then(|b| serde_json::from_slice::<ganglion_dispatch::executor::JobReport>(&b).ok());
             for r in report.iter().flat_map(|r| &r.ranks) {
                 artifacts.push(Artifacts {
                     provider: p.name.to_string(),

@@ -3,7 +3,7 @@
 //! tag), and the rank checksums read back from the providers' logs.
 //!
 //! The executor runs one container per provider with `LOCAL_WORLD_SIZE` = its GPUs and `RANK`
-//! = its first global rank (see [`crate::executor::rendezvous`]); the image's
+//! = its first global rank (see [`ganglion_dispatch::executor::rendezvous`]); the image's
 //! `torch.distributed.run` fails on its own arguments (torch 1.13, Python 3.11), so a POSIX
 //! shell starts one `python3 -c "$DDP_TRAIN_PY"` per local rank and fails when any fails.
 

@@ -11,7 +11,7 @@ use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 use libp2p::PeerId;
 
-use crate::executor::plan::JobId as ExecJobId;
+use ganglion_dispatch::executor::plan::JobId as ExecJobId;
 use crate::p2p::Client;
 
 /// One job's nodes as the assignment names them, seen from this provider.

@@ -10,7 +10,7 @@ use super::engine::{
     Ctx, EngineError, OrchestratorRecord, OrchestratorRole, ProviderRecord, ProviderRole,
 };
 use super::orchestrator;
-use crate::executor::Executor;
+use ganglion_dispatch::executor::Executor;
 use ganglion_market::spec::Ensemble;
 
 /// Submit, cancel and read jobs of a running [`super::Engine`] (from [`super::Engine::handle`]).

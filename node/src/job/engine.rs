@@ -54,7 +54,7 @@ use super::chain::{ChainAccess, ChainError};
 use super::orchestrator::{self, OrchestratorDetail};
 use super::provider::{self, ProviderDetail, ProviderSide};
 use super::store::{JobStore, Orchestrating, Providing, RecordOf, StoreError};
-use crate::executor::{ExecError, Executor, JobRecord as ExecRecord, JobReport};
+use ganglion_dispatch::executor::{ExecError, Executor, JobRecord as ExecRecord, JobReport};
 use crate::p2p;
 use ganglion_market::spec::Ensemble;
 
@@ -208,13 +208,13 @@ pub struct Parts<S: Kv, E: Executor> {
 pub enum NoExecutor {}
 
 impl Executor for NoExecutor {
-    async fn run(&self, _: crate::executor::JobPlan) -> Result<JobReport, ExecError> {
+    async fn run(&self, _: ganglion_dispatch::executor::JobPlan) -> Result<JobReport, ExecError> {
         match *self {}
     }
     async fn recover(&self) -> Result<Vec<JobReport>, ExecError> {
         match *self {}
     }
-    fn record(&self, _: &crate::executor::JobId) -> Result<Option<ExecRecord>, ExecError> {
+    fn record(&self, _: &ganglion_dispatch::executor::JobId) -> Result<Option<ExecRecord>, ExecError> {
         match *self {}
     }
 }

@@ -32,7 +32,7 @@ use super::orchestrator::{self, OrchestratorDetail};
 use super::state::{OrchestratorEvent, OrchestratorState};
 use super::store::{JobRecord, TxKind};
 use super::witness::{self, WitnessError};
-use crate::executor::Executor;
+use ganglion_dispatch::executor::Executor;
 use ganglion_market::spec::Ensemble;
 
 /// Why a wallet-paid lock could not be built or a signed transaction not submitted.

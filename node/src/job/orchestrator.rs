@@ -25,7 +25,7 @@ use super::engine::{Ctx, EngineError, OrchestratorRecord, OrchestratorRole};
 use super::retry;
 use super::state::{OrchestratorEvent, OrchestratorState};
 use super::store::{JobRecord, Role, TxIntent, TxKind};
-use crate::executor::Executor;
+use ganglion_dispatch::executor::Executor;
 use crate::p2p::protocols::{AcceptRequest, AcceptResponse, AttestMessage, RefusalReason};
 use ganglion_market::matching::{Requirements, match_gang};
 use ganglion_market::snapshot::{MarketSnapshot, SnapshotOptions};

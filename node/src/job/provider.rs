@@ -25,8 +25,8 @@ use super::orchestrator;
 use super::state::{ProviderEvent, ProviderState};
 use super::store::{DispatchIntent, JobRecord, TxKind};
 use super::terms;
-use crate::executor::plan::{ContainerSlot, GpuAttachment, JobPlan};
-use crate::executor::{Executor, JobReport, Phase};
+use ganglion_dispatch::executor::plan::{ContainerSlot, GpuAttachment, JobPlan};
+use ganglion_dispatch::executor::{Executor, JobReport, Phase};
 use crate::p2p::offers::OfferBody;
 use crate::p2p::protocols::AttestMessage;
 use ganglion_market::snapshot::Offer as MarketOffer;
@@ -397,7 +397,7 @@ async fn plan_for<S: Kv, E: Executor>(
             },
         })
         .collect();
-    let exec_id = crate::executor::JobId::new(executor_job(&r.job_id, index, &side.peer_id))?;
+    let exec_id = ganglion_dispatch::executor::JobId::new(executor_job(&r.job_id, index, &side.peer_id))?;
     Ok(
         JobPlan::from_ensemble(exec_id, &spec, world, vec![index as u32])
             .map_err(|e| format!("cannot plan the job: {e}")),
@@ -583,7 +583,7 @@ fn finished_of(report: &JobReport, index: u64, cap_gpu_seconds: u64) -> Finished
         .ranks
         .iter()
         .find(|r| u64::from(r.node_rank) == index);
-    let cid_bytes = |c: Option<&crate::executor::report::Artifact>| {
+    let cid_bytes = |c: Option<&ganglion_dispatch::executor::report::Artifact>| {
         c.and_then(|a| cid::Cid::try_from(a.cid.as_str()).ok())
             .map(|c| c.to_bytes())
             .unwrap_or_default()
@@ -605,7 +605,7 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
     let (Some(d), Some(index)) = (&r.dispatch, r.detail.index) else {
         return fail(ctx, r, "dispatched without a dispatch intent".into());
     };
-    let id = crate::executor::JobId::new(d.executor_job.clone())?;
+    let id = ganglion_dispatch::executor::JobId::new(d.executor_job.clone())?;
     match side.executor.record(&id)? {
         None => {
             // Killed between the dispatch intent and the executor's own record: the
@@ -829,10 +829,10 @@ mod tests {
         assert_eq!(attested_gpu_seconds(u64::MAX), u64::MAX / 1000);
     }
 
-    fn report(outcome: crate::executor::Outcome, run_seconds: f64) -> JobReport {
-        use crate::executor::report::{RankReport, Timings, Usage};
+    fn report(outcome: ganglion_dispatch::executor::Outcome, run_seconds: f64) -> JobReport {
+        use ganglion_dispatch::executor::report::{RankReport, Timings, Usage};
         JobReport {
-            job: crate::executor::JobId::new("attest").expect("valid"),
+            job: ganglion_dispatch::executor::JobId::new("attest").expect("valid"),
             outcome,
             image: None,
             ranks: vec![RankReport {
@@ -854,7 +854,7 @@ mod tests {
 
     #[test]
     fn a_rank_that_exits_non_zero_after_its_work_attests_the_gpu_time_it_ran() {
-        use crate::executor::{FailureReason, Outcome};
+        use ganglion_dispatch::executor::{FailureReason, Outcome};
         // Torch's gloo teardown: the checksum printed, then exit 1. Was attested as 0 GPU-s.
         let gloo = report(
             Outcome::Failed {
@@ -944,7 +944,7 @@ mod tests {
         assert_eq!(a, executor_job(&job, 0, &node), "stable for one node");
         assert!(a.starts_with(&hex::encode(job.0)[..40]), "{a}");
         for id in [a, b, other] {
-            crate::executor::JobId::new(id).expect("a valid executor job id");
+            ganglion_dispatch::executor::JobId::new(id).expect("a valid executor job id");
         }
     }
 }

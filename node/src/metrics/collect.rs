@@ -16,7 +16,7 @@ use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 
 use super::registry::{JobLabels, Metrics, TxLabels};
-use crate::executor::state::JobTable;
+use ganglion_dispatch::executor::state::JobTable;
 use crate::job::engine::{OrchestratorRecord, OrchestratorRole, ProviderRecord, ProviderRole};
 use crate::job::state::{OrchestratorState, ProviderState};
 use crate::job::store::{JobStore, StoreError, TxKind};
@@ -34,7 +34,7 @@ pub enum CollectError {
     Store(#[from] StoreError),
     /// The executor's table failed.
     #[error("executor table: {0}")]
-    Executor(#[from] crate::executor::ExecError),
+    Executor(#[from] ganglion_dispatch::executor::ExecError),
     /// The indexer's store failed.
     #[error("indexer: {0}")]
     Indexer(#[from] ganglion_indexer::Error),
@@ -231,7 +231,7 @@ impl<S: Kv> Collector<S> {
             let seen = self.dispatched.lock().unwrap_or_else(|p| p.into_inner());
             for r in provided.iter().filter(|r| !seen.contains(&r.job_id)) {
                 let started = match (&self.sources.executor, &r.dispatch) {
-                    (Some(table), Some(d)) => crate::executor::JobId::new(d.executor_job.clone())
+                    (Some(table), Some(d)) => ganglion_dispatch::executor::JobId::new(d.executor_job.clone())
                         .ok()
                         .map(|id| table.get(&id))
                         .transpose()?

@@ -16,7 +16,7 @@
 //! `/ganglion/accept/1`, `/ganglion/cluster/1`, `/ganglion/attest/1`; bitswap
 //! (`/ipfs/bitswap/1.2.0`, [`bitswap`](crate::p2p::bitswap)) over the storage crate's blockstore;
 //! raw streams (`libp2p-stream`, [`Client::streams`](crate::p2p::Client::streams)) for the
-//! overlay's relay fallback (`/ganglion/overlay-relay/1`, [`crate::overlay::relay`]).
+//! overlay's relay fallback (`/ganglion/overlay-relay/1`, [`ganglion_dispatch::overlay::relay`]).
 //!
 //! **Artifact hand-over (`fetch`)** is bitswap: job inputs, image archives and outputs are
 //! UnixFS DAGs in the blockstore; a peer fetches one by root CID with

@@ -8,9 +8,9 @@ use std::path::Path;
 use std::process::Command;
 
 use ganglion_market::spec::Vendor;
-use ganglion_node::executor::engine::{DEFAULT_SOCKET, Engine};
-use ganglion_node::gpu::docker::{NvidiaAccess, SmokeOutcome, Unusable};
-use ganglion_node::gpu::{self, Gpu, Inventory, NotOffered, Source, smoke};
+use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine};
+use ganglion_dispatch::gpu::docker::{NvidiaAccess, SmokeOutcome, Unusable};
+use ganglion_dispatch::gpu::{self, Gpu, Inventory, NotOffered, Source, smoke};
 
 /// The two tests share this process id, which the leftover check filters on: one at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -150,12 +150,11 @@ async fn startup_check_marks_nvidia_gpus_not_usable_and_leaves_declared_ones() {
         "{:?}",
         inv.gpus[0].not_offered
     );
-    let offered = inv
-        .offerable(ganglion_node::config::Network::Devnet)
+    let offered = ganglion_node::config::offerable_on(&inv, ganglion_node::config::Network::Devnet)
         .expect("devnet");
     assert_eq!(offered.len(), 1);
     assert!(offered[0].is_declared());
-    let report = gpu::report::to_rpc(&inv, check.as_ref());
+    let report = ganglion_node::rpc::gpus::to_rpc(&inv, check.as_ref());
     let c = report.containers.expect("checked");
     assert!(
         !c.usable && c.reason.is_some() && c.detail.is_some(),

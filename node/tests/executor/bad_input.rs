@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ganglion_node::executor::docker::DockerExecutor;
-use ganglion_node::executor::engine::Engine;
-use ganglion_node::executor::plan::{ImageSource, JobPlan};
-use ganglion_node::executor::{Executor, FailureReason, JobReport, Phase};
+use ganglion_dispatch::executor::docker::DockerExecutor;
+use ganglion_dispatch::executor::engine::Engine;
+use ganglion_dispatch::executor::plan::{ImageSource, JobPlan};
+use ganglion_dispatch::executor::{Executor, FailureReason, JobReport, Phase};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinHandle;
 
@@ -283,11 +283,11 @@ async fn an_engine_that_disappears_mid_job() {
 
 pub async fn wait_for_phase<S, N>(
     exec: &DockerExecutor<S, N>,
-    job: &ganglion_node::executor::JobId,
+    job: &ganglion_dispatch::executor::JobId,
     phase: Phase,
 ) where
     S: ganglion_storage::blockstore::Blockstore + 'static,
-    N: ganglion_node::executor::network::ClusterNetwork,
+    N: ganglion_dispatch::executor::network::ClusterNetwork,
 {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

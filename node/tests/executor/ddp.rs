@@ -6,9 +6,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use ganglion_market::spec::Framework;
-use ganglion_node::executor::Executor;
-use ganglion_node::executor::plan::{GpuAttachment, InputFile, JobPlan};
-use ganglion_node::executor::report::JobReport;
+use ganglion_dispatch::executor::Executor;
+use ganglion_dispatch::executor::plan::{GpuAttachment, InputFile, JobPlan};
+use ganglion_dispatch::executor::report::JobReport;
 use ganglion_storage::blockstore::Blockstore;
 use ganglion_storage::dagpb;
 use ganglion_storage::pin::Pinner;

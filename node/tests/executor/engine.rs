@@ -1,10 +1,10 @@
 use std::path::Path;
 
-use ganglion_node::executor::ExecError;
-use ganglion_node::executor::Executor;
-use ganglion_node::executor::engine::Engine;
-use ganglion_node::executor::plan::GpuAttachment;
-use ganglion_node::gpu::docker::NvidiaAccess;
+use ganglion_dispatch::executor::ExecError;
+use ganglion_dispatch::executor::Executor;
+use ganglion_dispatch::executor::engine::Engine;
+use ganglion_dispatch::executor::plan::GpuAttachment;
+use ganglion_dispatch::gpu::docker::NvidiaAccess;
 
 use crate::support::{self, Node};
 

@@ -1,9 +1,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use ganglion_node::executor::Executor;
-use ganglion_node::executor::plan::{ImageSource, InputFile};
-use ganglion_node::executor::{ExecError, Phase};
+use ganglion_dispatch::executor::Executor;
+use ganglion_dispatch::executor::plan::{ImageSource, InputFile};
+use ganglion_dispatch::executor::{ExecError, Phase};
 use ganglion_storage::blockstore::MemoryBlockstore;
 use ganglion_storage::commp::CommP;
 use ganglion_storage::pin::Pinner;

@@ -9,10 +9,10 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ganglion_node::executor::docker::DockerExecutor;
-use ganglion_node::executor::plan::JobPlan;
+use ganglion_dispatch::executor::docker::DockerExecutor;
+use ganglion_dispatch::executor::plan::JobPlan;
 
-use ganglion_node::executor::{ExecError, Executor, Phase};
+use ganglion_dispatch::executor::{ExecError, Executor, Phase};
 use ganglion_storage::blockstore::MemoryBlockstore;
 use ganglion_storage::unixfs::{self, ImportOptions};
 

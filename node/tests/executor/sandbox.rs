@@ -2,11 +2,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use bollard::models::MountPoint;
 use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
-use ganglion_node::executor::Executor;
-use ganglion_node::executor::labels;
-use ganglion_node::executor::network::Endpoint;
-use ganglion_node::executor::plan::{GpuAttachment, ResourceDefaults};
-use ganglion_node::executor::sandbox::{self, AmdGroups, ContainerSpec, Mounts};
+use ganglion_dispatch::executor::Executor;
+use ganglion_dispatch::executor::labels;
+use ganglion_dispatch::executor::network::Endpoint;
+use ganglion_dispatch::executor::plan::{GpuAttachment, ResourceDefaults};
+use ganglion_dispatch::executor::sandbox::{self, AmdGroups, ContainerSpec, Mounts};
 
 use crate::support::{self, Node};
 

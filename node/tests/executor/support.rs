@@ -9,9 +9,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ganglion_market::spec::{Framework, ResourcesPerGpu};
-use ganglion_node::executor::docker::{DockerExecutor, ExecutorConfig};
-use ganglion_node::executor::engine::{DEFAULT_SOCKET, Engine};
-use ganglion_node::executor::plan::{
+use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
+use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine};
+use ganglion_dispatch::executor::plan::{
     ContainerSlot, GpuAttachment, ImageSource, JobId, JobPlan, RunAs,
 };
 use ganglion_storage::blockstore::SledBlockstore;
@@ -173,7 +173,7 @@ pub async fn network_exists(exec: &Exec, job: &JobId) -> bool {
     exec.engine()
         .docker
         .inspect_network(
-            &ganglion_node::executor::network::DockerBridge::network_name(job),
+            &ganglion_dispatch::executor::network::DockerBridge::network_name(job),
             None::<bollard::query_parameters::InspectNetworkOptions>,
         )
         .await

@@ -1,8 +1,8 @@
 //! The CUDA benchmark kernels on a real GPU. Runs them when `libcuda.so` loads; otherwise says
 //! loudly that it was skipped and checks the typed no-driver error and the CPU fallback instead.
 
-use ganglion_node::gpu::bench::{self, Device};
-use ganglion_node::gpu::cuda::{self, CudaError, CudaSizes};
+use ganglion_dispatch::gpu::bench::{self, Device};
+use ganglion_dispatch::gpu::cuda::{self, CudaError, CudaSizes};
 
 #[test]
 fn cuda_benchmark_measures_every_device_or_falls_back_to_the_cpu() {

@@ -9,8 +9,8 @@ use ganglion_market::{
     Binding, Constraint, Ensemble, MarketSnapshot, Offer, ProviderLimits, Requirements,
     SnapshotOptions, match_gang,
 };
-use ganglion_node::gpu::declared::{DeclaredGpu, to_gpus};
-use ganglion_node::gpu::{Gpu, Source};
+use ganglion_dispatch::gpu::declared::{DeclaredGpu, to_gpus};
+use ganglion_dispatch::gpu::{Gpu, Source};
 
 use ganglion_market::test_utils::{providers, req};
 

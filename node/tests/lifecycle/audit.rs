@@ -11,7 +11,7 @@ use ganglion_contracts::datum::JobId;
 use ganglion_indexer::event::Event;
 use ganglion_node::audit::rpc::AuditRpc;
 use ganglion_node::audit::{self, Evidence, Report, checks};
-use ganglion_node::executor::Executor;
+use ganglion_dispatch::executor::Executor;
 use ganglion_node::rpc::Api;
 use ganglion_node::settings::Settings;
 use ganglion_rpc::audit::{

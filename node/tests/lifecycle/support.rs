@@ -22,9 +22,9 @@ use ganglion_indexer::sync::{self, SyncConfig};
 use ganglion_indexer::{Indexer, Watch};
 use ganglion_market::snapshot::{GpuModel, Offer as MarketOffer, OfferedGpus};
 use ganglion_market::spec::{Ensemble, Interconnect, Vendor};
-use ganglion_node::executor::docker::{DockerExecutor, ExecutorConfig};
-use ganglion_node::executor::engine::{DEFAULT_SOCKET, Engine as DockerEngine};
-use ganglion_node::executor::plan::GpuAttachment;
+use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
+use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine as DockerEngine};
+use ganglion_dispatch::executor::plan::GpuAttachment;
 use ganglion_node::job::chain::ChainAccess;
 use ganglion_node::job::provider::ProviderSide;
 use ganglion_node::job::store::JobStore;
@@ -305,7 +305,7 @@ impl ProviderIdent {
 }
 
 /// One node: its engine, swarm client and address, indexer, and data dir.
-pub struct Node<E: ganglion_node::executor::Executor + 'static> {
+pub struct Node<E: ganglion_dispatch::executor::Executor + 'static> {
     pub engine: Engine<SledKv, E>,
     pub p2p: Client,
     pub addr: Multiaddr,
@@ -347,7 +347,7 @@ impl<E> SideParts<E> {
 }
 
 /// A node whose job engine was stopped (its store closed); everything else still runs.
-pub struct Stopped<E: ganglion_node::executor::Executor + 'static> {
+pub struct Stopped<E: ganglion_dispatch::executor::Executor + 'static> {
     p2p: Client,
     addr: Multiaddr,
     indexer: Arc<Indexer<SledKv>>,
@@ -360,7 +360,7 @@ pub struct Stopped<E: ganglion_node::executor::Executor + 'static> {
     side: Option<SideParts<E>>,
 }
 
-impl<E: ganglion_node::executor::Executor + 'static> Node<E> {
+impl<E: ganglion_dispatch::executor::Executor + 'static> Node<E> {
     /// Stops the engine and drops its job store (a crash of the job engine, as far as the
     /// store can tell: every write was already flushed).
     pub async fn stop_engine(self) -> Stopped<E> {
@@ -398,7 +398,7 @@ impl<E: ganglion_node::executor::Executor + 'static> Node<E> {
     }
 }
 
-impl<E: ganglion_node::executor::Executor + 'static> Stopped<E> {
+impl<E: ganglion_dispatch::executor::Executor + 'static> Stopped<E> {
     /// Reopens the job store from disk and starts a new engine on it (same indexer, swarm,
     /// blockstore and executor). The new engine hears no p2p events (records already exist).
     pub fn start_engine(self, chain: &Chain) -> Node<E> {
@@ -726,8 +726,8 @@ pub fn probe_spec(sleep_s: u32, deadline_in_ms: u64) -> Ensemble {
 /// `n` offers.
 pub async fn connect_market<E, F>(orch: &Node<E>, providers: &[&Node<F>], n: usize)
 where
-    E: ganglion_node::executor::Executor + 'static,
-    F: ganglion_node::executor::Executor + 'static,
+    E: ganglion_dispatch::executor::Executor + 'static,
+    F: ganglion_dispatch::executor::Executor + 'static,
 {
     for p in providers {
         p.p2p.dial(orch.addr.clone()).await.expect("dials");

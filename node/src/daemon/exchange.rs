@@ -20,10 +20,10 @@ use ipnet::Ipv4Net;
 use libp2p::multiaddr::Protocol;
 use libp2p::{Multiaddr, PeerId};
 
-use super::OverlayError;
-use super::addressing::JobOverlay;
-use super::keys::JobKeys;
-use super::router::OverlayPeer;
+use ganglion_dispatch::overlay::OverlayError;
+use ganglion_dispatch::overlay::addressing::JobOverlay;
+use ganglion_dispatch::overlay::keys::JobKeys;
+use ganglion_dispatch::overlay::router::OverlayPeer;
 use crate::p2p::Client;
 use crate::p2p::protocols::{ClusterHello, ClusterResponse, MAX_CLUSTER_CANDIDATES};
 
@@ -242,8 +242,8 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::executor::plan::JobId;
-    use crate::overlay::addressing::OverlayPool;
+    use ganglion_dispatch::executor::plan::JobId;
+    use ganglion_dispatch::overlay::addressing::OverlayPool;
 
     fn plan() -> JobOverlay {
         OverlayPool::default()

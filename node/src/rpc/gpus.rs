@@ -2,9 +2,9 @@
 
 use ganglion_rpc::types::{ContainerGpus, GpuEntry, GpuReport};
 
-use super::Inventory;
-use super::docker::NvidiaAccess;
-use super::smoke::GpuCheck;
+use ganglion_dispatch::gpu::Inventory;
+use ganglion_dispatch::gpu::docker::NvidiaAccess;
+use ganglion_dispatch::gpu::smoke::GpuCheck;
 
 /// The RPC form of `inv` and, when it ran, the container check `check`.
 pub fn to_rpc(inv: &Inventory, check: Option<&GpuCheck>) -> GpuReport {
@@ -66,8 +66,8 @@ fn named<T: serde::Serialize>(v: &T) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::docker::{GpuRequest, SmokeOutcome, Unusable};
-    use crate::gpu::{Gpu, NotOffered, Source};
+    use ganglion_dispatch::gpu::docker::{GpuRequest, SmokeOutcome, Unusable};
+    use ganglion_dispatch::gpu::{Gpu, NotOffered, Source};
     use ganglion_market::spec::Vendor;
 
     #[test]

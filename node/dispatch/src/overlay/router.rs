@@ -57,7 +57,7 @@ pub struct OverlayPeer {
     /// The peer node's libp2p id: when the UDP path does not work, the link's datagrams are
     /// relayed over a libp2p stream to it (see the module docs). `None`: UDP only (the link
     /// stays `Pending` until a direct handshake). Set it to the peer the `cluster` hello came
-    /// from ([`super::exchange::learn_peers`] does).
+    /// from (the node's `daemon::exchange::learn_peers` does).
     pub relay: Option<PeerId>,
 }
 

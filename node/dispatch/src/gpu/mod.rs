@@ -16,7 +16,6 @@ pub mod bench;
 pub mod cuda;
 pub mod docker;
 pub mod nvml;
-pub mod report;
 pub mod smoke;
 pub mod table;
 
@@ -24,7 +23,6 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::config::Network;
 pub use ganglion_market::declared;
 pub use ganglion_market::gpu::{Gpu, MigSlice, NotOffered, Source};
 
@@ -37,41 +35,22 @@ pub struct Inventory {
     pub notes: Vec<String>,
 }
 
-/// Inventory rules.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// Declared GPUs may only be offered on the devnet.
-    #[error(
-        "{count} declared GPU(s) in [gpus.declared] cannot be offered as real hardware on {network}; only the devnet accepts them"
-    )]
-    DeclaredOnRealNetwork {
-        /// Declared GPUs.
-        count: usize,
-        /// The network configured.
-        network: Network,
-    },
-}
-
 impl Inventory {
-    /// GPUs that may be offered on `network`: every listed GPU without a
-    /// [`Gpu::not_offered`] reason (MIG parents, unidentified devices, APUs and GPUs
-    /// containers cannot reach are listed but left out), in inventory order.
-    ///
-    /// # Errors
-    /// [`Error::DeclaredOnRealNetwork`] when declared GPUs are present on a network other than
-    /// the devnet (remove them from the config there).
-    pub fn offerable(&self, network: Network) -> Result<Vec<Gpu>, Error> {
-        let count = self.gpus.iter().filter(|g| g.is_declared()).count();
-        if count > 0 && network != Network::Devnet {
-            return Err(Error::DeclaredOnRealNetwork { count, network });
-        }
-        Ok(self
-            .gpus
+    /// GPUs that may be offered: every listed GPU without a [`Gpu::not_offered`] reason (MIG
+    /// parents, unidentified devices, APUs and GPUs containers cannot reach are listed but left
+    /// out), in inventory order. Declared GPUs are among them: the node refuses those on every
+    /// network but the devnet (its config's `offerable_on`).
+    pub fn offerable(&self) -> Vec<Gpu> {
+        self.gpus
             .iter()
             .filter(|g| g.not_offered.is_none())
             .cloned()
-            .collect())
+            .collect()
+    }
+
+    /// How many GPUs are declared in the config rather than detected.
+    pub fn declared_count(&self) -> usize {
+        self.gpus.iter().filter(|g| g.is_declared()).count()
     }
 
     /// Marks every NVML GPU (whole GPUs and MIG devices) not offered when `access` says the

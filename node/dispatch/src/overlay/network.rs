@@ -3,7 +3,7 @@
 //! node's [`OverlayNode`]; the workload then joins with `network_mode: container:<sandbox>`.
 //!
 //! The job's plan, keys and peers come from the `cluster` exchange before dispatch
-//! ([`OverlayNetwork::prepare`]; in the daemon, `crate::daemon::overlay::OverlaySetup`).
+//! ([`OverlayNetwork::prepare`]; in the node, `daemon::overlay::OverlaySetup`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -25,8 +25,8 @@
 //! NATed hosts, the port-forwarding counter-test, and the relay fallback with the direct UDP
 //! path blocked. Numbers: `examples/overlay_bench.rs`.
 //!
-//! Relay fallback: [`node::OverlayNode::set_relay`] with the swarm's
-//! [`crate::p2p::Client::streams`]; peers from [`exchange::learn_peers`] name their relay
+//! Relay fallback: [`node::OverlayNode::set_relay`] with the swarm's stream control (the
+//! node's `p2p::Client::streams`); peers learnt in the node's cluster exchange name their relay
 //! node; [`node::OverlayNode::links`] reports each link `Direct`, `Relayed` or `Pending`
 //! ([`router`] has the rules).
 //!
@@ -36,7 +36,6 @@
 pub mod addressing;
 pub mod config;
 pub mod error;
-pub mod exchange;
 pub mod keys;
 pub mod netns;
 pub mod network;

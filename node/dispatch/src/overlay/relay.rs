@@ -55,7 +55,7 @@ impl std::fmt::Debug for RelaySender {
 }
 
 impl RelaySender {
-    /// Sends through `control` (from [`crate::p2p::Client::streams`]).
+    /// Sends through `control` (from the node's `p2p::Client::streams`).
     pub fn new(control: Control) -> Self {
         Self {
             control,

@@ -188,7 +188,7 @@ impl OverlayNode {
     /// Turns on the relay fallback (issue 9): links whose peer names a relay node
     /// ([`OverlayPeer::relay`]) and that have no direct handshake `after` they started
     /// (`[overlay] relay_fallback_s`, default 10 s) carry their datagrams over libp2p streams
-    /// opened through `streams` ([`crate::p2p::Client::streams`] of this node's swarm); this
+    /// opened through `streams` (the node's `p2p::Client::streams` of this node's swarm); this
     /// node also accepts the streams its peers open. Call once, after [`Self::start`] or
     /// [`Self::bind`], before adding jobs. Must run inside a tokio runtime.
     ///

@@ -3,7 +3,7 @@
 //! provider), and the executor's own overhead per job: image + network + dirs + create, start,
 //! collect (logs and outputs pinned, CAR, piece CID) and clean. Target: all running within 3 s.
 //!
-//! `cargo run --release -p ganglion-node --example executor_bench [-- --rounds N]`
+//! `cargo run --release -p ganglion-dispatch --example executor_bench [-- --rounds N]`
 //! Needs a Docker Engine (scripts/ensure-docker.sh) and the probe image (built if absent); the
 //! PyTorch image row runs when `ganglion/torch-cpu:bookworm-1` is present (say which).
 
@@ -14,13 +14,13 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ganglion_market::spec::{Framework, ResourcesPerGpu};
-use ganglion_node::executor::Executor;
-use ganglion_node::executor::docker::{DockerExecutor, ExecutorConfig};
-use ganglion_node::executor::engine::{DEFAULT_SOCKET, Engine};
-use ganglion_node::executor::plan::{
+use ganglion_dispatch::executor::Executor;
+use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
+use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine};
+use ganglion_dispatch::executor::plan::{
     ContainerSlot, GpuAttachment, ImageSource, JobId, JobPlan, RunAs,
 };
-use ganglion_node::executor::report::Timings;
+use ganglion_dispatch::executor::report::Timings;
 use ganglion_storage::blockstore::SledBlockstore;
 use ganglion_storage::pin::Embedded;
 

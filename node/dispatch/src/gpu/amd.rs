@@ -341,8 +341,7 @@ mod tests {
             notes: vec![],
         };
         assert!(
-            inv.offerable(crate::config::Network::Mainnet)
-                .expect("none declared")
+            inv.offerable()
                 .is_empty(),
             "not offered as dedicated VRAM"
         );
