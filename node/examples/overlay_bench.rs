@@ -192,12 +192,12 @@ fn probe_image() -> anyhow::Result<String> {
 async fn p2p_swarm(
     seed: u8,
 ) -> anyhow::Result<(
-    ganglion_node::p2p::Client,
+    ganglion_p2p::Client,
     libp2p::PeerId,
     libp2p::Multiaddr,
-    tokio::sync::mpsc::Receiver<ganglion_node::p2p::Event>,
+    tokio::sync::mpsc::Receiver<ganglion_p2p::Event>,
 )> {
-    use ganglion_node::p2p::{self, Config, offers::BondSnapshot};
+    use ganglion_p2p::{self as p2p, Config, offers::BondSnapshot};
     let key = libp2p::identity::Keypair::ed25519_from_bytes([seed; 32])?;
     let peer = key.public().to_peer_id();
     let config = Config {

@@ -8,8 +8,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ganglion_node::p2p::offers::BondSnapshot;
-use ganglion_node::p2p::{self, Client, Config};
+use ganglion_p2p::offers::BondSnapshot;
+use ganglion_p2p::{self as p2p, Client, Config};
 use ganglion_storage::bitswap::BitswapStore;
 use ganglion_storage::blockstore::{Blockstore, MemoryBlockstore};
 use ganglion_storage::unixfs::{self, ImportOptions};

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use ganglion_node::p2p::offers::BondSnapshot;
-use ganglion_node::p2p::{self, Config, Event};
+use ganglion_p2p::offers::BondSnapshot;
+use ganglion_p2p::{self as p2p, Config, Event};
 use libp2p::Multiaddr;
 use libp2p::identity::Keypair;
 

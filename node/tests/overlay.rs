@@ -944,8 +944,8 @@ async fn overlay_isolation_between_two_jobs() {
 
 /// A p2p node on loopback TCP (port 0) with no bonds: enough for the `cluster` protocol.
 struct P2pNode {
-    client: ganglion_node::p2p::Client,
-    events: tokio::sync::mpsc::Receiver<ganglion_node::p2p::Event>,
+    client: ganglion_p2p::Client,
+    events: tokio::sync::mpsc::Receiver<ganglion_p2p::Event>,
     peer: libp2p::PeerId,
     addr: libp2p::Multiaddr,
     task: tokio::task::JoinHandle<()>,
@@ -958,7 +958,7 @@ impl Drop for P2pNode {
 }
 
 async fn p2p_node(seed: u8) -> P2pNode {
-    use ganglion_node::p2p::{self, Config, offers::BondSnapshot};
+    use ganglion_p2p::{self as p2p, Config, offers::BondSnapshot};
     let key = libp2p::identity::Keypair::ed25519_from_bytes([seed; 32]).expect("32-byte seed");
     let peer = key.public().to_peer_id();
     let config = Config {
@@ -1004,8 +1004,8 @@ async fn observed(node: &P2pNode) -> Vec<libp2p::Multiaddr> {
 async fn overlay_keys_exchanged_over_p2p_cluster_protocol() {
     use ganglion_contracts::datum::JobId as ChainJobId;
     use ganglion_node::daemon::exchange;
-    use ganglion_node::p2p::Event;
-    use ganglion_node::p2p::protocols::ClusterResponse;
+    use ganglion_p2p::Event;
+    use ganglion_p2p::protocols::ClusterResponse;
 
     let (mut a, b, c) = (p2p_node(71).await, p2p_node(72).await, p2p_node(73).await);
     b.client.dial(a.addr.clone()).await.expect("b dials a");

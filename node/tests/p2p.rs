@@ -11,13 +11,13 @@ use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::signed::{AttestationBody, sign};
 use ganglion_contracts::tx::TxoRef;
 use ganglion_market::snapshot::Offer as MarketOffer;
-use ganglion_node::p2p::offers::{BondSnapshot, LiveBond, OfferBody, OfferRejection};
-use ganglion_node::p2p::protocols::{
+use ganglion_p2p::offers::{BondSnapshot, LiveBond, OfferBody, OfferRejection};
+use ganglion_p2p::protocols::{
     AcceptRequest, AcceptResponse, AttestMessage, AttestResponse, ClusterHello, ClusterResponse,
     RefusalReason,
 };
-use ganglion_node::p2p::provider::ProviderConfig;
-use ganglion_node::p2p::{self, Client, Config, Event};
+use ganglion_p2p::provider::ProviderConfig;
+use ganglion_p2p::{self as p2p, Client, Config, Event};
 use libp2p::identity::Keypair;
 use libp2p::{Multiaddr, PeerId};
 use tokio::sync::mpsc::Receiver;

@@ -12,9 +12,9 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ganglion_node::p2p::bitswap::FetchError;
-use ganglion_node::p2p::offers::BondSnapshot;
-use ganglion_node::p2p::{self, Client, Config};
+use ganglion_p2p::bitswap::FetchError;
+use ganglion_p2p::offers::BondSnapshot;
+use ganglion_p2p::{self as p2p, Client, Config};
 use ganglion_storage::bitswap::BitswapStore;
 use ganglion_storage::block::parse_cid;
 use ganglion_storage::blockstore::{Blockstore, MemoryBlockstore};

@@ -7,8 +7,8 @@ use ganglion_contracts::test_utils::harness::Harness;
 use ganglion_indexer::store::MemoryKv;
 use ganglion_indexer::{Indexer, Watch};
 use ganglion_market::snapshot::Offer as MarketOffer;
-use ganglion_node::p2p::offers::{OfferBody, OfferRejection, verify_offer};
-use ganglion_node::p2p::{self, bonds};
+use ganglion_p2p::offers::{OfferBody, OfferRejection, verify_offer};
+use ganglion_p2p::{self as p2p, bonds};
 use libp2p::PeerId;
 use libp2p::identity::Keypair;
 

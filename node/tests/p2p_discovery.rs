@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use ganglion_node::p2p::offers::BondSnapshot;
-use ganglion_node::p2p::{self, Client, Config, Event};
+use ganglion_p2p::offers::BondSnapshot;
+use ganglion_p2p::{self as p2p, Client, Config, Event};
 use libp2p::autonat::NatStatus;
 use libp2p::identity::Keypair;
 use libp2p::multiaddr::Protocol;

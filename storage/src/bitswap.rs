@@ -3,7 +3,7 @@
 //! rust-libp2p, DESIGN §9) serves blocks from and stores fetched blocks into.
 //!
 //! The node puts `beetswap::Behaviour<MAX_MULTIHASH_SIZE, BitswapStore>` into its one swarm
-//! (`node/src/p2p/bitswap.rs`); this module holds no networking.
+//! (`node/p2p/src/bitswap.rs`); this module holds no networking.
 //!
 //! Rules kept here:
 //! - every block written through the bridge is checked against its CID by the wrapped store

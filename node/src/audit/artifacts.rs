@@ -77,7 +77,7 @@ fn attested(view: &JobView) -> Result<Vec<(String, Attestation)>, ArtifactsError
 async fn gathered<S: Kv>(
     indexer: &Indexer<S>,
     blocks: &Arc<dyn Blockstore>,
-    p2p: Option<&crate::p2p::Client>,
+    p2p: Option<&ganglion_p2p::Client>,
     job: &JobId,
 ) -> Result<(Evidence, Vec<(String, Attestation)>), ArtifactsError> {
     let view = indexer
@@ -107,7 +107,7 @@ fn root(bytes: &[u8]) -> Option<Result<Cid, String>> {
 pub async fn logs<S: Kv>(
     indexer: &Indexer<S>,
     blocks: &Arc<dyn Blockstore>,
-    p2p: Option<&crate::p2p::Client>,
+    p2p: Option<&ganglion_p2p::Client>,
     job: &JobId,
 ) -> Result<Vec<JobLog>, ArtifactsError> {
     let (_, list) = gathered(indexer, blocks, p2p, job).await?;
@@ -192,7 +192,7 @@ pub fn list(
 pub async fn outputs<S: Kv>(
     indexer: &Indexer<S>,
     blocks: &Arc<dyn Blockstore>,
-    p2p: Option<&crate::p2p::Client>,
+    p2p: Option<&ganglion_p2p::Client>,
     job: &JobId,
     dir: Option<&Path>,
 ) -> Result<Vec<JobOutput>, ArtifactsError> {

@@ -129,7 +129,7 @@ fn collect(store: &dyn Blockstore, root: &Cid, out: &mut Blocks) -> Result<bool,
 pub async fn gather<S: Kv>(
     indexer: &Indexer<S>,
     blocks: &dyn Blockstore,
-    p2p: Option<&crate::p2p::Client>,
+    p2p: Option<&ganglion_p2p::Client>,
     job: &JobId,
 ) -> Result<Evidence, AuditError> {
     let view = indexer

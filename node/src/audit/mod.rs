@@ -48,7 +48,7 @@ pub use ganglion_rpc::audit::{AuditCheck as Check, AuditReport as Report};
 pub async fn verify<S: Kv>(
     indexer: &Indexer<S>,
     blocks: &dyn Blockstore,
-    p2p: Option<&crate::p2p::Client>,
+    p2p: Option<&ganglion_p2p::Client>,
     job: &JobId,
 ) -> Result<Report, AuditError> {
     let evidence = evidence::gather(indexer, blocks, p2p, job).await?;

@@ -15,7 +15,7 @@ use ganglion_rpc::audit::{
 };
 
 use super::error::AuditError;
-use crate::p2p::offers::SignedOffer;
+use ganglion_p2p::offers::SignedOffer;
 
 /// A CID's text form; bytes that are not a CID as `0x<hex>`; empty stays empty.
 pub fn cid_text(bytes: &[u8]) -> String {

@@ -20,7 +20,7 @@ use ganglion_storage::blockstore::Blockstore;
 
 use super::error::AuditError;
 use super::record;
-use crate::p2p;
+use ganglion_p2p as p2p;
 
 /// What the read-only namespaces answer from. Cheap to clone.
 pub struct AuditRpc<S: Kv> {

@@ -65,7 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(d) => d,
         None => PathBuf::from(format!(
             "/var/tmp/ganglion-demo-{}",
-            ganglion_node::p2p::now_ms()
+            ganglion_p2p::now_ms()
         )),
     };
     let opts = DemoOptions {

@@ -183,7 +183,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Submit { spec, wait: follow } => {
             let text = std::fs::read_to_string(&spec)
                 .with_context(|| format!("reading {}", spec.display()))?;
-            let parsed = Ensemble::parse(&text, ganglion_node::p2p::now_ms())
+            let parsed = Ensemble::parse(&text, ganglion_p2p::now_ms())
                 .with_context(|| format!("parsing {}", spec.display()))?;
             let value = serde_json::to_value(&parsed).context("encoding the spec")?;
             let s: JobSubmitted = call(config, "job_submit", vec![value])?;

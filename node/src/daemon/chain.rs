@@ -181,11 +181,11 @@ pub async fn ensure_bond<S: Kv>(
     )
     .map_err(chain_err)?;
     let tx = access
-        .build(draft, crate::p2p::now_ms())
+        .build(draft, ganglion_p2p::now_ms())
         .await
         .map_err(chain_err)?;
     access
-        .submit(&tx, crate::p2p::now_ms())
+        .submit(&tx, ganglion_p2p::now_ms())
         .await
         .map_err(chain_err)?;
     tracing::info!(tx = %hex::encode(tx.hash), stake = bond.stake_ntx, "bond posted");

@@ -47,7 +47,7 @@ pub struct P2pSection {
     pub relay_server: bool,
     /// For a node behind a NAT (default false): reserve a relay slot on every bootstrap peer
     /// and reach peers without a direct route through them; DCUtR then tries a direct
-    /// upgrade ([`crate::p2p::relayed`]). The bootstrap peers must run with `relay_server`.
+    /// upgrade ([`ganglion_p2p::relayed`]). The bootstrap peers must run with `relay_server`.
     pub relay_via_bootstrap: bool,
 }
 

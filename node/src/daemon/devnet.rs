@@ -103,14 +103,14 @@ pub async fn deploy_validator(
     // every run of a fresh devnet.
     draft.pay(Output::new(
         access.address(),
-        ganglion_contracts::tx::Value::lovelace(2_000_000 + crate::p2p::now_ms() % 1_000_000),
+        ganglion_contracts::tx::Value::lovelace(2_000_000 + ganglion_p2p::now_ms() % 1_000_000),
     ));
     let tx = access
-        .build(draft, crate::p2p::now_ms())
+        .build(draft, ganglion_p2p::now_ms())
         .await
         .map_err(chain_err)?;
     access
-        .submit(&tx, crate::p2p::now_ms())
+        .submit(&tx, ganglion_p2p::now_ms())
         .await
         .map_err(chain_err)?;
     let address = script.address(env.network);

@@ -61,7 +61,7 @@ pub enum DaemonError {
     Blockstore(String),
     /// The p2p swarm.
     #[error("p2p: {0}")]
-    P2p(#[from] crate::p2p::Error),
+    P2p(#[from] ganglion_p2p::Error),
     /// The executor (Docker).
     #[error("executor: {0}")]
     Executor(#[from] ganglion_dispatch::executor::ExecError),

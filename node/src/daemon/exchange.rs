@@ -4,7 +4,7 @@
 //! answers into [`OverlayPeer`]s.
 //!
 //! - Binding: a node registers its hello for exactly the peers assigned to the job
-//!   ([`crate::p2p::Client::register_cluster`]); any other peer gets `NotAssigned` and no key.
+//!   ([`ganglion_p2p::Client::register_cluster`]); any other peer gets `NotAssigned` and no key.
 //! - Candidates, in order: the socket's LAN address(es), then the public mapping a connected
 //!   peer observed for this node (identify's `observed_addr`) with the WireGuard socket's port
 //!   (MASQUERADE keeps a source port when it is free; simultaneous punching then opens both
@@ -24,8 +24,8 @@ use ganglion_dispatch::overlay::OverlayError;
 use ganglion_dispatch::overlay::addressing::JobOverlay;
 use ganglion_dispatch::overlay::keys::JobKeys;
 use ganglion_dispatch::overlay::router::OverlayPeer;
-use crate::p2p::Client;
-use crate::p2p::protocols::{ClusterHello, ClusterResponse, MAX_CLUSTER_CANDIDATES};
+use ganglion_p2p::Client;
+use ganglion_p2p::protocols::{ClusterHello, ClusterResponse, MAX_CLUSTER_CANDIDATES};
 
 /// Pause between tries while a peer has not registered the job yet.
 const RETRY: Duration = Duration::from_millis(200);

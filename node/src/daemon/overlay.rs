@@ -40,7 +40,7 @@ use crate::daemon::exchange;
 use ganglion_dispatch::overlay::keys::JobKeys;
 use ganglion_dispatch::overlay::network::{JobSetup, OverlayNetwork};
 use ganglion_dispatch::overlay::node::OverlayNode;
-use crate::p2p::Client;
+use ganglion_p2p::Client;
 
 /// Longest wait for every peer's hello in one dispatch try, then the engine retries.
 pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(60);

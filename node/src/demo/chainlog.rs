@@ -36,7 +36,7 @@ impl ChainLog {
             loop {
                 match events.recv().await {
                     Ok(ChainEvent::BlockForged { block, txs }) => {
-                        let seen_ms = crate::p2p::now_ms();
+                        let seen_ms = ganglion_p2p::now_ms();
                         let mut map = sink.lock().unwrap_or_else(|p| p.into_inner());
                         for tx in txs {
                             map.insert(

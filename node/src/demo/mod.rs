@@ -291,7 +291,7 @@ fn max_duration_s(max_s: u64, deadline_ms: u64) -> u64 {
     crate::job::terms::run_limit_s(
         max_s,
         deadline_ms.saturating_sub(1_000),
-        crate::p2p::now_ms(),
+        ganglion_p2p::now_ms(),
     )
 }
 
@@ -356,7 +356,7 @@ pub async fn run(
     mut on_step: impl FnMut(&Step),
 ) -> Result<(Summary, cluster::Cluster, devnet::DevnetHandle), DemoError> {
     let started = Instant::now();
-    let started_ms = crate::p2p::now_ms();
+    let started_ms = ganglion_p2p::now_ms();
     let mut timeline = Vec::new();
     let mut step = |what: String, at: Option<chainlog::Landed>, timeline: &mut Vec<Step>| {
         let s = Step {
@@ -474,7 +474,7 @@ pub async fn run(
         .map(|p| cluster.provider_rpc(p.name))
         .collect::<Result<Vec<_>, _>>()?;
     let loss = opts.scenario == Scenario::ProviderLoss;
-    let deadline_ms = crate::p2p::now_ms() + if loss { LOSS_DEADLINE_MS } else { 600_000 };
+    let deadline_ms = ganglion_p2p::now_ms() + if loss { LOSS_DEADLINE_MS } else { 600_000 };
     let spec = match opts.workload {
         Workload::Smoke => {
             let run_s = if loss {

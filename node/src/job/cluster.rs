@@ -12,7 +12,7 @@ use ganglion_indexer::store::Kv;
 use libp2p::PeerId;
 
 use ganglion_dispatch::executor::plan::JobId as ExecJobId;
-use crate::p2p::Client;
+use ganglion_p2p::Client;
 
 /// One job's nodes as the assignment names them, seen from this provider.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -55,7 +55,7 @@ use super::orchestrator::{self, OrchestratorDetail};
 use super::provider::{self, ProviderDetail, ProviderSide};
 use super::store::{JobStore, Orchestrating, Providing, RecordOf, StoreError};
 use ganglion_dispatch::executor::{ExecError, Executor, JobRecord as ExecRecord, JobReport};
-use crate::p2p;
+use ganglion_p2p as p2p;
 use ganglion_market::spec::Ensemble;
 
 /// The orchestrator role's records.

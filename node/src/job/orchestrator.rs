@@ -26,7 +26,7 @@ use super::retry;
 use super::state::{OrchestratorEvent, OrchestratorState};
 use super::store::{JobRecord, Role, TxIntent, TxKind};
 use ganglion_dispatch::executor::Executor;
-use crate::p2p::protocols::{AcceptRequest, AcceptResponse, AttestMessage, RefusalReason};
+use ganglion_p2p::protocols::{AcceptRequest, AcceptResponse, AttestMessage, RefusalReason};
 use ganglion_market::matching::{Requirements, match_gang};
 use ganglion_market::snapshot::{MarketSnapshot, SnapshotOptions};
 use ganglion_market::spec::Ensemble;

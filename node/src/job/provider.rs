@@ -5,8 +5,8 @@
 //! on chain ends the record (DESIGN §1, issue 10 "Provider path").
 //!
 //! Accept/refuse itself is answered inside the p2p event loop by
-//! [`crate::p2p::provider::Provider`] (capacity, price, deadline, reservations with a TTL); the
-//! engine learns of it from [`crate::p2p::Event::AcceptAnswered`].
+//! [`ganglion_p2p::provider::Provider`] (capacity, price, deadline, reservations with a TTL); the
+//! engine learns of it from [`ganglion_p2p::Event::AcceptAnswered`].
 
 use std::sync::Arc;
 
@@ -27,8 +27,8 @@ use super::store::{DispatchIntent, JobRecord, TxKind};
 use super::terms;
 use ganglion_dispatch::executor::plan::{ContainerSlot, GpuAttachment, JobPlan};
 use ganglion_dispatch::executor::{Executor, JobReport, Phase};
-use crate::p2p::offers::OfferBody;
-use crate::p2p::protocols::AttestMessage;
+use ganglion_p2p::offers::OfferBody;
+use ganglion_p2p::protocols::AttestMessage;
 use ganglion_market::snapshot::Offer as MarketOffer;
 use ganglion_market::spec::Ensemble;
 
@@ -112,8 +112,8 @@ pub fn executor_job(job: &JobId, rank: u64, node: &PeerId) -> String {
 }
 
 /// Creates the `Reserved` record when this node accepted a request.
-pub(crate) fn on_p2p_event<S: Kv, E: Executor>(ctx: &Ctx<S, E>, event: crate::p2p::Event) {
-    let crate::p2p::Event::AcceptAnswered {
+pub(crate) fn on_p2p_event<S: Kv, E: Executor>(ctx: &Ctx<S, E>, event: ganglion_p2p::Event) {
+    let ganglion_p2p::Event::AcceptAnswered {
         peer,
         job_id,
         accepted: true,
@@ -703,7 +703,7 @@ async fn attest<S: Kv, E: Executor>(
     let answers = ctx.p2p.attest_all(&peers, &msg).await;
     let orchestrator_has_it = matches!(
         answers.first(),
-        Some(Ok(crate::p2p::protocols::AttestResponse::Stored))
+        Some(Ok(ganglion_p2p::protocols::AttestResponse::Stored))
     );
     if orchestrator_has_it {
         apply(ctx, &r.job_id, ProviderEvent::AttestationSent)?;

@@ -205,10 +205,10 @@ impl JobStore {
     ///
     /// # Errors
     /// [`StoreError::Sled`].
-    pub fn attestation_log(&self) -> Result<crate::p2p::attestations::AttestationLog, StoreError> {
-        crate::p2p::attestations::AttestationLog::open(&self.db).map_err(|e| match e {
-            crate::p2p::attestations::LogError::Sled(e) => StoreError::Sled(e),
-            crate::p2p::attestations::LogError::Decode(e) => StoreError::from(e),
+    pub fn attestation_log(&self) -> Result<ganglion_p2p::attestations::AttestationLog, StoreError> {
+        ganglion_p2p::attestations::AttestationLog::open(&self.db).map_err(|e| match e {
+            ganglion_p2p::attestations::LogError::Sled(e) => StoreError::Sled(e),
+            ganglion_p2p::attestations::LogError::Decode(e) => StoreError::from(e),
         })
     }
 

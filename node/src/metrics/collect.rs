@@ -20,7 +20,7 @@ use ganglion_dispatch::executor::state::JobTable;
 use crate::job::engine::{OrchestratorRecord, OrchestratorRole, ProviderRecord, ProviderRole};
 use crate::job::state::{OrchestratorState, ProviderState};
 use crate::job::store::{JobStore, StoreError, TxKind};
-use crate::p2p;
+use ganglion_p2p as p2p;
 
 /// How long a scrape waits for the p2p event loop before leaving its gauges as they were.
 const P2P_TIMEOUT: Duration = Duration::from_secs(2);

@@ -122,7 +122,7 @@ mod tests {
     use crate::job::state::{ProviderEvent, ProviderState};
     use crate::job::store::{JobRecord, JobStore};
     use crate::metrics::Sources;
-    use crate::p2p;
+    use ganglion_p2p as p2p;
 
     async fn request(addr: SocketAddr, method: Method, path: &str) -> (StatusCode, String, String) {
         let stream = tokio::net::TcpStream::connect(addr)

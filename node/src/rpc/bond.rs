@@ -148,7 +148,7 @@ impl<S: Kv + Send + Sync + 'static> BondRpc<S> {
     }
 
     async fn spend(&self, draft: ganglion_contracts::tx::Draft) -> RpcResult<String> {
-        let now = crate::p2p::now_ms();
+        let now = ganglion_p2p::now_ms();
         let tx = self
             .chain
             .build(draft, now)
@@ -177,7 +177,7 @@ impl<S: Kv + Send + Sync + 'static> ProviderBondApiServer for BondRpc<S> {
         ganglion_rpc::auth::require(ext)?;
         let (r, _) = self.mine(bond.as_deref(), false)?;
         let utxo = self.utxo(r).await?;
-        let until = self.chain.slot_at(crate::p2p::now_ms()) + self.validity_slots;
+        let until = self.chain.slot_at(ganglion_p2p::now_ms()) + self.validity_slots;
         let draft = build::unbond(self.chain.deployment(), self.chain.env(), &utxo, until)
             .map_err(|e| chain_rpc(&e.into()))?;
         let tx_id = self.spend(draft).await?;
@@ -197,7 +197,7 @@ impl<S: Kv + Send + Sync + 'static> ProviderBondApiServer for BondRpc<S> {
         let since = datum.unbonding_since_ms.unwrap_or_default();
         let delay = self.chain.deployment().params.unbonding_delay_ms;
         let (from_slot, from_ms) = withdrawable_from(&self.chain, since, delay);
-        let now = crate::p2p::now_ms();
+        let now = ganglion_p2p::now_ms();
         let now_slot = self.chain.slot_at(now);
         if now_slot < from_slot {
             return Err(error(

@@ -163,7 +163,7 @@ async fn kill_9_at_20_seeded_points_loses_no_job_pays_once_and_orphans_no_contai
             continue;
         }
         let t0 = Instant::now();
-        let since = ganglion_node::p2p::now_ms() / 1000;
+        let since = ganglion_p2p::now_ms() / 1000;
         let providers_before = net.ntx();
         let orch_before = net.chain.ntx_of(&orch_key);
         let id = net.submit(2).await;

@@ -323,7 +323,7 @@ fn containers_created(since: u64, prefix: &str) -> Vec<String> {
 /// Names of the containers with a Docker `event` (`create`, `start`, …) since `since` (POSIX s)
 /// whose name starts with `prefix`, one entry per event (Docker's event log, via the CLI).
 fn container_events(since: u64, prefix: &str, event: &str) -> Vec<String> {
-    let until = ganglion_node::p2p::now_ms() / 1000 + 1;
+    let until = ganglion_p2p::now_ms() / 1000 + 1;
     let out = std::process::Command::new("docker")
         .args([
             "events",
@@ -534,7 +534,7 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
         "{err}"
     );
     let staked = net.ntx()[0];
-    let wait_ms = from_ms.saturating_sub(ganglion_node::p2p::now_ms()) + 1_500;
+    let wait_ms = from_ms.saturating_sub(ganglion_p2p::now_ms()) + 1_500;
     tokio::time::sleep(Duration::from_millis(wait_ms)).await;
     let withdrawn: ganglion_rpc::types::BondTx =
         cli_json(&pa_config, &["provider", "withdraw"], true);
@@ -564,7 +564,7 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_provider_killed_mid_run_restarts_on_its_data_dir_and_the_job_settles_once() {
     let mut net = Network::start().await;
-    let since = ganglion_node::p2p::now_ms() / 1000;
+    let since = ganglion_p2p::now_ms() / 1000;
     let before = net.ntx();
     let id = net.submit(8).await;
 
@@ -653,7 +653,7 @@ async fn two_provider_processes_train_ddp_over_the_overlay_and_settle() {
     }
     let image = tokio::task::block_in_place(|| torch::image(|_| {})).expect("torch image");
     let net = Network::start().await;
-    let since = ganglion_node::p2p::now_ms() / 1000;
+    let since = ganglion_p2p::now_ms() / 1000;
     let before = net.ntx();
     let spec = torch::ensemble(
         &image,
@@ -663,7 +663,7 @@ async fn two_provider_processes_train_ddp_over_the_overlay_and_settle() {
         RATE,
         1_000_000,
         120,
-        ganglion_node::p2p::now_ms() + 600_000,
+        ganglion_p2p::now_ms() + 600_000,
     )
     .expect("spec");
     let t0 = std::time::Instant::now();

@@ -54,7 +54,7 @@ fn spec() -> serde_json::Value {
         "gpus": { "count": 1 },
         "limits": { "max_duration_s": 60, "max_rate_ntx_per_gpu_hour": support::RATE },
         "budget_ntx": 750_000,
-        "deadline_ms": ganglion_node::p2p::now_ms() + 600_000,
+        "deadline_ms": ganglion_p2p::now_ms() + 600_000,
     })
 }
 

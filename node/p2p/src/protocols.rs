@@ -504,7 +504,7 @@ mod tests {
             let _ = decode::<AttestResponse>(&bytes, MAX_ATTEST_BYTES);
             let _ = read::<AcceptRequest>(&bytes, MAX_ACCEPT_BYTES);
             let _ = read::<ClusterHello>(&bytes, MAX_CLUSTER_BYTES);
-            let _ = crate::p2p::offers::SignedOffer::decode(&bytes);
+            let _ = crate::offers::SignedOffer::decode(&bytes);
         }
 
         #[test]

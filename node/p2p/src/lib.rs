@@ -2,40 +2,41 @@
 //!
 //! **libp2p version.** The workspace uses libp2p **0.56** throughout (lead's decision, DESIGN §9):
 //! bitswap is `beetswap` 0.5, built on libp2p-swarm 0.47, in this same swarm
-//! ([`bitswap`](crate::p2p::bitswap); on when [`Config::blockstore`](crate::p2p::Config::blockstore) is set).
+//! ([`bitswap`](crate::bitswap); on when [`Config::blockstore`](crate::Config::blockstore) is set).
 //!
-//! **Shape** (rust-libp2p `examples/file-sharing`, STYLE §1): [`new`](crate::p2p::new) builds the swarm and returns
-//! a [`Client`](crate::p2p::Client) (cloneable; commands with oneshot replies over a bounded channel), an
-//! [`EventLoop`](crate::p2p::EventLoop) (owns the `Swarm`; spawn [`EventLoop::run`](crate::p2p::EventLoop::run)) and a bounded receiver of
-//! [`Event`](crate::p2p::Event)s. The loop ends when every `Client` is dropped.
+//! **Shape** (rust-libp2p `examples/file-sharing`, STYLE §1): [`new`](crate::new) builds the swarm and returns
+//! a [`Client`](crate::Client) (cloneable; commands with oneshot replies over a bounded channel), an
+//! [`EventLoop`](crate::EventLoop) (owns the `Swarm`; spawn [`EventLoop::run`](crate::EventLoop::run)) and a bounded receiver of
+//! [`Event`](crate::Event)s. The loop ends when every `Client` is dropped.
 //!
 //! **Transports**: TCP and QUIC, noise, yamux, plus the circuit-relay v2 client transport.
-//! **Protocols**: identify, ping (RTT matrix, [`rtt`](crate::p2p::rtt)), Kademlia (`/ganglion/kad/1`), AutoNAT
-//! v1, DCUtR, relay client (server opt-in), gossipsub offers ([`offers`](crate::p2p::offers)) on
-//! `ganglion/offers/1/<magic>`, and the request-response protocols of [`protocols`](crate::p2p::protocols):
+//! **Protocols**: identify, ping (RTT matrix, [`rtt`](crate::rtt)), Kademlia (`/ganglion/kad/1`), AutoNAT
+//! v1, DCUtR, relay client (server opt-in), gossipsub offers ([`offers`](crate::offers)) on
+//! `ganglion/offers/1/<magic>`, and the request-response protocols of [`protocols`](crate::protocols):
 //! `/ganglion/accept/1`, `/ganglion/cluster/1`, `/ganglion/attest/1`; bitswap
-//! (`/ipfs/bitswap/1.2.0`, [`bitswap`](crate::p2p::bitswap)) over the storage crate's blockstore;
-//! raw streams (`libp2p-stream`, [`Client::streams`](crate::p2p::Client::streams)) for the
-//! overlay's relay fallback (`/ganglion/overlay-relay/1`, [`ganglion_dispatch::overlay::relay`]).
+//! (`/ipfs/bitswap/1.2.0`, [`bitswap`](crate::bitswap)) over the storage crate's blockstore;
+//! raw streams (`libp2p-stream`, [`Client::streams`](crate::Client::streams)) for the
+//! overlay's relay fallback (`/ganglion/overlay-relay/1`, `ganglion_dispatch::overlay::relay`).
 //!
 //! **Artifact hand-over (`fetch`)** is bitswap: job inputs, image archives and outputs are
 //! UnixFS DAGs in the blockstore; a peer fetches one by root CID with
-//! [`Client::fetch_dag`](crate::p2p::Client::fetch_dag) from the orchestrator's node, a provider's
+//! [`Client::fetch_dag`](crate::Client::fetch_dag) from the orchestrator's node, a provider's
 //! node or any IPFS node, every block verified against its CID. There is no separate `fetch`
 //! protocol.
 //!
 //! **Validation.** Gossipsub runs in strict signed mode with application validation: an offer is
-//! forwarded only after [`offers::verify_offer`](crate::p2p::offers::verify_offer) passed against the [`offers::BondSnapshot`](crate::p2p::offers::BondSnapshot)
-//! (from the indexer's `active_bonds()` through [`bonds`](crate::p2p::bonds), refreshed with [`bonds::refresh`](crate::p2p::bonds::refresh)); a failing offer
+//! forwarded only after [`offers::verify_offer`](crate::offers::verify_offer) passed against the [`offers::BondSnapshot`](crate::offers::BondSnapshot)
+//! (from the indexer's `active_bonds()` through [`bonds`](crate::bonds), refreshed with [`bonds::refresh`](crate::bonds::refresh)); a failing offer
 //! is reported `Reject`, which lowers the sender's gossipsub peer score (P4, weight
-//! [`INVALID_OFFER_WEIGHT`](crate::p2p::INVALID_OFFER_WEIGHT)).
+//! [`INVALID_OFFER_WEIGHT`](crate::INVALID_OFFER_WEIGHT)).
 //!
-//! **Caps.** Offers ≤ [`offers::MAX_OFFER_BYTES`](crate::p2p::offers::MAX_OFFER_BYTES); request-response frames ≤ the per-protocol
-//! caps in [`protocols`](crate::p2p::protocols), refused before being buffered; inbound requests per peer are limited
-//! by a token bucket ([`limits`](crate::p2p::limits)); at most [`MAX_CONCURRENT_STREAMS`](crate::p2p::MAX_CONCURRENT_STREAMS) concurrent streams per
+//! **Caps.** Offers ≤ [`offers::MAX_OFFER_BYTES`](crate::offers::MAX_OFFER_BYTES); request-response frames ≤ the per-protocol
+//! caps in [`protocols`](crate::protocols), refused before being buffered; inbound requests per peer are limited
+//! by a token bucket ([`limits`](crate::limits)); at most [`MAX_CONCURRENT_STREAMS`](crate::MAX_CONCURRENT_STREAMS) concurrent streams per
 //! request-response protocol; stored attestations and cluster registrations are capped.
 //!
-//! **Tests and numbers.** `cargo nextest run -p ganglion-node p2p` (swarms on loopback, port 0,
+//! **Tests and numbers.** In `node/` (they start whole nodes' swarms next to the chain and the
+//! storage): `cargo nextest run --workspace -E 'test(p2p)'` (swarms on loopback, port 0,
 //! waits on events under a timeout): `tests/p2p.rs` (offers, accept, cluster, attest, relay,
 //! DCUtR, rate limits), `tests/p2p_discovery.rs` (QUIC, Kademlia lookup, AutoNAT),
 //! `tests/p2p_bonds.rs` (offers against the indexer's bonds over real devnet blocks),
@@ -44,10 +45,10 @@
 //! through a relay, then DCUtR upgrades them); `cargo run --release -p ganglion-node --example
 //! p2p_bench` (offer propagation over a 5-node line, offers verified per second).
 //!
-//! Modules: [`behaviour`](crate::p2p::behaviour) (the derive), [`bitswap`](crate::p2p::bitswap) (serve and fetch blocks), [`bonds`](crate::p2p::bonds) (indexer → bond snapshot), [`event_loop`](crate::p2p::event_loop) (owns the swarm), [`client`](crate::p2p::client) (commands),
-//! [`offers`](crate::p2p::offers) (signed gossip, live market), [`protocols`](crate::p2p::protocols) (codecs and messages), [`provider`](crate::p2p::provider)
-//! (accept policy, reservations), [`rtt`](crate::p2p::rtt) (latency matrix), [`limits`](crate::p2p::limits) (rate limits),
-//! [`identity`](crate::p2p::identity) (the node key in the data dir).
+//! Modules: [`behaviour`](crate::behaviour) (the derive), [`bitswap`](crate::bitswap) (serve and fetch blocks), [`bonds`](crate::bonds) (indexer → bond snapshot), [`event_loop`](crate::event_loop) (owns the swarm), [`client`](crate::client) (commands),
+//! [`offers`](crate::offers) (signed gossip, live market), [`protocols`](crate::protocols) (codecs and messages), [`provider`](crate::provider)
+//! (accept policy, reservations), [`rtt`](crate::rtt) (latency matrix), [`limits`](crate::limits) (rate limits),
+//! [`identity`](crate::identity) (the node key in the data dir).
 
 pub mod attestations;
 pub mod behaviour;

@@ -49,7 +49,7 @@ pub struct Behaviour {
     /// Bitswap (`/ipfs/bitswap/1.2.0`): serves the blockstore, fetches DAGs ([`super::bitswap`]).
     pub bitswap: Toggle<super::bitswap::Bitswap>,
     /// Raw streams (`libp2p-stream`): the overlay's relay fallback
-    /// (`/ganglion/overlay-relay/1`, [`ganglion_dispatch::overlay::relay`]) opens and accepts them through
+    /// (`/ganglion/overlay-relay/1`, `ganglion_dispatch::overlay::relay`) opens and accepts them through
     /// [`super::Client::streams`].
     pub streams: libp2p_stream::Behaviour,
 }

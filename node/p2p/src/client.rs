@@ -77,7 +77,7 @@ impl Client {
 
     /// A handle for raw streams on this swarm's connections (`libp2p-stream`): open one to a
     /// peer for a protocol, or accept a protocol's inbound streams (once per protocol per
-    /// swarm). The overlay's relay fallback uses it ([`ganglion_dispatch::overlay::relay`]).
+    /// swarm). The overlay's relay fallback uses it (`ganglion_dispatch::overlay::relay`).
     pub fn streams(&self) -> libp2p_stream::Control {
         self.streams.clone()
     }
