@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes a Docker Engine available for the executor's tests (node/tests/executor), for
+# Makes a Docker Engine available for the executor's tests (node/dispatch/tests/executor), for
 # .ci/run and local runs. Idempotent:
 #   1. installs what is missing (Debian): docker.io + iptables (the engine), debootstrap (the
 #      torch image build), libc6-dev/gcc (the static probe binary);

@@ -39,7 +39,7 @@ pub async fn engine() -> Engine {
 }
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn run_script(script: &str) -> String {

@@ -17,7 +17,7 @@ use ganglion_storage::unixfs::ImportOptions;
 use crate::support::{self, Exec, Node};
 
 fn repo(path: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)
 }
 
 /// A torch job running `script` (imported into the node's blockstore, given as the input
