@@ -68,6 +68,9 @@ pub enum DaemonError {
     /// The job engine.
     #[error("job engine: {0}")]
     Engine(#[from] crate::job::EngineError),
+    /// A critical task (indexer sync, swarm, engine, RPC, metrics) stopped while the node ran.
+    #[error(transparent)]
+    Stopped(#[from] super::supervisor::TaskEnded),
     /// The JSON-RPC server.
     #[error("rpc: {0}")]
     Rpc(#[from] crate::rpc::Error),

@@ -20,6 +20,10 @@
 //! - [`overlay`]: the per-job overlay of a provider (one UDP socket, pods, the `cluster`
 //!   exchange with the job's other assigned providers before dispatch, the orphan sweep at
 //!   start); the single-host bridge when not root or without the sandbox image.
+//! - [`exchange`]: the overlay's side of that `cluster` exchange (keys, addresses, endpoint
+//!   candidates).
+//! - [`supervisor`]: the node's critical tasks (indexer sync, swarm, engine, RPC, metrics):
+//!   the first one that stops stops the node, named, with a non-zero exit.
 //!
 //! Metrics: `[metrics] listen` serves `GET /metrics` ([`crate::metrics`]).
 
@@ -32,6 +36,7 @@ pub mod gpus;
 pub mod keys;
 pub mod node;
 pub mod overlay;
+pub mod supervisor;
 
 pub use error::DaemonError;
 pub use node::{NodeInfo, run};

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::DaemonError;
 use super::chain::{self, BondOwner};
 use super::overlay::{self as daemon_overlay, DaemonNetwork, OverlaySetup};
+use super::supervisor::Supervisor;
 use crate::config::Network;
 use crate::datadir::DataDir;
 use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
@@ -186,9 +187,13 @@ fn engine_config(settings: &Settings, preset: &NetworkPreset) -> EngineConfig {
 /// `[p2p] bootstrap`) → job engine → JSON-RPC with a fresh cookie → metrics endpoint (`[metrics] listen`) →
 /// `node.json`.
 ///
+/// The indexer sync, the swarm, the engine, the RPC server and the metrics endpoint run as
+/// critical tasks ([`super::supervisor`]) until `shutdown` is cancelled.
+///
 /// # Errors
-/// The first [`DaemonError`] of the start; the engine's own failures while running are logged
-/// and retried by the engine.
+/// The first [`DaemonError`] of the start; once running, [`DaemonError::Stopped`] naming the
+/// first critical task that stopped (e.g. the indexer's store failed). The engine's own
+/// failures on a job are logged and retried by the engine.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> Result<(), DaemonError> {
     let preset = NetworkPreset::of(settings.network()).map_err(settings_err)?;
     let dir = DataDir::open(settings.data_dir().map_err(settings_err)?).map_err(settings_err)?;
@@ -225,11 +230,11 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> Result<(), 
             magic: preset.magic,
         },
     };
-    let sync_task = tokio::spawn(sync::run(
-        indexer.clone(),
-        SyncConfig::new(source),
-        follow.clone(),
-    ));
+    let mut tasks = Supervisor::new();
+    tasks.spawn(
+        "indexer sync",
+        sync::run(indexer.clone(), SyncConfig::new(source), follow.clone()),
+    );
     let result = run_following(RunParts {
         settings,
         preset,
@@ -242,14 +247,15 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> Result<(), 
         libp2p_key,
         indexer,
         shutdown,
+        tasks: &mut tasks,
     })
     .await;
     follow.cancel();
-    let _ = sync_task.await;
+    tasks.shutdown().await;
     result
 }
 
-struct RunParts {
+struct RunParts<'a> {
     settings: Settings,
     preset: NetworkPreset,
     dir: DataDir,
@@ -261,9 +267,10 @@ struct RunParts {
     libp2p_key: libp2p::identity::Keypair,
     indexer: Arc<Indexer<SledKv>>,
     shutdown: CancellationToken,
+    tasks: &'a mut Supervisor,
 }
 
-async fn run_following(r: RunParts) -> Result<(), DaemonError> {
+async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
     chain::catch_up(&r.indexer, &r.endpoint, r.preset.magic).await?;
     tracing::info!(tip = ?r.indexer.tip()?.map(|p| p.slot), "indexer caught up");
     let key_hash = r.payment.key_hash();
@@ -426,7 +433,10 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
         bonds,
         provider_cfg,
     )?;
-    let p2p_task = tokio::spawn(event_loop.run());
+    r.tasks.spawn("swarm", async move {
+        event_loop.run().await;
+        Ok::<(), String>(())
+    });
     if let Some(setup) = &overlay_setup {
         setup
             .enable_relay(&client)
@@ -461,6 +471,11 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
         },
         engine_config(&r.settings, &r.preset),
     )?;
+    let engine_finished = engine.finished();
+    r.tasks.spawn("engine", async move {
+        engine_finished.await;
+        Ok::<(), String>(())
+    });
     let token = r.dir.new_rpc_cookie().map_err(settings_err)?;
     let listen = r.settings.daemon.rpc.listen;
     let mut api = Api::new(r.settings.clone())?;
@@ -489,6 +504,11 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
             addr: listen,
             source,
         })?;
+    let rpc_stopped = rpc.handle.clone();
+    r.tasks.spawn("rpc", async move {
+        rpc_stopped.stopped().await;
+        Ok::<(), String>(())
+    });
     let metrics_stop = CancellationToken::new();
     let metrics = match r.settings.daemon.metrics.listen {
         Some(addr) => {
@@ -503,7 +523,11 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
                 .await
                 .map_err(|source| DaemonError::Metrics { addr, source })?;
             tracing::info!(addr = %serving.addr, "metrics at GET /metrics");
-            Some(serving)
+            let addr = serving.addr;
+            r.tasks.spawn("metrics", async move {
+                serving.task.await.map_err(|e| e.to_string())
+            });
+            Some(addr)
         }
         None => None,
     };
@@ -514,20 +538,20 @@ async fn run_following(r: RunParts) -> Result<(), DaemonError> {
         rpc: rpc.addr,
         payment_key_hash: hex::encode(key_hash),
         bond: bond_ref.map(|b| format!("{}#{}", hex::encode(b.tx_hash), b.index)),
-        metrics: metrics.as_ref().map(|m| m.addr),
+        metrics,
     };
     info.write(r.dir.root())?;
     tracing::info!(rpc = %rpc.addr, p2p = ?info.p2p, provider = info.bond.is_some(), "node running");
 
-    r.shutdown.cancelled().await;
-    tracing::info!("shutting down");
+    let outcome = r.tasks.until_shutdown(&r.shutdown).await;
+    match &outcome {
+        Ok(()) => tracing::info!("shutting down"),
+        Err(e) => tracing::error!(task = e.name, reason = %e.reason,
+            "a critical task stopped: the node stops"),
+    }
     engine.shutdown().await;
     metrics_stop.cancel();
-    if let Some(m) = metrics {
-        let _ = m.task.await;
-    }
     let _ = rpc.handle.stop();
     rpc.handle.stopped().await;
-    p2p_task.abort();
-    Ok(())
+    Ok(outcome?)
 }

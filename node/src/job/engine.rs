@@ -267,6 +267,8 @@ pub struct Engine<S: Kv + 'static, E: Executor + 'static> {
     ctx: Arc<Ctx<S, E>>,
     cancel: CancellationToken,
     task: JoinHandle<()>,
+    /// Cancelled when the engine's task ends, however it ends (returned or panicked).
+    finished: CancellationToken,
 }
 
 impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
@@ -309,8 +311,21 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
                 }
             });
         }
-        let task = tokio::spawn(run(ctx.clone(), p2p_events, cancel.clone()));
-        Ok(Self { ctx, cancel, task })
+        let finished = CancellationToken::new();
+        let done = finished.clone().drop_guard();
+        let task = tokio::spawn({
+            let (ctx, cancel) = (ctx.clone(), cancel.clone());
+            async move {
+                let _done = done;
+                run(ctx, p2p_events, cancel).await;
+            }
+        });
+        Ok(Self {
+            ctx,
+            cancel,
+            task,
+            finished,
+        })
     }
 
     /// Orchestrator: validates `spec`, pins it (UnixFS, CIDv1) into the blockstore, builds,
@@ -363,6 +378,12 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
     /// The job store.
     pub fn store(&self) -> &JobStore {
         &self.ctx.store
+    }
+
+    /// Resolves when the engine's task has ended, whether [`Engine::shutdown`] stopped it, it
+    /// returned or it panicked (the node's supervisor watches it).
+    pub fn finished(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.finished.clone().cancelled_owned()
     }
 
     /// Stops the task (between steps) and waits for it.

@@ -6,8 +6,9 @@
 //! followed with `job_status` until `settled`; both providers' NTX rose; SIGTERM stops a node
 //! cleanly; the CLI (`audit verify|job|provider`, `market`, `provider bond|offers`) answers
 //! with `--json` from the running nodes; `GET /metrics` of the orchestrator and a provider
-//! counts the settled job, its dispatch latency, peers, offers and the chain tip lag. Docker is
-//! required (the providers run the probe container).
+//! counts the settled job, its dispatch latency, peers, offers and the chain tip lag; a node
+//! whose indexer store fails stops and names it (`supervisor`, root). Docker is required (the
+//! providers run the probe container).
 
 #[path = "../lifecycle/support.rs"]
 #[allow(dead_code)]
@@ -16,6 +17,7 @@ mod support;
 mod crash_points;
 mod detected_gpus;
 mod metrics;
+mod supervisor;
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
