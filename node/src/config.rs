@@ -229,7 +229,10 @@ count = 2
             gpus,
             notes: vec![],
         };
-        assert_eq!(offerable_on(&inv, Network::Devnet).expect("devnet").len(), 2);
+        assert_eq!(
+            offerable_on(&inv, Network::Devnet).expect("devnet").len(),
+            2
+        );
         let err = offerable_on(&inv, Network::Mainnet).expect_err("mainnet refuses");
         assert!(err.to_string().contains("2 declared GPU(s)"), "{err}");
     }

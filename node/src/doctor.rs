@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine};
-use ganglion_dispatch::gpu::{self, docker::NvidiaAccess};
 use crate::network::NetworkPreset;
 use crate::settings::{N2cEndpoint, Settings};
 use crate::wallet::chain::ChainClient;
+use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine};
+use ganglion_dispatch::gpu::{self, docker::NvidiaAccess};
 
 /// Free space below which the disk check fails, in GiB.
 pub const DISK_FAIL_GIB: f64 = 1.0;
@@ -242,7 +242,7 @@ fn gpus_check(settings: &Settings, inv: &gpu::Inventory) -> Check {
     if !held.is_empty() {
         detail.push_str(&format!("; not offered: {}", held.join("; ")));
     }
-    match crate::config::offerable_on(&inv, settings.network()) {
+    match crate::config::offerable_on(inv, settings.network()) {
         Ok(gpus) if !gpus.is_empty() => Check::pass("gpus", detail),
         Ok(_) => Check::not_ok(
             "gpus",

@@ -233,10 +233,11 @@ impl NodeApiServer for Api {
             return Ok(r.as_ref().clone());
         }
         let cfg = self.inner.settings.node.gpus.clone();
-        let inv =
-            tokio::task::spawn_blocking(move || ganglion_dispatch::gpu::detect(&cfg.sysfs_root, &cfg.declared))
-                .await
-                .map_err(|e| error(error::INTERNAL, format!("GPU detection: {e}")))?;
+        let inv = tokio::task::spawn_blocking(move || {
+            ganglion_dispatch::gpu::detect(&cfg.sysfs_root, &cfg.declared)
+        })
+        .await
+        .map_err(|e| error(error::INTERNAL, format!("GPU detection: {e}")))?;
         Ok(gpus::to_rpc(&inv, None))
     }
 }

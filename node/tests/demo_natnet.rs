@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use ganglion_node::demo::natnet::{self, NatNet, RPC_PORT};
 use ganglion_dispatch::overlay::netns;
+use ganglion_node::demo::natnet::{self, NatNet, RPC_PORT};
 
 fn usable(test: &str) -> bool {
     match natnet::unavailable() {

@@ -1495,9 +1495,11 @@ async fn ddp_across_nat(prefix: &str, per_node: u32) {
         .iter()
         .map(|h| {
             netns::run_in(&h.path(), || {
-                UdpSocket::bind("0.0.0.0:0").map_err(|e| ganglion_dispatch::overlay::OverlayError::Io {
-                    operation: "bind",
-                    source: e,
+                UdpSocket::bind("0.0.0.0:0").map_err(|e| {
+                    ganglion_dispatch::overlay::OverlayError::Io {
+                        operation: "bind",
+                        source: e,
+                    }
                 })
             })
             .expect("socket on host")

@@ -13,7 +13,6 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ganglion_market::spec::{Framework, ResourcesPerGpu};
 use ganglion_dispatch::executor::Executor;
 use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
 use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine};
@@ -21,6 +20,7 @@ use ganglion_dispatch::executor::plan::{
     ContainerSlot, GpuAttachment, ImageSource, JobId, JobPlan, RunAs,
 };
 use ganglion_dispatch::executor::report::Timings;
+use ganglion_market::spec::{Framework, ResourcesPerGpu};
 use ganglion_storage::blockstore::SledBlockstore;
 use ganglion_storage::pin::Embedded;
 

@@ -223,8 +223,10 @@ pub async fn outputs<S: Kv>(
                             let store = Arc::clone(blocks);
                             let t = target.clone();
                             tokio::task::spawn_blocking(move || {
-                                ganglion_dispatch::executor::artifacts::materialize(&store, &cid, &t)
-                                    .map_err(|e| e.to_string())
+                                ganglion_dispatch::executor::artifacts::materialize(
+                                    &store, &cid, &t,
+                                )
+                                .map_err(|e| e.to_string())
                             })
                             .await
                             .map_err(|e| e.to_string())

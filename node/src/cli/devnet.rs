@@ -63,10 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } = args.command;
     let dir = match dir {
         Some(d) => d,
-        None => PathBuf::from(format!(
-            "/var/tmp/ganglion-demo-{}",
-            ganglion_p2p::now_ms()
-        )),
+        None => PathBuf::from(format!("/var/tmp/ganglion-demo-{}", ganglion_p2p::now_ms())),
     };
     let opts = DemoOptions {
         dir,

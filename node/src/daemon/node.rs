@@ -23,20 +23,20 @@ use super::overlay::{self as daemon_overlay, DaemonNetwork, OverlaySetup};
 use super::supervisor::Supervisor;
 use crate::config::Network;
 use crate::datadir::DataDir;
-use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
-use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine as DockerEngine};
-use ganglion_dispatch::gpu;
 use crate::job::chain::ChainAccess;
 use crate::job::provider::ProviderSide;
 use crate::job::store::JobStore;
 use crate::job::{Engine, EngineConfig, Parts};
 use crate::network::NetworkPreset;
-use ganglion_p2p as p2p;
-use ganglion_p2p::provider::ProviderConfig;
 use crate::rpc::Api;
 use crate::settings::{N2cEndpoint, Settings};
 use crate::wallet::PaymentKey;
+use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
+use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine as DockerEngine};
+use ganglion_dispatch::gpu;
 use ganglion_market::limits::OfferTerms;
+use ganglion_p2p as p2p;
+use ganglion_p2p::provider::ProviderConfig;
 
 /// File in the data dir where a started node says where it listens.
 pub const NODE_INFO: &str = "node.json";

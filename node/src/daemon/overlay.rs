@@ -30,13 +30,13 @@ use async_trait::async_trait;
 use ganglion_contracts::datum::JobId as ChainJobId;
 use ipnet::Ipv4Net;
 
+use crate::daemon::exchange;
+use crate::job::cluster::{ClusterPeers, ClusterSetup};
 use ganglion_dispatch::executor::ExecError;
 use ganglion_dispatch::executor::network::{Attachment, ClusterNetwork, DockerBridge};
 use ganglion_dispatch::executor::plan::JobId;
-use crate::job::cluster::{ClusterPeers, ClusterSetup};
 use ganglion_dispatch::overlay::addressing::JobOverlay;
 use ganglion_dispatch::overlay::config::OverlayConfig;
-use crate::daemon::exchange;
 use ganglion_dispatch::overlay::keys::JobKeys;
 use ganglion_dispatch::overlay::network::{JobSetup, OverlayNetwork};
 use ganglion_dispatch::overlay::node::OverlayNode;
@@ -157,7 +157,10 @@ impl OverlaySetup {
     ///
     /// # Errors
     /// [`OverlayError::Relay`](ganglion_dispatch::overlay::OverlayError) when the relay protocol is taken.
-    pub fn enable_relay(&self, p2p: &Client) -> Result<(), ganglion_dispatch::overlay::OverlayError> {
+    pub fn enable_relay(
+        &self,
+        p2p: &Client,
+    ) -> Result<(), ganglion_dispatch::overlay::OverlayError> {
         self.node
             .set_relay(p2p.streams(), self.config.relay_fallback())
     }

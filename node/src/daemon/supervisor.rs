@@ -120,7 +120,10 @@ mod tests {
             Err::<(), _>("store: No space left on device")
         });
         let shutdown = CancellationToken::new();
-        let ended = s.until_shutdown(&shutdown).await.expect_err("a task failed");
+        let ended = s
+            .until_shutdown(&shutdown)
+            .await
+            .expect_err("a task failed");
         assert_eq!(
             ended,
             TaskEnded {
@@ -157,7 +160,10 @@ mod tests {
             .until_shutdown(&CancellationToken::new())
             .await
             .expect_err("panicked");
-        assert_eq!((ended.name, ended.reason.as_str()), ("engine", "panicked: boom"));
+        assert_eq!(
+            (ended.name, ended.reason.as_str()),
+            ("engine", "panicked: boom")
+        );
     }
 
     #[tokio::test]

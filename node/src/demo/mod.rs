@@ -731,7 +731,9 @@ fn results(cluster: &cluster::Cluster, job_hex: &str) -> (Vec<RankChecksum>, Vec
             }
             let report = std::fs::read(job_dir.join("report.json"))
                 .ok()
-                .and_then(|b| serde_json::from_slice::<ganglion_dispatch::executor::JobReport>(&b).ok());
+                .and_then(|b| {
+                    serde_json::from_slice::<ganglion_dispatch::executor::JobReport>(&b).ok()
+                });
             for r in report.iter().flat_map(|r| &r.ranks) {
                 artifacts.push(Artifacts {
                     provider: p.name.to_string(),

@@ -55,8 +55,8 @@ use super::orchestrator::{self, OrchestratorDetail};
 use super::provider::{self, ProviderDetail, ProviderSide};
 use super::store::{JobStore, Orchestrating, Providing, RecordOf, StoreError};
 use ganglion_dispatch::executor::{ExecError, Executor, JobRecord as ExecRecord, JobReport};
-use ganglion_p2p as p2p;
 use ganglion_market::spec::Ensemble;
+use ganglion_p2p as p2p;
 
 /// The orchestrator role's records.
 pub type OrchestratorRole = Orchestrating<OrchestratorDetail>;
@@ -214,7 +214,10 @@ impl Executor for NoExecutor {
     async fn recover(&self) -> Result<Vec<JobReport>, ExecError> {
         match *self {}
     }
-    fn record(&self, _: &ganglion_dispatch::executor::JobId) -> Result<Option<ExecRecord>, ExecError> {
+    fn record(
+        &self,
+        _: &ganglion_dispatch::executor::JobId,
+    ) -> Result<Option<ExecRecord>, ExecError> {
         match *self {}
     }
 }

@@ -26,10 +26,10 @@ use super::retry;
 use super::state::{OrchestratorEvent, OrchestratorState};
 use super::store::{JobRecord, Role, TxIntent, TxKind};
 use ganglion_dispatch::executor::Executor;
-use ganglion_p2p::protocols::{AcceptRequest, AcceptResponse, AttestMessage, RefusalReason};
 use ganglion_market::matching::{Requirements, match_gang};
 use ganglion_market::snapshot::{MarketSnapshot, SnapshotOptions};
 use ganglion_market::spec::Ensemble;
+use ganglion_p2p::protocols::{AcceptRequest, AcceptResponse, AttestMessage, RefusalReason};
 
 /// A provider the matcher chose, with what the accept request and the assignment need.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -27,10 +27,10 @@ use super::store::{DispatchIntent, JobRecord, TxKind};
 use super::terms;
 use ganglion_dispatch::executor::plan::{ContainerSlot, GpuAttachment, JobPlan};
 use ganglion_dispatch::executor::{Executor, JobReport, Phase};
-use ganglion_p2p::offers::OfferBody;
-use ganglion_p2p::protocols::AttestMessage;
 use ganglion_market::snapshot::Offer as MarketOffer;
 use ganglion_market::spec::Ensemble;
+use ganglion_p2p::offers::OfferBody;
+use ganglion_p2p::protocols::AttestMessage;
 
 /// A provider node's part of the engine.
 pub struct ProviderSide<E> {
@@ -397,7 +397,8 @@ async fn plan_for<S: Kv, E: Executor>(
             },
         })
         .collect();
-    let exec_id = ganglion_dispatch::executor::JobId::new(executor_job(&r.job_id, index, &side.peer_id))?;
+    let exec_id =
+        ganglion_dispatch::executor::JobId::new(executor_job(&r.job_id, index, &side.peer_id))?;
     Ok(
         JobPlan::from_ensemble(exec_id, &spec, world, vec![index as u32])
             .map_err(|e| format!("cannot plan the job: {e}")),

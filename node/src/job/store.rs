@@ -205,7 +205,9 @@ impl JobStore {
     ///
     /// # Errors
     /// [`StoreError::Sled`].
-    pub fn attestation_log(&self) -> Result<ganglion_p2p::attestations::AttestationLog, StoreError> {
+    pub fn attestation_log(
+        &self,
+    ) -> Result<ganglion_p2p::attestations::AttestationLog, StoreError> {
         ganglion_p2p::attestations::AttestationLog::open(&self.db).map_err(|e| match e {
             ganglion_p2p::attestations::LogError::Sled(e) => StoreError::Sled(e),
             ganglion_p2p::attestations::LogError::Decode(e) => StoreError::from(e),

@@ -16,10 +16,10 @@ use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 
 use super::registry::{JobLabels, Metrics, TxLabels};
-use ganglion_dispatch::executor::state::JobTable;
 use crate::job::engine::{OrchestratorRecord, OrchestratorRole, ProviderRecord, ProviderRole};
 use crate::job::state::{OrchestratorState, ProviderState};
 use crate::job::store::{JobStore, StoreError, TxKind};
+use ganglion_dispatch::executor::state::JobTable;
 use ganglion_p2p as p2p;
 
 /// How long a scrape waits for the p2p event loop before leaving its gauges as they were.
@@ -231,12 +231,14 @@ impl<S: Kv> Collector<S> {
             let seen = self.dispatched.lock().unwrap_or_else(|p| p.into_inner());
             for r in provided.iter().filter(|r| !seen.contains(&r.job_id)) {
                 let started = match (&self.sources.executor, &r.dispatch) {
-                    (Some(table), Some(d)) => ganglion_dispatch::executor::JobId::new(d.executor_job.clone())
-                        .ok()
-                        .map(|id| table.get(&id))
-                        .transpose()?
-                        .flatten()
-                        .and_then(|rec| rec.started_at_unix_ms),
+                    (Some(table), Some(d)) => {
+                        ganglion_dispatch::executor::JobId::new(d.executor_job.clone())
+                            .ok()
+                            .map(|id| table.get(&id))
+                            .transpose()?
+                            .flatten()
+                            .and_then(|rec| rec.started_at_unix_ms)
+                    }
                     _ => None,
                 };
                 if let Some(s) = dispatch_latency_s(r, started) {

@@ -7,10 +7,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use ganglion_market::spec::Vendor;
 use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine};
 use ganglion_dispatch::gpu::docker::{NvidiaAccess, SmokeOutcome, Unusable};
 use ganglion_dispatch::gpu::{self, Gpu, Inventory, NotOffered, Source, smoke};
+use ganglion_market::spec::Vendor;
 
 /// The two tests share this process id, which the leftover check filters on: one at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

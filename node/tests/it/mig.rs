@@ -3,14 +3,14 @@
 //! GPU records are built as the inventory lists them (parent with MIG mode on, one record per
 //! slice with its own `MIG-…` UUID and memory and the parent's PCI bus id).
 
+use ganglion_dispatch::gpu::declared::{DeclaredGpu, to_gpus};
+use ganglion_dispatch::gpu::{Gpu, Source};
 use ganglion_market::limits::OfferTerms;
 use ganglion_market::spec::{ComputeCapability, Vendor};
 use ganglion_market::{
     Binding, Constraint, Ensemble, MarketSnapshot, Offer, ProviderLimits, Requirements,
     SnapshotOptions, match_gang,
 };
-use ganglion_dispatch::gpu::declared::{DeclaredGpu, to_gpus};
-use ganglion_dispatch::gpu::{Gpu, Source};
 
 use ganglion_market::test_utils::{providers, req};
 

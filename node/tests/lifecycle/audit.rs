@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use cid::Cid;
 use ganglion_contracts::datum::JobId;
+use ganglion_dispatch::executor::Executor;
 use ganglion_indexer::event::Event;
 use ganglion_node::audit::rpc::AuditRpc;
 use ganglion_node::audit::{self, Evidence, Report, checks};
-use ganglion_dispatch::executor::Executor;
 use ganglion_node::rpc::Api;
 use ganglion_node::settings::Settings;
 use ganglion_rpc::audit::{

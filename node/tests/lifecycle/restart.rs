@@ -3,8 +3,8 @@
 //! and its job store and reopens the store from disk. Afterwards the job settled with exactly
 //! one lock, one assign and one settle on chain, and the provider dispatched exactly once.
 
-use ganglion_indexer::event::Event;
 use ganglion_dispatch::executor::Executor;
+use ganglion_indexer::event::Event;
 use ganglion_node::job::provider::executor_job;
 use ganglion_node::job::state::{OrchestratorState, ProviderState};
 use ganglion_node::job::store::TxKind;
@@ -84,7 +84,8 @@ async fn restarts_neither_double_submit_nor_double_dispatch() {
                 _ => None,
             })
             .expect("the node's address names its peer id");
-        let id = ganglion_dispatch::executor::JobId::new(executor_job(&job, index, &peer)).expect("id");
+        let id =
+            ganglion_dispatch::executor::JobId::new(executor_job(&job, index, &peer)).expect("id");
         assert_eq!(
             rec.dispatch.as_ref().map(|d| d.executor_job.as_str()),
             Some(id.as_str())

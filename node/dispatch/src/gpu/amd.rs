@@ -340,11 +340,7 @@ mod tests {
             gpus,
             notes: vec![],
         };
-        assert!(
-            inv.offerable()
-                .is_empty(),
-            "not offered as dedicated VRAM"
-        );
+        assert!(inv.offerable().is_empty(), "not offered as dedicated VRAM");
         // A discrete card (local memory present) is not an APU.
         let discrete = props.replace("local_mem_size 0", "local_mem_size 25753026560");
         assert!(!kfd_node(&discrete).expect("GPU node").apu);

@@ -5,10 +5,10 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use ganglion_market::spec::Framework;
 use ganglion_dispatch::executor::Executor;
 use ganglion_dispatch::executor::plan::{GpuAttachment, InputFile, JobPlan};
 use ganglion_dispatch::executor::report::JobReport;
+use ganglion_market::spec::Framework;
 use ganglion_storage::blockstore::Blockstore;
 use ganglion_storage::dagpb;
 use ganglion_storage::pin::Pinner;
@@ -17,7 +17,9 @@ use ganglion_storage::unixfs::ImportOptions;
 use crate::support::{self, Exec, Node};
 
 fn repo(path: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
 }
 
 /// A torch job running `script` (imported into the node's blockstore, given as the input

@@ -8,12 +8,12 @@ use std::process::Command;
 use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ganglion_market::spec::{Framework, ResourcesPerGpu};
 use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
 use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine};
 use ganglion_dispatch::executor::plan::{
     ContainerSlot, GpuAttachment, ImageSource, JobId, JobPlan, RunAs,
 };
+use ganglion_market::spec::{Framework, ResourcesPerGpu};
 use ganglion_storage::blockstore::SledBlockstore;
 use ganglion_storage::pin::Embedded;
 

@@ -183,11 +183,7 @@ fn mig_a100_with_sparse_indices_gives_three_slices_and_no_whole_parent() {
         gpus: found.gpus,
         notes: vec![],
     };
-    let offered: Vec<_> = inv
-        .offerable()
-        .into_iter()
-        .filter_map(|g| g.uuid)
-        .collect();
+    let offered: Vec<_> = inv.offerable().into_iter().filter_map(|g| g.uuid).collect();
     assert_eq!(
         offered,
         SLICES.map(|s| s.0.to_string()),
@@ -252,8 +248,7 @@ fn unidentified_device_is_listed_with_the_failing_query_and_never_offered() {
         gpus: found.gpus,
         notes: vec![],
     };
-    let offered = inv
-        .offerable();
+    let offered = inv.offerable();
     assert_eq!(offered.len(), 1);
     assert_eq!(offered[0].uuid.as_deref(), Some("GPU-aaaa"));
     // A query that errors names the error.
