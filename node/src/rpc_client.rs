@@ -6,10 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ganglion_rpc::jsonrpsee::core::client::{ClientT, Error as ClientError};
-use ganglion_rpc::jsonrpsee::core::params::ArrayParams;
+use ganglion_rpc::jsonrpsee::core::client::Error as ClientError;
 use jsonrpsee::http_client::{HeaderMap, HeaderValue, HttpClient, HttpClientBuilder};
-use serde::de::DeserializeOwned;
 
 use crate::daemon::NodeInfo;
 use crate::datadir::DataDir;
@@ -28,24 +26,28 @@ pub enum ClientCallError {
     #[error("reading the RPC cookie: {0}")]
     Cookie(String),
     /// The node answered with a JSON-RPC error.
-    #[error("{method}: {message} (JSON-RPC error {code})")]
+    #[error("{message} (JSON-RPC error {code})")]
     Rpc {
-        /// The method called.
-        method: String,
         /// The error code ([`ganglion_rpc::error`]).
         code: i32,
         /// The node's message.
         message: String,
     },
     /// The node could not be reached, or its answer did not parse.
-    #[error("{method}: {source}")]
-    Transport {
-        /// The method called.
-        method: String,
-        /// The cause.
-        #[source]
-        source: ClientError,
-    },
+    #[error(transparent)]
+    Transport(ClientError),
+}
+
+impl From<ClientError> for ClientCallError {
+    fn from(e: ClientError) -> Self {
+        match e {
+            ClientError::Call(o) => Self::Rpc {
+                code: o.code(),
+                message: o.message().to_string(),
+            },
+            other => Self::Transport(other),
+        }
+    }
 }
 
 /// A client of the node whose data dir is given.
@@ -89,41 +91,14 @@ impl NodeClient {
             .set_headers(headers)
             .request_timeout(CALL_TIMEOUT)
             .build(format!("http://{addr}"))
-            .map_err(|source| ClientCallError::Transport {
-                method: "connect".into(),
-                source,
-            })?;
+            .map_err(ClientCallError::Transport)?;
         Ok(Self { http, addr })
     }
 
-    /// Calls `method` with positional `params`.
-    ///
-    /// # Errors
-    /// [`ClientCallError::Rpc`] with the node's code and message, or
-    /// [`ClientCallError::Transport`].
-    pub async fn call<T: DeserializeOwned>(
-        &self,
-        method: &str,
-        params: Vec<serde_json::Value>,
-    ) -> Result<T, ClientCallError> {
-        let mut p = ArrayParams::new();
-        for v in params {
-            // Inserting an already-built JSON value cannot fail to serialise.
-            p.insert(v).map_err(|e| ClientCallError::Transport {
-                method: method.into(),
-                source: ClientError::ParseError(e),
-            })?;
-        }
-        self.http.request(method, p).await.map_err(|e| match e {
-            ClientError::Call(o) => ClientCallError::Rpc {
-                method: method.into(),
-                code: o.code(),
-                message: o.message().to_string(),
-            },
-            source => ClientCallError::Transport {
-                method: method.into(),
-                source,
-            },
-        })
+    /// The JSON-RPC client: call the `*Client` traits `ganglion_rpc` generates for each
+    /// namespace on it (e.g. `JobApiClient::status(node.rpc(), id)`), then map the error with
+    /// [`ClientCallError::from`].
+    pub fn rpc(&self) -> &HttpClient {
+        &self.http
     }
 }

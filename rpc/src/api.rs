@@ -8,7 +8,7 @@ use jsonrpsee::proc_macros::rpc;
 use crate::types::{AmountParam, Balance, GpuReport, JobStatus, JobSubmitted, NodeInfo, Sent, Tip};
 
 /// `node_*`: about the node and its chain.
-#[rpc(server, namespace = "node")]
+#[rpc(server, client, namespace = "node")]
 pub trait NodeApi {
     /// Version, network, magic and wallet address.
     #[method(name = "info")]
@@ -25,7 +25,7 @@ pub trait NodeApi {
 }
 
 /// `wallet_*`: the node's payment key and funds.
-#[rpc(server, namespace = "wallet")]
+#[rpc(server, client, namespace = "wallet")]
 pub trait WalletApi {
     /// The wallet's address (bech32).
     #[method(name = "address")]
@@ -52,7 +52,7 @@ pub trait WalletApi {
 
 /// `job_*`: jobs this node orchestrates or runs (answered by the node's job engine; without
 /// one every method answers [`crate::error::JOB`]).
-#[rpc(server, namespace = "job")]
+#[rpc(server, client, namespace = "job")]
 pub trait JobApi {
     /// Pins the ensemble spec (a JSON object, `docs/ensemble-spec.md`) and locks its budget
     /// (mutating: bearer token required). Returns the job id.
@@ -70,12 +70,9 @@ pub trait JobApi {
     async fn cancel(&self, job_id: String) -> RpcResult<JobStatus>;
 }
 
-/// Methods that change state and need the bearer token.
-pub const MUTATING: &[&str] = &["wallet_send", "job_submit", "job_cancel"];
-
 /// `job_buildLock`: a lock for a wallet outside the node (CIP-30), submitted back through
 /// [`TxApi`]'s `tx_submit`.
-#[rpc(server, namespace = "job")]
+#[rpc(server, client, namespace = "job")]
 pub trait JobWalletApi {
     /// Pins the ensemble spec and builds its lock funded by the wallet at `change_address`
     /// (bech32 or hex, a key address on the node's network), spending `utxos` (CIP-30
@@ -93,7 +90,7 @@ pub trait JobWalletApi {
 }
 
 /// `tx_*`: transactions signed outside the node.
-#[rpc(server, namespace = "tx")]
+#[rpc(server, client, namespace = "tx")]
 pub trait TxApi {
     /// Joins a CIP-30 witness set (hex CBOR, `signTx`'s answer) to the unsigned transaction
     /// (hex CBOR, e.g. from `job_buildLock`), checks every vkey witness against the transaction
@@ -108,7 +105,7 @@ pub trait TxApi {
 }
 
 /// `job_subscribe` (WebSocket): a job's transitions as they happen.
-#[rpc(server, namespace = "job")]
+#[rpc(server, client, namespace = "job")]
 pub trait JobEventsApi {
     /// Streams [`crate::types::JobEvent`]s for `job_id` (64 hex digits) as `job_event`
     /// notifications: first every transition so far, then each new one, until every record
@@ -121,12 +118,9 @@ pub trait JobEventsApi {
     async fn subscribe(&self, job_id: String) -> jsonrpsee::core::SubscriptionResult;
 }
 
-/// Mutating methods of the CIP-30 flow (bearer token required), besides [`MUTATING`].
-pub const MUTATING_WALLET: &[&str] = &["job_buildLock", "tx_submit"];
-
 /// `provider_unbond` / `provider_withdraw`: this node's bond, through its wallet (mutating:
 /// bearer token required; the wallet pays the fee and signs).
-#[rpc(server, namespace = "provider")]
+#[rpc(server, client, namespace = "provider")]
 pub trait ProviderBondApi {
     /// Starts unbonding `bond` (`<tx hash hex>#<index>`), or this node's only active bond when
     /// absent: its GPUs leave the market and the unbonding delay (network parameter) starts.
@@ -145,5 +139,3 @@ pub trait ProviderBondApi {
     async fn withdraw(&self, bond: Option<String>) -> RpcResult<crate::types::BondTx>;
 }
 
-/// Mutating methods of [`ProviderBondApi`] (bearer token required).
-pub const MUTATING_BOND: &[&str] = &["provider_unbond", "provider_withdraw"];

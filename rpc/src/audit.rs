@@ -185,7 +185,7 @@ pub struct MarketOffer {
 }
 
 /// `audit_*`: the chain's record of jobs and providers, and independent verification.
-#[rpc(server, namespace = "audit")]
+#[rpc(server, client, namespace = "audit")]
 pub trait AuditApi {
     /// The indexer's view of a job (64 hex digits).
     #[method(name = "job")]
@@ -202,7 +202,7 @@ pub trait AuditApi {
 }
 
 /// `market_*`: what the node sees of the market.
-#[rpc(server, namespace = "market")]
+#[rpc(server, client, namespace = "market")]
 pub trait MarketApi {
     /// Live, verified offers (gossipsub), this node's own included.
     #[method(name = "offers")]
@@ -210,7 +210,7 @@ pub trait MarketApi {
 }
 
 /// `provider_*`: this node as a provider.
-#[rpc(server, namespace = "provider")]
+#[rpc(server, client, namespace = "provider")]
 pub trait ProviderApi {
     /// This node's bonds on chain (active and unbonding); empty when it has none.
     #[method(name = "bond")]
@@ -268,7 +268,7 @@ pub struct JobOutput {
 
 /// `job_logs` / `job_outputs`: the artifacts a job's providers attested on chain (settled or
 /// expired jobs), read from the node's blockstore or fetched over bitswap from the providers.
-#[rpc(server, namespace = "job")]
+#[rpc(server, client, namespace = "job")]
 pub trait JobArtifactsApi {
     /// The log of each attested provider of `job_id` (64 hex digits), in assignment order.
     /// A job with no attestation on chain yet (not settled or expired), or unknown:
@@ -286,5 +286,3 @@ pub trait JobArtifactsApi {
     async fn outputs(&self, job_id: String, dir: Option<String>) -> RpcResult<Vec<JobOutput>>;
 }
 
-/// Mutating methods of [`JobArtifactsApi`] (bearer token required).
-pub const MUTATING_ARTIFACTS: &[&str] = &["job_outputs"];

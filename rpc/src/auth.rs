@@ -10,6 +10,21 @@ use jsonrpsee::types::ErrorObjectOwned;
 
 use crate::error::{UNAUTHORIZED, error};
 
+/// Every method that changes state (or writes files on the node's host) and so needs the
+/// bearer token: the one table of who may call what. Each of these methods calls [`require`]
+/// first; the node's tests call every one without the token and expect [`UNAUTHORIZED`], and
+/// every other served method with no token and expect an answer.
+pub const MUTATING: &[&str] = &[
+    "wallet_send",
+    "job_submit",
+    "job_cancel",
+    "job_buildLock",
+    "tx_submit",
+    "job_outputs",
+    "provider_unbond",
+    "provider_withdraw",
+];
+
 /// Marker extension: the request carried the right bearer token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Authorized;

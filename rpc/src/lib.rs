@@ -6,7 +6,8 @@
 //!
 //! Modules:
 //! - [`api`]: the `node_*`, `wallet_*`, `job_*`, `tx_*` and mutating `provider_*` (unbond,
-//!   withdraw) method traits (`#[rpc(server)]`).
+//!   withdraw) method traits (`#[rpc(server, client)]`: the node implements the servers, the
+//!   CLI and the demo call the generated `*Client` traits on any jsonrpsee client).
 //! - [`types`]: what the methods take and return (JSON shapes, units).
 //! - [`amount`]: [`amount::Amount`], every lovelace and NTX amount: a decimal string in
 //!   responses, a string or an exact integer in requests, typed "invalid amount" errors.

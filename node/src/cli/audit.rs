@@ -5,6 +5,7 @@
 use ganglion_rpc::audit::{AuditJob, AuditProvider, AuditReport};
 
 use super::remote::{RemoteArgs, call, print_json};
+use ganglion_rpc::audit::AuditApiClient;
 
 /// Audit jobs and providers (a running node answers: `ganglion node run`).
 #[derive(Debug, clap::Args)]
@@ -93,7 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let config = args.remote.config.as_deref();
     match args.command {
         Command::Job { job_id } => {
-            let j: AuditJob = call(config, "audit_job", vec![job_id.into()])?;
+            let j: AuditJob = call(config, |rpc| async move { AuditApiClient::job(&rpc, job_id).await })?;
             if args.remote.json {
                 print_json(&j)?
             } else {
@@ -101,7 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
         }
         Command::Provider { key } => {
-            let p: AuditProvider = call(config, "audit_provider", vec![key.into()])?;
+            let p: AuditProvider = call(config, |rpc| async move { AuditApiClient::provider(&rpc, key).await })?;
             if args.remote.json {
                 print_json(&p)?
             } else {
@@ -109,7 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
         }
         Command::Verify { job_id } => {
-            let r: AuditReport = call(config, "audit_verify", vec![job_id.into()])?;
+            let r: AuditReport = call(config, |rpc| async move { AuditApiClient::verify(&rpc, job_id).await })?;
             if args.remote.json {
                 print_json(&r)?;
             } else {

@@ -13,6 +13,8 @@ use ganglion_rpc::audit::{JobLog, JobOutput};
 use ganglion_rpc::types::{JobStatus, JobSubmitted};
 
 use super::remote::{RemoteArgs, call, print_json};
+use ganglion_rpc::api::JobApiClient;
+use ganglion_rpc::audit::JobArtifactsApiClient;
 
 /// How often `job submit --wait` asks for the job's state.
 const POLL: Duration = Duration::from_secs(1);
@@ -101,7 +103,7 @@ fn wait(config: Option<&std::path::Path>, job_id: &str, json: bool) -> anyhow::R
     bar.enable_steady_tick(Duration::from_millis(120));
     let mut seen = String::new();
     loop {
-        let s: Vec<JobStatus> = call(config, "job_status", vec![job_id.into()])?;
+        let s: Vec<JobStatus> = call(config, |rpc| async move { JobApiClient::status(&rpc, job_id.to_string()).await })?;
         let o = s
             .into_iter()
             .find(|r| r.role == "orchestrator")
@@ -186,7 +188,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let parsed = Ensemble::parse(&text, ganglion_p2p::now_ms())
                 .with_context(|| format!("parsing {}", spec.display()))?;
             let value = serde_json::to_value(&parsed).context("encoding the spec")?;
-            let s: JobSubmitted = call(config, "job_submit", vec![value])?;
+            let s: JobSubmitted = call(config, |rpc| async move { JobApiClient::submit(&rpc, value).await })?;
             if !follow {
                 return if args.remote.json {
                     print_json(&s)
@@ -215,7 +217,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
         }
         Command::Status { job_id } => {
-            let s: Vec<JobStatus> = call(config, "job_status", vec![job_id.clone().into()])?;
+            let s: Vec<JobStatus> = call(config, |rpc| {
+                let id = job_id.clone();
+                async move { JobApiClient::status(&rpc, id).await }
+            })?;
             if args.remote.json {
                 print_json(&s)?;
             } else if s.is_empty() {
@@ -227,7 +232,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
         }
         Command::Cancel { job_id } => {
-            let s: JobStatus = call(config, "job_cancel", vec![job_id.into()])?;
+            let s: JobStatus = call(config, |rpc| async move { JobApiClient::cancel(&rpc, job_id).await })?;
             if args.remote.json {
                 print_json(&s)?;
             } else {
@@ -235,7 +240,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
         }
         Command::Logs { job_id } => {
-            let logs: Vec<JobLog> = call(config, "job_logs", vec![job_id.clone().into()])?;
+            let logs: Vec<JobLog> = call(config, |rpc| {
+                let id = job_id.clone();
+                async move { JobArtifactsApiClient::logs(&rpc, id).await }
+            })?;
             if args.remote.json {
                 print_json(&logs)?;
             } else {
@@ -251,12 +259,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         .with_context(|| format!("creating {}", d.display()))?;
                     let abs = std::path::absolute(&d)
                         .with_context(|| format!("resolving {}", d.display()))?;
-                    serde_json::Value::String(abs.display().to_string())
+                    Some(abs.display().to_string())
                 }
-                None => serde_json::Value::Null,
+                None => None,
             };
             let outputs: Vec<JobOutput> =
-                call(config, "job_outputs", vec![job_id.clone().into(), dir])?;
+                call(config, |rpc| {
+                let id = job_id.clone();
+                async move { JobArtifactsApiClient::outputs(&rpc, id, dir).await }
+            })?;
             if args.remote.json {
                 print_json(&outputs)?;
             } else {

@@ -3,6 +3,7 @@
 use ganglion_rpc::audit::MarketOffer;
 
 use super::remote::{RemoteArgs, call, print_json};
+use ganglion_rpc::audit::MarketApiClient;
 
 /// The live market as the node sees it.
 #[derive(Debug, clap::Args)]
@@ -44,6 +45,8 @@ pub fn print_offers(offers: &[MarketOffer], json: bool) -> anyhow::Result<()> {
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let offers: Vec<MarketOffer> = call(args.remote.config.as_deref(), "market_offers", vec![])?;
+    let offers: Vec<MarketOffer> = call(args.remote.config.as_deref(), |rpc| async move {
+        MarketApiClient::offers(&rpc).await
+    })?;
     print_offers(&offers, args.remote.json)
 }

@@ -6,6 +6,8 @@ use ganglion_rpc::audit::{BondInfo, MarketOffer};
 use ganglion_rpc::types::BondTx;
 
 use super::remote::{RemoteArgs, call, print_json};
+use ganglion_rpc::api::ProviderBondApiClient;
+use ganglion_rpc::audit::ProviderApiClient;
 
 /// This node as a provider (a running node answers).
 #[derive(Debug, clap::Args)]
@@ -43,7 +45,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let config = args.remote.config.as_deref();
     match args.command {
         Command::Bond => {
-            let bonds: Vec<BondInfo> = call(config, "provider_bond", vec![])?;
+            let bonds: Vec<BondInfo> = call(config, |rpc| async move { ProviderApiClient::bond(&rpc).await })?;
             if args.remote.json {
                 return print_json(&bonds);
             }
@@ -67,7 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Unbond { bond } => {
-            let t: BondTx = call(config, "provider_unbond", vec![bond.into()])?;
+            let t: BondTx = call(config, |rpc| async move { ProviderBondApiClient::unbond(&rpc, bond).await })?;
             if args.remote.json {
                 return print_json(&t);
             }
@@ -80,7 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Withdraw { bond } => {
-            let t: BondTx = call(config, "provider_withdraw", vec![bond.into()])?;
+            let t: BondTx = call(config, |rpc| async move { ProviderBondApiClient::withdraw(&rpc, bond).await })?;
             if args.remote.json {
                 return print_json(&t);
             }
@@ -88,7 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Offers => {
-            let offers: Vec<MarketOffer> = call(config, "provider_offers", vec![])?;
+            let offers: Vec<MarketOffer> = call(config, |rpc| async move { ProviderApiClient::offers(&rpc).await })?;
             super::market::print_offers(&offers, args.remote.json)
         }
     }

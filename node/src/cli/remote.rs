@@ -1,12 +1,14 @@
 //! What the commands that talk to a running node share: finding it (settings → data dir →
 //! `node.json` and `rpc.cookie`), one call on a small runtime, and printing.
 
+use std::future::Future;
 use std::path::Path;
 
 use anyhow::Context as _;
-use ganglion_node::rpc_client::NodeClient;
+use ganglion_node::rpc_client::{ClientCallError, NodeClient};
 use ganglion_node::settings::Settings;
-use serde::de::DeserializeOwned;
+use ganglion_rpc::jsonrpsee::core::client::Error as ClientError;
+use jsonrpsee::http_client::HttpClient;
 
 /// `--json` and `--config`, taken by every command that talks to a running node.
 #[derive(Debug, clap::Args)]
@@ -20,12 +22,14 @@ pub struct RemoteArgs {
     pub config: Option<std::path::PathBuf>,
 }
 
-/// Calls `method` on the node of the settings at `config` (or the defaults and `GANGLION_*`).
-pub fn call<T: DeserializeOwned>(
-    config: Option<&Path>,
-    method: &str,
-    params: Vec<serde_json::Value>,
-) -> anyhow::Result<T> {
+/// Makes one call on the node of the settings at `config` (or the defaults and `GANGLION_*`):
+/// `call` is given the node's JSON-RPC client and calls one of the generated `*Client` traits
+/// of `ganglion_rpc` on it, e.g. `|rpc| async move { JobApiClient::status(&rpc, id).await }`.
+pub fn call<T, F, Fut>(config: Option<&Path>, call: F) -> anyhow::Result<T>
+where
+    F: FnOnce(HttpClient) -> Fut,
+    Fut: Future<Output = Result<T, ClientError>>,
+{
     let settings = Settings::load(config).context("loading the settings")?;
     let dir = settings.data_dir().context("finding the data dir")?;
     let client = NodeClient::of_data_dir(&dir)
@@ -34,7 +38,8 @@ pub fn call<T: DeserializeOwned>(
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    rt.block_on(client.call(method, params))
+    rt.block_on(call(client.rpc().clone()))
+        .map_err(ClientCallError::from)
         .with_context(|| format!("asking the node at {}", client.addr))
 }
 

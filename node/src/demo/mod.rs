@@ -31,12 +31,11 @@ pub mod torch;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use ganglion_rpc::audit::AuditReport;
+use ganglion_rpc::api::JobApiClient;
+use ganglion_rpc::audit::{AuditApiClient, AuditReport};
 use ganglion_rpc::types::{JobStatus, JobSubmitted};
 use ganglion_testnet::devnet::{self, DevnetConfig};
 use ganglion_testnet::genesis::Genesis;
-use jsonrpsee::core::client::ClientT;
-use jsonrpsee::rpc_params;
 use serde::Serialize;
 
 use ganglion_market::spec::Ensemble;
@@ -325,9 +324,7 @@ pub async fn audit_step(
     cluster: &cluster::Cluster,
     job_id: &str,
 ) -> Result<AuditReport, DemoError> {
-    cluster
-        .orchestrator_rpc()?
-        .request("audit_verify", rpc_params![job_id])
+    AuditApiClient::verify(&cluster.orchestrator_rpc()?, job_id.to_string())
         .await
         .map_err(rpc_err)
 }
@@ -498,10 +495,7 @@ pub async fn run(
     let spec = serde_json::to_value(&spec).map_err(rpc_err)?;
     let chain_log = chainlog::ChainLog::start(&handle);
     let lock_at = Instant::now();
-    let sub: JobSubmitted = rpc
-        .request("job_submit", rpc_params![spec])
-        .await
-        .map_err(rpc_err)?;
+    let sub: JobSubmitted = JobApiClient::submit(&rpc, spec).await.map_err(rpc_err)?;
     step(
         format!("job {} submitted over JSON-RPC: lock sent", sub.job_id),
         None,
@@ -516,17 +510,14 @@ pub async fn run(
     let mut killed_peer: Option<String> = None;
     let want = if loss { "expired" } else { "settled" };
     let done = loop {
-        let records: Vec<JobStatus> = rpc
-            .request("job_status", rpc_params![sub.job_id.clone()])
+        let records: Vec<JobStatus> = JobApiClient::status(&rpc, sub.job_id.clone())
             .await
             .map_err(rpc_err)?;
         for (i, (p, client)) in cluster::PROVIDERS.iter().zip(&provider_rpcs).enumerate() {
             if killed == Some(i) {
                 continue;
             }
-            let got: Result<Vec<JobStatus>, _> = client
-                .request("job_status", rpc_params![sub.job_id.clone()])
-                .await;
+            let got = JobApiClient::status(client, sub.job_id.clone()).await;
             if let Some(r) = got
                 .ok()
                 .and_then(|v| v.into_iter().find(|r| r.role == "provider"))
