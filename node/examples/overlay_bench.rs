@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use ganglion_dispatch::executor::network::ClusterNetwork;
-use ganglion_dispatch::executor::plan::JobId;
+use ganglion_dispatch::executor::plan::RunId;
 use ganglion_dispatch::overlay::OverlayError;
 use ganglion_dispatch::overlay::addressing::OverlayPool;
 use ganglion_dispatch::overlay::keys::JobKeys;
@@ -347,7 +347,7 @@ async fn main() -> anyhow::Result<()> {
     let engine = bollard::Docker::connect_with_local_defaults()?
         .negotiate_version()
         .await?;
-    let job = JobId::new(format!("bench-{pid}"))?;
+    let job = RunId::new(format!("bench-{pid}"))?;
     let plan = OverlayPool::default().plan(&job, 2, &BTreeSet::new())?;
     let keys = [JobKeys::generate(), JobKeys::generate()];
     let nodes = [
@@ -427,7 +427,7 @@ async fn main() -> anyhow::Result<()> {
     for side in 0..2 {
         nodes[side].set_relay(swarms[side].0.streams(), Duration::from_secs(1))?;
     }
-    let job2 = JobId::new(format!("bench-relay-{pid}"))?;
+    let job2 = RunId::new(format!("bench-relay-{pid}"))?;
     let plan2 = OverlayPool::default().plan(&job2, 2, &BTreeSet::from([plan.subnet]))?;
     let keys2 = [JobKeys::generate(), JobKeys::generate()];
     let nowhere: SocketAddr = "127.0.0.1:9".parse()?;

@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::network::NetworkPreset;
 use crate::settings::{N2cEndpoint, Settings};
 use crate::wallet::chain::ChainClient;
-use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine};
+use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, DockerEngine};
 use ganglion_dispatch::gpu::{self, docker::NvidiaAccess};
 
 /// Free space below which the disk check fails, in GiB.
@@ -85,7 +85,7 @@ impl Check {
 pub async fn run(settings: &Settings) -> Vec<Check> {
     let engine = tokio::time::timeout(
         TIMEOUT,
-        Engine::connect(Path::new(DEFAULT_SOCKET), TIMEOUT.as_secs()),
+        DockerEngine::connect(Path::new(DEFAULT_SOCKET), TIMEOUT.as_secs()),
     )
     .await;
     let cfg = settings.node.gpus.clone();

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ganglion_dispatch::executor::network::ClusterNetwork;
-use ganglion_dispatch::executor::plan::JobId;
+use ganglion_dispatch::executor::plan::RunId;
 use ganglion_dispatch::overlay::addressing::{JobOverlay, OverlayPool};
 use ganglion_dispatch::overlay::keys::JobKeys;
 use ganglion_dispatch::overlay::netns;
@@ -63,8 +63,8 @@ impl Drop for Netns {
     }
 }
 
-fn job_id(prefix: &str) -> JobId {
-    JobId::new(format!("{prefix}-{}", std::process::id())).expect("job id")
+fn job_id(prefix: &str) -> RunId {
+    RunId::new(format!("{prefix}-{}", std::process::id())).expect("job id")
 }
 
 /// Binds the node socket and creates the addressed TUN inside `ns`.
@@ -1782,7 +1782,7 @@ fn block_udp(world: &NatWorld, side: usize, op: &str) {
 }
 
 /// Waits (`limit` at most) until every link of `job` on both nodes is in `mode`.
-async fn links_become(nodes: [&OverlayNode; 2], job: &JobId, mode: LinkMode, limit: Duration) {
+async fn links_become(nodes: [&OverlayNode; 2], job: &RunId, mode: LinkMode, limit: Duration) {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         let links: Vec<_> = nodes.iter().map(|n| n.links(job)).collect();

@@ -15,9 +15,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use ganglion_dispatch::executor::Executor;
 use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
-use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine};
+use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, DockerEngine};
 use ganglion_dispatch::executor::plan::{
-    ContainerSlot, GpuAttachment, ImageSource, JobId, JobPlan, RunAs,
+    ContainerSlot, GpuAttachment, ImageSource, RunId, JobPlan, RunAs,
 };
 use ganglion_dispatch::executor::report::Timings;
 use ganglion_market::spec::{Framework, ResourcesPerGpu};
@@ -26,7 +26,7 @@ use ganglion_storage::pin::Embedded;
 
 const TORCH_IMAGE: &str = "ganglion/torch-cpu:bookworm-1";
 
-fn plan(job: JobId, image: &str, command: &[&str], ranks: u32) -> JobPlan {
+fn plan(job: RunId, image: &str, command: &[&str], ranks: u32) -> JobPlan {
     JobPlan {
         job,
         image: ImageSource::Local { name: image.into() },
@@ -68,7 +68,7 @@ async fn main() -> anyhow::Result<()> {
         .map(|n| n.parse())
         .transpose()?
         .unwrap_or(5);
-    let engine = Engine::connect(Path::new(DEFAULT_SOCKET), 120)
+    let engine = DockerEngine::connect(Path::new(DEFAULT_SOCKET), 120)
         .await
         .map_err(|e| anyhow::anyhow!("{e}\n(start one with `bash scripts/ensure-docker.sh`)"))?;
     println!(
@@ -122,7 +122,7 @@ async fn main() -> anyhow::Result<()> {
             let mut samples: Vec<Timings> = vec![];
             for round in 0..rounds {
                 let nanos = SystemTime::now().duration_since(UNIX_EPOCH)?.subsec_nanos();
-                let job = JobId::new(format!("bench-{ranks}-{round}-{nanos:x}"))?;
+                let job = RunId::new(format!("bench-{ranks}-{round}-{nanos:x}"))?;
                 let report = exec.run(plan(job, image, command, ranks)).await?;
                 anyhow::ensure!(report.failure().is_none(), "{:?}", report.outcome);
                 samples.push(report.timings);

@@ -242,12 +242,12 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use ganglion_dispatch::executor::plan::JobId;
+    use ganglion_dispatch::executor::plan::RunId;
     use ganglion_dispatch::overlay::addressing::OverlayPool;
 
     fn plan() -> JobOverlay {
         OverlayPool::default()
-            .plan(&JobId::new("x-1").expect("id"), 3, &BTreeSet::new())
+            .plan(&RunId::new("x-1").expect("id"), 3, &BTreeSet::new())
             .expect("plan")
     }
 

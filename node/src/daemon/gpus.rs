@@ -21,7 +21,7 @@ use ganglion_dispatch::gpu::{Gpu, Inventory, Source};
 /// `inventory` is marked "present but not usable in containers" with the reason, so none is
 /// offered. Returns the verdict to attach GPUs with and the check, when it ran.
 pub async fn startup_check(
-    docker: &Engine,
+    docker: &DockerEngine,
     inventory: &mut Inventory,
     image: &str,
 ) -> (NvidiaAccess, Option<GpuCheck>) {
@@ -47,7 +47,7 @@ pub async fn container_check(
     if targets.is_empty() {
         return None;
     }
-    let engine = tokio::time::timeout(timeout, Engine::connect(socket, timeout.as_secs())).await;
+    let engine = tokio::time::timeout(timeout, DockerEngine::connect(socket, timeout.as_secs())).await;
     let why = match engine {
         Ok(Ok(docker)) => return startup_check(&docker, inventory, image).await.1,
         Ok(Err(e)) => e.to_string(),

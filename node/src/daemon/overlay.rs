@@ -34,7 +34,7 @@ use crate::daemon::exchange;
 use crate::job::cluster::{ClusterPeers, ClusterSetup};
 use ganglion_dispatch::executor::ExecError;
 use ganglion_dispatch::executor::network::{Attachment, ClusterNetwork, DockerBridge};
-use ganglion_dispatch::executor::plan::JobId;
+use ganglion_dispatch::executor::plan::RunId;
 use ganglion_dispatch::overlay::addressing::JobOverlay;
 use ganglion_dispatch::overlay::config::OverlayConfig;
 use ganglion_dispatch::overlay::keys::JobKeys;
@@ -72,7 +72,7 @@ pub enum DaemonNetwork {
 impl ClusterNetwork for DaemonNetwork {
     async fn attach(
         &self,
-        job: &JobId,
+        job: &RunId,
         world: u32,
         local: &[u32],
     ) -> Result<Attachment, ExecError> {
@@ -82,7 +82,7 @@ impl ClusterNetwork for DaemonNetwork {
         }
     }
 
-    async fn detach(&self, job: &JobId) -> Result<(), ExecError> {
+    async fn detach(&self, job: &RunId) -> Result<(), ExecError> {
         match self {
             Self::Overlay(n) => n.detach(job).await,
             Self::Bridge(n) => n.detach(job).await,
@@ -166,7 +166,7 @@ impl OverlaySetup {
     }
 
     /// This node's links of `job` (direct, relayed or pending), for logs and status.
-    pub fn links(&self, job: &JobId) -> Vec<ganglion_dispatch::overlay::router::LinkReport> {
+    pub fn links(&self, job: &RunId) -> Vec<ganglion_dispatch::overlay::router::LinkReport> {
         self.node.links(job)
     }
 
@@ -178,7 +178,7 @@ impl OverlaySetup {
         {
             return Ok(a.clone());
         }
-        let key = JobId::new(hex::encode(job.job.0)).map_err(|e| e.to_string())?;
+        let key = RunId::new(hex::encode(job.job.0)).map_err(|e| e.to_string())?;
         let plan = self
             .config
             .pool()

@@ -11,7 +11,7 @@ use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 use libp2p::PeerId;
 
-use ganglion_dispatch::executor::plan::JobId as ExecJobId;
+use ganglion_dispatch::executor::plan::RunId;
 use ganglion_p2p::Client;
 
 /// One job's nodes as the assignment names them, seen from this provider.
@@ -20,7 +20,7 @@ pub struct ClusterPeers {
     /// The job on chain.
     pub job: JobId,
     /// This node's executor job id (what the executor's network is keyed by).
-    pub exec_job: ExecJobId,
+    pub exec_job: RunId,
     /// This node's index in the assignment: its node rank (rank 0 = the first assignment).
     pub rank: u32,
     /// Node ranks in the job (= assignments).

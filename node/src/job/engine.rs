@@ -216,7 +216,7 @@ impl Executor for NoExecutor {
     }
     fn record(
         &self,
-        _: &ganglion_dispatch::executor::JobId,
+        _: &ganglion_dispatch::executor::RunId,
     ) -> Result<Option<ExecRecord>, ExecError> {
         match *self {}
     }

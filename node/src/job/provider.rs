@@ -398,7 +398,7 @@ async fn plan_for<S: Kv, E: Executor>(
         })
         .collect();
     let exec_id =
-        ganglion_dispatch::executor::JobId::new(executor_job(&r.job_id, index, &side.peer_id))?;
+        ganglion_dispatch::executor::RunId::new(executor_job(&r.job_id, index, &side.peer_id))?;
     Ok(
         JobPlan::from_ensemble(exec_id, &spec, world, vec![index as u32])
             .map_err(|e| format!("cannot plan the job: {e}")),
@@ -606,7 +606,7 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
     let (Some(d), Some(index)) = (&r.dispatch, r.detail.index) else {
         return fail(ctx, r, "dispatched without a dispatch intent".into());
     };
-    let id = ganglion_dispatch::executor::JobId::new(d.executor_job.clone())?;
+    let id = ganglion_dispatch::executor::RunId::new(d.executor_job.clone())?;
     match side.executor.record(&id)? {
         None => {
             // Killed between the dispatch intent and the executor's own record: the
@@ -833,7 +833,7 @@ mod tests {
     fn report(outcome: ganglion_dispatch::executor::Outcome, run_seconds: f64) -> JobReport {
         use ganglion_dispatch::executor::report::{RankReport, Timings, Usage};
         JobReport {
-            job: ganglion_dispatch::executor::JobId::new("attest").expect("valid"),
+            job: ganglion_dispatch::executor::RunId::new("attest").expect("valid"),
             outcome,
             image: None,
             ranks: vec![RankReport {
@@ -945,7 +945,7 @@ mod tests {
         assert_eq!(a, executor_job(&job, 0, &node), "stable for one node");
         assert!(a.starts_with(&hex::encode(job.0)[..40]), "{a}");
         for id in [a, b, other] {
-            ganglion_dispatch::executor::JobId::new(id).expect("a valid executor job id");
+            ganglion_dispatch::executor::RunId::new(id).expect("a valid executor job id");
         }
     }
 }

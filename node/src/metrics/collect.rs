@@ -232,7 +232,7 @@ impl<S: Kv> Collector<S> {
             for r in provided.iter().filter(|r| !seen.contains(&r.job_id)) {
                 let started = match (&self.sources.executor, &r.dispatch) {
                     (Some(table), Some(d)) => {
-                        ganglion_dispatch::executor::JobId::new(d.executor_job.clone())
+                        ganglion_dispatch::executor::RunId::new(d.executor_job.clone())
                             .ok()
                             .map(|id| table.get(&id))
                             .transpose()?

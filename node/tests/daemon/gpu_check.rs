@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine};
+use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, DockerEngine};
 use ganglion_dispatch::gpu::docker::{NvidiaAccess, SmokeOutcome, Unusable};
 use ganglion_dispatch::gpu::{self, Gpu, Inventory, NotOffered, Source, smoke};
 use ganglion_market::spec::Vendor;
@@ -18,8 +18,8 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 /// A UUID no GPU has: what the request names (never "all GPUs").
 const UUID: &str = "GPU-00000000-0000-4000-8000-000000000000";
 
-async fn engine() -> Engine {
-    Engine::connect(Path::new(DEFAULT_SOCKET), 120)
+async fn engine() -> DockerEngine {
+    DockerEngine::connect(Path::new(DEFAULT_SOCKET), 120)
         .await
         .unwrap_or_else(|e| {
             panic!("needs a running Docker Engine ({e}): bash scripts/ensure-docker.sh")
@@ -42,11 +42,11 @@ fn probe_image() -> String {
         .to_string()
 }
 
-fn has_nvidia_toolkit(e: &Engine) -> bool {
+fn has_nvidia_toolkit(e: &DockerEngine) -> bool {
     !matches!(e.nvidia, NvidiaAccess::Missing { .. }) || Path::new("/dev/nvidiactl").exists()
 }
 
-async fn leftover_smoke_containers(e: &Engine) -> usize {
+async fn leftover_smoke_containers(e: &DockerEngine) -> usize {
     let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
         .all(true)
         .filters(&std::collections::HashMap::from([(

@@ -85,7 +85,7 @@ async fn restarts_neither_double_submit_nor_double_dispatch() {
             })
             .expect("the node's address names its peer id");
         let id =
-            ganglion_dispatch::executor::JobId::new(executor_job(&job, index, &peer)).expect("id");
+            ganglion_dispatch::executor::RunId::new(executor_job(&job, index, &peer)).expect("id");
         assert_eq!(
             rec.dispatch.as_ref().map(|d| d.executor_job.as_str()),
             Some(id.as_str())

@@ -12,7 +12,7 @@ use ganglion_storage::pin::{Embedded, Pinner};
 use ganglion_storage::unixfs::ImportOptions;
 
 use super::error::FailureReason;
-use super::plan::{InputFile, JobId, RunAs};
+use super::plan::{InputFile, RunId, RunAs};
 use super::report::{Artifact, CarArtifact};
 
 /// Paths of one job on this node.
@@ -23,7 +23,7 @@ pub struct JobDirs {
 
 impl JobDirs {
     /// The dirs of `job` under `work_dir`.
-    pub fn new(work_dir: &Path, job: &JobId) -> Self {
+    pub fn new(work_dir: &Path, job: &RunId) -> Self {
         Self {
             root: work_dir.join("jobs").join(job.as_str()),
         }
@@ -430,7 +430,7 @@ mod tests {
             .expect("import file")
             .root;
         let pinner = Embedded::new(store);
-        let dirs = JobDirs::new(&src.path().join("work"), &JobId::new("job-1").expect("id"));
+        let dirs = JobDirs::new(&src.path().join("work"), &RunId::new("job-1").expect("id"));
         let inputs = [
             InputFile {
                 cid: link,

@@ -39,7 +39,7 @@ use super::error::{ExecError, FailureReason};
 use super::image::{self, ImageRecord};
 use super::labels;
 use super::network::{ClusterNetwork, DockerBridge};
-use super::plan::{JobId, JobPlan, ResourceDefaults};
+use super::plan::{RunId, JobPlan, ResourceDefaults};
 use super::rendezvous::rank_env;
 use super::report::{JobReport, Outcome, RankReport, Timings, Usage};
 use super::sandbox::{AmdGroups, ContainerSpec, Mounts, container_body};
@@ -74,14 +74,14 @@ impl ExecutorConfig {
 
 /// The Docker executor. `N` gives containers their network ([`DockerBridge`] on one host).
 pub struct DockerExecutor<S, N = DockerBridge> {
-    engine: Engine,
+    engine: DockerEngine,
     network: N,
     pinner: Embedded<S>,
     table: JobTable,
     config: ExecutorConfig,
     /// Jobs supervised by a task of this process right now: `recover` leaves them alone, so a
     /// job is never supervised twice (jobs themselves run concurrently).
-    active: Arc<std::sync::Mutex<HashSet<JobId>>>,
+    active: Arc<std::sync::Mutex<HashSet<RunId>>>,
 }
 
 impl<S: Blockstore + 'static> DockerExecutor<S, DockerBridge> {
@@ -91,7 +91,7 @@ impl<S: Blockstore + 'static> DockerExecutor<S, DockerBridge> {
     /// # Errors
     /// [`ExecError::State`] when the job table cannot be opened; I/O for the work dir.
     pub fn new(
-        engine: Engine,
+        engine: DockerEngine,
         pinner: Embedded<S>,
         config: ExecutorConfig,
     ) -> Result<Self, ExecError> {
@@ -106,7 +106,7 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
     /// # Errors
     /// As [`DockerExecutor::new`].
     pub fn with_network(
-        engine: Engine,
+        engine: DockerEngine,
         network: N,
         pinner: Embedded<S>,
         config: ExecutorConfig,
@@ -124,7 +124,7 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
     }
 
     /// The engine.
-    pub fn engine(&self) -> &Engine {
+    pub fn engine(&self) -> &DockerEngine {
         &self.engine
     }
 
@@ -139,7 +139,7 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
     }
 
     /// The job's dirs.
-    pub fn dirs(&self, job: &JobId) -> JobDirs {
+    pub fn dirs(&self, job: &RunId) -> JobDirs {
         JobDirs::new(&self.config.work_dir, job)
     }
 
@@ -575,7 +575,7 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
     ///
     /// # Errors
     /// Job table failures; [`ExecError::InvalidPlan`] for an unknown job.
-    pub async fn abandon(&self, job: &JobId) -> Result<JobReport, ExecError> {
+    pub async fn abandon(&self, job: &RunId) -> Result<JobReport, ExecError> {
         let mut record = self
             .table
             .get(job)?
@@ -648,7 +648,7 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
     ///
     /// # Errors
     /// The engine's.
-    pub async fn job_containers(&self, job: &JobId) -> Result<Vec<String>, DockerError> {
+    pub async fn job_containers(&self, job: &RunId) -> Result<Vec<String>, DockerError> {
         let options = ListContainersOptionsBuilder::default()
             .all(true)
             .filters(&HashMap::from([("label", vec![labels::job_filter(job)])]))
@@ -774,20 +774,20 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> Executor for DockerExecutor<S, 
         self.recover_inner().await
     }
 
-    fn record(&self, job: &JobId) -> Result<Option<JobRecord>, ExecError> {
+    fn record(&self, job: &RunId) -> Result<Option<JobRecord>, ExecError> {
         self.table.get(job)
     }
 }
 
 /// Marks a job as supervised by this task until dropped.
 struct Active {
-    set: Arc<std::sync::Mutex<HashSet<JobId>>>,
-    job: JobId,
+    set: Arc<std::sync::Mutex<HashSet<RunId>>>,
+    job: RunId,
 }
 
 impl Active {
     /// `None` when another task supervises `job`.
-    fn claim(set: &Arc<std::sync::Mutex<HashSet<JobId>>>, job: &JobId) -> Option<Self> {
+    fn claim(set: &Arc<std::sync::Mutex<HashSet<RunId>>>, job: &RunId) -> Option<Self> {
         let mut jobs = set
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -809,7 +809,7 @@ impl Drop for Active {
 }
 
 /// The container name of `rank` of `job` (the engine refuses a second container with it).
-pub fn container_name(job: &JobId, rank: u32) -> String {
+pub fn container_name(job: &RunId, rank: u32) -> String {
     format!("ganglion-{job}-r{rank}")
 }
 
@@ -966,7 +966,7 @@ mod tests {
 
     #[test]
     fn container_names_carry_job_and_rank() {
-        let job = JobId::new("abc-1").expect("valid");
+        let job = RunId::new("abc-1").expect("valid");
         assert_eq!(container_name(&job, 3), "ganglion-abc-1-r3");
     }
 }

@@ -15,7 +15,7 @@ pub const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
 
 /// A connected engine and what it can do.
 #[derive(Clone)]
-pub struct Engine {
+pub struct DockerEngine {
     /// The client, at the negotiated API version.
     pub docker: Docker,
     /// The socket it talks to.
@@ -30,9 +30,9 @@ pub struct Engine {
     pub nvidia: NvidiaAccess,
 }
 
-impl std::fmt::Debug for Engine {
+impl std::fmt::Debug for DockerEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine")
+        f.debug_struct("DockerEngine")
             .field("socket", &self.socket)
             .field("server_version", &self.server_version)
             .field("api_version", &self.api_version)
@@ -42,7 +42,7 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-impl Engine {
+impl DockerEngine {
     /// Connects to the engine at `socket`, negotiates the API version and probes `/info`.
     /// `timeout_s` bounds every request (streams such as logs and wait are not bounded by it;
     /// the executor bounds those itself).

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::plan::JobId;
+use super::plan::RunId;
 
 /// Marks objects this executor manages (`true`).
 pub const MANAGED: &str = "org.ganglion.managed";
@@ -13,7 +13,7 @@ pub const JOB: &str = "org.ganglion.job";
 pub const NODE_RANK: &str = "org.ganglion.node-rank";
 
 /// Labels for `job` (and a container's `node_rank`).
-pub fn for_job(job: &JobId, node_rank: Option<u32>) -> HashMap<String, String> {
+pub fn for_job(job: &RunId, node_rank: Option<u32>) -> HashMap<String, String> {
     let mut labels = HashMap::from([
         (MANAGED.to_string(), "true".to_string()),
         (JOB.to_string(), job.to_string()),
@@ -25,6 +25,6 @@ pub fn for_job(job: &JobId, node_rank: Option<u32>) -> HashMap<String, String> {
 }
 
 /// A `label=` filter value selecting `job`'s objects.
-pub fn job_filter(job: &JobId) -> String {
+pub fn job_filter(job: &RunId) -> String {
     format!("{JOB}={job}")
 }

@@ -33,7 +33,7 @@ pub mod state;
 use std::future::Future;
 
 pub use self::error::{ExecError, FailureReason};
-pub use self::plan::{JobId, JobPlan};
+pub use self::plan::{RunId, JobPlan};
 pub use self::report::{JobReport, Outcome};
 pub use self::state::{JobRecord, Phase};
 
@@ -60,5 +60,5 @@ pub trait Executor: Send + Sync {
     ///
     /// # Errors
     /// Job table failures.
-    fn record(&self, job: &JobId) -> Result<Option<JobRecord>, ExecError>;
+    fn record(&self, job: &RunId) -> Result<Option<JobRecord>, ExecError>;
 }

@@ -8,7 +8,7 @@ use std::future::Future;
 use bollard::Docker;
 use bollard::models::{EndpointSettings, NetworkCreateRequest};
 
-use super::plan::JobId;
+use super::plan::RunId;
 use super::rendezvous::RendezvousHosts;
 use super::{ExecError, labels};
 
@@ -44,7 +44,7 @@ pub trait ClusterNetwork: Send + Sync {
     /// [`ExecError::Engine`] when the network cannot be created.
     fn attach(
         &self,
-        job: &JobId,
+        job: &RunId,
         world: u32,
         local: &[u32],
     ) -> impl Future<Output = Result<Attachment, ExecError>> + Send;
@@ -53,7 +53,7 @@ pub trait ClusterNetwork: Send + Sync {
     ///
     /// # Errors
     /// [`ExecError::Engine`] when the engine refuses (e.g. containers still attached).
-    fn detach(&self, job: &JobId) -> impl Future<Output = Result<(), ExecError>> + Send;
+    fn detach(&self, job: &RunId) -> impl Future<Output = Result<(), ExecError>> + Send;
 }
 
 /// One internal (no outside route) Docker bridge network per job on this host; containers find
@@ -70,7 +70,7 @@ impl DockerBridge {
     }
 
     /// The network's name for `job`.
-    pub fn network_name(job: &JobId) -> String {
+    pub fn network_name(job: &RunId) -> String {
         format!("ganglion-{job}")
     }
 
@@ -83,7 +83,7 @@ impl DockerBridge {
 impl ClusterNetwork for DockerBridge {
     async fn attach(
         &self,
-        job: &JobId,
+        job: &RunId,
         world: u32,
         local: &[u32],
     ) -> Result<Attachment, ExecError> {
@@ -137,7 +137,7 @@ impl ClusterNetwork for DockerBridge {
         })
     }
 
-    async fn detach(&self, job: &JobId) -> Result<(), ExecError> {
+    async fn detach(&self, job: &RunId) -> Result<(), ExecError> {
         match self.docker.remove_network(&Self::network_name(job)).await {
             Ok(()) => Ok(()),
             Err(bollard::errors::Error::DockerResponseServerError {

@@ -10,13 +10,16 @@ use serde::{Deserialize, Serialize};
 use super::ExecError;
 use ganglion_market::spec::{ArchiveFormat, Ensemble, Framework};
 
-/// A job id as used in container names, labels and the job table: 1–64 of `[a-z0-9-]`, not
-/// starting with `-` (e.g. the hex of the job token's asset name).
+/// The executor's name for one provider's run of a job, used in container names, labels and
+/// the job table: 1–64 of `[a-z0-9-]`, not starting with `-`. Not the on-chain job id (the job
+/// token's asset name, `ganglion_contracts::datum::JobId`): the node derives one run id per
+/// rank and node from it (`job::provider::executor_job`), so two providers on one Docker
+/// Engine never share a name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct JobId(String);
+pub struct RunId(String);
 
-impl JobId {
+impl RunId {
     /// Validates `id`.
     ///
     /// # Errors
@@ -44,20 +47,20 @@ impl JobId {
     }
 }
 
-impl TryFrom<String> for JobId {
+impl TryFrom<String> for RunId {
     type Error = String;
     fn try_from(s: String) -> Result<Self, String> {
-        JobId::new(s).map_err(|e| e.to_string())
+        RunId::new(s).map_err(|e| e.to_string())
     }
 }
 
-impl From<JobId> for String {
-    fn from(id: JobId) -> String {
+impl From<RunId> for String {
+    fn from(id: RunId) -> String {
         id.0
     }
 }
 
-impl std::fmt::Display for JobId {
+impl std::fmt::Display for RunId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
@@ -212,7 +215,7 @@ impl Default for RunAs {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobPlan {
     /// The job id (labels, names, table key).
-    pub job: JobId,
+    pub job: RunId,
     /// The image.
     pub image: ImageSource,
     /// argv; empty means the image's entrypoint/cmd.
@@ -245,7 +248,7 @@ impl JobPlan {
     /// [`ExecError::InvalidPlan`] for input paths outside `/inputs`, non-dense node ranks or
     /// unknown local ranks.
     pub fn from_ensemble(
-        job: JobId,
+        job: RunId,
         spec: &Ensemble,
         world: Vec<ContainerSlot>,
         local: Vec<u32>,
@@ -426,7 +429,7 @@ mod tests {
     fn plan_from_the_spec_maps_image_inputs_framework_and_limits() {
         let spec = ensemble();
         let plan = JobPlan::from_ensemble(
-            JobId::new("j1").expect("id"),
+            RunId::new("j1").expect("id"),
             &spec,
             world(&[1, 1]),
             vec![1],
@@ -453,7 +456,7 @@ mod tests {
         spec.resources_per_gpu.cpu_cores = 2.0;
         spec.resources_per_gpu.mem_gib = 8.0;
         let plan = JobPlan::from_ensemble(
-            JobId::new("j2").expect("id"),
+            RunId::new("j2").expect("id"),
             &spec,
             world(&[4, 0]),
             vec![0, 1],
@@ -472,7 +475,7 @@ mod tests {
     #[test]
     fn bad_plans_are_refused_with_the_reason() {
         let spec = ensemble();
-        let id = || JobId::new("j3").expect("id");
+        let id = || RunId::new("j3").expect("id");
         let err = |r: Result<JobPlan, ExecError>| r.expect_err("refused").to_string();
         assert!(
             err(JobPlan::from_ensemble(id(), &spec, world(&[1]), vec![2])).contains("not in world")
@@ -495,7 +498,7 @@ mod tests {
             err(JobPlan::from_ensemble(id(), &bad, world(&[1]), vec![0])).contains("without `..`")
         );
         for bad_id in ["", "Upper", "-lead", &"x".repeat(65), "a/b"] {
-            assert!(JobId::new(bad_id).is_err(), "{bad_id:?}");
+            assert!(RunId::new(bad_id).is_err(), "{bad_id:?}");
         }
     }
 }

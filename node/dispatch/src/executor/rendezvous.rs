@@ -113,11 +113,11 @@ pub fn rank_env(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::executor::plan::{ContainerSlot, GpuAttachment, ImageSource, JobId, RunAs};
+    use crate::executor::plan::{ContainerSlot, GpuAttachment, ImageSource, RunId, RunAs};
 
     fn plan(framework: Framework, gpus_per_slot: &[usize]) -> JobPlan {
         JobPlan {
-            job: JobId::new("job-1").expect("valid"),
+            job: RunId::new("job-1").expect("valid"),
             image: ImageSource::Local { name: "x".into() },
             command: vec![],
             env: BTreeMap::new(),

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::FailureReason;
 use super::image::ImageRecord;
-use super::plan::JobId;
+use super::plan::RunId;
 
 /// How the job ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,7 +109,7 @@ pub struct Timings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobReport {
     /// The job.
-    pub job: JobId,
+    pub job: RunId,
     /// The outcome.
     pub outcome: Outcome,
     /// The image run, with its digest.
@@ -159,7 +159,7 @@ mod tests {
 
     fn report(outcome: Outcome, gpu_seconds: &[f64]) -> JobReport {
         JobReport {
-            job: JobId::new("bill").expect("valid"),
+            job: RunId::new("bill").expect("valid"),
             outcome,
             image: None,
             ranks: gpu_seconds

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ExecError;
 use super::image::ImageRecord;
-use super::plan::{JobId, JobPlan};
+use super::plan::{RunId, JobPlan};
 use super::report::JobReport;
 
 /// Where a job is.
@@ -143,7 +143,7 @@ impl JobTable {
     ///
     /// # Errors
     /// Store errors.
-    pub fn remove(&self, job: &JobId) -> Result<(), ExecError> {
+    pub fn remove(&self, job: &RunId) -> Result<(), ExecError> {
         self.jobs.remove(job.as_str().as_bytes())?;
         self.db.flush()?;
         Ok(())
@@ -153,7 +153,7 @@ impl JobTable {
     ///
     /// # Errors
     /// Store or decode errors.
-    pub fn get(&self, job: &JobId) -> Result<Option<JobRecord>, ExecError> {
+    pub fn get(&self, job: &RunId) -> Result<Option<JobRecord>, ExecError> {
         Ok(match self.jobs.get(job.as_str().as_bytes())? {
             Some(v) => Some(serde_json::from_slice(&v)?),
             None => None,

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::OverlayError;
-use crate::executor::plan::JobId;
+use crate::executor::plan::RunId;
 
 /// Ranges Docker hands out by default (the `bridge` network, `default-address-pools` and swarm
 /// overlays): an overlay pool must not overlap them, or routes inside a pod would be ambiguous.
@@ -101,7 +101,7 @@ impl OverlayPool {
     /// is held.
     pub fn plan(
         &self,
-        job: &JobId,
+        job: &RunId,
         world: u32,
         held: &BTreeSet<Ipv4Net>,
     ) -> Result<JobOverlay, OverlayError> {
@@ -175,8 +175,8 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn job(id: &str) -> JobId {
-        JobId::new(id).expect("valid job id")
+    fn job(id: &str) -> RunId {
+        RunId::new(id).expect("valid job id")
     }
 
     #[test]

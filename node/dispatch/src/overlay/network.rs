@@ -21,7 +21,7 @@ use super::sweep::{self, SweepReport};
 use super::tun::OVERLAY_MTU;
 use crate::executor::ExecError;
 use crate::executor::network::{Attachment, ClusterNetwork};
-use crate::executor::plan::JobId;
+use crate::executor::plan::RunId;
 
 /// Label on sandbox containers: the job id (kept apart from the executor's own labels so its
 /// reconciliation never mistakes a sandbox for a rank container).
@@ -50,7 +50,7 @@ pub struct OverlayNetwork {
     sandbox_image: String,
     sandbox_cmd: Vec<String>,
     mtu: u32,
-    jobs: Arc<Mutex<HashMap<JobId, JobSetup>>>,
+    jobs: Arc<Mutex<HashMap<RunId, JobSetup>>>,
 }
 
 fn exec_error(e: OverlayError) -> ExecError {
@@ -93,7 +93,7 @@ impl OverlayNetwork {
     }
 
     /// Records `job`'s setup from the `cluster` exchange; `attach` needs it.
-    pub fn prepare(&self, job: &JobId, setup: JobSetup) {
+    pub fn prepare(&self, job: &RunId, setup: JobSetup) {
         self.jobs
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -107,7 +107,7 @@ impl OverlayNetwork {
     /// [`ExecError::Engine`] when the engine cannot list or remove containers.
     pub async fn sweep_orphans(
         &self,
-        keep: &std::collections::BTreeSet<JobId>,
+        keep: &std::collections::BTreeSet<RunId>,
     ) -> Result<SweepReport, ExecError> {
         sweep::sweep(&self.docker, &self.owner, keep)
             .await
@@ -115,13 +115,13 @@ impl OverlayNetwork {
     }
 
     /// The sandbox container of `job`'s rank `rank`.
-    pub fn sandbox_name(job: &JobId, rank: u32) -> String {
+    pub fn sandbox_name(job: &RunId, rank: u32) -> String {
         format!("ganglion-{job}-pod-{rank}")
     }
 
     async fn start_sandbox(
         &self,
-        job: &JobId,
+        job: &RunId,
         setup: &JobSetup,
         rank: u32,
     ) -> Result<String, ExecError> {
@@ -153,7 +153,7 @@ impl OverlayNetwork {
 impl ClusterNetwork for OverlayNetwork {
     async fn attach(
         &self,
-        job: &JobId,
+        job: &RunId,
         world: u32,
         local: &[u32],
     ) -> Result<Attachment, ExecError> {
@@ -202,7 +202,7 @@ impl ClusterNetwork for OverlayNetwork {
     /// by [`SANDBOX_LABEL`] and [`OWNER_LABEL`], so this also clears pods left before a
     /// crash), and any
     /// container still joined to one; absent is fine.
-    async fn detach(&self, job: &JobId) -> Result<(), ExecError> {
+    async fn detach(&self, job: &RunId) -> Result<(), ExecError> {
         self.node.remove_job(job);
         self.jobs
             .lock()

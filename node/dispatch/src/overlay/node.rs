@@ -20,7 +20,7 @@ use super::keys::JobKeys;
 use super::relay::{self, RelaySender};
 use super::router::{Action, Drops, LinkReport, OverlayPeer, Router};
 use super::tun::TunDevice;
-use crate::executor::plan::JobId;
+use crate::executor::plan::RunId;
 
 /// The tick of boringtun's timers (handshake retry, keepalive, rekey).
 const TICK: Duration = Duration::from_millis(250);
@@ -62,7 +62,7 @@ fn enlarge_buffers(socket: &std::net::UdpSocket) {
 struct Inner {
     router: Mutex<Router>,
     socket: UdpSocket,
-    tuns: Mutex<HashMap<JobId, JobTun>>,
+    tuns: Mutex<HashMap<RunId, JobTun>>,
     relay: OnceLock<Relay>,
 }
 
@@ -234,7 +234,7 @@ impl OverlayNode {
     /// Every link of `job` on this node: the peer, its addresses, and whether datagrams go
     /// direct (UDP), over the relay, or are still pending (UDP, no handshake yet). Empty for an
     /// unknown job.
-    pub fn links(&self, job: &JobId) -> Vec<LinkReport> {
+    pub fn links(&self, job: &RunId) -> Vec<LinkReport> {
         lock(&self.inner.router).links(job)
     }
 
@@ -275,7 +275,7 @@ impl OverlayNode {
     /// From [`Router::add_job`], or [`OverlayError::Io`] when the TUN cannot be registered.
     pub fn add_job(
         &self,
-        job: &JobId,
+        job: &RunId,
         keys: JobKeys,
         peers: &[OverlayPeer],
         tun: TunDevice,
@@ -326,7 +326,7 @@ impl OverlayNode {
     /// Sends a handshake initiation to every peer of `job` now (hole punching; see
     /// [`Router::punch`]). [`Self::add_job`] does it once; call again when the peers
     /// agreed on a new time over libp2p. Unknown job: nothing.
-    pub fn punch(&self, job: &JobId) {
+    pub fn punch(&self, job: &RunId) {
         let actions = lock(&self.inner.router).punch(job);
         let inner = self.inner.clone();
         tokio::spawn(async move { inner.execute(actions).await });
@@ -334,7 +334,7 @@ impl OverlayNode {
 
     /// Stops `job`'s tunnels and closes its TUN (the interface goes with the fd); absent is
     /// fine.
-    pub fn remove_job(&self, job: &JobId) {
+    pub fn remove_job(&self, job: &RunId) {
         lock(&self.inner.router).remove_job(job);
         if let Some(old) = lock(&self.inner.tuns).remove(job) {
             old.reader.abort();

@@ -131,12 +131,12 @@ pub async fn install_tun(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::executor::plan::JobId;
+    use crate::executor::plan::RunId;
     use crate::overlay::addressing::OverlayPool;
 
     #[test]
     fn sandbox_is_hardened_and_carries_the_hosts() {
-        let job = JobId::new("pod-1").expect("id");
+        let job = RunId::new("pod-1").expect("id");
         let plan = OverlayPool::default()
             .plan(&job, 3, &std::collections::BTreeSet::new())
             .expect("plan");

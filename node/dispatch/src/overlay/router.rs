@@ -35,7 +35,7 @@ use libp2p::PeerId;
 
 use super::OverlayError;
 use super::keys::JobKeys;
-use crate::executor::plan::JobId;
+use crate::executor::plan::RunId;
 
 /// Scratch buffer size: the largest IP packet plus WireGuard's 32 bytes of framing.
 const BUF: usize = 65_536 + 32;
@@ -108,7 +108,7 @@ pub enum Action {
     /// Write `packet` (a decrypted IPv4 packet) to `job`'s TUN interface.
     Deliver {
         /// The job whose pod receives it.
-        job: JobId,
+        job: RunId,
         /// The IP packet.
         packet: Vec<u8>,
     },
@@ -126,7 +126,7 @@ pub struct Drops {
 }
 
 struct Link {
-    job: JobId,
+    job: RunId,
     tunn: Tunn,
     public: PublicKey,
     endpoint: SocketAddr,
@@ -190,7 +190,7 @@ struct JobState {
 #[derive(Default)]
 pub struct Router {
     links: HashMap<u32, Link>,
-    jobs: HashMap<JobId, JobState>,
+    jobs: HashMap<RunId, JobState>,
     next_index: u32,
     drops: Drops,
     buf: Vec<u8>,
@@ -227,7 +227,7 @@ impl Router {
     /// is claimed twice, [`OverlayError::IndicesExhausted`] when no index is free.
     pub fn add_job(
         &mut self,
-        job: &JobId,
+        job: &RunId,
         keys: JobKeys,
         peers: &[OverlayPeer],
     ) -> Result<(), OverlayError> {
@@ -278,7 +278,7 @@ impl Router {
     }
 
     /// Forgets `job` and its sessions; absent is fine.
-    pub fn remove_job(&mut self, job: &JobId) {
+    pub fn remove_job(&mut self, job: &RunId) {
         if let Some(state) = self.jobs.remove(job) {
             for index in state.links {
                 self.links.remove(&index);
@@ -298,7 +298,7 @@ impl Router {
 
     /// An IP packet read from `job`'s TUN: encrypt it for the peer whose `allowed_ips` hold its
     /// destination (or start the handshake and queue it); no such peer → dropped.
-    pub fn outbound(&mut self, job: &JobId, packet: &[u8]) -> Vec<Action> {
+    pub fn outbound(&mut self, job: &RunId, packet: &[u8]) -> Vec<Action> {
         let Some(IpAddr::V4(dst)) = Tunn::dst_address(packet) else {
             self.drops.no_route += 1;
             return vec![];
@@ -452,7 +452,7 @@ impl Router {
     }
 
     /// Every link of `job` and how it carries datagrams now; empty for an unknown job.
-    pub fn links(&self, job: &JobId) -> Vec<LinkReport> {
+    pub fn links(&self, job: &RunId) -> Vec<LinkReport> {
         let Some(state) = self.jobs.get(job) else {
             return vec![];
         };
@@ -523,7 +523,7 @@ impl Router {
     /// nodes of a link call this at about the same time (right after the `cluster` exchange),
     /// each NAT has an outbound mapping when the other side's initiation arrives. Unknown
     /// job: nothing.
-    pub fn punch(&mut self, job: &JobId) -> Vec<Action> {
+    pub fn punch(&mut self, job: &RunId) -> Vec<Action> {
         let Some(state) = self.jobs.get(job) else {
             return vec![];
         };
@@ -569,8 +569,8 @@ mod tests {
         p
     }
 
-    fn job() -> JobId {
-        JobId::new("job-1").expect("id")
+    fn job() -> RunId {
+        RunId::new("job-1").expect("id")
     }
 
     struct Pair {
@@ -663,7 +663,7 @@ mod tests {
     #[test]
     fn punch_sends_one_initiation_per_peer_and_completes_the_handshake() {
         let mut p = pair();
-        assert!(p.a.punch(&JobId::new("other").expect("id")).is_empty());
+        assert!(p.a.punch(&RunId::new("other").expect("id")).is_empty());
         let out = p.a.punch(&job());
         assert_eq!(out.len(), 1);
         let Action::Send { to, datagram } = &out[0] else {
@@ -719,7 +719,7 @@ mod tests {
         let host = ipv4(p.a_ip, Ipv4Addr::new(192, 0, 2, 2), b"x");
         assert!(p.a.outbound(&job(), &host).is_empty());
         assert_eq!(p.a.drops().no_route, 2);
-        let other_job = JobId::new("job-2").expect("id");
+        let other_job = RunId::new("job-2").expect("id");
         assert!(
             p.a.outbound(&other_job, &ipv4(p.a_ip, p.b_ip, b"x"))
                 .is_empty()
@@ -768,7 +768,7 @@ mod tests {
             keepalive_s: Some(25),
             relay: None,
         };
-        let j2 = JobId::new("job-2").expect("id");
+        let j2 = RunId::new("job-2").expect("id");
         assert!(matches!(
             p.a.add_job(&j2, k.clone(), &[peer.clone(), peer]),
             Err(OverlayError::BadPeer(_))
@@ -827,7 +827,7 @@ mod tests {
         let report = &p.a.links(&job())[0];
         assert_eq!(report.endpoint, p.b_at);
         assert_eq!(report.addresses, vec![p.b_ip]);
-        assert!(p.a.links(&JobId::new("other").expect("id")).is_empty());
+        assert!(p.a.links(&RunId::new("other").expect("id")).is_empty());
         let out = p.a.outbound(&job(), &ipv4(p.a_ip, p.b_ip, b"hi"));
         let (_, at_b) = pump(&mut p, out);
         assert_eq!(at_b.len(), 1);

@@ -16,7 +16,7 @@ use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOpt
 
 use super::OverlayError;
 use super::network::{OWNER_LABEL, SANDBOX_LABEL};
-use crate::executor::plan::JobId;
+use crate::executor::plan::RunId;
 
 /// What a sweep removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,9 +61,9 @@ pub async fn remove_container(docker: &Docker, id: &str) -> Result<(), OverlayEr
 pub async fn sweep(
     docker: &Docker,
     owner: &str,
-    keep: &BTreeSet<JobId>,
+    keep: &BTreeSet<RunId>,
 ) -> Result<SweepReport, OverlayError> {
-    let keep: BTreeSet<&str> = keep.iter().map(JobId::as_str).collect();
+    let keep: BTreeSet<&str> = keep.iter().map(RunId::as_str).collect();
     let labels = vec![SANDBOX_LABEL.to_string(), format!("{OWNER_LABEL}={owner}")];
     pods_where(docker, labels, |job| !keep.contains(job)).await
 }
@@ -75,7 +75,7 @@ pub async fn sweep(
 pub async fn remove_pods(
     docker: &Docker,
     owner: &str,
-    job: &JobId,
+    job: &RunId,
 ) -> Result<SweepReport, OverlayError> {
     let labels = vec![
         format!("{SANDBOX_LABEL}={job}"),

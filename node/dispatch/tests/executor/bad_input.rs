@@ -237,7 +237,7 @@ async fn an_engine_that_disappears_mid_job() {
     let job = support::job_id("gone");
     let plan = support::plan(job.clone(), &support::probe_image(), &["sleep", "60"], 2);
     {
-        let engine = Engine::connect(&proxy.path, 30)
+        let engine = DockerEngine::connect(&proxy.path, 30)
             .await
             .expect("engine via proxy");
         let exec =
@@ -283,7 +283,7 @@ async fn an_engine_that_disappears_mid_job() {
 
 pub async fn wait_for_phase<S, N>(
     exec: &DockerExecutor<S, N>,
-    job: &ganglion_dispatch::executor::JobId,
+    job: &ganglion_dispatch::executor::RunId,
     phase: Phase,
 ) where
     S: ganglion_storage::blockstore::Blockstore + 'static,

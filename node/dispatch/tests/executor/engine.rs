@@ -34,7 +34,7 @@ async fn connects_and_negotiates_the_api_version() {
 
 #[tokio::test]
 async fn a_missing_socket_is_a_clear_error() {
-    let err = Engine::connect(Path::new("/var/run/ganglion-no-such.sock"), 5)
+    let err = DockerEngine::connect(Path::new("/var/run/ganglion-no-such.sock"), 5)
         .await
         .expect_err("no engine there");
     let text = err.to_string();

@@ -9,9 +9,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
-use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, Engine};
+use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, DockerEngine};
 use ganglion_dispatch::executor::plan::{
-    ContainerSlot, GpuAttachment, ImageSource, JobId, JobPlan, RunAs,
+    ContainerSlot, GpuAttachment, ImageSource, RunId, JobPlan, RunAs,
 };
 use ganglion_market::spec::{Framework, ResourcesPerGpu};
 use ganglion_storage::blockstore::SledBlockstore;
@@ -28,8 +28,8 @@ pub fn socket() -> PathBuf {
 
 /// Connects to the engine or panics with what to do: these tests need Docker (CI starts it
 /// with scripts/ensure-docker.sh); they never skip silently.
-pub async fn engine() -> Engine {
-    match Engine::connect(&socket(), 120).await {
+pub async fn engine() -> DockerEngine {
+    match DockerEngine::connect(&socket(), 120).await {
         Ok(e) => e,
         Err(e) => panic!(
             "executor tests need a running Docker Engine: {e}\n\
@@ -84,12 +84,12 @@ pub fn torch_image() -> String {
 }
 
 /// A fresh job id (unique across concurrent test processes).
-pub fn job_id(prefix: &str) -> JobId {
+pub fn job_id(prefix: &str) -> RunId {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    JobId::new(format!("{prefix}-{}-{nanos:x}", std::process::id())).expect("valid job id")
+    RunId::new(format!("{prefix}-{}-{nanos:x}", std::process::id())).expect("valid job id")
 }
 
 /// A node's state: work dir (job table, job dirs) and blockstore, kept across executor
@@ -134,7 +134,7 @@ pub fn config_at(dir: &Path) -> ExecutorConfig {
 }
 
 /// A plan of `ranks` containers of `image` running `command`, one declared GPU each.
-pub fn plan(job: JobId, image: &str, command: &[&str], ranks: u32) -> JobPlan {
+pub fn plan(job: RunId, image: &str, command: &[&str], ranks: u32) -> JobPlan {
     JobPlan {
         job,
         image: ImageSource::Local { name: image.into() },
@@ -164,12 +164,12 @@ pub fn plan(job: JobId, image: &str, command: &[&str], ranks: u32) -> JobPlan {
 }
 
 /// Ids of containers labelled with `job` (any state), straight from the engine.
-pub async fn leftovers(exec: &Exec, job: &JobId) -> Vec<String> {
+pub async fn leftovers(exec: &Exec, job: &RunId) -> Vec<String> {
     exec.job_containers(job).await.expect("list containers")
 }
 
 /// Whether the job network still exists.
-pub async fn network_exists(exec: &Exec, job: &JobId) -> bool {
+pub async fn network_exists(exec: &Exec, job: &RunId) -> bool {
     exec.engine()
         .docker
         .inspect_network(
@@ -181,7 +181,7 @@ pub async fn network_exists(exec: &Exec, job: &JobId) -> bool {
 }
 
 /// Asserts nothing of `job` is left: containers, network, per-rank dirs.
-pub async fn assert_no_leftovers(exec: &Exec, job: &JobId) {
+pub async fn assert_no_leftovers(exec: &Exec, job: &RunId) {
     assert!(leftovers(exec, job).await.is_empty(), "containers left");
     assert!(!network_exists(exec, job).await, "network left");
     let root = exec.dirs(job).root().to_path_buf();
@@ -199,6 +199,6 @@ pub async fn assert_no_leftovers(exec: &Exec, job: &JobId) {
 }
 
 /// The log text of `rank`.
-pub fn log(exec: &Exec, job: &JobId, rank: u32) -> String {
+pub fn log(exec: &Exec, job: &RunId, rank: u32) -> String {
     std::fs::read_to_string(exec.dirs(job).log(rank)).unwrap_or_default()
 }
