@@ -23,7 +23,7 @@
 //! peer. Here: at most [`MAX_WANTS_IN_FLIGHT`] wants per fetch; a fetch fails with
 //! [`FetchError::Stalled`] when no block arrived for [`Config::fetch_timeout`](super::Config::fetch_timeout).
 //!
-//! **Interop with Kubo** (tested against Kubo v0.22's core, `node/tests/p2p_bitswap.rs`): the
+//! **Interop with Kubo** (tested against Kubo v0.22's core, `node/p2p/tests/it/bitswap.rs`): the
 //! node fetches and serves CIDv0 and CIDv1 DAGs. beetswap 0.5.0 wrote a CIDv0 block prefix as the
 //! bare multihash prefix `12 20`, where go-cid's `PrefixFromBytes` expects `00 70 12 20`, so Kubo
 //! dropped the CIDv0 blocks we served; the workspace patches beetswap with that one fix

@@ -35,15 +35,14 @@
 //! by a token bucket ([`limits`](crate::limits)); at most [`MAX_CONCURRENT_STREAMS`](crate::MAX_CONCURRENT_STREAMS) concurrent streams per
 //! request-response protocol; stored attestations and cluster registrations are capped.
 //!
-//! **Tests and numbers.** In `node/` (they start whole nodes' swarms next to the chain and the
-//! storage): `cargo nextest run --workspace -E 'test(p2p)'` (swarms on loopback, port 0,
-//! waits on events under a timeout): `tests/p2p.rs` (offers, accept, cluster, attest, relay,
-//! DCUtR, rate limits), `tests/p2p_discovery.rs` (QUIC, Kademlia lookup, AutoNAT),
-//! `tests/p2p_bonds.rs` (offers against the indexer's bonds over real devnet blocks),
-//! `tests/p2p_bitswap.rs` (DAG hand-over between nodes and with Kubo's core), `tests/p2p_nat.rs`
-//! (root: runs `tests/p2p_nat.sh`, two nodes behind MASQUERADE NATs in network namespaces meet
-//! through a relay, then DCUtR upgrades them); `cargo run --release -p ganglion-node --example
-//! p2p_bench` (offer propagation over a 5-node line, offers verified per second).
+//! **Tests and numbers.** `tests/it/` (swarms on loopback, port 0, waits on events under a
+//! timeout): `swarm` (offers, accept, cluster, attest, relay, DCUtR, rate limits), `discovery`
+//! (QUIC, Kademlia lookup, AutoNAT), `bonds` (offers against the indexer's bonds over real
+//! devnet blocks), `bitswap` (DAG hand-over between nodes and with Kubo's core); in the node,
+//! `node/tests/p2p_nat.rs` (root: runs `node/tests/p2p_nat.sh`, two nodes behind MASQUERADE
+//! NATs in network namespaces meet through a relay, then DCUtR upgrades them) and
+//! `cargo run --release -p ganglion-node --example p2p_bench` (offer propagation over a 5-node
+//! line, offers verified per second).
 //!
 //! Modules: [`behaviour`](crate::behaviour) (the derive), [`bitswap`](crate::bitswap) (serve and fetch blocks), [`bonds`](crate::bonds) (indexer → bond snapshot), [`event_loop`](crate::event_loop) (owns the swarm), [`client`](crate::client) (commands),
 //! [`offers`](crate::offers) (signed gossip, live market), [`protocols`](crate::protocols) (codecs and messages), [`provider`](crate::provider)

