@@ -20,18 +20,15 @@
 //! - [`sweep`]: removing orphaned pods (sandboxes and joined workloads) on restart.
 //! - [`network`]: the overlay as the executor's `ClusterNetwork` (sandbox + TUN + tunnels).
 //!
-//! Tests: `tests/overlay.rs` (root; loud SKIP otherwise): tunnels between namespaces, pods,
+//! Tests: `node/tests/overlay.rs` (root; loud SKIP otherwise): tunnels between namespaces, pods,
 //! isolation between two jobs, the sweep after a crash, the exchange over p2p, DDP across two
 //! NATed hosts, the port-forwarding counter-test, and the relay fallback with the direct UDP
-//! path blocked. Numbers: `examples/overlay_bench.rs`.
+//! path blocked. Numbers: `node/examples/overlay_bench.rs`.
 //!
 //! Relay fallback: [`node::OverlayNode::set_relay`] with the swarm's stream control (the
 //! node's `p2p::Client::streams`); peers learnt in the node's cluster exchange name their relay
 //! node; [`node::OverlayNode::links`] reports each link `Direct`, `Relayed` or `Pending`
 //! ([`router`] has the rules).
-//!
-//! Not here yet: the daemon does not start an [`node::OverlayNode`] from the config; the
-//! matcher does not prefer direct-capable providers.
 
 pub mod addressing;
 pub mod config;
