@@ -32,6 +32,14 @@
 //! listen = "127.0.0.1:9464"
 //! ```
 //!
+//! **Environment.** Every key of every section has a variable: `GANGLION_<SECTION>__<KEY>`
+//! (upper case, `__` between path levels, e.g. `GANGLION_PROVIDER__MAX_CONCURRENT_JOBS=2`,
+//! `GANGLION_OVERLAY__MTU=1380`, `GANGLION_P2P__BOOTSTRAP='["/ip4/…/p2p/…"]'`). The value is
+//! read as a TOML value (integer, boolean, array, inline table), and as a string when it is
+//! not one. It replaces the file's value before the sections are parsed, so a wrong key or
+//! type is the same named error as in the file. Top-level keys and the usual ones also have
+//! short names, applied last:
+//!
 //! | variable | overrides |
 //! |---|---|
 //! | `GANGLION_NETWORK` | `network` |
@@ -39,6 +47,9 @@
 //! | `GANGLION_N2C` | `chain.n2c` |
 //! | `GANGLION_RPC_LISTEN` | `rpc.listen` |
 //! | `GANGLION_METRICS_LISTEN` | `metrics.listen` (`off` disables it) |
+//!
+//! `ganglion node config --print` shows the effective config, each value with where it came
+//! from ([`Sources`]).
 //!
 //! The daemon's keys are split off the file before the rest is handed to `NodeConfig`, so
 //! both halves keep rejecting unknown keys.
@@ -63,6 +74,126 @@ const OWN_KEYS: [&str; 9] = [
     "engine",
     "metrics",
 ];
+
+/// The short variables and the key each overrides (applied after the `__` layer).
+const SHORT_VARS: [(&str, &str); 5] = [
+    ("GANGLION_NETWORK", "network"),
+    ("GANGLION_DATA_DIR", "data_dir"),
+    ("GANGLION_N2C", "chain.n2c"),
+    ("GANGLION_RPC_LISTEN", "rpc.listen"),
+    ("GANGLION_METRICS_LISTEN", "metrics.listen"),
+];
+
+/// Where a config value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// Nobody set it: the section's default.
+    Default,
+    /// The config file.
+    File(PathBuf),
+    /// An environment variable, named.
+    Env(String),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Default => f.write_str("default"),
+            Self::File(p) => write!(f, "{}", p.display()),
+            Self::Env(v) => f.write_str(v),
+        }
+    }
+}
+
+/// The source of each key set by the file or the environment, by dotted path
+/// (`provider.max_concurrent_jobs`); every other key is [`Source::Default`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sources(std::collections::BTreeMap<String, Source>);
+
+impl Sources {
+    /// Where the value at dotted `path` came from; a key inside a table set as a whole (an
+    /// inline table, an array of tables) reports the table's source.
+    pub fn of(&self, path: &str) -> Source {
+        let mut p = path;
+        loop {
+            if let Some(s) = self.0.get(p) {
+                return s.clone();
+            }
+            match p.rfind('.') {
+                Some(i) => p = &p[..i],
+                None => return Source::Default,
+            }
+        }
+    }
+
+    fn file(&mut self, table: &toml::Table, prefix: &str, path: &Path) {
+        for (k, v) in table {
+            let key = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match v {
+                toml::Value::Table(t) => self.file(t, &key, path),
+                _ => {
+                    self.0.insert(key, Source::File(path.to_path_buf()));
+                }
+            }
+        }
+    }
+}
+
+/// Applies every `GANGLION_<SECTION>__<KEY>` variable of `vars` to `table` (see the module
+/// docs) and records it in `sources`. Variables without `__` are not config keys (the short
+/// names, `GANGLION_CONFIG`, …) and are left alone.
+///
+/// # Errors
+/// [`Error::Env`] when a variable would set a key inside a value that is not a table.
+fn env_layer(
+    table: &mut toml::Table,
+    vars: impl IntoIterator<Item = (String, String)>,
+    sources: &mut Sources,
+) -> Result<(), Error> {
+    let mut vars: Vec<(String, String)> = vars
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("GANGLION_") && k.contains("__"))
+        .collect();
+    vars.sort();
+    for (var, raw) in vars {
+        let path: Vec<String> = var["GANGLION_".len()..]
+            .split("__")
+            .map(str::to_lowercase)
+            .collect();
+        if path.iter().any(String::is_empty) {
+            return Err(Error::Env {
+                var: var.clone(),
+                value: raw,
+                reason: "an empty key between `__`".into(),
+            });
+        }
+        let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(raw.clone()));
+        let Some((last, sections)) = path.split_last() else {
+            continue;
+        };
+        let mut at = &mut *table;
+        for (depth, section) in sections.iter().enumerate() {
+            let entry = at
+                .entry(section.clone())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            at = entry.as_table_mut().ok_or_else(|| Error::Env {
+                var: var.clone(),
+                value: raw.clone(),
+                reason: format!("`{}` is not a section", path[..=depth].join(".")),
+            })?;
+        }
+        at.insert(last.clone(), value);
+        sources.0.insert(path.join("."), Source::Env(var));
+    }
+    Ok(())
+}
 
 /// Default JSON-RPC listen address (localhost only).
 pub const DEFAULT_RPC_LISTEN: &str = "127.0.0.1:7070";
@@ -159,7 +290,7 @@ pub enum Error {
     #[error("environment variable {var}={value:?}: {reason}")]
     Env {
         /// The variable.
-        var: &'static str,
+        var: String,
         /// Its value.
         value: String,
         /// Why it was refused.
@@ -183,11 +314,18 @@ impl Settings {
     }
 
     fn parse(text: &str, path: &Path) -> Result<Self, Error> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| Error::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        Self::from_table(table, path)
+    }
+
+    fn from_table(mut table: toml::Table, path: &Path) -> Result<Self, Error> {
         let parse_err = |message: String| Error::Parse {
             path: path.to_path_buf(),
             message,
         };
-        let mut table: toml::Table = toml::from_str(text).map_err(|e| parse_err(e.to_string()))?;
         let mut own = toml::Table::new();
         for k in OWN_KEYS {
             if let Some(v) = table.remove(k) {
@@ -205,21 +343,78 @@ impl Settings {
     /// # Errors
     /// [`Error::Read`], [`Error::Parse`], [`Error::Env`].
     pub fn load(path: Option<&Path>) -> Result<Self, Error> {
-        let mut s = match path {
+        Ok(Self::load_with_sources(path)?.0)
+    }
+
+    /// [`Settings::load`], and where each value came from (`ganglion node config --print`).
+    ///
+    /// # Errors
+    /// As [`Settings::load`].
+    pub fn load_with_sources(path: Option<&Path>) -> Result<(Self, Sources), Error> {
+        Self::layered(path, std::env::vars())
+    }
+
+    /// The config file at `path` (none: all defaults), then the `__` variables of `vars`,
+    /// then the short ones.
+    fn layered(
+        path: Option<&Path>,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<(Self, Sources), Error> {
+        let vars: Vec<(String, String)> = vars.into_iter().collect();
+        let mut sources = Sources::default();
+        let (mut table, file) = match path {
             Some(p) => {
                 let text = std::fs::read_to_string(p).map_err(|source| Error::Read {
                     path: p.to_path_buf(),
                     source,
                 })?;
-                Self::parse(&text, p)?
+                let table: toml::Table = toml::from_str(&text).map_err(|e| Error::Parse {
+                    path: p.to_path_buf(),
+                    message: e.to_string(),
+                })?;
+                sources.file(&table, "", p);
+                (table, p.to_path_buf())
             }
-            None => Self {
-                node: NodeConfig::default(),
-                daemon: DaemonSections::default(),
-            },
+            None => (toml::Table::new(), PathBuf::new()),
         };
-        s.apply_env(|k| std::env::var(k).ok())?;
-        Ok(s)
+        env_layer(&mut table, vars.iter().cloned(), &mut sources)?;
+        let mut s = Self::from_table(table, &file)?;
+        let get = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        s.apply_env(get)?;
+        for (var, key) in SHORT_VARS {
+            if get(var).is_some() {
+                sources.0.insert(key.to_string(), Source::Env(var.to_string()));
+            }
+        }
+        Ok((s, sources))
+    }
+
+    /// The effective config as TOML, every key with its [`Source`] as a trailing comment
+    /// (`# default`, `# <file>`, `# GANGLION_…`); unset optional keys are left out.
+    ///
+    /// # Errors
+    /// [`Error::Parse`] when a section cannot be written as TOML (not expected).
+    pub fn to_annotated_toml(&self, sources: &Sources) -> Result<String, Error> {
+        let to_table = |v: Result<toml::Table, toml::ser::Error>| {
+            v.map_err(|e| Error::Parse {
+                path: PathBuf::new(),
+                message: e.to_string(),
+            })
+        };
+        let mut table = to_table(toml::Table::try_from(&self.node))?;
+        table.extend(to_table(toml::Table::try_from(&self.daemon))?);
+        let mut out = String::new();
+        let mut sections = Vec::new();
+        for (k, v) in &table {
+            match v {
+                toml::Value::Table(t) => sections.push((k.clone(), t)),
+                _ => annotate(&mut out, k, k, v, sources),
+            }
+        }
+        for (name, t) in sections {
+            write_section(&mut out, &name, t, sources);
+        }
+        Ok(out)
     }
 
     /// Applies `GANGLION_*` overrides read through `var` (the process environment in
@@ -233,7 +428,7 @@ impl Settings {
                 toml::Value::String(v.clone())
                     .try_into()
                     .map_err(|_| Error::Env {
-                        var: "GANGLION_NETWORK",
+                        var: "GANGLION_NETWORK".into(),
                         value: v,
                         reason: "expected devnet, preview, preprod or mainnet".into(),
                     })?;
@@ -248,7 +443,7 @@ impl Settings {
             self.daemon.rpc.listen =
                 v.parse()
                     .map_err(|e: std::net::AddrParseError| Error::Env {
-                        var: "GANGLION_RPC_LISTEN",
+                        var: "GANGLION_RPC_LISTEN".into(),
                         value: v.clone(),
                         reason: e.to_string(),
                     })?;
@@ -260,7 +455,7 @@ impl Settings {
                 Some(
                     v.parse()
                         .map_err(|e: std::net::AddrParseError| Error::Env {
-                            var: "GANGLION_METRICS_LISTEN",
+                            var: "GANGLION_METRICS_LISTEN".into(),
                             value: v.clone(),
                             reason: format!("{e} (an address, or `off`)"),
                         })?,
@@ -302,6 +497,26 @@ impl Settings {
             Ok(a) => N2cEndpoint::Tcp(a),
             Err(_) => N2cEndpoint::Unix(PathBuf::from(s)),
         })
+    }
+}
+
+fn annotate(out: &mut String, key: &str, path: &str, v: &toml::Value, sources: &Sources) {
+    use std::fmt::Write as _;
+    let _ = writeln!(out, "{key} = {v}  # {}", sources.of(path));
+}
+
+fn write_section(out: &mut String, name: &str, t: &toml::Table, sources: &Sources) {
+    use std::fmt::Write as _;
+    let _ = writeln!(out, "\n[{name}]");
+    let mut nested = Vec::new();
+    for (k, v) in t {
+        match v {
+            toml::Value::Table(inner) => nested.push((format!("{name}.{k}"), inner)),
+            _ => annotate(out, k, &format!("{name}.{k}"), v, sources),
+        }
+    }
+    for (n, inner) in nested {
+        write_section(out, &n, inner, sources);
     }
 }
 
@@ -375,13 +590,7 @@ sysfs_root = "/sys"
             .apply_env(|k| (k == "GANGLION_NETWORK").then(|| "moonnet".to_string()))
             .expect_err("unknown network");
         assert!(
-            matches!(
-                e,
-                Error::Env {
-                    var: "GANGLION_NETWORK",
-                    ..
-                }
-            ),
+            matches!(&e, Error::Env { var, .. } if var == "GANGLION_NETWORK"),
             "{e}"
         );
         let e = s
@@ -405,6 +614,73 @@ sysfs_root = "/sys"
         assert!(e.to_string().contains("netwrk"), "{e}");
         let e = Settings::from_toml("network = \"moonnet\"").expect_err("bad value");
         assert!(e.to_string().contains("moonnet"), "{e}");
+    }
+
+    fn vars(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn every_key_has_a_variable_typed_as_toml_and_named_as_its_source() {
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("node.toml");
+        std::fs::write(&file, FILE).expect("write");
+        let (s, src) = Settings::layered(
+            Some(&file),
+            vars(&[
+                ("GANGLION_OVERLAY__MTU", "1380"),
+                ("GANGLION_OVERLAY__DIRECT", "true"),
+                ("GANGLION_P2P__BOOTSTRAP", r#"["/ip4/10.0.0.1/tcp/4001"]"#),
+                ("GANGLION_CHAIN__N2C", "/run/other.socket"),
+                ("GANGLION_RPC_LISTEN", "127.0.0.1:9999"),
+                ("GANGLION_CONFIG", "/not/a/key"),
+            ]),
+        )
+        .expect("layers");
+        assert_eq!(s.node.overlay.mtu, Some(1380));
+        assert!(s.node.overlay.direct);
+        assert_eq!(s.daemon.p2p.bootstrap.len(), 1);
+        assert_eq!(
+            s.n2c().expect("n2c"),
+            N2cEndpoint::Unix("/run/other.socket".into())
+        );
+        // The short name is applied after the `__` layer.
+        assert_eq!(s.daemon.rpc.listen.port(), 9999);
+        assert_eq!(src.of("overlay.mtu"), Source::Env("GANGLION_OVERLAY__MTU".into()));
+        assert_eq!(src.of("rpc.listen"), Source::Env("GANGLION_RPC_LISTEN".into()));
+        assert_eq!(src.of("network"), Source::File(file.clone()));
+        assert_eq!(src.of("deployment.ntx.policy"), Source::File(file.clone()));
+        assert_eq!(src.of("engine.confirmation_depth"), Source::Default);
+
+        let text = s.to_annotated_toml(&src).expect("printable");
+        assert!(text.contains("mtu = 1380  # GANGLION_OVERLAY__MTU"), "{text}");
+        assert!(
+            text.contains(&format!("network = \"preprod\"  # {}", file.display())),
+            "{text}"
+        );
+        assert!(text.contains("[engine]"), "{text}");
+        // What it prints parses back to the same settings.
+        let back = Settings::from_toml(&text).expect("the printout is a config");
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn a_variable_for_an_unknown_key_or_a_wrong_type_is_the_files_error() {
+        let e = Settings::layered(None, vars(&[("GANGLION_PROVIDER__MAX_CONCURENT_JOBS", "2")]))
+            .expect_err("typo");
+        assert!(e.to_string().contains("max_concurent_jobs"), "{e}");
+        let e = Settings::layered(None, vars(&[("GANGLION_OVERLAY__MTU", "big")]))
+            .expect_err("not a number");
+        assert!(e.to_string().contains("mtu"), "{e}");
+        let e = Settings::layered(None, vars(&[("GANGLION_NETWORK__X", "1")]))
+            .expect_err("network is not a section");
+        assert!(e.to_string().contains("network"), "{e}");
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("node.toml");
+        std::fs::write(&file, FILE).expect("write");
+        let e = Settings::layered(Some(&file), vars(&[("GANGLION_NETWORK__X", "1")]))
+            .expect_err("the file's network is a string");
+        assert!(e.to_string().contains("GANGLION_NETWORK__X"), "{e}");
     }
 
     #[test]

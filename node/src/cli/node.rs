@@ -1,3 +1,5 @@
+//! `ganglion node config --print [--config F]`: the effective config, each value with its source.
+//!
 //! `ganglion node run [--config F] [--log-format text|json | --json]`: the node in the foreground until
 //! SIGINT or SIGTERM. Logs go to stderr through `tracing` (filter with `RUST_LOG`, default
 //! `info`): human-readable text, or one JSON object per line (`timestamp`, `level`, `fields`
@@ -33,6 +35,16 @@ pub enum Command {
         #[arg(long, conflicts_with = "log_format")]
         json: bool,
     },
+    /// The node's effective config: the file, then `GANGLION_*` variables, then defaults,
+    /// each value with where it came from.
+    Config {
+        /// Node config (TOML); `GANGLION_*` variables override it.
+        #[arg(long, env = "GANGLION_CONFIG")]
+        config: Option<PathBuf>,
+        /// Print the effective config as TOML, each key annotated with its source.
+        #[arg(long, required = true)]
+        print: bool,
+    },
 }
 
 /// How `node run` writes its logs.
@@ -52,6 +64,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             log_format,
             json,
         } => run_node(config, if json { LogFormat::Json } else { log_format }),
+        Command::Config { config, print } => {
+            let (settings, sources) = Settings::load_with_sources(config.as_deref())
+                .context("loading the settings")?;
+            if print {
+                print!("{}", settings.to_annotated_toml(&sources)?);
+            }
+            Ok(())
+        }
     }
 }
 
