@@ -383,7 +383,9 @@ impl Settings {
         s.apply_env(get)?;
         for (var, key) in SHORT_VARS {
             if get(var).is_some() {
-                sources.0.insert(key.to_string(), Source::Env(var.to_string()));
+                sources
+                    .0
+                    .insert(key.to_string(), Source::Env(var.to_string()));
             }
         }
         Ok((s, sources))
@@ -617,7 +619,9 @@ sysfs_root = "/sys"
     }
 
     fn vars(v: &[(&str, &str)]) -> Vec<(String, String)> {
-        v.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        v.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -646,14 +650,23 @@ sysfs_root = "/sys"
         );
         // The short name is applied after the `__` layer.
         assert_eq!(s.daemon.rpc.listen.port(), 9999);
-        assert_eq!(src.of("overlay.mtu"), Source::Env("GANGLION_OVERLAY__MTU".into()));
-        assert_eq!(src.of("rpc.listen"), Source::Env("GANGLION_RPC_LISTEN".into()));
+        assert_eq!(
+            src.of("overlay.mtu"),
+            Source::Env("GANGLION_OVERLAY__MTU".into())
+        );
+        assert_eq!(
+            src.of("rpc.listen"),
+            Source::Env("GANGLION_RPC_LISTEN".into())
+        );
         assert_eq!(src.of("network"), Source::File(file.clone()));
         assert_eq!(src.of("deployment.ntx.policy"), Source::File(file.clone()));
         assert_eq!(src.of("engine.confirmation_depth"), Source::Default);
 
         let text = s.to_annotated_toml(&src).expect("printable");
-        assert!(text.contains("mtu = 1380  # GANGLION_OVERLAY__MTU"), "{text}");
+        assert!(
+            text.contains("mtu = 1380  # GANGLION_OVERLAY__MTU"),
+            "{text}"
+        );
         assert!(
             text.contains(&format!("network = \"preprod\"  # {}", file.display())),
             "{text}"
@@ -666,8 +679,11 @@ sysfs_root = "/sys"
 
     #[test]
     fn a_variable_for_an_unknown_key_or_a_wrong_type_is_the_files_error() {
-        let e = Settings::layered(None, vars(&[("GANGLION_PROVIDER__MAX_CONCURENT_JOBS", "2")]))
-            .expect_err("typo");
+        let e = Settings::layered(
+            None,
+            vars(&[("GANGLION_PROVIDER__MAX_CONCURENT_JOBS", "2")]),
+        )
+        .expect_err("typo");
         assert!(e.to_string().contains("max_concurent_jobs"), "{e}");
         let e = Settings::layered(None, vars(&[("GANGLION_OVERLAY__MTU", "big")]))
             .expect_err("not a number");

@@ -115,7 +115,7 @@ pub trait JobEventsApi {
     /// Unknown job or no engine: [`crate::error::JOB`]; a malformed id:
     /// [`crate::error::INVALID_PARAMS`].
     #[subscription(name = "subscribe" => "event", unsubscribe = "unsubscribe", item = crate::types::JobEvent)]
-    async fn subscribe(&self, job_id: String) -> jsonrpsee::core::SubscriptionResult;
+    async fn events(&self, job_id: String) -> jsonrpsee::core::SubscriptionResult;
 }
 
 /// `provider_unbond` / `provider_withdraw`: this node's bond, through its wallet (mutating:
@@ -138,4 +138,3 @@ pub trait ProviderBondApi {
     #[method(name = "withdraw", with_extensions)]
     async fn withdraw(&self, bond: Option<String>) -> RpcResult<crate::types::BondTx>;
 }
-

@@ -285,4 +285,3 @@ pub trait JobArtifactsApi {
     #[method(name = "outputs", with_extensions)]
     async fn outputs(&self, job_id: String, dir: Option<String>) -> RpcResult<Vec<JobOutput>>;
 }
-

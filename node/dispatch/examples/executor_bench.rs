@@ -17,7 +17,7 @@ use ganglion_dispatch::executor::Executor;
 use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
 use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, DockerEngine};
 use ganglion_dispatch::executor::plan::{
-    ContainerSlot, GpuAttachment, ImageSource, RunId, JobPlan, RunAs,
+    ContainerSlot, GpuAttachment, ImageSource, JobPlan, RunAs, RunId,
 };
 use ganglion_dispatch::executor::report::Timings;
 use ganglion_market::spec::{Framework, ResourcesPerGpu};

@@ -94,7 +94,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let config = args.remote.config.as_deref();
     match args.command {
         Command::Job { job_id } => {
-            let j: AuditJob = call(config, |rpc| async move { AuditApiClient::job(&rpc, job_id).await })?;
+            let j: AuditJob = call(config, |rpc| async move {
+                AuditApiClient::job(&rpc, job_id).await
+            })?;
             if args.remote.json {
                 print_json(&j)?
             } else {
@@ -102,7 +104,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
         }
         Command::Provider { key } => {
-            let p: AuditProvider = call(config, |rpc| async move { AuditApiClient::provider(&rpc, key).await })?;
+            let p: AuditProvider = call(config, |rpc| async move {
+                AuditApiClient::provider(&rpc, key).await
+            })?;
             if args.remote.json {
                 print_json(&p)?
             } else {
@@ -110,7 +114,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
         }
         Command::Verify { job_id } => {
-            let r: AuditReport = call(config, |rpc| async move { AuditApiClient::verify(&rpc, job_id).await })?;
+            let r: AuditReport = call(config, |rpc| async move {
+                AuditApiClient::verify(&rpc, job_id).await
+            })?;
             if args.remote.json {
                 print_json(&r)?;
             } else {

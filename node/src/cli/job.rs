@@ -103,7 +103,9 @@ fn wait(config: Option<&std::path::Path>, job_id: &str, json: bool) -> anyhow::R
     bar.enable_steady_tick(Duration::from_millis(120));
     let mut seen = String::new();
     loop {
-        let s: Vec<JobStatus> = call(config, |rpc| async move { JobApiClient::status(&rpc, job_id.to_string()).await })?;
+        let s: Vec<JobStatus> = call(config, |rpc| async move {
+            JobApiClient::status(&rpc, job_id.to_string()).await
+        })?;
         let o = s
             .into_iter()
             .find(|r| r.role == "orchestrator")
@@ -188,7 +190,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let parsed = Ensemble::parse(&text, ganglion_p2p::now_ms())
                 .with_context(|| format!("parsing {}", spec.display()))?;
             let value = serde_json::to_value(&parsed).context("encoding the spec")?;
-            let s: JobSubmitted = call(config, |rpc| async move { JobApiClient::submit(&rpc, value).await })?;
+            let s: JobSubmitted = call(config, |rpc| async move {
+                JobApiClient::submit(&rpc, value).await
+            })?;
             if !follow {
                 return if args.remote.json {
                     print_json(&s)
@@ -232,7 +236,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
         }
         Command::Cancel { job_id } => {
-            let s: JobStatus = call(config, |rpc| async move { JobApiClient::cancel(&rpc, job_id).await })?;
+            let s: JobStatus = call(config, |rpc| async move {
+                JobApiClient::cancel(&rpc, job_id).await
+            })?;
             if args.remote.json {
                 print_json(&s)?;
             } else {
@@ -263,8 +269,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }
                 None => None,
             };
-            let outputs: Vec<JobOutput> =
-                call(config, |rpc| {
+            let outputs: Vec<JobOutput> = call(config, |rpc| {
                 let id = job_id.clone();
                 async move { JobArtifactsApiClient::outputs(&rpc, id, dir).await }
             })?;

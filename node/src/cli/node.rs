@@ -65,8 +65,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             json,
         } => run_node(config, if json { LogFormat::Json } else { log_format }),
         Command::Config { config, print } => {
-            let (settings, sources) = Settings::load_with_sources(config.as_deref())
-                .context("loading the settings")?;
+            let (settings, sources) =
+                Settings::load_with_sources(config.as_deref()).context("loading the settings")?;
             if print {
                 print!("{}", settings.to_annotated_toml(&sources)?);
             }

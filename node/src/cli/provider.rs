@@ -45,7 +45,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let config = args.remote.config.as_deref();
     match args.command {
         Command::Bond => {
-            let bonds: Vec<BondInfo> = call(config, |rpc| async move { ProviderApiClient::bond(&rpc).await })?;
+            let bonds: Vec<BondInfo> =
+                call(
+                    config,
+                    |rpc| async move { ProviderApiClient::bond(&rpc).await },
+                )?;
             if args.remote.json {
                 return print_json(&bonds);
             }
@@ -69,7 +73,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Unbond { bond } => {
-            let t: BondTx = call(config, |rpc| async move { ProviderBondApiClient::unbond(&rpc, bond).await })?;
+            let t: BondTx = call(config, |rpc| async move {
+                ProviderBondApiClient::unbond(&rpc, bond).await
+            })?;
             if args.remote.json {
                 return print_json(&t);
             }
@@ -82,7 +88,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Withdraw { bond } => {
-            let t: BondTx = call(config, |rpc| async move { ProviderBondApiClient::withdraw(&rpc, bond).await })?;
+            let t: BondTx = call(config, |rpc| async move {
+                ProviderBondApiClient::withdraw(&rpc, bond).await
+            })?;
             if args.remote.json {
                 return print_json(&t);
             }
@@ -90,7 +98,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Offers => {
-            let offers: Vec<MarketOffer> = call(config, |rpc| async move { ProviderApiClient::offers(&rpc).await })?;
+            let offers: Vec<MarketOffer> = call(config, |rpc| async move {
+                ProviderApiClient::offers(&rpc).await
+            })?;
             super::market::print_offers(&offers, args.remote.json)
         }
     }

@@ -8,7 +8,7 @@
 //! | AMD (sysfs) | `/dev/kfd` and its render node |
 //! | declared (devnet) | none: only the rank env names it |
 
-use ganglion_dispatch::executor::engine::Engine;
+use ganglion_dispatch::executor::engine::DockerEngine;
 use ganglion_dispatch::executor::plan::GpuAttachment;
 use ganglion_dispatch::gpu::docker::NvidiaAccess;
 use ganglion_dispatch::gpu::smoke::{self, GpuCheck};
@@ -47,7 +47,8 @@ pub async fn container_check(
     if targets.is_empty() {
         return None;
     }
-    let engine = tokio::time::timeout(timeout, DockerEngine::connect(socket, timeout.as_secs())).await;
+    let engine =
+        tokio::time::timeout(timeout, DockerEngine::connect(socket, timeout.as_secs())).await;
     let why = match engine {
         Ok(Ok(docker)) => return startup_check(&docker, inventory, image).await.1,
         Ok(Err(e)) => e.to_string(),

@@ -26,13 +26,13 @@ use crate::datadir::DataDir;
 use crate::job::chain::ChainAccess;
 use crate::job::provider::ProviderSide;
 use crate::job::store::JobStore;
-use crate::job::{DockerEngine, EngineConfig, Parts};
+use crate::job::{Engine, EngineConfig, Parts};
 use crate::network::NetworkPreset;
 use crate::rpc::Api;
 use crate::settings::{N2cEndpoint, Settings};
 use crate::wallet::PaymentKey;
 use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
-use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, DockerDockerEngine};
+use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, DockerEngine};
 use ganglion_dispatch::gpu;
 use ganglion_market::limits::OfferTerms;
 use ganglion_p2p as p2p;
@@ -459,7 +459,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
 
     // The engine and the RPC server.
     let metrics_store = store.clone();
-    let engine = DockerEngine::start(
+    let engine = Engine::start(
         Parts {
             store,
             indexer: r.indexer.clone(),

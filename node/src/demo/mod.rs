@@ -367,7 +367,7 @@ pub async fn run(
         on_step(&s);
         timeline.push(s);
     };
-    ganglion_dispatch::executor::engine::Engine::connect(
+    ganglion_dispatch::executor::engine::DockerEngine::connect(
         std::path::Path::new(ganglion_dispatch::executor::engine::DEFAULT_SOCKET),
         30,
     )

@@ -73,11 +73,7 @@ fn poll(
 
 #[async_trait]
 impl JobEventsApiServer for Api {
-    async fn subscribe(
-        &self,
-        pending: PendingSubscriptionSink,
-        job_id: String,
-    ) -> SubscriptionResult {
+    async fn events(&self, pending: PendingSubscriptionSink, job_id: String) -> SubscriptionResult {
         let job = match parse_job_id(&job_id) {
             Ok(j) => j,
             Err(e) => {

@@ -17,7 +17,7 @@ use ganglion_contracts::protocol::ProtocolParams;
 use ganglion_contracts::time::SlotConfig;
 use ganglion_contracts::tx::{TxoRef, Utxo};
 use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
-use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, DockerDockerEngine};
+use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, DockerEngine};
 use ganglion_dispatch::executor::plan::GpuAttachment;
 use ganglion_indexer::follow::Source;
 use ganglion_indexer::store::SledKv;
@@ -28,7 +28,7 @@ use ganglion_market::spec::{Ensemble, Interconnect, Vendor};
 use ganglion_node::job::chain::ChainAccess;
 use ganglion_node::job::provider::ProviderSide;
 use ganglion_node::job::store::JobStore;
-use ganglion_node::job::{DockerEngine, EngineConfig, NoExecutor, Parts};
+use ganglion_node::job::{Engine, EngineConfig, NoExecutor, Parts};
 use ganglion_node::settings::N2cEndpoint;
 use ganglion_p2p::provider::ProviderConfig;
 use ganglion_p2p::{self as p2p, Client};
@@ -306,7 +306,7 @@ impl ProviderIdent {
 
 /// One node: its engine, swarm client and address, indexer, and data dir.
 pub struct Node<E: ganglion_dispatch::executor::Executor + 'static> {
-    pub engine: DockerEngine<SledKv, E>,
+    pub engine: Engine<SledKv, E>,
     pub p2p: Client,
     pub addr: Multiaddr,
     pub indexer: Arc<Indexer<SledKv>>,
@@ -404,7 +404,7 @@ impl<E: ganglion_dispatch::executor::Executor + 'static> Stopped<E> {
     pub fn start_engine(self, chain: &Chain) -> Node<E> {
         let store = JobStore::open(&self.dir.join("jobs")).expect("job store reopens");
         let (_tx, events) = tokio::sync::mpsc::channel(1);
-        let engine = DockerEngine::start(
+        let engine = Engine::start(
             Parts {
                 store,
                 indexer: self.indexer.clone(),
@@ -561,7 +561,7 @@ pub async fn orchestrator(chain: &Chain, seed: u32, dir: &Path) -> Node<NoExecut
     tokio::spawn(event_loop.run());
     let addr = listen(&client, peer).await;
     let payment = dev_key(seed);
-    let engine = DockerEngine::start(
+    let engine = Engine::start(
         Parts {
             store: c.store,
             indexer: c.indexer.clone(),
@@ -674,7 +674,7 @@ pub async fn provider_with(
         },
         reservation_ttl_ms,
     };
-    let engine = DockerEngine::start(
+    let engine = Engine::start(
         Parts {
             store: c.store,
             indexer: c.indexer.clone(),

@@ -12,7 +12,7 @@ use ganglion_storage::pin::{Embedded, Pinner};
 use ganglion_storage::unixfs::ImportOptions;
 
 use super::error::FailureReason;
-use super::plan::{InputFile, RunId, RunAs};
+use super::plan::{InputFile, RunAs, RunId};
 use super::report::{Artifact, CarArtifact};
 
 /// Paths of one job on this node.

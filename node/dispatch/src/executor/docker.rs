@@ -34,12 +34,12 @@ use tokio::task::JoinSet;
 
 use super::Executor;
 use super::artifacts::{self, JobDirs};
-use super::engine::Engine;
+use super::engine::DockerEngine;
 use super::error::{ExecError, FailureReason};
 use super::image::{self, ImageRecord};
 use super::labels;
 use super::network::{ClusterNetwork, DockerBridge};
-use super::plan::{RunId, JobPlan, ResourceDefaults};
+use super::plan::{JobPlan, ResourceDefaults, RunId};
 use super::rendezvous::rank_env;
 use super::report::{JobReport, Outcome, RankReport, Timings, Usage};
 use super::sandbox::{AmdGroups, ContainerSpec, Mounts, container_body};

@@ -33,7 +33,7 @@ pub mod state;
 use std::future::Future;
 
 pub use self::error::{ExecError, FailureReason};
-pub use self::plan::{RunId, JobPlan};
+pub use self::plan::{JobPlan, RunId};
 pub use self::report::{JobReport, Outcome};
 pub use self::state::{JobRecord, Phase};
 

