@@ -232,7 +232,9 @@ async fn build_lock<S: Kv, E: Executor>(
     let now = ctx.now();
     let spec_cid = orchestrator::pin_spec(ctx, spec, now)?;
     let terms = spec.escrow_terms();
-    let seed = orchestrator::seed_of(&utxos)?;
+    let seed = orchestrator::seed_of(&utxos, |id| {
+        matches!(ctx.store.get::<OrchestratorRole>(id), Ok(Some(_)))
+    })?;
     let until = ctx.chain.slot_at(now) + ctx.config.validity_slots;
     let orchestrator = ctx.chain.key_hash();
     let (draft, job) = build::lock(

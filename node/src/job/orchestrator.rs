@@ -197,17 +197,34 @@ pub(crate) fn pin_spec<S: Kv, E: Executor>(
     Ok(imported.root.to_bytes())
 }
 
-/// The UTxO a lock consumes to fix the job id: the largest asset-free one, else the largest.
+/// The UTxO a lock consumes to fix the job id: the largest asset-free one, else the largest,
+/// among those whose job id (`build::job_id_of`) the node does not track yet. A lock the
+/// ledger refused leaves its seed unspent and its record cancelled; without the filter the
+/// next lock would pick the same seed and collide with that record.
+///
+/// # Errors
+/// [`EngineError::Spec`] when no UTxO is left to seed a new job id.
 pub(crate) fn seed_of(
     utxos: &[ganglion_contracts::tx::Utxo],
+    tracked: impl Fn(&JobId) -> bool,
 ) -> Result<ganglion_contracts::tx::Utxo, EngineError> {
-    utxos
+    let fresh: Vec<&ganglion_contracts::tx::Utxo> = utxos
+        .iter()
+        .filter(|u| !tracked(&ganglion_contracts::build::job_id_of(&u.reference)))
+        .collect();
+    fresh
         .iter()
         .filter(|u| u.output.value.assets.is_empty())
         .max_by_key(|u| u.output.value.lovelace)
-        .or_else(|| utxos.iter().max_by_key(|u| u.output.value.lovelace))
-        .cloned()
-        .ok_or_else(|| EngineError::Spec("the wallet has no UTxO to seed the job id".into()))
+        .or_else(|| fresh.iter().max_by_key(|u| u.output.value.lovelace))
+        .map(|u| (*u).clone())
+        .ok_or_else(|| {
+            EngineError::Spec(
+                "the wallet has no UTxO to seed a new job id (every one seeded a job this node \
+                 tracks)"
+                    .into(),
+            )
+        })
 }
 
 /// Pins the spec, locks the budget. See [`super::Engine::submit`].
@@ -219,7 +236,9 @@ pub(crate) async fn submit<S: Kv, E: Executor>(
     let spec_cid = pin_spec(ctx, spec, now)?;
     let terms = spec.escrow_terms();
     let utxos = ctx.chain.wallet_utxos(now).await?;
-    let seed = seed_of(&utxos)?;
+    let seed = seed_of(&utxos, |id| {
+        matches!(ctx.store.get::<OrchestratorRole>(id), Ok(Some(_)))
+    })?;
     let until = ctx.chain.slot_at(now) + ctx.config.validity_slots;
     let (draft, job) = build::lock(
         ctx.chain.deployment(),
@@ -739,6 +758,30 @@ mod tests {
             reason: "test".into(),
             until_ms,
         }
+    }
+
+    #[test]
+    fn a_seed_whose_job_is_tracked_is_never_picked_again() {
+        use ganglion_contracts::tx::{Output, Utxo, Value};
+        let utxo = |n: u8, lovelace: u64| Utxo {
+            reference: TxoRef {
+                tx_hash: [n; 32],
+                index: 0,
+            },
+            output: Output::new(vec![0x60; 29], Value::lovelace(lovelace)),
+        };
+        // The largest asset-free UTxO seeded a lock the ledger refused (its record is kept).
+        let utxos = [utxo(1, 500_000_000), utxo(2, 100_000_000)];
+        let refused = ganglion_contracts::build::job_id_of(&utxos[0].reference);
+        let first = seed_of(&utxos, |_| false).expect("a seed");
+        assert_eq!(first.reference, utxos[0].reference);
+        let next = seed_of(&utxos, |id| *id == refused).expect("another seed");
+        assert_eq!(next.reference, utxos[1].reference, "a fresh job id");
+        let e = seed_of(&utxos[..1], |id| *id == refused).expect_err("none left");
+        assert!(
+            e.to_string().contains("no UTxO to seed a new job id"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -91,7 +91,7 @@ async fn a_node_whose_indexer_store_fails_stops_and_names_the_indexer() {
             "the node still runs 90 s after its indexer store filled up\n--- log ---\n{}",
             std::fs::read_to_string(&log).unwrap_or_default()
         );
-        support::fresh_seed(&chain, &dev_key(5)).await;
+        support::fresh_seed(&chain, &dev_key(1)).await;
     };
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(!status.success(), "a non-zero exit: {status}\n{text}");

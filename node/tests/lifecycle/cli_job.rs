@@ -176,7 +176,7 @@ async fn job_cli_submits_follows_and_cancels_through_the_node() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("job_status") && err.contains("64 hex digits"),
+        err.contains("asking the node") && err.contains("64 hex digits"),
         "{err}"
     );
     orch.cancel.cancel();

@@ -405,7 +405,8 @@ mod tests {
 
     fn ensemble() -> Ensemble {
         let text = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ensembles/cpu-devnet-2.json"),
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../examples/ensembles/cpu-devnet-2.json"),
         )
         .expect("example spec");
         Ensemble::from_json_str(&text).expect("valid spec")

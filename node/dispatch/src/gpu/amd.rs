@@ -278,7 +278,7 @@ mod tests {
 
     fn field(rel: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/fixtures/field/amd-kfd")
+            .join("../../../shared/fixtures/field/amd-kfd")
             .join(rel)
     }
 

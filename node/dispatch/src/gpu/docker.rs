@@ -360,7 +360,7 @@ mod tests {
 
     fn field_hosts() -> serde_json::Value {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/fixtures/field/docker-gpu/engine-states.json");
+            .join("../../../shared/fixtures/field/docker-gpu/engine-states.json");
         serde_json::from_str(&std::fs::read_to_string(p).expect("fixture")).expect("JSON")
     }
 
