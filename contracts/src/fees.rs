@@ -47,10 +47,13 @@ pub const REF_SCRIPT_TIER_BYTES: u64 = 25_600;
 /// Lovelace for the scripts' execution units, rounded up.
 pub fn script_fee(pp: &ProtocolParams, ex: ExUnits) -> u64 {
     // mem·pm/dm + steps·ps/ds, as one fraction over dm·ds, then ceiling.
-    let (pm, dm) = (u128::from(pp.price_mem.num), u128::from(pp.price_mem.den));
+    let (pm, dm) = (
+        u128::from(pp.price_mem.numerator),
+        u128::from(pp.price_mem.denominator),
+    );
     let (ps, ds) = (
-        u128::from(pp.price_steps.num),
-        u128::from(pp.price_steps.den),
+        u128::from(pp.price_steps.numerator),
+        u128::from(pp.price_steps.denominator),
     );
     let num = u128::from(ex.mem) * pm * ds + u128::from(ex.steps) * ps * dm;
     let den = dm * ds;

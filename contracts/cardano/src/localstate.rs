@@ -229,7 +229,9 @@ pub fn protocol_params_of(p: &q16::ProtocolParam) -> Result<ProtocolParams, PPar
 pub fn current_pparams_cbor(p: &ProtocolParams) -> Vec<u8> {
     let mut buf = Vec::new();
     // Writing into a Vec cannot fail.
-    let _ = Encoder::new(&mut buf).array(1).and_then(|e| e.encode(conway_pparams(p)));
+    let _ = Encoder::new(&mut buf)
+        .array(1)
+        .and_then(|e| e.encode(conway_pparams(p)));
     buf
 }
 
@@ -284,8 +286,8 @@ mod tests {
     fn mainnet_parameters_survive_the_conway_pparams_wire() {
         let want = ProtocolParams::mainnet().expect("fixtures");
         let raw = current_pparams_cbor(&want);
-        let got = protocol_params_of(&decode_current_pparams(&raw).expect("decodes"))
-            .expect("complete");
+        let got =
+            protocol_params_of(&decode_current_pparams(&raw).expect("decodes")).expect("complete");
         assert_eq!(got, want);
     }
 

@@ -17,9 +17,12 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-const SHELLEY: &str = include_str!("../../../../shared/fixtures/cardano/mainnet-shelley-genesis.json");
-const ALONZO: &str = include_str!("../../../../shared/fixtures/cardano/mainnet-alonzo-genesis.json");
-const CONWAY: &str = include_str!("../../../../shared/fixtures/cardano/mainnet-conway-genesis.json");
+const SHELLEY: &str =
+    include_str!("../../../../shared/fixtures/cardano/mainnet-shelley-genesis.json");
+const ALONZO: &str =
+    include_str!("../../../../shared/fixtures/cardano/mainnet-alonzo-genesis.json");
+const CONWAY: &str =
+    include_str!("../../../../shared/fixtures/cardano/mainnet-conway-genesis.json");
 const EXUNITS: &str =
     include_str!("../../../../shared/fixtures/cardano/mainnet-ppu-2026-01-12-exunits.action.json");
 const COST_MODELS: &str =

@@ -10,7 +10,7 @@
 use pallas_codec::utils::Nullable;
 use pallas_primitives::conway;
 
-use crate::params::{ExUnits, ProtocolParams};
+use ganglion_cardano::protocol::{ExUnits, ProtocolParams};
 
 /// The size (bytes) the ledger counts for the minimum fee and `maxTxSize`: the CBOR of
 /// `[body, witness set, auxiliary data]` — a one-byte 3-array header, then the three parts in
