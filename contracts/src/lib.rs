@@ -30,7 +30,7 @@
 //! - [`time`]: the slot clock, slot ↔ POSIX ms (re-exported from `ganglion_cardano`, the
 //!   clock [`env::Env`] holds and uplc is given).
 //! - [`eval`]: phase-2 evaluation with uplc over CBOR bytes.
-//! - [`env`]: the chain a transaction targets (parameters, slot config, network).
+//! - [`env`](mod@env): the chain a transaction targets (parameters, slot config, network).
 //! - [`tx`]: UTxO types, drafts, Conway encoding, balancing to a fixed point, signing.
 //! - [`build`]: one builder per action.
 //! - `test_utils` (feature `test-utils`): a test double of the ledger (a UTxO set that
