@@ -6,7 +6,7 @@ use pallas_codec::minicbor::{self, Encoder};
 use pallas_crypto::hash::{Hash, Hasher};
 
 use crate::keys::DevKey;
-use crate::ledger::fees;
+use ganglion_cardano::fees;
 use ganglion_cardano::protocol::{ExUnits, ProtocolParams};
 use ganglion_cardano::txo::TxoRef;
 

@@ -20,6 +20,7 @@
 //!
 //! Modules:
 //! - [`protocol`]: protocol parameters (fees, limits, prices, cost models) and mainnet's values.
+//! - [`fees`]: min fee (size, ExUnits, reference-script tiers), min-UTxO, collateral, lovelace.
 //! - [`txo`]: [`txo::TxoRef`], an output reference, with its CBOR, PlutusData and key shapes.
 //! - [`time`]: the slot clock, slot ↔ POSIX ms, with typed errors.
 //! - [`localstate`]: local-state-query answers (system start, Conway pparams) both ways.
@@ -29,6 +30,7 @@
 
 pub mod client;
 pub mod devkey;
+pub mod fees;
 pub mod localstate;
 pub mod localtx;
 pub mod protocol;

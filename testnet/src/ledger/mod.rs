@@ -12,7 +12,6 @@
 //! `outputs.len()`). `is_valid = false` with passing scripts is rejected
 //! ([`Rejection::PassedUnexpectedly`]).
 
-pub mod fees;
 pub mod phase1;
 pub mod phase2;
 pub mod rejection;
@@ -25,6 +24,7 @@ use pallas_codec::minicbor;
 use pallas_crypto::hash::{Hash, Hasher};
 use pallas_primitives::conway;
 
+use ganglion_cardano::fees;
 use ganglion_cardano::protocol::{ExUnits, ProtocolParams};
 use ganglion_cardano::time::SlotConfig;
 use ganglion_cardano::txo::TxoRef;

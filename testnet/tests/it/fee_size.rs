@@ -4,11 +4,11 @@
 //! that folder's README) go through the ledger's own fee function; a devnet payment paying
 //! exactly that minimum is accepted and one lovelace less is refused.
 
+use ganglion_cardano::fees::{min_fee, size_for_fee};
 use ganglion_cardano::protocol::{ExUnits, ProtocolParams};
 use ganglion_cardano::txo::TxoRef;
 use ganglion_testnet::genesis::{Genesis, encode_output};
 use ganglion_testnet::keys::DevKey;
-use ganglion_testnet::ledger::fees::{min_fee, size_for_fee};
 use ganglion_testnet::ledger::utxo::UtxoSet;
 use ganglion_testnet::ledger::{Rejection, Rules, decode_tx, phase1, validate};
 use ganglion_testnet::txbuild::{self, TxSpec};
