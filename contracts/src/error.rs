@@ -33,9 +33,16 @@ pub enum Error {
         reason: String,
     },
 
-    /// The protocol-parameter fixtures could not be read.
-    #[error("protocol parameters: {0}")]
-    ProtocolParams(String),
+    /// The protocol parameters name a major version uplc cannot take (above `u16::MAX`).
+    #[error("protocol major version {major} is out of range")]
+    ProtocolVersion {
+        /// The major version of `ProtocolParams::protocol_version`.
+        major: u64,
+    },
+
+    /// A slot or time is outside the chain's slot clock.
+    #[error("slot clock: {0}")]
+    Time(#[from] ganglion_cardano::time::TimeError),
 
     /// A script failed in phase-2 evaluation (uplc).
     #[error("script evaluation failed for {purpose:?}: {reason}; logs: {logs:?}")]

@@ -97,6 +97,10 @@ pub fn evaluate(
     let costs = cost_models_cbor(pp);
     let budget = (pp.max_tx_ex_units.steps, pp.max_tx_ex_units.mem);
     let slots = slot_config.as_tuple();
+    let protocol_major =
+        u16::try_from(pp.protocol_version.0).map_err(|_| Error::ProtocolVersion {
+            major: pp.protocol_version.0,
+        })?;
     let run = std::panic::catch_unwind(|| {
         uplc::tx::eval_phase_two_raw_with_protocol(
             tx,
@@ -104,7 +108,7 @@ pub fn evaluate(
             Some(&costs),
             budget,
             slots,
-            pp.protocol_major,
+            protocol_major,
             true,
             |_| (),
         )

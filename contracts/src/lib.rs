@@ -24,11 +24,13 @@
 //! - [`redeemer`]: spend and mint redeemers, attestations.
 //! - [`signed`]: `Acceptance` and `AttestationBody`, the exact bytes signed with ed25519.
 //! - [`data`]: PlutusData helpers in the `serialiseData` encoding.
-//! - [`protocol`]: mainnet protocol parameters from the fixtures.
+//! - [`protocol`]: protocol parameters (re-exported from `ganglion_cardano`: [`env::Env`]
+//!   holds them).
 //! - [`fees`]: min fee (size, ExUnits, reference-script tiers), min-UTxO, collateral.
-//! - [`time`]: slot ↔ POSIX ms through uplc's `SlotConfig`.
+//! - [`time`]: the slot clock, slot ↔ POSIX ms (re-exported from `ganglion_cardano`, the
+//!   clock [`env::Env`] holds and uplc is given).
 //! - [`eval`]: phase-2 evaluation with uplc over CBOR bytes.
-//! - [`env`]: the chain a transaction targets (parameters, slot config, network).
+//! - [`env`](mod@env): the chain a transaction targets (parameters, slot config, network).
 //! - [`tx`]: UTxO types, drafts, Conway encoding, balancing to a fixed point, signing.
 //! - [`build`]: one builder per action.
 //! - `test_utils` (feature `test-utils`): a test double of the ledger (a UTxO set that
@@ -43,12 +45,11 @@ pub mod error;
 pub mod eval;
 pub mod fees;
 pub mod params;
-pub mod protocol;
 pub mod redeemer;
 pub mod signed;
 #[cfg(feature = "test-utils")]
 pub mod test_utils;
-pub mod time;
 pub mod tx;
 
 pub use error::{Error, Result};
+pub use ganglion_cardano::{protocol, time};

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 
-use ganglion_contracts::tx::TxoRef;
+use ganglion_cardano::txo::TxoRef;
 use pallas_traverse::MultiEraBlock;
 use serde::{Deserialize, Serialize};
 

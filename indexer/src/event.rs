@@ -1,9 +1,9 @@
 //! Marketplace events extracted from the chain, each with where it happened.
 
+use ganglion_cardano::txo::TxoRef;
 use ganglion_contracts::datum::{Assignment, JobId};
 use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::redeemer::Attestation;
-use ganglion_contracts::tx::TxoRef;
 use serde::{Deserialize, Serialize};
 
 /// Where an event happened.

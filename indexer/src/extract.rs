@@ -9,10 +9,11 @@
 
 use std::collections::BTreeMap;
 
+use ganglion_cardano::txo::TxoRef;
 use ganglion_contracts::datum::{BondDatum, EscrowDatum, GanglionDatum, JobId, JobState};
 use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::redeemer::SpendRedeemer;
-use ganglion_contracts::tx::{Output, TxoRef};
+use ganglion_contracts::tx::Output;
 use pallas_primitives::conway::RedeemerTag;
 use pallas_traverse::{MultiEraOutput, MultiEraTx};
 use serde::{Deserialize, Serialize};

@@ -10,9 +10,9 @@
 //! | `o/{orchestrator}/{job id}` | index: jobs by orchestrator |
 //! | `p/{provider}/{job id}` | index: jobs by provider |
 
+use ganglion_cardano::txo::TxoRef;
 use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
-use ganglion_contracts::tx::TxoRef;
 
 use crate::event::Meta;
 

@@ -1,9 +1,9 @@
 //! What the node, the RPC and auditors ask. Every answer says whether it is confirmed:
 //! state from blocks fewer than `depth` blocks deep is tentative (it may still roll back).
 
+use ganglion_cardano::txo::TxoRef;
 use ganglion_contracts::datum::{BondDatum, GanglionDatum, JobId};
 use ganglion_contracts::params::KeyHash;
-use ganglion_contracts::tx::TxoRef;
 use serde::{Deserialize, Serialize};
 
 use crate::apply::{Indexer, parse};

@@ -11,12 +11,13 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use ganglion_cardano::protocol::ExUnits;
+use ganglion_cardano::txo::TxoRef;
 use ganglion_testnet::devnet::{self, DevnetConfig};
 use ganglion_testnet::genesis::{Genesis, encode_output};
 use ganglion_testnet::keys::DevKey;
-use ganglion_testnet::ledger::utxo::{TxoRef, UtxoSet};
+use ganglion_testnet::ledger::utxo::UtxoSet;
 use ganglion_testnet::ledger::{self, Rules, phase1};
-use ganglion_testnet::params::ExUnits;
 use ganglion_testnet::txbuild::{self, RedeemerSpec, TxSpec};
 use pallas_addresses::{Network, ShelleyAddress, ShelleyDelegationPart, ShelleyPaymentPart};
 use pallas_crypto::hash::Hash;
@@ -94,11 +95,11 @@ fn script_fixture(g: &Genesis, script: Vec<u8>, budget: ExUnits) -> (UtxoSet, Ve
     let key = DevKey::from_seed(1);
     let me = key.address(Network::Testnet).to_vec();
     let locked = TxoRef {
-        tx_id: Hash::new([1; 32]),
+        tx_hash: [1; 32],
         index: 0,
     };
     let coll = TxoRef {
-        tx_id: Hash::new([1; 32]),
+        tx_hash: [1; 32],
         index: 1,
     };
     let set = UtxoSet::from_entries([
@@ -244,7 +245,7 @@ async fn main() {
             .expect("task")
             .expect("forged");
         input = TxoRef {
-            tx_id: id,
+            tx_hash: *id,
             index: 0,
         };
         lovelace = change;

@@ -8,12 +8,14 @@ use pallas_crypto::hash::{Hash, Hasher};
 use tokio::sync::{broadcast, watch};
 
 use crate::genesis::{Genesis, GenesisError};
-use crate::ledger::utxo::{TxoRef, UtxoDelta, UtxoSet};
+use ganglion_cardano::time::{now_posix_ms, posix_ms_to_slot};
+use ganglion_cardano::txo::TxoRef;
+
+use crate::ledger::utxo::{UtxoDelta, UtxoSet};
 use crate::ledger::{self, Rejection, Rules, phase1};
 use crate::mempool::{Mempool, Pending};
 use crate::producer::{self, ProduceError};
 use crate::store::{BlockRef, Store, StoreError};
-use crate::time::{now_posix_ms, posix_ms_to_slot};
 
 /// The tip as followers see it; `version` increases on every change (forge or rollback).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

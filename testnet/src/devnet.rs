@@ -13,11 +13,12 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use ganglion_cardano::time::{now_posix_ms, slot_to_posix_ms};
+
 use crate::chain::{Chain, ChainError, ChainEvent, SubmitError};
 use crate::genesis::Genesis;
 use crate::serve::{n2c, n2n};
 use crate::store::BlockRef;
-use crate::time::{now_posix_ms, slot_to_posix_ms};
 
 /// How to run a devnet.
 #[derive(Debug, Clone)]
@@ -186,7 +187,7 @@ pub async fn start(config: DevnetConfig) -> Result<DevnetHandle, DevnetError> {
 /// The block producer's clock: wake at the start of every slot, forge if anything is
 /// pending. The timer is the slot clock itself, not a synchronisation device.
 async fn slot_clock(chain: Arc<Chain>, cancel: CancellationToken) {
-    let config = crate::time::copy(&chain.rules().slot_config);
+    let config = chain.rules().slot_config;
     loop {
         let next = chain.wall_slot() + 1;
         let at = slot_to_posix_ms(&config, next).unwrap_or(u64::MAX);

@@ -16,9 +16,9 @@ use pallas_primitives::conway::NativeScript;
 use serde::{Deserialize, Serialize};
 
 use crate::keys::DevKey;
-use crate::ledger::utxo::TxoRef;
-use crate::params::{ParamsError, ProtocolParams};
-use crate::time::{SlotConfig, now_posix_ms};
+use ganglion_cardano::protocol::{ParamsError, ProtocolParams};
+use ganglion_cardano::time::{SlotConfig, now_posix_ms};
+use ganglion_cardano::txo::TxoRef;
 
 /// A funded genesis address.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -308,7 +308,7 @@ impl Genesis {
             let mut id_material = b"ganglion-genesis".to_vec();
             id_material.extend_from_slice(&bytes);
             let r = TxoRef {
-                tx_id: Hasher::<256>::hash(&id_material),
+                tx_hash: *Hasher::<256>::hash(&id_material),
                 index: 0,
             };
             out.push((r, encode_output(&bytes, f.lovelace, &policy, &name, f.ntx)));

@@ -12,12 +12,9 @@ pub struct DevKey {
 }
 
 impl DevKey {
-    /// The key for `seed`: secret = blake2b-256("ganglion-devnet-key" ‖ seed, big endian).
+    /// The key for `seed`: secret = [`ganglion_cardano::devkey::secret`]`(seed)`.
     pub fn from_seed(seed: u32) -> Self {
-        let mut material = b"ganglion-devnet-key".to_vec();
-        material.extend_from_slice(&seed.to_be_bytes());
-        let bytes: [u8; 32] = *Hasher::<256>::hash(&material);
-        let secret = SecretKey::from(bytes);
+        let secret = SecretKey::from(ganglion_cardano::devkey::secret(seed));
         let public = secret.public_key();
         Self { secret, public }
     }

@@ -14,10 +14,14 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The Cardano primitives it shares with Ganglion's other crates — protocol parameters,
+//! `TxoRef`, the slot clock, the N2C wire shapes and the N2C client facade its tests connect
+//! with — are `ganglion_cardano`'s, a leaf crate: the devnet depends on no Ganglion-protocol
+//! crate.
+//!
 //! Modules, in data-flow order:
-//! - [`params`]: protocol parameters from `shared/fixtures/cardano/` (real mainnet values).
-//! - [`genesis`]: genesis JSON → magic, system start, funded UTxOs, test NTX.
-//! - [`time`]: slot ↔ POSIX ms over the one shared [`time::SlotConfig`].
+//! - [`genesis`]: genesis JSON → magic, system start, funded UTxOs, test NTX, protocol
+//!   parameters (default: mainnet's, `ganglion_cardano::protocol`).
 //! - [`keys`]: deterministic devnet ed25519 keys (genesis funding, tests, demos).
 //! - [`ledger`]: UTxO set, phase-1 rules, phase-2 (uplc), [`ledger::Rejection`].
 //! - [`mempool`]: pending validated transactions in arrival order.
@@ -25,22 +29,18 @@
 //! - [`store`]: sled persistence (blocks, UTxO set, undo records, tip).
 //! - [`chain`]: store + ledger + mempool; forge, rollback, tip and events.
 //! - [`serve`]: N2N and N2C servers.
-//! - [`client`]: N2C client facade (submission with readable rejections).
 //! - [`control`]: operator control socket (`rollback <n>`, `tip`).
 //! - [`devnet`]: `start(config)` → [`devnet::DevnetHandle`].
 //! - [`txbuild`]: a minimal transaction builder (tests, CLI, bench).
 
 pub mod chain;
-pub mod client;
 pub mod control;
 pub mod devnet;
 pub mod genesis;
 pub mod keys;
 pub mod ledger;
 pub mod mempool;
-pub mod params;
 pub mod producer;
 pub mod serve;
 pub mod store;
-pub mod time;
 pub mod txbuild;

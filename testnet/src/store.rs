@@ -11,7 +11,9 @@ use pallas_crypto::hash::Hash;
 use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 
-use crate::ledger::utxo::{TxoRef, UtxoDelta};
+use ganglion_cardano::txo::TxoRef;
+
+use crate::ledger::utxo::UtxoDelta;
 use crate::producer::ForgedBlock;
 
 /// A block's identity on the chain.
@@ -391,7 +393,7 @@ mod tests {
 
     fn r(b: u8, i: u64) -> TxoRef {
         TxoRef {
-            tx_id: Hash::new([b; 32]),
+            tx_hash: [b; 32],
             index: i,
         }
     }

@@ -6,9 +6,9 @@ use pallas_codec::minicbor::{self, Encoder};
 use pallas_crypto::hash::{Hash, Hasher};
 
 use crate::keys::DevKey;
-use crate::ledger::fees;
-use crate::ledger::utxo::TxoRef;
-use crate::params::{ExUnits, ProtocolParams};
+use ganglion_cardano::fees;
+use ganglion_cardano::protocol::{ExUnits, ProtocolParams};
+use ganglion_cardano::txo::TxoRef;
 
 /// A redeemer to attach: tag (0 spend, 1 mint), index, PlutusData CBOR, budget.
 #[derive(Debug, Clone)]
@@ -77,7 +77,7 @@ fn inputs(e: &mut Encoder<&mut Vec<u8>>, refs: &[TxoRef]) -> EncResult {
     sorted.dedup();
     e.array(sorted.len() as u64)?;
     for r in sorted {
-        e.array(2)?.bytes(r.tx_id.as_ref())?.u64(r.index)?;
+        e.array(2)?.bytes(r.tx_hash.as_ref())?.u64(r.index)?;
     }
     Ok(())
 }

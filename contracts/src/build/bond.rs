@@ -73,7 +73,8 @@ pub fn post_bond(dep: &Deployment, env: &Env, req: &BondRequest) -> Result<Draft
 /// lovelace is raised to the larger datum's min-UTxO when needed).
 ///
 /// # Errors
-/// [`Error::InvalidRequest`] when the bond is already unbonding.
+/// [`Error::InvalidRequest`] when the bond is already unbonding; [`Error::Time`] for a
+/// validity end outside the slot clock.
 pub fn unbond(dep: &Deployment, env: &Env, bond: &Utxo, valid_until_slot: u64) -> Result<Draft> {
     let b = bond_datum(dep, env, bond)?;
     if b.unbonding_since_ms.is_some() {
@@ -81,7 +82,7 @@ pub fn unbond(dep: &Deployment, env: &Env, bond: &Utxo, valid_until_slot: u64) -
             "the bond is already unbonding".into(),
         ));
     }
-    let since = slot_to_posix_ms(&env.slot_config, valid_until_slot);
+    let since = slot_to_posix_ms(&env.slot_config, valid_until_slot)?;
     let next = GanglionDatum::Bond(BondDatum {
         unbonding_since_ms: Some(since),
         ..b.clone()

@@ -41,12 +41,13 @@ pub struct LockRequest {
 /// Lock: mint the job's thread token and create the `Open` escrow holding `budget` NTX.
 ///
 /// # Errors
-/// [`Error::InvalidRequest`] for zero GPUs or a deadline not after the validity interval.
+/// [`Error::InvalidRequest`] for zero GPUs or a deadline not after the validity interval;
+/// [`Error::Time`] for a validity end outside the slot clock.
 pub fn lock(dep: &Deployment, env: &Env, req: &LockRequest) -> Result<(Draft, JobId)> {
     if req.gpus == 0 {
         return Err(Error::InvalidRequest("gpus must be at least 1".into()));
     }
-    let upper = slot_to_posix_ms(&env.slot_config, req.valid_until_slot);
+    let upper = slot_to_posix_ms(&env.slot_config, req.valid_until_slot)?;
     if req.deadline_ms <= upper {
         return Err(Error::InvalidRequest(format!(
             "deadline {} ms is not after the lock's validity end {upper} ms",
@@ -111,7 +112,8 @@ pub struct AssignRequest {
 ///
 /// # Errors
 /// [`Error::InvalidRequest`] when the escrow is not open or the GPUs do not add up;
-/// [`Error::MalformedData`] for a malformed escrow datum.
+/// [`Error::MalformedData`] for a malformed escrow datum; [`Error::Time`] for a validity
+/// start outside the slot clock.
 pub fn assign(dep: &Deployment, env: &Env, req: &AssignRequest) -> Result<Draft> {
     let e = escrow_datum(dep, env, &req.escrow)?;
     if e.state != JobState::Open {
@@ -127,7 +129,7 @@ pub fn assign(dep: &Deployment, env: &Env, req: &AssignRequest) -> Result<Draft>
             e.gpus
         )));
     }
-    let started_at_ms = slot_to_posix_ms(&env.slot_config, req.valid_from_slot);
+    let started_at_ms = slot_to_posix_ms(&env.slot_config, req.valid_from_slot)?;
     let next = GanglionDatum::Escrow(EscrowDatum {
         state: JobState::Assigned {
             assignments: req.assignments.clone(),

@@ -12,7 +12,7 @@ use crate::protocol::ProtocolParams;
 use crate::redeemer::Attestation;
 use crate::signed::{Acceptance, AttestationBody, sign};
 use crate::test_utils::world::{Party, World};
-use crate::time::{SlotConfig, slot_to_posix_ms};
+use crate::time::SlotConfig;
 use crate::tx::{Balanced, Draft, TxoRef, Utxo, Value, balance};
 use crate::{Error, Result};
 use ed25519_dalek::SigningKey;
@@ -205,7 +205,7 @@ impl Harness {
 
     pub fn lock_gpus(&mut self, gpus: u64, budget: u64, deadline_in: u64) -> (Job, Balanced) {
         let deadline_slot = self.world.slot + deadline_in;
-        let deadline_ms = slot_to_posix_ms(&self.env().slot_config, deadline_slot);
+        let deadline_ms = self.env().slot_config.slot_start_saturating(deadline_slot);
         let seed = self
             .world
             .at(&self.orch.address)

@@ -18,7 +18,6 @@ use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::eval::{Evaluation, evaluate};
 use crate::params::KeyHash;
-use crate::time::slot_to_posix_ms;
 use crate::tx::{Balanced, Output, TxoRef, Utxo, Value, Wallet, sign};
 
 /// A key pair and its enterprise address.
@@ -212,7 +211,7 @@ impl World {
 
     /// POSIX ms at the start of the current slot.
     pub fn now_ms(&self) -> u64 {
-        slot_to_posix_ms(&self.env.slot_config, self.slot)
+        self.env.slot_config.slot_start_saturating(self.slot)
     }
 }
 

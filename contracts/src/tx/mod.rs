@@ -13,4 +13,5 @@ mod value;
 pub use assemble::{body_hash, encode_input, encode_output, sign};
 pub use balance::{Balanced, Wallet, balance, output_min_lovelace as min_lovelace};
 pub use draft::Draft;
-pub use value::{Output, TxoRef, Utxo, Value};
+pub use ganglion_cardano::txo::TxoRef;
+pub use value::{Output, Utxo, Value};

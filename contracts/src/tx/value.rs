@@ -1,36 +1,12 @@
-//! UTxO references, values and outputs, and their ledger CBOR.
+//! Values and outputs, and their ledger CBOR; output references are
+//! `ganglion_cardano::txo::TxoRef`.
 
 use std::collections::BTreeMap;
 
+use ganglion_cardano::txo::TxoRef;
 use pallas_primitives::PlutusData;
 
-use crate::data::{bytes, constr, int};
 use crate::params::{AssetClass, PolicyId};
-
-/// A transaction output reference (`TxIn`): transaction hash and output index.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
-pub struct TxoRef {
-    /// blake2b-256 of the transaction body.
-    #[serde(with = "hex::serde")]
-    pub tx_hash: [u8; 32],
-    /// Output index.
-    pub index: u64,
-}
-
-impl TxoRef {
-    /// PlutusData of a V3 `TxOutRef`: constructor 0 `[tx_hash, index]`.
-    pub fn to_plutus_data(&self) -> PlutusData {
-        constr(0, vec![bytes(self.tx_hash), int(self.index)])
-    }
-}
-
-impl std::fmt::Display for TxoRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}#{}", hex::encode(self.tx_hash), self.index)
-    }
-}
 
 /// Lovelace plus native assets (policy → asset name → quantity). Zero quantities are never
 /// stored.
@@ -175,7 +151,19 @@ impl Output {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{bytes, int, list};
+    use crate::data::{bytes, constr, int, list};
+
+    #[test]
+    fn an_output_reference_is_the_v3_txoutref_the_data_helpers_build() {
+        let r = TxoRef {
+            tx_hash: [3; 32],
+            index: 258,
+        };
+        assert_eq!(
+            r.to_plutus_data(),
+            constr(0, vec![bytes(r.tx_hash), int(r.index)])
+        );
+    }
 
     #[test]
     fn outputs_read_back_from_chain_bytes_are_equal() {

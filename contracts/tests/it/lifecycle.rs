@@ -248,7 +248,7 @@ fn bond_unbond_withdraw() {
     {
         GanglionDatum::Bond(d) => assert_eq!(
             d.unbonding_since_ms,
-            Some(slot_to_posix_ms(&h.env().slot_config, until))
+            Some(slot_to_posix_ms(&h.env().slot_config, until).expect("after zero"))
         ),
         GanglionDatum::Escrow(_) => panic!("not a bond"),
     }

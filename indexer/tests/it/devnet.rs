@@ -3,14 +3,13 @@
 use std::time::Duration;
 
 use ed25519_dalek::SigningKey;
+use ganglion_cardano::protocol::ProtocolParams;
 use ganglion_contracts::blueprint::Blueprint;
 use ganglion_contracts::build::{self, Deployment};
 use ganglion_contracts::env::Env;
 use ganglion_contracts::params::{AssetClass, Params};
-use ganglion_contracts::protocol::ProtocolParams;
 use ganglion_contracts::test_utils::world::Party;
-use ganglion_contracts::time::SlotConfig;
-use ganglion_contracts::tx::{Balanced, Draft, Output, TxoRef, Utxo, balance, sign};
+use ganglion_contracts::tx::{Balanced, Draft, Output, Utxo, balance, sign};
 use ganglion_indexer::store::Kv;
 use ganglion_indexer::{Indexer, Notification, Watch};
 use ganglion_testnet::devnet::{self, DevnetConfig, DevnetHandle};
@@ -47,10 +46,7 @@ impl Chain {
             .expect("utxos")
             .into_iter()
             .map(|(r, bytes)| Utxo {
-                reference: TxoRef {
-                    tx_hash: *r.tx_id,
-                    index: r.index,
-                },
+                reference: r,
                 output: Output::from_chain(
                     &MultiEraOutput::decode(Era::Conway, &bytes).expect("output decodes"),
                 ),
@@ -114,7 +110,7 @@ impl Chain {
         let handle = devnet::start(config).await.expect("devnet starts");
         let env = Env {
             params: ProtocolParams::mainnet().expect("params"),
-            slot_config: SlotConfig::from(&genesis.slot_config()),
+            slot_config: genesis.slot_config(),
             network: pallas_addresses::Network::Testnet,
         };
         Self {
@@ -185,10 +181,8 @@ pub async fn lock_small(
         gpus: 1,
         max_rate: 1,
         budget: 1,
-        deadline_ms: ganglion_contracts::time::slot_to_posix_ms(
-            &chain.env.slot_config,
-            slot + 3600,
-        ),
+        deadline_ms: ganglion_cardano::time::slot_to_posix_ms(&chain.env.slot_config, slot + 3600)
+            .expect("after zero"),
         seed,
         valid_until_slot: slot + 300,
     };

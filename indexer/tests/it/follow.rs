@@ -58,10 +58,8 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
         gpus: 2,
         max_rate: 5,
         budget: 50,
-        deadline_ms: ganglion_contracts::time::slot_to_posix_ms(
-            &chain.env.slot_config,
-            slot + 3600,
-        ),
+        deadline_ms: ganglion_cardano::time::slot_to_posix_ms(&chain.env.slot_config, slot + 3600)
+            .expect("after zero"),
         seed,
         valid_until_slot: slot + 300,
     };

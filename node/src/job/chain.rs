@@ -14,7 +14,6 @@ use ganglion_contracts::blueprint::{key_address, key_hash};
 use ganglion_contracts::build::Deployment;
 use ganglion_contracts::env::Env;
 use ganglion_contracts::params::KeyHash;
-use ganglion_contracts::time::{posix_ms_to_slot, slot_to_posix_ms};
 use ganglion_contracts::tx::{Draft, TxoRef, Utxo, Wallet, balance, sign};
 
 use crate::settings::N2cEndpoint;
@@ -113,14 +112,14 @@ impl ChainAccess {
         key_address(self.env.network, &self.key_hash())
     }
 
-    /// The slot that contains POSIX ms `now_ms`.
+    /// The slot that contains POSIX ms `now_ms` (`zero_slot` for a time before the clock).
     pub fn slot_at(&self, now_ms: u64) -> u64 {
-        posix_ms_to_slot(&self.env.slot_config, now_ms)
+        self.env.slot_config.slot_at_saturating(now_ms)
     }
 
-    /// The POSIX ms at which `slot` starts.
+    /// The POSIX ms at which `slot` starts (`zero_time` for a slot before the clock).
     pub fn slot_start_ms(&self, slot: u64) -> u64 {
-        slot_to_posix_ms(&self.env.slot_config, slot)
+        self.env.slot_config.slot_start_saturating(slot)
     }
 
     async fn connect(&self) -> Result<ChainClient, ChainError> {

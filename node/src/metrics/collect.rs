@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ganglion_contracts::datum::JobId;
-use ganglion_contracts::time::{SlotConfig, posix_ms_to_slot};
+use ganglion_contracts::time::SlotConfig;
 use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 
@@ -120,7 +120,7 @@ pub fn tx_label(k: TxKind) -> &'static str {
 /// `tip_slot`. Negative when the local clock is behind the chain. On a devnet, which forges
 /// only when a transaction is pending, it grows while the chain is idle.
 pub fn tip_lag_slots(clock: &SlotConfig, now_ms: u64, tip_slot: u64) -> i64 {
-    let now = i128::from(posix_ms_to_slot(clock, now_ms));
+    let now = i128::from(clock.slot_at_saturating(now_ms));
     i64::try_from(now - i128::from(tip_slot)).unwrap_or(i64::MAX)
 }
 

@@ -1,23 +1,24 @@
 //! An N2C connection to a node (cardano-node or the devnet): the wallet's UTxOs through the
 //! local-state queries `GetUTxOByAddress` and `GetCurrentPParams`, the system start, the tip, and transaction
-//! submission with readable rejections (the testnet crate's client facade, DESIGN §4).
+//! submission with readable rejections (`ganglion_cardano`'s client facade, DESIGN §4).
 
-use ganglion_contracts::protocol::{ExUnits, ProtocolParams, Ratio};
-use ganglion_contracts::tx::{Output, TxoRef, Utxo};
-use ganglion_testnet::client::{ClientError, N2cClient};
+use ganglion_cardano::client::{ClientError, N2cClient};
+use ganglion_cardano::localstate::{
+    CONWAY_ERA_INDEX, decode_current_pparams, protocol_params_of, system_start_ms,
+};
+use ganglion_cardano::protocol::ProtocolParams;
+use ganglion_cardano::txo::TxoRef;
+use ganglion_contracts::tx::{Output, Utxo};
 use pallas_codec::minicbor::{self, Decoder};
 use pallas_codec::utils::AnyCbor;
 use pallas_network::miniprotocols::Point;
 use pallas_network::miniprotocols::localstate::queries_v16::{
-    self as q16, BlockQuery, LedgerQuery, Request, SystemStart,
+    BlockQuery, LedgerQuery, Request, SystemStart,
 };
 use pallas_traverse::{Era, MultiEraOutput};
 
 use crate::settings::N2cEndpoint;
 use crate::wallet::rejection::{self, SubmitFailure};
-
-/// Era index of Conway in local-state block queries.
-const CONWAY_QUERY_ERA: u16 = 6;
 
 /// Chain-connection failures.
 #[derive(Debug, thiserror::Error)]
@@ -91,7 +92,7 @@ impl ChainClient {
     /// [`Error::Query`] (also for an answer that does not decode).
     pub async fn utxos_at(&mut self, address: &[u8]) -> Result<Vec<Utxo>, Error> {
         let q = Request::LedgerQuery(LedgerQuery::BlockQuery(
-            CONWAY_QUERY_ERA,
+            CONWAY_ERA_INDEX,
             BlockQuery::GetUTxOByAddress(vec![address.to_vec().into()]),
         ));
         let raw = self.query("GetUTxOByAddress", q).await?;
@@ -109,7 +110,7 @@ impl ChainClient {
     /// [`Error::Query`], also when a field the builder needs is missing or out of range.
     pub async fn protocol_params(&mut self) -> Result<ProtocolParams, Error> {
         let q = Request::LedgerQuery(LedgerQuery::BlockQuery(
-            CONWAY_QUERY_ERA,
+            CONWAY_ERA_INDEX,
             BlockQuery::GetCurrentPParams,
         ));
         let raw = self.query("GetCurrentPParams", q).await?;
@@ -117,8 +118,8 @@ impl ChainClient {
             query: "GetCurrentPParams",
             reason,
         };
-        let (p,): (q16::ProtocolParam,) = minicbor::decode(&raw).map_err(|e| err(e.to_string()))?;
-        protocol_params_of(&p).map_err(err)
+        let p = decode_current_pparams(&raw).map_err(|e| err(e.to_string()))?;
+        protocol_params_of(&p).map_err(|e| err(e.to_string()))
     }
 
     /// The chain's system start (POSIX ms) from `GetSystemStart`.
@@ -133,7 +134,7 @@ impl ChainClient {
             query: "GetSystemStart",
             reason: e.to_string(),
         })?;
-        system_start_to_ms(&s).ok_or_else(|| Error::Query {
+        system_start_ms(&s).ok_or_else(|| Error::Query {
             query: "GetSystemStart",
             reason: format!("out of range: {s:?}"),
         })
@@ -179,54 +180,6 @@ impl ChainClient {
 }
 
 /// `[{ [tx_id, index] => output }]` → UTxOs (outputs decoded in the Conway era).
-/// The builder's parameters from a `ConwayPParams` answer; names the first missing field.
-fn protocol_params_of(p: &q16::ProtocolParam) -> Result<ProtocolParams, String> {
-    fn need<T: Clone>(v: &Option<T>, name: &str) -> Result<T, String> {
-        v.clone().ok_or_else(|| format!("{name} missing"))
-    }
-    let ratio = |r: &q16::RationalNumber, name: &str| {
-        if r.denominator == 0 {
-            return Err(format!("{name} has a zero denominator"));
-        }
-        Ok(Ratio {
-            num: r.numerator,
-            den: r.denominator,
-        })
-    };
-    let prices = need(&p.execution_costs, "executionUnitPrices")?;
-    let max_ex = need(&p.max_tx_ex_units, "maxTxExecutionUnits")?;
-    let coins = need(&p.ada_per_utxo_byte, "coinsPerUTxOByte")?;
-    let cost_models = need(&p.cost_models_for_script_languages, "costModels")?;
-    let ref_cost = need(
-        &p.minfee_refscript_cost_per_byte,
-        "minFeeRefScriptCostPerByte",
-    )?;
-    if ref_cost.denominator == 0 {
-        return Err("minFeeRefScriptCostPerByte has a zero denominator".into());
-    }
-    let (major, _minor) = need(&p.protocol_version, "protocolVersion")?;
-    Ok(ProtocolParams {
-        min_fee_a: need(&p.minfee_a, "minFeeA")?,
-        min_fee_b: need(&p.minfee_b, "minFeeB")?,
-        max_tx_size: need(&p.max_transaction_size, "maxTxSize")?,
-        price_mem: ratio(&prices.mem_price, "priceMemory")?,
-        price_steps: ratio(&prices.step_price, "priceSteps")?,
-        max_tx_ex_units: ExUnits {
-            mem: max_ex.mem,
-            steps: max_ex.steps,
-        },
-        coins_per_utxo_byte: u64::from(coins),
-        collateral_percentage: need(&p.collateral_percentage, "collateralPercentage")?,
-        max_collateral_inputs: need(&p.max_collateral_inputs, "maxCollateralInputs")?,
-        // Lovelace per byte of reference script, rounded up so a fee is never short.
-        min_fee_ref_script_cost_per_byte: ref_cost.numerator.div_ceil(ref_cost.denominator),
-        cost_model_v3: cost_models
-            .plutus_v3
-            .ok_or("the PlutusV3 cost model is missing")?,
-        protocol_major: u16::try_from(major).map_err(|_| "protocol version out of range")?,
-    })
-}
-
 fn decode_utxos(raw: &[u8]) -> Result<Vec<Utxo>, String> {
     let mut d = Decoder::new(raw);
     let e = |e: minicbor::decode::Error| e.to_string();
@@ -253,57 +206,9 @@ fn decode_utxos(raw: &[u8]) -> Result<Vec<Utxo>, String> {
     Ok(out)
 }
 
-/// Haskell `UTCTime` as (year, day of year from 1, picoseconds of day) → POSIX ms.
-fn system_start_to_ms(s: &SystemStart) -> Option<u64> {
-    let year = bigint_u64(&s.year)?;
-    let picos = bigint_u64(&s.picoseconds_of_day)?;
-    let year = i64::try_from(year).ok()?;
-    // Days from 1970-01-01 to January 1st of `year` (proleptic Gregorian).
-    let y = year - 1;
-    let days_to_year =
-        365 * (year - 1970) + (y / 4 - y / 100 + y / 400) - (1969 / 4 - 1969 / 100 + 1969 / 400);
-    let days = days_to_year + s.day_of_year - 1;
-    let ms = u64::try_from(days).ok()?.checked_mul(86_400_000)?;
-    ms.checked_add(picos / 1_000_000_000)
-}
-
-fn bigint_u64(b: &pallas_network::miniprotocols::localstate::queries_v16::BigInt) -> Option<u64> {
-    use pallas_network::miniprotocols::localstate::queries_v16::BigInt;
-    match b {
-        BigInt::Int(i) => u64::try_from(i128::from(*i)).ok(),
-        BigInt::BigUInt(bytes) => bytes.iter().try_fold(0u64, |acc, b| {
-            acc.checked_mul(256)?.checked_add(u64::from(*b))
-        }),
-        BigInt::BigNInt(_) => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn system_start_round_trips_the_devnet_encoding() {
-        for ms in [
-            0,
-            1_506_203_091_000,
-            1_735_603_200_000 + 1234,
-            1_767_225_600_000,
-        ] {
-            let (y, d, ps) = ganglion_testnet::serve::localstate::ordinal_date(ms);
-            let mut buf = Vec::new();
-            let mut e = minicbor::Encoder::new(&mut buf);
-            e.array(3)
-                .expect("cbor")
-                .i64(y)
-                .expect("cbor")
-                .i64(d)
-                .expect("cbor");
-            e.u64(u64::try_from(ps).expect("fits")).expect("cbor");
-            let s: SystemStart = minicbor::decode(&buf).expect("decodes");
-            assert_eq!(system_start_to_ms(&s), Some(ms), "{ms}");
-        }
-    }
 
     #[test]
     fn garbage_utxo_answers_are_errors_not_panics() {

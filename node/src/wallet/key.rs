@@ -73,14 +73,11 @@ impl PaymentKey {
         }
     }
 
-    /// The devnet's deterministic key for `seed`, the same key as
-    /// `ganglion_testnet::keys::DevKey::from_seed` (secret = blake2b-256 of
-    /// `"ganglion-devnet-key" ‖ seed` big endian). Seeds `0..4` are funded at devnet genesis.
-    /// Devnet and tests only: anyone can derive it.
+    /// The devnet's deterministic key for `seed` ([`ganglion_cardano::devkey::secret`]: the
+    /// key the devnet funds, seeds `0..4`, at genesis). Devnet and tests only: anyone can
+    /// derive it.
     pub fn devnet(seed: u32) -> Self {
-        let mut material = b"ganglion-devnet-key".to_vec();
-        material.extend_from_slice(&seed.to_be_bytes());
-        Self::from_seed(*Hasher::<256>::hash(&material))
+        Self::from_seed(ganglion_cardano::devkey::secret(seed))
     }
 
     /// The signing key (for [`ganglion_contracts::tx::sign`]).

@@ -10,7 +10,7 @@
 //!   `ConwayCertsPredFailure` / `ConwayGovPredFailure`. Tags follow the `EncCBOR` instances
 //!   of cardano-ledger's Conway rules (`Cardano.Ledger.Conway.Rules.{Ledger,Utxow,Utxo,Utxos,
 //!   Certs,Cert,Deleg,GovCert,Gov}`).
-//! - **the devnet**: `[rule: text, message: text]` (`ganglion_testnet::serve::localtx`).
+//! - **the devnet**: `[rule: text, message: text]` (`ganglion_cardano::localtx::WireRejection`).
 //!
 //! A failure's fields are rendered in CBOR diagnostic notation; a tag this table does not
 //! know is kept as `Unknown(n)` with its fields, never dropped.
@@ -20,7 +20,7 @@ use std::fmt;
 use pallas_codec::minicbor::data::Type;
 use pallas_codec::minicbor::{self, Decoder};
 
-use ganglion_testnet::client::ClientError;
+use ganglion_cardano::client::ClientError;
 
 /// A submission that did not go through.
 #[derive(Debug, thiserror::Error)]

@@ -14,7 +14,6 @@ use ganglion_contracts::build::{self, BondRequest, Deployment};
 use ganglion_contracts::env::Env;
 use ganglion_contracts::params::{AssetClass, KeyHash, Params};
 use ganglion_contracts::protocol::ProtocolParams;
-use ganglion_contracts::time::SlotConfig;
 use ganglion_contracts::tx::{TxoRef, Utxo};
 use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
 use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, DockerEngine};
@@ -118,7 +117,7 @@ impl Chain {
         .expect("devnet starts");
         let env = Env {
             params: ProtocolParams::mainnet().expect("params"),
-            slot_config: SlotConfig::from(&genesis.slot_config()),
+            slot_config: genesis.slot_config(),
             network: pallas_addresses::Network::Testnet,
         };
         let params = Params {
@@ -169,13 +168,10 @@ impl Chain {
         let address = script.address(env.network);
         chain.deployment.reference = wait_for("the reference script", || {
             let utxos = chain.handle.chain().utxos_at(&address).expect("utxos");
-            let found = utxos.into_iter().find(|(r, _)| *r.tx_id == tx.hash);
+            let found = utxos.into_iter().find(|(r, _)| r.tx_hash == tx.hash);
             async move {
                 found.map(|(r, bytes)| Utxo {
-                    reference: TxoRef {
-                        tx_hash: *r.tx_id,
-                        index: r.index,
-                    },
+                    reference: r,
                     output: ganglion_contracts::tx::Output::from_chain(
                         &pallas_traverse::MultiEraOutput::decode(
                             pallas_traverse::Era::Conway,
@@ -262,11 +258,8 @@ impl Chain {
                 .utxos_at(&address)
                 .expect("utxos")
                 .into_iter()
-                .find(|(r, _)| *r.tx_id == tx.hash)
-                .map(|(r, _)| TxoRef {
-                    tx_hash: *r.tx_id,
-                    index: r.index,
-                });
+                .find(|(r, _)| r.tx_hash == tx.hash)
+                .map(|(r, _)| r);
             async move { found }
         })
         .await
@@ -538,7 +531,7 @@ pub async fn fresh_seed(chain: &Chain, key: &SigningKey) {
             .utxos_at(&address)
             .expect("utxos")
             .iter()
-            .any(|(r, _)| *r.tx_id == tx.hash);
+            .any(|(r, _)| r.tx_hash == tx.hash);
         async move { found.then_some(()) }
     })
     .await;

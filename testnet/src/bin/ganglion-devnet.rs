@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use ganglion_testnet::client::N2cClient;
+use ganglion_cardano::client::N2cClient;
 use ganglion_testnet::devnet::{self, DevnetConfig};
 use ganglion_testnet::genesis::Genesis;
 use pallas_network::miniprotocols::localstate::queries_v16;

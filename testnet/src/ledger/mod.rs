@@ -12,7 +12,6 @@
 //! `outputs.len()`). `is_valid = false` with passing scripts is rejected
 //! ([`Rejection::PassedUnexpectedly`]).
 
-pub mod fees;
 pub mod phase1;
 pub mod phase2;
 pub mod rejection;
@@ -25,11 +24,13 @@ use pallas_codec::minicbor;
 use pallas_crypto::hash::{Hash, Hasher};
 use pallas_primitives::conway;
 
-use crate::params::{ExUnits, ProtocolParams};
-use crate::time::{SlotConfig, as_eval_tuple};
+use ganglion_cardano::fees;
+use ganglion_cardano::protocol::{ExUnits, ProtocolParams};
+use ganglion_cardano::time::SlotConfig;
+use ganglion_cardano::txo::TxoRef;
 use phase1::{Lock, OutputFacts, Script};
 pub use rejection::Rejection;
-use utxo::{TxoRef, UtxoDelta};
+use utxo::UtxoDelta;
 use value::Value;
 
 /// Read access to unspent outputs (raw CBOR by reference).
@@ -45,6 +46,7 @@ impl UtxoView for utxo::UtxoSet {
 }
 
 /// Everything validation needs besides the UTxO set.
+#[derive(Clone)]
 pub struct Rules {
     /// Protocol parameters.
     pub params: ProtocolParams,
@@ -62,23 +64,11 @@ pub struct Rules {
     pub forecast_horizon: Option<u64>,
 }
 
-impl Clone for Rules {
-    fn clone(&self) -> Self {
-        Self {
-            params: self.params.clone(),
-            cost_models: self.cost_models.clone(),
-            slot_config: crate::time::copy(&self.slot_config),
-            network_id: self.network_id,
-            forecast_horizon: self.forecast_horizon,
-        }
-    }
-}
-
 impl std::fmt::Debug for Rules {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Rules")
             .field("params", &self.params)
-            .field("slot_config", &as_eval_tuple(&self.slot_config))
+            .field("slot_config", &self.slot_config)
             .field("network_id", &self.network_id)
             .field("forecast_horizon", &self.forecast_horizon)
             .finish_non_exhaustive()
@@ -438,7 +428,7 @@ pub fn validate(
                 .map(|(i, o)| {
                     (
                         TxoRef {
-                            tx_id: hash,
+                            tx_hash: *hash,
                             index: i as u64,
                         },
                         phase1::output_raw(o).to_vec(),
@@ -458,7 +448,7 @@ pub fn validate(
                 .map(|o| {
                     (
                         TxoRef {
-                            tx_id: hash,
+                            tx_hash: *hash,
                             index: body.outputs.len() as u64,
                         },
                         phase1::output_raw(o).to_vec(),

@@ -9,11 +9,11 @@ use pallas_crypto::hash::{Hash, Hasher};
 use pallas_primitives::conway::{self, NativeScript, Redeemers, ScriptRef, TransactionOutput};
 
 use crate::keys;
-use crate::ledger::fees;
 use crate::ledger::rejection::Rejection;
-use crate::ledger::utxo::TxoRef;
 use crate::ledger::value::Value;
-use crate::params::{ExUnits, ProtocolParams};
+use ganglion_cardano::fees;
+use ganglion_cardano::protocol::{ExUnits, ProtocolParams};
+use ganglion_cardano::txo::TxoRef;
 
 /// How an output is locked (its payment credential).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

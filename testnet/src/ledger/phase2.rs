@@ -11,9 +11,9 @@ use pallas_codec::minicbor;
 use pallas_primitives::conway::{CostModels, Redeemer, RedeemerTag};
 
 use crate::ledger::rejection::Rejection;
-use crate::ledger::utxo::TxoRef;
-use crate::params::{ExUnits, ProtocolParams};
-use crate::time::{SlotConfig, as_eval_tuple};
+use ganglion_cardano::protocol::{ExUnits, ProtocolParams};
+use ganglion_cardano::time::SlotConfig;
+use ganglion_cardano::txo::TxoRef;
 
 /// The measured cost of one redeemer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,7 +113,7 @@ pub fn evaluate(
             &utxos,
             Some(cost_models),
             budget,
-            as_eval_tuple(slot_config),
+            slot_config.as_tuple(),
             true,
             |_| (),
         )

@@ -5,8 +5,8 @@
 //! can be looked up in the ledger spec. [`Rejection::rule`] gives the stable name that
 //! travels over local-tx-submission together with the human-readable message.
 
-use crate::ledger::utxo::TxoRef;
-use crate::params::ExUnits;
+use ganglion_cardano::protocol::ExUnits;
+use ganglion_cardano::txo::TxoRef;
 
 /// A transaction rejection. `Display` is the human-readable reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

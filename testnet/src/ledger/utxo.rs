@@ -1,70 +1,9 @@
-//! The UTxO set: output references → raw output CBOR, and per-transaction deltas that can
+//! The UTxO set: output references ([`TxoRef`]) → raw output CBOR, and per-transaction deltas that can
 //! be applied and undone (rollback as data).
 
 use std::collections::HashMap;
-use std::fmt;
 
-use pallas_codec::minicbor;
-use pallas_crypto::hash::Hash;
-use pallas_primitives::TransactionInput;
-
-/// A transaction output reference: (transaction id, output index).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TxoRef {
-    /// Transaction id: blake2b-256 of the transaction body bytes.
-    pub tx_id: Hash<32>,
-    /// Output index within the transaction.
-    pub index: u64,
-}
-
-impl TxoRef {
-    /// Fixed-width store key: 32-byte id ‖ 8-byte big-endian index (sorts by tx, then index).
-    pub fn to_key(&self) -> [u8; 40] {
-        let mut k = [0u8; 40];
-        k[..32].copy_from_slice(self.tx_id.as_ref());
-        k[32..].copy_from_slice(&self.index.to_be_bytes());
-        k
-    }
-
-    /// Parse a [`TxoRef::to_key`] key; `None` if it is not 40 bytes.
-    pub fn from_key(key: &[u8]) -> Option<Self> {
-        if key.len() != 40 {
-            return None;
-        }
-        let mut id = [0u8; 32];
-        id.copy_from_slice(&key[..32]);
-        let mut idx = [0u8; 8];
-        idx.copy_from_slice(&key[32..]);
-        Some(Self {
-            tx_id: Hash::new(id),
-            index: u64::from_be_bytes(idx),
-        })
-    }
-
-    /// The ledger CBOR of this reference: `[tx_id, index]`.
-    pub fn to_cbor(&self) -> Vec<u8> {
-        let input = TransactionInput {
-            transaction_id: self.tx_id,
-            index: self.index,
-        };
-        minicbor::to_vec(&input).unwrap_or_default()
-    }
-}
-
-impl From<&TransactionInput> for TxoRef {
-    fn from(i: &TransactionInput) -> Self {
-        Self {
-            tx_id: i.transaction_id,
-            index: i.index,
-        }
-    }
-}
-
-impl fmt::Display for TxoRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}#{}", self.tx_id, self.index)
-    }
-}
+use ganglion_cardano::txo::TxoRef;
 
 /// The effect of one transaction (or block) on the UTxO set.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -153,7 +92,7 @@ mod tests {
 
     fn r(b: u8, i: u64) -> TxoRef {
         TxoRef {
-            tx_id: Hash::new([b; 32]),
+            tx_hash: [b; 32],
             index: i,
         }
     }
@@ -204,13 +143,6 @@ mod tests {
         assert_eq!(sorted(&one_by_one), sorted(&at_once));
         at_once.undo(&block);
         assert_eq!(sorted(&at_once), vec![(r(1, 0), vec![1])]);
-    }
-
-    #[test]
-    fn keys_round_trip() {
-        let x = r(9, 300);
-        assert_eq!(TxoRef::from_key(&x.to_key()), Some(x));
-        assert_eq!(TxoRef::from_key(&[0; 3]), None);
     }
 
     proptest::proptest! {

@@ -2,7 +2,7 @@
 //! blocks, local-tx-submission with readable rejections, minimal local-state-query.
 //!
 //! The facade is built by hand over the pallas multiplexer because the local-tx-submission
-//! agent uses the devnet's own rejection type ([`crate::serve::localtx::WireRejection`]).
+//! agent uses the devnet's own rejection type ([`ganglion_cardano::localtx::WireRejection`]).
 
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use ganglion_testnet::client::N2cClient;
+use ganglion_cardano::client::N2cClient;
 use ganglion_testnet::genesis::{Genesis, encode_output};
 use ganglion_testnet::keys::DevKey;
 use ganglion_testnet::txbuild::{self, TxSpec};
@@ -183,7 +183,7 @@ async fn the_cli_runs_a_devnet_that_survives_kill_9() {
         .await
         .expect("n2c");
     match c.submit(&tx).await {
-        Err(ganglion_testnet::client::ClientError::Rejected(r)) => {
+        Err(ganglion_cardano::client::ClientError::Rejected(r)) => {
             assert_eq!(r.rule, "BadInputsUTxO")
         }
         other => panic!("the spent input must stay spent, got {other:?}"),

@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
+use ganglion_cardano::txo::TxoRef;
 use ganglion_testnet::chain::ChainEvent;
 use ganglion_testnet::devnet::{self, DevnetConfig, DevnetHandle};
 use ganglion_testnet::genesis::{Genesis, encode_output};
 use ganglion_testnet::keys::DevKey;
 use ganglion_testnet::ledger::phase1::output_facts;
-use ganglion_testnet::ledger::utxo::TxoRef;
 use ganglion_testnet::txbuild::{self, TxSpec};
 use pallas_addresses::Network;
 use pallas_crypto::hash::Hash;

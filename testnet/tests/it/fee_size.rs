@@ -4,12 +4,13 @@
 //! that folder's README) go through the ledger's own fee function; a devnet payment paying
 //! exactly that minimum is accepted and one lovelace less is refused.
 
+use ganglion_cardano::fees::{min_fee, size_for_fee};
+use ganglion_cardano::protocol::{ExUnits, ProtocolParams};
+use ganglion_cardano::txo::TxoRef;
 use ganglion_testnet::genesis::{Genesis, encode_output};
 use ganglion_testnet::keys::DevKey;
-use ganglion_testnet::ledger::fees::{min_fee, size_for_fee};
-use ganglion_testnet::ledger::utxo::{TxoRef, UtxoSet};
+use ganglion_testnet::ledger::utxo::UtxoSet;
 use ganglion_testnet::ledger::{Rejection, Rules, decode_tx, phase1, validate};
-use ganglion_testnet::params::{ExUnits, ProtocolParams};
 use ganglion_testnet::txbuild::{self, TxSpec};
 use pallas_addresses::Network;
 use pallas_crypto::hash::Hash;
@@ -61,7 +62,7 @@ fn a_fee_equal_to_the_minimum_is_accepted_and_one_lovelace_less_refused() {
     let key = DevKey::from_seed(1);
     let me = key.address(Network::Testnet).to_vec();
     let input = TxoRef {
-        tx_id: Hash::new([7; 32]),
+        tx_hash: [7; 32],
         index: 0,
     };
     let policy = Hash::<28>::new([0; 28]);

@@ -3,11 +3,12 @@
 
 use std::collections::BTreeSet;
 
+use ganglion_cardano::protocol::ExUnits;
+use ganglion_cardano::txo::TxoRef;
 use ganglion_testnet::genesis::{Genesis, encode_output};
 use ganglion_testnet::keys::DevKey;
-use ganglion_testnet::ledger::utxo::{TxoRef, UtxoSet};
+use ganglion_testnet::ledger::utxo::UtxoSet;
 use ganglion_testnet::ledger::{Rejection, Rules, phase1, validate};
-use ganglion_testnet::params::ExUnits;
 use ganglion_testnet::txbuild::{self, RedeemerSpec, TxSpec};
 use pallas_addresses::{Network, ShelleyAddress, ShelleyDelegationPart, ShelleyPaymentPart};
 use pallas_codec::minicbor;
@@ -24,7 +25,7 @@ struct World {
 
 fn r(i: u64) -> TxoRef {
     TxoRef {
-        tx_id: Hash::new([5; 32]),
+        tx_hash: [5; 32],
         index: i,
     }
 }

@@ -4,13 +4,13 @@
 
 use std::collections::BTreeSet;
 
+use ganglion_cardano::protocol::ExUnits;
+use ganglion_cardano::txo::TxoRef;
 use ganglion_testnet::chain::SubmitError;
 use ganglion_testnet::devnet::DevnetHandle;
 use ganglion_testnet::genesis::encode_output;
 use ganglion_testnet::keys::DevKey;
-use ganglion_testnet::ledger::utxo::TxoRef;
 use ganglion_testnet::ledger::{Rejection, decode_tx, phase1, tx_hash};
-use ganglion_testnet::params::ExUnits;
 use ganglion_testnet::txbuild::{self, RedeemerSpec, TxSpec};
 use pallas_addresses::{Network, ShelleyAddress, ShelleyDelegationPart, ShelleyPaymentPart};
 use uplc::ast::{DeBruijn, Program};
@@ -74,11 +74,11 @@ async fn lock(h: &DevnetHandle, src: &str) -> Locked {
     Locked {
         script,
         script_input: TxoRef {
-            tx_id: id,
+            tx_hash: *id,
             index: 0,
         },
         collateral: TxoRef {
-            tx_id: id,
+            tx_hash: *id,
             index: 2,
         },
         collateral_lovelace: COLLATERAL,
@@ -154,7 +154,7 @@ async fn an_always_succeeds_spend_is_included() {
     let me = DevKey::from_seed(1).address(Network::Testnet).to_vec();
     let mine = h.chain().utxos_at(&me).expect("utxos");
     assert!(
-        mine.iter().any(|(r, _)| r.tx_id == id),
+        mine.iter().any(|(r, _)| r.tx_hash == *id),
         "spent back to key 1"
     );
     h.shutdown().await;
@@ -191,7 +191,7 @@ async fn a_failing_script_is_rejected_when_marked_valid_and_costs_collateral_whe
         l.collateral_lovelace
     );
     assert!(
-        !utxos.iter().any(|(r, _)| r.tx_id == id),
+        !utxos.iter().any(|(r, _)| r.tx_hash == *id),
         "no outputs of the invalid tx"
     );
 

@@ -1,6 +1,6 @@
 //! Garbage on a socket closes only that connection; a restart keeps the chain and UTxO set.
 
-use ganglion_testnet::client::N2cClient;
+use ganglion_cardano::client::N2cClient;
 use pallas_network::facades::PeerClient;
 use pallas_network::miniprotocols::Point;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

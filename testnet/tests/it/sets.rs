@@ -7,10 +7,10 @@
 //! `DuplicateSetElement` and the wallet's balance does not move. The same transaction with
 //! the input once (paying 99.8 ADA) is valid and included.
 
-use ganglion_testnet::client::{ClientError, N2cClient};
+use ganglion_cardano::client::{ClientError, N2cClient};
+use ganglion_cardano::txo::TxoRef;
 use ganglion_testnet::genesis::encode_output;
 use ganglion_testnet::keys::DevKey;
-use ganglion_testnet::ledger::utxo::TxoRef;
 use ganglion_testnet::ledger::{Rejection, decode_tx, phase1, tx_hash};
 use pallas_addresses::Network;
 use pallas_codec::minicbor::{self, Encoder};
@@ -27,7 +27,7 @@ fn input(r: &TxoRef) -> Vec<u8> {
     let mut buf = Vec::new();
     let mut e = Encoder::new(&mut buf);
     e.array(2)
-        .and_then(|e| e.bytes(r.tx_id.as_ref()))
+        .and_then(|e| e.bytes(r.tx_hash.as_ref()))
         .and_then(|e| e.u64(r.index))
         .expect("encode");
     buf
@@ -117,7 +117,7 @@ async fn an_input_listed_twice_is_refused_and_the_balance_does_not_move() {
     let paid = tx_hash(&decode_tx(&pay).expect("tx"));
     wait_included(&mut events, paid).await;
     let hundred = TxoRef {
-        tx_id: paid,
+        tx_hash: *paid,
         index: 0,
     };
     let before = balance(&h, &me);
@@ -165,11 +165,11 @@ fn a_repeat_in_collateral_reference_inputs_or_required_signers_does_not_decode()
     let me = key.address(Network::Testnet).to_vec();
     let policy = Hash::<28>::new([0; 28]);
     let a = TxoRef {
-        tx_id: Hash::new([1; 32]),
+        tx_hash: [1; 32],
         index: 0,
     };
     let b = TxoRef {
-        tx_id: Hash::new([1; 32]),
+        tx_hash: [1; 32],
         index: 1,
     };
     let out = encode_output(&me, 5 * ADA, &policy, &[], 0);
@@ -234,7 +234,7 @@ fn withdrawals_votes_and_certificates_are_refused_by_name() {
     let me = key.address(Network::Testnet).to_vec();
     let out = encode_output(&me, 5 * ADA, &Hash::new([0; 28]), &[], 0);
     let inputs = tagged_set(&[input(&TxoRef {
-        tx_id: Hash::new([1; 32]),
+        tx_hash: [1; 32],
         index: 0,
     })]);
     let raw = |f: &dyn Fn(&mut Encoder<&mut Vec<u8>>) -> EncResult| {

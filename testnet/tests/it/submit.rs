@@ -1,9 +1,9 @@
 //! Submission over N2C: a valid payment is included; each invalid case names its rule.
 
-use ganglion_testnet::client::{ClientError, N2cClient};
+use ganglion_cardano::client::{ClientError, N2cClient};
+use ganglion_cardano::txo::TxoRef;
 use ganglion_testnet::keys::DevKey;
 use ganglion_testnet::ledger::Rejection;
-use ganglion_testnet::ledger::utxo::TxoRef;
 use ganglion_testnet::txbuild;
 use pallas_addresses::Network;
 
@@ -39,7 +39,7 @@ async fn a_valid_payment_is_included_in_the_next_block() {
     assert_eq!(number, 1, "the first block holds the payment");
     let to = DevKey::from_seed(2).address(Network::Testnet).to_vec();
     let paid = h.chain().utxos_at(&to).expect("utxos");
-    assert!(paid.iter().any(|(r, _)| r.tx_id == id && r.index == 0));
+    assert!(paid.iter().any(|(r, _)| r.tx_hash == *id && r.index == 0));
     c.close().await;
     h.shutdown().await;
 }
@@ -125,7 +125,7 @@ async fn invalid_transactions_are_rejected_with_the_rule_they_break() {
     // Unknown input.
     let mut unknown = spec.clone();
     unknown.inputs = vec![TxoRef {
-        tx_id: pallas_crypto::hash::Hash::new([9; 32]),
+        tx_hash: [9; 32],
         index: 0,
     }];
     let unknown_bytes = txbuild::build(&unknown, &[&key]);
@@ -257,7 +257,7 @@ async fn local_state_query_answers_tip_era_and_system_start() {
     let start = queries_v16::get_system_start(sq)
         .await
         .expect("system start");
-    let (y, d, _) = ganglion_testnet::serve::localstate::ordinal_date(h.genesis().system_start_ms);
+    let (y, d, _) = ganglion_cardano::localstate::ordinal_date(h.genesis().system_start_ms);
     assert_eq!(start.day_of_year, d);
     assert_eq!(
         pallas_codec::minicbor::to_vec(&start.year).expect("cbor"),
@@ -269,7 +269,7 @@ async fn local_state_query_answers_tip_era_and_system_start() {
         .expect("pparams");
     assert_eq!(
         pp,
-        ganglion_testnet::serve::localstate::pparams(&h.genesis().protocol_params)
+        ganglion_cardano::localstate::conway_pparams(&h.genesis().protocol_params)
     );
     assert_eq!(pp.minfee_a, Some(44));
     assert_eq!(
@@ -309,12 +309,12 @@ async fn the_stock_pallas_node_client_can_submit_valid_transactions() {
         Response::Rejected(r) => panic!("rejected: {r:?}"),
     }
     // Rejections use the devnet's own payload; the stock client cannot decode them
-    // (that is why `ganglion_testnet::client::N2cClient` exists) but the devnet survives.
+    // (that is why `ganglion_cardano::client::N2cClient` exists) but the devnet survives.
     let (again, _) = payment(&h, 2, 1, 2_000_000);
     let _ = node.submission().submit_tx(EraTx(6, again)).await;
     node.abort().await;
     let c =
-        ganglion_testnet::client::N2cClient::connect_unix(h.n2c_socket().expect("s"), h.magic())
+        ganglion_cardano::client::N2cClient::connect_unix(h.n2c_socket().expect("s"), h.magic())
             .await
             .expect("still serving");
     c.close().await;

@@ -1,6 +1,11 @@
-//! Protocol parameters: the real mainnet values from `shared/fixtures/cardano/`.
+//! Cardano protocol parameters: one struct for the devnet ledger that enforces them and for
+//! the fee, min-UTxO and evaluation code that pays them, with the real mainnet values from
+//! `shared/fixtures/cardano/`.
 //!
-//! Sources (all embedded at compile time, read-only):
+//! Serde shape (the devnet's genesis JSON `protocol_params`): snake-case field names as
+//! below, a [`Ratio`] as `{numerator, denominator}`, `protocol_version` as `[major, minor]`.
+//!
+//! Sources (all embedded at compile time, read-only; provenance in that folder's README):
 //! - `mainnet-shelley-genesis.json`: `minFeeA`, `minFeeB`, `maxTxSize`, `maxBlockBodySize`;
 //! - `mainnet-alonzo-genesis.json`: execution prices, collateral %, max collateral inputs,
 //!   `maxValueSize`, `lovelacePerUTxOWord` (→ `coinsPerUTxOByte` = ⌊34482 / 8⌋ = 4310, the
@@ -12,13 +17,16 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-const SHELLEY: &str = include_str!("../../../shared/fixtures/cardano/mainnet-shelley-genesis.json");
-const ALONZO: &str = include_str!("../../../shared/fixtures/cardano/mainnet-alonzo-genesis.json");
-const CONWAY: &str = include_str!("../../../shared/fixtures/cardano/mainnet-conway-genesis.json");
+const SHELLEY: &str =
+    include_str!("../../../../shared/fixtures/cardano/mainnet-shelley-genesis.json");
+const ALONZO: &str =
+    include_str!("../../../../shared/fixtures/cardano/mainnet-alonzo-genesis.json");
+const CONWAY: &str =
+    include_str!("../../../../shared/fixtures/cardano/mainnet-conway-genesis.json");
 const EXUNITS: &str =
-    include_str!("../../../shared/fixtures/cardano/mainnet-ppu-2026-01-12-exunits.action.json");
+    include_str!("../../../../shared/fixtures/cardano/mainnet-ppu-2026-01-12-exunits.action.json");
 const COST_MODELS: &str =
-    include_str!("../../../shared/fixtures/cardano/mainnet-costmodels-2026-05-12-ppu.json");
+    include_str!("../../../../shared/fixtures/cardano/mainnet-costmodels-2026-05-12-ppu.json");
 
 /// A non-negative rational `numerator / denominator`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,7 +46,18 @@ pub struct ExUnits {
     pub steps: u64,
 }
 
-/// The protocol parameters the devnet ledger enforces.
+impl ExUnits {
+    /// Component-wise sum (no overflow check: budgets are far below `u64::MAX`).
+    pub fn plus(self, o: ExUnits) -> ExUnits {
+        ExUnits {
+            mem: self.mem + o.mem,
+            steps: self.steps + o.steps,
+        }
+    }
+}
+
+/// The protocol parameters the devnet ledger enforces and transaction builders pay: fees in
+/// lovelace, sizes in bytes, prices in lovelace per execution unit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProtocolParams {
     /// Fee per transaction byte (lovelace/byte), `minFeeA`.
@@ -68,7 +87,8 @@ pub struct ProtocolParams {
     /// Base price of reference-script bytes (lovelace/byte), `minFeeRefScriptCostPerByte`;
     /// grows ×1.2 every 25 KiB (Conway ledger `tierRefScriptFee`).
     pub min_fee_ref_script_cost_per_byte: u64,
-    /// Protocol version (major, minor) carried in block headers.
+    /// Protocol version (major, minor) carried in block headers; the major version is also
+    /// what the Plutus evaluator is given (Conway: 10).
     pub protocol_version: (u64, u64),
     /// Plutus V1 cost model (ordered integers).
     pub cost_model_v1: Vec<i64>,

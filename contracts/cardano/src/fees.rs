@@ -1,8 +1,11 @@
-//! Minimum fee and minimum UTxO, exact integer arithmetic over the protocol parameters.
+//! Minimum fee, minimum UTxO and collateral: exact integer arithmetic over
+//! [`ProtocolParams`], in lovelace — the rules the devnet's ledger enforces and the
+//! transaction builders pay. Results saturate at `u64::MAX` instead of overflowing.
 //!
 //! Sources: Alonzo/Babbage ledger spec (`minfee`, `txscriptfee`, `utxoEntrySize` = 160 +
-//! serialized output size) and the Conway ledger's `tierRefScriptFee` (price per
-//! reference-script byte grows ×1.2 every 25 KiB).
+//! serialized output size, collateral ≥ `⌈fee × collateralPercentage / 100⌉`) and the Conway
+//! ledger's `tierRefScriptFee` (price per reference-script byte grows ×1.2 every 25 KiB,
+//! floored at the end); cardano-ledger `Conway.Tx` `getConwayMinFeeTx`.
 //!
 //! The size both the fee and `maxTxSize` count is [`size_for_fee`]: the transaction without
 //! its `is_valid` flag, as cardano-ledger measures it.
@@ -10,7 +13,7 @@
 use pallas_codec::utils::Nullable;
 use pallas_primitives::conway;
 
-use crate::params::{ExUnits, ProtocolParams};
+use crate::protocol::{ExUnits, ProtocolParams};
 
 /// The size (bytes) the ledger counts for the minimum fee and `maxTxSize`: the CBOR of
 /// `[body, witness set, auxiliary data]` — a one-byte 3-array header, then the three parts in
@@ -86,6 +89,13 @@ pub fn min_utxo(params: &ProtocolParams, output_size: u64) -> u64 {
     (UTXO_ENTRY_OVERHEAD_BYTES + output_size).saturating_mul(params.coins_per_utxo_byte)
 }
 
+/// Lovelace the collateral must cover for a transaction paying `fee` lovelace:
+/// `⌈fee × collateralPercentage / 100⌉` (Alonzo `feesOK`).
+pub fn required_collateral(params: &ProtocolParams, fee: u64) -> u64 {
+    u64::try_from((u128::from(fee) * u128::from(params.collateral_percentage)).div_ceil(100))
+        .unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,7 +142,36 @@ mod tests {
     }
 
     #[test]
+    fn script_fee_rounds_up_the_sum() {
+        // 1 mem = 0.0577, 1 step = 0.0000721 → 1 lovelace after ceiling.
+        assert_eq!(script_fee(&p(), ExUnits { mem: 1, steps: 1 }), 1);
+        // 10 000 mem = 577 exactly; 10 000 000 steps = 721 exactly.
+        let exact = ExUnits {
+            mem: 10_000,
+            steps: 10_000_000,
+        };
+        assert_eq!(script_fee(&p(), exact), 1298);
+        assert_eq!(
+            min_fee(&p(), 300, exact, 1000),
+            44 * 300 + 155_381 + 1298 + 15_000
+        );
+    }
+
+    #[test]
+    fn the_second_tier_starts_at_the_next_byte() {
+        assert_eq!(ref_script_fee(&p(), 25_601), 384_018);
+        // third tier: 21.6 per byte, floor at the end
+        assert_eq!(ref_script_fee(&p(), 51_200 + 5), 384_000 + 460_800 + 108);
+    }
+
+    #[test]
     fn min_utxo_counts_the_entry_overhead() {
         assert_eq!(min_utxo(&p(), 65), (160 + 65) * 4310);
+    }
+
+    #[test]
+    fn collateral_is_a_rounded_up_percentage_of_the_fee() {
+        assert_eq!(required_collateral(&p(), 200_001), 300_002);
+        assert_eq!(required_collateral(&p(), 0), 0);
     }
 }

@@ -1,8 +1,11 @@
-//! The client side of the devnet's N2C facade: handshake, chainsync (whole blocks),
-//! local-state-query and local-tx-submission with readable rejections.
+//! An N2C client facade for the devnet and a cardano-node: handshake, chainsync (whole
+//! blocks), local-state-query and local-tx-submission with readable rejections — what the
+//! wallet, the indexer and the devnet's own tests connect with.
 //!
 //! Chainsync and local-state-query are pallas' own clients, so any pallas `NodeClient`
-//! user can follow the devnet; only submission needs this facade to read rejections.
+//! user can follow the devnet; only submission needs this facade to read rejections
+//! ([`crate::localtx`]). Handshake: node-to-client versions 10 and above with the network
+//! magic (ouroboros-network `NodeToClientVersion`).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -17,9 +20,9 @@ use pallas_network::miniprotocols::{
 };
 use pallas_network::multiplexer::{Bearer, Plexer, RunningPlexer};
 
-use crate::serve::localtx::{self, CONWAY_TX_ERA, WireRejection};
+use crate::localtx::{self, CONWAY_TX_ERA, WireRejection};
 
-/// Client errors.
+/// Client errors: connecting, the handshake, the submission protocol, a rejection.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// Connecting failed.
@@ -41,7 +44,7 @@ pub enum ClientError {
     RejectedCbor(Vec<u8>),
 }
 
-/// An N2C client of the devnet.
+/// An N2C connection (to the devnet or a cardano-node) with its three mini-protocol clients.
 pub struct N2cClient {
     plexer: RunningPlexer,
     chainsync: chainsync::N2CClient,
@@ -50,7 +53,8 @@ pub struct N2cClient {
 }
 
 impl N2cClient {
-    /// Connect over the devnet's Unix socket.
+    /// Connect over a node's Unix socket (the devnet's `n2c.socket`, cardano-node's
+    /// `node.socket`) and hand-shake with network `magic`.
     ///
     /// # Errors
     /// [`ClientError::Connect`], [`ClientError::Handshake`].
@@ -61,7 +65,8 @@ impl N2cClient {
         Self::handshake(bearer, magic).await
     }
 
-    /// Connect over the devnet's N2C TCP port.
+    /// Connect over an N2C TCP port (the devnet's; cardano-node serves N2C on a socket only)
+    /// and hand-shake with network `magic`.
     ///
     /// # Errors
     /// [`ClientError::Connect`], [`ClientError::Handshake`].
