@@ -2,6 +2,7 @@
 //! settings, the network preset and the wallet, and [`serve`], which writes a fresh cookie
 //! and starts the server.
 
+use ganglion_rpc::jsonrpsee::core::RegisterMethodError;
 use std::sync::Arc;
 
 use ganglion_rpc::api::{JobApiServer, NodeApiServer, WalletApiServer};
@@ -42,6 +43,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Two namespaces register the same method name.
+    #[error("merging the RPC namespaces: {0}")]
+    Merge(#[from] RegisterMethodError),
 }
 
 struct Inner {
@@ -50,12 +54,16 @@ struct Inner {
     wallet: Option<Wallet>,
 }
 
+/// Builds the `audit_*`, `market_*`, `provider_*` module when the API is turned into one module
+/// (so that a merge error surfaces from [`Api::into_module`]).
+type AuditModule = dyn Fn() -> Result<RpcModule<()>, RegisterMethodError> + Send + Sync;
+
 /// The implementation of every namespace (cheap to clone).
 #[derive(Clone)]
 pub struct Api {
     inner: Arc<Inner>,
     jobs: Option<Arc<dyn JobControl>>,
-    audit: Option<RpcModule<()>>,
+    audit: Option<Arc<AuditModule>>,
     bonds: Option<RpcModule<()>>,
     locks: Option<Arc<dyn crate::job::WalletLocks>>,
     gpus: Option<Arc<GpuReport>>,
@@ -106,7 +114,7 @@ impl Api {
         mut self,
         audit: crate::audit::rpc::AuditRpc<S>,
     ) -> Self {
-        self.audit = Some(audit.into_module());
+        self.audit = Some(Arc::new(move || audit.clone().into_module()));
         self
     }
 
@@ -131,24 +139,26 @@ impl Api {
     }
 
     /// All namespaces in one module.
-    pub fn into_module(mut self) -> RpcModule<()> {
+    ///
+    /// # Errors
+    /// [`Error::Merge`] when two namespaces register the same method name.
+    pub fn into_module(mut self) -> Result<RpcModule<()>, Error> {
         let mut m = RpcModule::new(());
         if let Some(audit) = self.audit.take() {
-            let _ = m.merge(audit);
+            m.merge(audit()?)?;
         }
         if let Some(bonds) = self.bonds.take() {
-            let _ = m.merge(bonds);
+            m.merge(bonds)?;
         }
-        // Namespaces have distinct prefixes, so merging cannot collide.
-        let _ = m.merge(NodeApiServer::into_rpc(self.clone()));
-        let _ = m.merge(WalletApiServer::into_rpc(self.clone()));
-        let _ = m.merge(JobApiServer::into_rpc(self.clone()));
-        let _ = m.merge(ganglion_rpc::api::JobWalletApiServer::into_rpc(
+        m.merge(NodeApiServer::into_rpc(self.clone()))?;
+        m.merge(WalletApiServer::into_rpc(self.clone()))?;
+        m.merge(JobApiServer::into_rpc(self.clone()))?;
+        m.merge(ganglion_rpc::api::JobWalletApiServer::into_rpc(
             self.clone(),
-        ));
-        let _ = m.merge(ganglion_rpc::api::TxApiServer::into_rpc(self.clone()));
-        let _ = m.merge(ganglion_rpc::api::JobEventsApiServer::into_rpc(self));
-        m
+        ))?;
+        m.merge(ganglion_rpc::api::TxApiServer::into_rpc(self.clone()))?;
+        m.merge(ganglion_rpc::api::JobEventsApiServer::into_rpc(self))?;
+        Ok(m)
     }
 
     fn wallet(&self) -> RpcResult<&Wallet> {
@@ -169,7 +179,7 @@ pub async fn serve(settings: Settings) -> Result<Running, Error> {
     let token = dir.new_rpc_cookie().map_err(wallet::Error::from)?;
     let addr = settings.daemon.rpc.listen;
     let api = Api::new(settings)?;
-    ganglion_rpc::server::start(addr, &token, api.into_module())
+    ganglion_rpc::server::start(addr, &token, api.into_module()?)
         .await
         .map_err(|source| Error::Bind { addr, source })
 }

@@ -68,14 +68,18 @@ impl<S: Kv + Send + Sync + 'static> AuditRpc<S> {
     }
 
     /// The three namespaces, and `job_logs` / `job_outputs`, in one module.
-    pub fn into_module(self) -> RpcModule<()> {
+    ///
+    /// # Errors
+    /// When two of them register the same method name.
+    pub fn into_module(
+        self,
+    ) -> Result<RpcModule<()>, ganglion_rpc::jsonrpsee::core::RegisterMethodError> {
         let mut m = RpcModule::new(());
-        // Distinct prefixes: merging cannot collide.
-        let _ = m.merge(AuditApiServer::into_rpc(self.clone()));
-        let _ = m.merge(MarketApiServer::into_rpc(self.clone()));
-        let _ = m.merge(ProviderApiServer::into_rpc(self.clone()));
-        let _ = m.merge(JobArtifactsApiServer::into_rpc(self));
-        m
+        m.merge(AuditApiServer::into_rpc(self.clone()))?;
+        m.merge(MarketApiServer::into_rpc(self.clone()))?;
+        m.merge(ProviderApiServer::into_rpc(self.clone()))?;
+        m.merge(JobArtifactsApiServer::into_rpc(self))?;
+        Ok(m)
     }
 
     fn me(&self) -> RpcResult<KeyHash> {

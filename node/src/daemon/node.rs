@@ -497,7 +497,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             access(),
             engine_config(&r.settings, &r.preset).validity_slots,
         ))
-        .into_module();
+        .into_module()?;
     let rpc = ganglion_rpc::server::start(listen, &token, module)
         .await
         .map_err(|source| crate::rpc::Error::Bind {

@@ -91,10 +91,7 @@ impl<S: Kv + Send + Sync + 'static> BondRpc<S> {
 
     /// `provider_unbond` and `provider_withdraw` in one module.
     pub fn into_module(self) -> RpcModule<()> {
-        let mut m = RpcModule::new(());
-        // One namespace's methods into an empty module: cannot collide.
-        let _ = m.merge(ProviderBondApiServer::into_rpc(self));
-        m
+        ProviderBondApiServer::into_rpc(self).remove_context()
     }
 
     /// This node's live bonds in `unbonding` state (or not), optionally the one named.

@@ -369,7 +369,9 @@ fn openrpc_document_lists_exactly_the_served_methods() {
     // namespaces are attached as `node run` attaches them (audit over an empty index).
     let api = Api::new(s);
     let module = match api {
-        Ok(a) => crate::support::with_offline_namespaces(a).into_module(),
+        Ok(a) => crate::support::with_offline_namespaces(a)
+            .into_module()
+            .expect("the namespaces merge"),
         Err(e) => panic!("api: {e}"),
     };
     let served: Vec<String> = ganglion_rpc::server::method_names(&module)

@@ -210,7 +210,8 @@ pub async fn audit_settled_job<E: Executor + 'static, F: Executor + 'static>(
             .with_p2p(orch.p2p.clone())
             .with_provider(providers[0].key_hash),
         )
-        .into_module();
+        .into_module()
+        .expect("the namespaces merge");
     let running = ganglion_rpc::server::start("127.0.0.1:0".parse().expect("addr"), "t", module)
         .await
         .expect("serves");

@@ -101,7 +101,8 @@ async fn a_lock_signed_outside_the_node_is_submitted_adopted_and_streamed() {
     let module = Api::new(settings)
         .expect("api")
         .with_engine(orch.engine.handle())
-        .into_module();
+        .into_module()
+        .expect("the namespaces merge");
     let running = ganglion_rpc::server::start("127.0.0.1:0".parse().expect("addr"), TOKEN, module)
         .await
         .expect("serves");

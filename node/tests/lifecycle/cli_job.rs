@@ -50,7 +50,8 @@ async fn job_cli_submits_follows_and_cancels_through_the_node() {
     let module = Api::new(settings)
         .expect("api")
         .with_engine(orch.engine.handle())
-        .into_module();
+        .into_module()
+        .expect("the namespaces merge");
     let running = ganglion_rpc::server::start("127.0.0.1:0".parse().expect("addr"), &token, module)
         .await
         .expect("serves");

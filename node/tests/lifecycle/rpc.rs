@@ -53,7 +53,8 @@ async fn job_methods_submit_report_and_cancel_over_http() {
     let orch = support::orchestrator(&chain, 0, &root.join("orch")).await;
     let module = api(&root.join("rpc"))
         .with_jobs(Arc::new(orch.engine.handle()))
-        .into_module();
+        .into_module()
+        .expect("the namespaces merge");
     let running = ganglion_rpc::server::start("127.0.0.1:0".parse().expect("addr"), TOKEN, module)
         .await
         .expect("serves");
@@ -139,7 +140,9 @@ async fn job_methods_submit_report_and_cancel_over_http() {
     let bare = ganglion_rpc::server::start(
         "127.0.0.1:0".parse().expect("addr"),
         TOKEN,
-        api(&root.join("rpc2")).into_module(),
+        api(&root.join("rpc2"))
+            .into_module()
+            .expect("the namespaces merge"),
     )
     .await
     .expect("serves");
