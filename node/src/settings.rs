@@ -310,15 +310,7 @@ impl Settings {
     /// # Errors
     /// [`Error::Parse`] with an empty path.
     pub fn from_toml(text: &str) -> Result<Self, Error> {
-        Self::parse(text, Path::new(""))
-    }
-
-    fn parse(text: &str, path: &Path) -> Result<Self, Error> {
-        let table: toml::Table = toml::from_str(text).map_err(|e| Error::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        Self::from_table(table, path)
+        Self::from_table(table_of(text, Path::new(""))?, Path::new(""))
     }
 
     fn from_table(mut table: toml::Table, path: &Path) -> Result<Self, Error> {
@@ -368,10 +360,7 @@ impl Settings {
                     path: p.to_path_buf(),
                     source,
                 })?;
-                let table: toml::Table = toml::from_str(&text).map_err(|e| Error::Parse {
-                    path: p.to_path_buf(),
-                    message: e.to_string(),
-                })?;
+                let table = table_of(&text, p)?;
                 sources.file(&table, "", p);
                 (table, p.to_path_buf())
             }
@@ -500,6 +489,14 @@ impl Settings {
             Err(_) => N2cEndpoint::Unix(PathBuf::from(s)),
         })
     }
+}
+
+/// `text` (the file at `path`) as a TOML table.
+fn table_of(text: &str, path: &Path) -> Result<toml::Table, Error> {
+    toml::from_str(text).map_err(|e| Error::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
 }
 
 fn annotate(out: &mut String, key: &str, path: &str, v: &toml::Value, sources: &Sources) {
