@@ -13,52 +13,19 @@
 //! the target, so a crash (even `kill -9`) leaves either the old or the new file, never a
 //! partial one, and the secret is never readable by others, not even briefly.
 
-use std::fs::{self, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::fs;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+use ganglion_wallet::secret::io;
 use rand::RngCore;
 
-/// Mode of secret files (owner read/write).
-pub const SECRET_MODE: u32 = 0o600;
+pub use ganglion_wallet::secret::{Error, SECRET_MODE, read_secret, write_secret};
+
 /// Mode of the root and key directories (owner only).
 pub const DIR_MODE: u32 = 0o700;
 /// Bytes of randomness in the RPC cookie (hex-encoded in the file: 64 characters).
 pub const COOKIE_BYTES: usize = 32;
-
-/// Data-dir failures; each names the path.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// A filesystem operation failed.
-    #[error("{action} {path}: {source}")]
-    Io {
-        /// What was being done.
-        action: &'static str,
-        /// The path.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A secret file is readable or writable by group or others.
-    #[error("{path} has mode {mode:o}; secrets must be 0600 (chmod 600 it)")]
-    InsecureMode {
-        /// The file.
-        path: PathBuf,
-        /// Its permission bits.
-        mode: u32,
-    },
-}
-
-fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
-    move |source| Error::Io {
-        action,
-        path: path.to_path_buf(),
-        source,
-    }
-}
 
 /// A data directory (the layout above).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,50 +97,10 @@ impl DataDir {
     }
 }
 
-/// Writes `bytes` to `path` atomically with mode 0600 (temporary file, fsync, rename).
-///
-/// # Errors
-/// [`Error::Io`].
-pub fn write_secret(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    let tmp = path.with_extension("tmp");
-    // A stale temporary from a crash may exist; it is ours to replace.
-    let _ = fs::remove_file(&tmp);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(SECRET_MODE)
-        .open(&tmp)
-        .map_err(io("create", &tmp))?;
-    f.write_all(bytes).map_err(io("write", &tmp))?;
-    f.sync_all().map_err(io("sync", &tmp))?;
-    fs::rename(&tmp, path).map_err(io("rename into", path))?;
-    if let Some(parent) = path.parent()
-        && let Ok(d) = fs::File::open(parent)
-    {
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
-
-/// Reads a secret file, refusing one that group or others may read or write.
-///
-/// # Errors
-/// [`Error::Io`], [`Error::InsecureMode`].
-pub fn read_secret(path: &Path) -> Result<Vec<u8>, Error> {
-    let meta = fs::metadata(path).map_err(io("stat", path))?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(Error::InsecureMode {
-            path: path.to_path_buf(),
-            mode,
-        });
-    }
-    fs::read(path).map_err(io("read", path))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn mode(p: &Path) -> u32 {
         fs::metadata(p).expect("stat").permissions().mode() & 0o777

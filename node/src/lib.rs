@@ -2,17 +2,15 @@
 //!
 //! The subsystems live in crates of their own (DESIGN §2, `docs/architecture.md` draws the
 //! graph): `ganglion-market` (spec, snapshot, matcher, provider limits), `ganglion-dispatch`
-//! (GPUs, executor, overlay), `ganglion-p2p` (the swarm), and below them contracts, indexer,
-//! storage and rpc. What this crate holds:
+//! (GPUs, executor, overlay), `ganglion-p2p` (the swarm), `ganglion-wallet` (payment key,
+//! N2C chain client, payments), `ganglion-jobs` (the job lifecycle and the audit), and below
+//! them contracts, indexer, storage and rpc. What this crate holds:
 //!
 //! - [`config`], [`settings`], [`network`], [`datadir`]: the TOML config, the `GANGLION_*`
 //!   overrides, network presets, the data dir (0600 secrets, RPC cookie).
-//! - [`wallet`]: payment key, balance over N2C, payments via the contracts crate.
-//! - [`job`]: the job lifecycle: persisted orchestrator/provider state machines, the intent
-//!   log, and the engine driving lock → match → accept → assign → dispatch → attest → settle
-//!   (cancel, expire with slashing) over the chain, p2p and the executor.
-//! - [`audit`]: `audit verify` — a job re-derived from chain and IPFS only, one named check
-//!   per item — and the read-only `audit_*`, `market_*`, `provider_*` JSON-RPC methods.
+//! - [`wallet`]: the wallet service (the key in the data dir on the configured network).
+//! - [`job`], [`audit`]: `ganglion-jobs` re-exported: the engine driving lock → match →
+//!   accept → assign → dispatch → attest → settle, and `audit verify`.
 //! - [`rpc`]: the `ganglion-rpc` API implemented by the node (`node_*`, `wallet_*`, `job_*`;
 //!   `audit_*`, `market_*`, `provider_*` from [`audit::rpc`]).
 //! - [`rpc_client`]: a JSON-RPC client of a running node found through its data dir (CLI).
@@ -25,16 +23,17 @@
 //! - [`doctor`]: read-only checks that this machine can run a node (Docker, GPU runtime, GPUs,
 //!   chain, RPC port, disk), each with the step that fixes it.
 
-pub mod audit;
 pub mod config;
 pub mod daemon;
 pub mod datadir;
 pub mod demo;
 pub mod doctor;
-pub mod job;
 pub mod metrics;
 pub mod network;
 pub mod rpc;
 pub mod rpc_client;
 pub mod settings;
 pub mod wallet;
+
+pub use ganglion_jobs as job;
+pub use ganglion_jobs::audit;

@@ -60,6 +60,8 @@ use std::path::{Path, PathBuf};
 use ganglion_contracts::params::Params;
 use serde::{Deserialize, Serialize};
 
+pub use ganglion_wallet::chain::N2cEndpoint;
+
 use crate::config::{Network, NodeConfig};
 
 /// Top-level keys owned by this module.
@@ -254,15 +256,6 @@ impl Default for RpcSection {
             listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
         }
     }
-}
-
-/// Where the N2C endpoint is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum N2cEndpoint {
-    /// A Unix socket.
-    Unix(PathBuf),
-    /// TCP (the devnet's N2C port).
-    Tcp(SocketAddr),
 }
 
 /// Why settings could not be loaded.

@@ -2,18 +2,13 @@
 //! configured network, its UTxOs and balance from the chain (N2C local-state query), and
 //! payments balanced and signed by the contracts crate's transaction builder.
 //!
-//! - [`key`]: the payment key (cardano-cli text envelope, 0600) and its address.
-//! - [`chain`]: an N2C connection: UTxOs at an address, system start, submission.
-//! - [`payment`]: balances of a UTxO set; a payment drafted, balanced and signed.
-//! - [`service`]: [`Wallet`], what the CLI and the RPC call.
+//! The parts are crate `ganglion-wallet` (re-exported here: [`key`], [`chain`], [`payment`],
+//! [`rejection`]); this module adds [`service`]: [`Wallet`], the key in the node's data dir on
+//! the configured network preset, what the CLI and the RPC call.
 
-pub mod chain;
-pub mod key;
-pub mod payment;
-pub mod rejection;
 pub mod service;
 
-pub use chain::ChainClient;
-pub use key::PaymentKey;
-pub use payment::{Balance, Payment};
+pub use ganglion_wallet::{
+    Balance, ChainClient, Payment, PaymentKey, chain, key, payment, rejection,
+};
 pub use service::{Error, Wallet};

@@ -371,7 +371,7 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
         Ok(self.ctx.store.get::<ProviderRole>(job)?)
     }
 
-    /// A cloneable, object-safe handle for the RPC server (`crate::rpc::Api::with_jobs`).
+    /// A cloneable, object-safe handle for the RPC server (`ganglion_node::rpc::Api::with_jobs`).
     pub fn handle(&self) -> super::control::EngineHandle<S, E> {
         super::control::EngineHandle {
             ctx: self.ctx.clone(),

@@ -2,6 +2,9 @@
 //! local-state queries `GetUTxOByAddress` and `GetCurrentPParams`, the system start, the tip, and transaction
 //! submission with readable rejections (`ganglion_cardano`'s client facade, DESIGN §4).
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
 use ganglion_cardano::client::{ClientError, N2cClient};
 use ganglion_cardano::localstate::{
     CONWAY_ERA_INDEX, decode_current_pparams, protocol_params_of, system_start_ms,
@@ -17,8 +20,16 @@ use pallas_network::miniprotocols::localstate::queries_v16::{
 };
 use pallas_traverse::{Era, MultiEraOutput};
 
-use crate::settings::N2cEndpoint;
-use crate::wallet::rejection::{self, SubmitFailure};
+use crate::rejection::{self, SubmitFailure};
+
+/// Where the N2C endpoint is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum N2cEndpoint {
+    /// A Unix socket.
+    Unix(PathBuf),
+    /// TCP (the devnet's N2C port).
+    Tcp(SocketAddr),
+}
 
 /// Chain-connection failures.
 #[derive(Debug, thiserror::Error)]

@@ -380,7 +380,7 @@ async fn submit_signed<S: Kv, E: Executor>(
         // Refused by the ledger as signed: these bytes will not land; end the record.
         if matches!(
             &err,
-            EngineError::Chain(ChainError::Client(crate::wallet::chain::Error::Submit(_)))
+            EngineError::Chain(ChainError::Client(ganglion_wallet::chain::Error::Submit(_)))
         ) {
             let mut r = ctx.store.get::<OrchestratorRole>(&e.job_id)?;
             if let Some(r) = r.as_mut() {
@@ -431,7 +431,7 @@ mod tests {
 
     #[test]
     fn change_addresses_must_be_key_addresses_on_the_network() {
-        let key = crate::wallet::PaymentKey::devnet(1);
+        let key = ganglion_wallet::PaymentKey::devnet(1);
         let testnet = key.address(pallas_addresses::Network::Testnet);
         let (bytes, hash) = key_address(
             &testnet.to_bech32().expect("bech32"),
@@ -459,7 +459,7 @@ mod tests {
     #[test]
     fn cip30_utxos_decode_and_bad_ones_are_refused_with_their_index() {
         use pallas_codec::minicbor::Encoder;
-        let key = crate::wallet::PaymentKey::devnet(1);
+        let key = ganglion_wallet::PaymentKey::devnet(1);
         let addr = key.address(pallas_addresses::Network::Testnet).to_vec();
         let mut e = Encoder::new(Vec::new());
         e.array(2).unwrap();

@@ -9,7 +9,7 @@ use pallas_addresses::{Network, ShelleyAddress, ShelleyDelegationPart, ShelleyPa
 use pallas_crypto::hash::Hasher;
 use serde::{Deserialize, Serialize};
 
-use crate::datadir;
+use crate::secret;
 
 /// Text-envelope type of a payment signing key (cardano-cli).
 pub const ENVELOPE_TYPE: &str = "PaymentSigningKeyShelley_ed25519";
@@ -20,7 +20,7 @@ pub const ENVELOPE_TYPE: &str = "PaymentSigningKeyShelley_ed25519";
 pub enum Error {
     /// Reading or writing the file failed, or its mode is unsafe.
     #[error(transparent)]
-    File(#[from] datadir::Error),
+    File(#[from] secret::Error),
     /// `wallet new` would overwrite an existing key.
     #[error("{0} already exists; refusing to overwrite a payment key")]
     Exists(PathBuf),
@@ -116,7 +116,7 @@ impl PaymentKey {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        datadir::write_secret(path, text.as_bytes())?;
+        secret::write_secret(path, text.as_bytes())?;
         Ok(())
     }
 
@@ -125,7 +125,7 @@ impl PaymentKey {
     /// # Errors
     /// [`Error::File`] (missing, unreadable, or readable by others), [`Error::Format`].
     pub fn load(path: &Path) -> Result<Self, Error> {
-        let bytes = datadir::read_secret(path)?;
+        let bytes = secret::read_secret(path)?;
         let bad = |reason: String| Error::Format {
             path: path.to_path_buf(),
             reason,
@@ -192,10 +192,10 @@ mod tests {
     fn malformed_key_files_are_named_errors() {
         let t = tempfile::tempdir().expect("tempdir");
         let p = t.path().join("k");
-        datadir::write_secret(&p, b"{\"type\":\"StakeSigningKeyShelley_ed25519\",\"description\":\"\",\"cborHex\":\"5820\"}")
+        secret::write_secret(&p, b"{\"type\":\"StakeSigningKeyShelley_ed25519\",\"description\":\"\",\"cborHex\":\"5820\"}")
             .expect("write");
         assert!(matches!(PaymentKey::load(&p), Err(Error::Format { .. })));
-        datadir::write_secret(&p, b"not json").expect("write");
+        secret::write_secret(&p, b"not json").expect("write");
         assert!(matches!(PaymentKey::load(&p), Err(Error::Format { .. })));
     }
 }

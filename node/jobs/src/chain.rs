@@ -16,8 +16,8 @@ use ganglion_contracts::env::Env;
 use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::tx::{Draft, TxoRef, Utxo, Wallet, balance, sign};
 
-use crate::settings::N2cEndpoint;
-use crate::wallet::chain::{self, ChainClient};
+use ganglion_wallet::N2cEndpoint;
+use ganglion_wallet::chain::{self, ChainClient};
 
 /// How long the inputs of a submitted transaction stay out of coin selection, ms.
 pub const IN_FLIGHT_MS: u64 = 120_000;

@@ -8,7 +8,7 @@ use ganglion_contracts::env::Env;
 use ganglion_contracts::tx::{self, Draft, Output, Utxo, Value};
 use serde::Serialize;
 
-use crate::wallet::key::PaymentKey;
+use crate::key::PaymentKey;
 
 /// The wallet's holdings: lovelace and native assets summed over its UTxOs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,5 +1,6 @@
-//! The job lifecycle (issue 10): persisted state machines and the drivers that take a job from
-//! the orchestrator's lock to the providers being paid.
+//! Ganglion's job lifecycle (DESIGN §2, §3): persisted state machines and the drivers that take
+//! a job from the orchestrator's lock to the providers being paid, and the audit that
+//! re-derives it all from the chain.
 //!
 //! - [`state`]: the orchestrator and provider state machines and their pure, idempotent
 //!   transition function.
@@ -7,13 +8,17 @@
 //!   intent log and the dispatch intent that make restarts safe.
 //! - [`chain`]: UTxOs, submission, slot clock, transactions balanced and signed.
 //! - [`cluster`]: [`cluster::ClusterSetup`], the job's network agreed with the other assigned
-//!   providers before dispatch (the daemon's overlay).
-//! - [`orchestrator`], [`provider`]: the drivers, one step per job per pass.
+//!   providers before dispatch (the node implements it with its overlay).
+//! - [`orchestrator`], [`provider`]: the drivers, one step per job per pass; [`terms`]: the
+//!   terms a job must meet before anything is locked or started; [`retry`]: how refused
+//!   transactions are classified and backed off.
 //! - [`engine`]: [`Engine`], the task running the drivers; how a node starts it.
 //! - [`control`]: [`JobControl`], the engine as the RPC server sees it.
 //! - [`external`]: [`WalletLocks`], locks paid and signed by a CIP-30 wallet, adopted by the
 //!   engine; [`witness`]: joining a wallet's witness set to the transaction it signed.
+//! - [`audit`]: `audit verify`, every signature, CID and payment of a job re-checked.
 
+pub mod audit;
 pub mod chain;
 pub mod cluster;
 pub mod control;

@@ -1,6 +1,6 @@
 //! [`AuditRpc`]: the `audit_*`, `market_*` and `provider_*` methods over a node's indexer,
 //! blockstore and swarm. Read-only: no bearer token needed. Merged into the node's API by
-//! [`crate::rpc::Api::with_audit`].
+//! `ganglion_node::rpc::Api::with_audit`.
 
 use std::sync::Arc;
 

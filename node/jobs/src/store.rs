@@ -347,7 +347,7 @@ impl JobStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::state::{OrchestratorEvent, ProviderEvent};
+    use crate::state::{OrchestratorEvent, ProviderEvent};
 
     type O = Orchestrating<Vec<u8>>;
     type P = Providing<()>;
