@@ -49,6 +49,7 @@ use ganglion_storage::blockstore::Blockstore;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::chain::{ChainAccess, ChainError};
 use super::orchestrator::{self, OrchestratorDetail};
@@ -87,7 +88,7 @@ pub enum EngineError {
     #[error("spec: {0}")]
     Spec(String),
     /// Terms no honest run can meet (budget below the window, run past the deadline): refused
-    /// before the lock (issue 17, point 9).
+    /// before the lock.
     #[error("terms: {0}")]
     Terms(#[from] super::terms::TermsError),
     /// A settle or expire try failed; reported once per backoff step
@@ -239,6 +240,11 @@ pub(crate) struct Ctx<S: Kv, E: Executor> {
     pub running: std::sync::Mutex<HashSet<String>>,
     /// Backoff of failed settle and expire tries.
     pub retries: super::retry::Retries,
+    /// The background work of this engine (job runs, the executor's recovery): closed and
+    /// waited for by [`Engine::shutdown`].
+    pub tasks: TaskTracker,
+    /// Cancelled when the engine stops; tracked tasks end on it.
+    pub stopping: CancellationToken,
 }
 
 impl<S: Kv, E: Executor> Ctx<S, E> {
@@ -302,15 +308,19 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
             submitted: std::sync::Mutex::new(HashMap::new()),
             running: std::sync::Mutex::new(HashSet::new()),
             retries: super::retry::Retries::default(),
+            tasks: TaskTracker::new(),
+            stopping: CancellationToken::new(),
         });
-        let cancel = CancellationToken::new();
-        if ctx.provider.is_some() {
-            let c = ctx.clone();
-            tokio::spawn(async move {
-                if let Some(p) = &c.provider
-                    && let Err(e) = p.executor.recover().await
-                {
-                    tracing::warn!(error = %e, "executor recovery failed");
+        let cancel = ctx.stopping.clone();
+        if let Some(p) = &ctx.provider {
+            let executor = p.executor.clone();
+            let stopping = ctx.stopping.clone();
+            ctx.tasks.spawn(async move {
+                tokio::select! {
+                    () = stopping.cancelled() => {}
+                    r = executor.recover() => if let Err(e) = r {
+                        tracing::warn!(error = %e, "executor recovery failed");
+                    },
                 }
             });
         }
@@ -389,10 +399,20 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
         self.finished.clone().cancelled_owned()
     }
 
-    /// Stops the task (between steps) and waits for it.
+    /// Stops the engine's task (between steps) and waits for it, then drains its tracked
+    /// tasks: job runs stop supervising their containers (which keep running: the executor's
+    /// durable table and [`Executor::recover`] adopt them at the next start, as after a crash)
+    /// and the executor's recovery stops. On return nothing of this engine runs any more.
     pub async fn shutdown(self) {
         self.cancel.cancel();
         let _ = self.task.await;
+        self.ctx.tasks.close();
+        self.ctx.tasks.wait().await;
+    }
+
+    /// Background tasks of this engine still running (job runs, the executor's recovery).
+    pub fn tracked_tasks(&self) -> usize {
+        self.ctx.tasks.len()
     }
 }
 

@@ -2,7 +2,7 @@
 //! on chain is dispatched through the executor (spec fetched by CID over bitswap); when the
 //! containers end, the outputs and logs are pinned (by the executor), the attestation is
 //! signed with the bond's attest key and sent to the job's peers; the payment (or slash) seen
-//! on chain ends the record (DESIGN §1, issue 10 "Provider path").
+//! on chain ends the record (DESIGN §1).
 //!
 //! Accept/refuse itself is answered inside the p2p event loop by
 //! [`ganglion_p2p::provider::Provider`] (capacity, price, deadline, reservations with a TTL); the
@@ -529,7 +529,9 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
     // Weak: a stopped engine's context (its store) must not live on in a running job's task.
     let weak = Arc::downgrade(ctx);
     let p2p = ctx.p2p.clone();
-    tokio::spawn(async move {
+    let stopping = ctx.stopping.clone();
+    let run_id = id.clone();
+    let run = async move {
         if let Some((setup, peers)) = &cluster {
             let ready = match peers {
                 Ok(peers) => setup.prepare(&p2p, peers).await,
@@ -554,6 +556,16 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
         }
         if let Some((setup, Ok(peers))) = &cluster {
             setup.forget(&peers.job);
+        }
+    };
+    // Tracked: the engine's shutdown stops supervising the run (the container keeps running
+    // and is adopted by the executor's recovery at the next start) and waits for this task.
+    ctx.tasks.spawn(async move {
+        tokio::select! {
+            () = stopping.cancelled() => {
+                tracing::info!(job = %run_id, "engine stopping: the run's containers are left to the executor's recovery");
+            }
+            () = run => {}
         }
     });
 }
@@ -714,7 +726,7 @@ async fn attest<S: Kv, E: Executor>(
     Ok(())
 }
 
-/// Any peer holding all the attestations may settle (issue 10): when the job is still assigned
+/// Any peer holding all the attestations may settle: when the job is still assigned
 /// on chain well after this provider attested, it settles with its own wallet.
 async fn settle_if_abandoned<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,

@@ -2,6 +2,8 @@
 //! once assigned, a provider's engine while its container runs. Each restart drops the engine
 //! and its job store and reopens the store from disk. Afterwards the job settled with exactly
 //! one lock, one assign and one settle on chain, and the provider dispatched exactly once.
+//! The provider's stop drains its engine's tracked tasks: the run's supervision ends at once
+//! (long before the container would exit) and the restarted engine's recovery adopts it.
 
 use ganglion_dispatch::executor::Executor;
 use ganglion_indexer::event::Event;
@@ -24,7 +26,8 @@ async fn restarts_neither_double_submit_nor_double_dispatch() {
 
     let job = orch
         .engine
-        .submit(&support::probe_spec(4, 600_000))
+        // 20 s of work: the provider's stop below must not wait for it.
+        .submit(&support::probe_spec(20, 600_000))
         .await
         .expect("lock submitted");
     // Restart 1: the lock is written and submitted, not yet confirmed.
@@ -43,7 +46,14 @@ async fn restarts_neither_double_submit_nor_double_dispatch() {
     })
     .await;
     eprintln!("restarting provider A in state {state:?}");
-    let pa = pa.restart_engine(&chain).await;
+    assert!(
+        pa.engine.tracked_tasks() >= 1,
+        "the run supervising A's container is a tracked task of its engine"
+    );
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(15), pa.stop_engine())
+        .await
+        .expect("the stop drains the run's task at once, without waiting for the container");
+    let pa = stopped.start_engine(&chain);
 
     let r = wait_for("Settled", || async {
         let r = orch.engine.orchestrator_record(&job).expect("store")?;
