@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the PyTorch CPU workload image without a registry (DESIGN §6, issue 8):
+# Builds the PyTorch CPU workload image without a registry (DESIGN §6):
 #   debootstrap --variant=minbase <suite> + Debian's python3-torch (CPU build, gloo)
 #   -> tar | docker import.
 # About 3 minutes and ~1.3 GB from nothing; cached by tag: when the image exists, nothing runs.

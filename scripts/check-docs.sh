@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Keeps the docs from rotting (issue 11): runs every runnable command in docs/*.md and checks
+# Keeps the docs from rotting: runs every runnable command in docs/*.md and checks
 # every relative link in docs/*.md and README.md.
 #
 #   scripts/check-docs.sh            # use the built binaries

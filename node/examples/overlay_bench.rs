@@ -1,4 +1,4 @@
-//! Overlay numbers (issue 9): TCP throughput and round-trip time between two job pods through
+//! Overlay numbers: TCP throughput and round-trip time between two job pods through
 //! the overlay (two nodes' userspace WireGuard over loopback UDP, the TUN inside each sandbox)
 //! against two containers on one plain Docker bridge network, in the same run, printed with
 //! their ratios; then the DDP step time of a 2-rank CPU job (`examples/workloads/ddp_train.py`
@@ -9,7 +9,7 @@
 //! Then the same TCP numbers for a relayed link (`--relay-mib`, default 64): a second job
 //! between the same two nodes whose peers announce a UDP endpoint nothing answers, so no
 //! direct handshake completes and both links fall back to `/ganglion/overlay-relay/1` streams
-//! between two libp2p swarms on loopback (the relay fallback, issue 9).
+//! between two libp2p swarms on loopback (the relay fallback).
 //!
 //! The DDP step is measured `--ddp-rounds` times (default 3), overlay and bridge interleaved
 //! (overlay first in even rounds, bridge first in odd ones, so drift in the machine's load

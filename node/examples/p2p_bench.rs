@@ -1,4 +1,4 @@
-//! p2p numbers (issue 7): offer propagation time across 5 loopback nodes, and offers/s one node
+//! p2p numbers: offer propagation time across 5 loopback nodes, and offers/s one node
 //! verifies (decode + checks + ed25519), alone and end to end through gossipsub.
 //!
 //! `cargo run --release -p ganglion-node --example p2p_bench` (add `-- --quick` for fewer rounds).

@@ -1,4 +1,4 @@
-//! Bitswap numbers (issue 5): a UnixFS DAG fetched between two nodes on loopback TCP, every
+//! Bitswap numbers: a UnixFS DAG fetched between two nodes on loopback TCP, every
 //! block verified and stored, against importing the same bytes locally (chunk + SHA-256 +
 //! store: the work the fetching side repeats), reported as a ratio.
 //!

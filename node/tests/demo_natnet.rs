@@ -1,4 +1,4 @@
-//! The demo's NAT topology (`ganglion_node::demo::natnet`, issue 11) as built on this host:
+//! The demo's NAT topology (`ganglion_node::demo::natnet`) as built on this host:
 //! providers reach the host only through their own NAT (the host sees the router's public
 //! address), reach neither each other's LAN nor each other's router unsolicited, and this host
 //! reaches a provider only on the JSON-RPC port. Dropping the topology, or sweeping after its

@@ -1800,7 +1800,7 @@ async fn links_become(nodes: [&OverlayNode; 2], job: &RunId, mode: LinkMode, lim
     }
 }
 
-/// The relay fallback (issue 9): the two NATed sites of the DDP tests, but every UDP datagram
+/// The relay fallback: the two NATed sites of the DDP tests, but every UDP datagram
 /// between them is dropped by both routers, so no WireGuard handshake can complete directly.
 /// The keys come over the p2p `cluster` exchange, each peer's relay node is the swarm its hello
 /// came from, and `relay_fallback_s` later both links switch to `Relayed`: 1 MiB echoed

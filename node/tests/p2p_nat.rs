@@ -1,4 +1,4 @@
-//! Runs `tests/p2p_nat.sh` (issue 7): two nodes, each behind its own NAT (network namespace,
+//! Runs `tests/p2p_nat.sh`: two nodes, each behind its own NAT (network namespace,
 //! veth, iptables MASQUERADE, unsolicited inbound dropped), meet through a relay node on the
 //! "public" bridge, then DCUtR tries to upgrade them to a direct connection.
 //!

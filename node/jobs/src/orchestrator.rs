@@ -1,7 +1,7 @@
 //! The orchestrator's driver: lock → confirmation depth → match over the live market → ask
 //! acceptances over p2p → assign (re-match without a refusing or silent provider) → collect
 //! attestations → settle; cancel while open; expire after the deadline, slashing the bonds of
-//! assigned providers that never attested (DESIGN §1, §3; issue 10 "Orchestrator path").
+//! assigned providers that never attested (DESIGN §1, §3).
 //!
 //! Every step is a pure function of the record and the chain: `pass` runs them for each
 //! unfinished job. A step that submits a transaction first writes it to the intent log; while

@@ -1,4 +1,4 @@
-//! The job state machines (issue 10): one for the orchestrator's side of a job, one for each
+//! The job state machines: one for the orchestrator's side of a job, one for each
 //! provider's, and the pure transition function that drives both.
 //!
 //! Rules, for both roles:
@@ -8,7 +8,7 @@
 //! - terminal states absorb every event (`Ok(same)`): a late event after the end is ignored;
 //! - anything else is an [`IllegalTransition`] naming the state and the event.
 //!
-//! Source: issue 10 ("Job state machine") and DESIGN §1 (life of a job, failure paths).
+//! Source: DESIGN §1 (life of a job, failure paths).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,7 +1,7 @@
 //! The durable job store (sled): one record per (job id, role) with its state, the history of
 //! its transitions, an *intent log* of the transactions it submitted and its dispatch intent.
 //!
-//! Crash safety (issue 10: "never submits the same logical transaction twice, never dispatches
+//! Crash safety ("never submits the same logical transaction twice, never dispatches
 //! twice"): before a transaction is submitted its kind, hash and signed bytes are written and
 //! flushed ([`JobStore::record_intent`]). After a restart the driver finds the intent, looks the
 //! hash up on chain through the indexer and, while it is not there, re-submits *the same

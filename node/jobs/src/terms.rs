@@ -1,5 +1,5 @@
 //! Whether a job's terms can be met at all, checked before anything costs money or time
-//! (issue 17, point 9): by the orchestrator before it locks the budget, and by a provider
+//!: by the orchestrator before it locks the budget, and by a provider
 //! before it starts a container for an assignment.
 //!
 //! Two rules (DESIGN §3.1 G6 "every claim is payable", G3 "no forced default"):

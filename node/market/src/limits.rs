@@ -1,5 +1,5 @@
 //! Provider limits: which GPUs a provider pools, what it charges, how many jobs it runs at once
-//! and which jobs it refuses (issue 6, "Provider limits").
+//! and which jobs it refuses ("Provider limits").
 //!
 //! Written by the provider in the `[provider]` section of the node config. Pure functions apply them:
 //! [`ProviderLimits::pooled`] picks the GPUs that may be offered, [`ProviderLimits::offer`]

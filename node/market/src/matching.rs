@@ -9,7 +9,7 @@
 //! 4. the ranks of the chosen providers, ascending, compared lexicographically (a provider's
 //!    rank is its position in the snapshot's order: price ↑, score ↓, direct-capable first,
 //!    key hash ↑) — so among otherwise equal plans the one with providers reachable without a
-//!    relay wins (issue 9: "the matcher can prefer direct-capable providers").
+//!    relay wins (the matcher prefers direct-capable providers).
 //!
 //! Key 4 makes the answer a function of the inputs alone, so every node computes the same plan.
 //!

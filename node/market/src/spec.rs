@@ -276,7 +276,7 @@ pub struct Placement {
     pub max_gpus_per_node: Option<u32>,
     /// Most provider machines the job may span (≥ 1); absent = no cap beyond `gpus.count`
     /// (a gang may span machines; the matcher still prefers one machine, then the fewest).
-    /// Was 1 before issue 20: an 8-GPU job over four 2-GPU machines then found no plan.
+    /// Was 1 once: an 8-GPU job over four 2-GPU machines then found no plan.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_nodes: Option<u32>,
     /// Highest round-trip time between any two chosen nodes, ms; absent = no bound.

@@ -1,4 +1,4 @@
-//! Bitswap in the node's one swarm (issue 5): serve the blockstore's blocks to IPFS peers and
+//! Bitswap in the node's one swarm: serve the blockstore's blocks to IPFS peers and
 //! fetch whole DAGs from them.
 //!
 //! The behaviour is `beetswap` 0.5 (bitswap 1.2.0/1.1.0/1.0.0 for rust-libp2p 0.56, protocol ids
@@ -30,7 +30,7 @@
 //! (`vendor/beetswap`, `[patch.crates-io]`). beetswap peers read either form.
 //!
 //! Artifacts (job inputs, image archives, outputs) are handed over this way: the node needs no
-//! separate `fetch` protocol (issue 7).
+//! separate `fetch` protocol.
 
 // `FetchError` carries CIDs by value (96 bytes each) so callers can match on them; it is the
 // cold path (the p2p `Error` boxes it).

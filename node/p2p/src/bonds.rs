@@ -2,7 +2,7 @@
 //! → [`LiveBond`] / [`BondSnapshot`] (what [`super::offers::verify_offer`] and attestation checks
 //! read).
 //!
-//! The rule (issue 7, DESIGN §5): only providers with a live bond count. "Live" is the indexer's
+//! The rule (DESIGN §5): only providers with a live bond count. "Live" is the indexer's
 //! [`Indexer::active_bonds`]: not unbonding and holding the minimum stake for its GPUs; tentative
 //! (shallow) blocks count, as offers are advisory and the escrow validator re-checks bonds at
 //! assignment. Refresh the snapshot ([`refresh`]) whenever the indexer applies or rolls back a

@@ -1,4 +1,4 @@
-//! The node's peer-to-peer layer (issue 7): one libp2p swarm, one event loop, a cloneable client.
+//! The node's peer-to-peer layer: one libp2p swarm, one event loop, a cloneable client.
 //!
 //! **libp2p version.** The workspace uses libp2p **0.56** throughout (lead's decision, DESIGN §9):
 //! bitswap is `beetswap` 0.5, built on libp2p-swarm 0.47, in this same swarm

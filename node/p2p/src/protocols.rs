@@ -111,7 +111,7 @@ pub enum AcceptResponse {
     Refused(RefusalReason),
 }
 
-/// Overlay information one node of a job gives the others (the overlay itself is issue 9's).
+/// Overlay information one node of a job gives the others.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterHello {
     /// The job.
@@ -132,7 +132,7 @@ pub enum ClusterResponse {
     /// The receiver is not in that job (or has not registered its overlay info yet).
     UnknownJob,
     /// The receiver runs that job, but the sender is not one of the job's assigned nodes: it
-    /// gets no keys or endpoints (issue 9: the exchange is bound to the job's assignment).
+    /// gets no keys or endpoints (the exchange is bound to the job's assignment).
     NotAssigned,
     /// Rate limited.
     RateLimited,

@@ -1,4 +1,4 @@
-//! The overlay's side of the p2p `cluster` exchange (issue 9, DESIGN §6): each node of a job
+//! The overlay's side of the p2p `cluster` exchange (DESIGN §6): each node of a job
 //! announces its ephemeral public key, its containers' overlay addresses and the endpoint
 //! candidates of its WireGuard socket to the job's other assigned nodes, and turns their
 //! answers into [`OverlayPeer`]s.

@@ -1,4 +1,4 @@
-//! The per-job overlay in `ganglion node run` (issue 9, DESIGN §6): a provider binds one
+//! The per-job overlay in `ganglion node run` (DESIGN §6): a provider binds one
 //! [`OverlayNode`] (`[overlay] listen_port`), gives its
 //! Docker executor an [`OverlayNetwork`] (owner = its peer id), sweeps orphaned pods at
 //! start, and before each dispatch runs the

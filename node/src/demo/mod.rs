@@ -224,7 +224,7 @@ pub struct Artifacts {
     pub piece_cid: Option<String>,
 }
 
-/// The issue's numbers (issue 11 "Numbers").
+/// The issue's numbers.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Numbers {
     /// The lock's block forged → every assigned provider's container running, seconds.

@@ -1,4 +1,4 @@
-//! Each demo provider in its own network namespace behind its own NAT (issue 11), built with
+//! Each demo provider in its own network namespace behind its own NAT, built with
 //! `ip` and `iptables` where the machine allows it (root, both tools, `ip netns` usable).
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! Prometheus metrics of a running node (issue 10, "Metrics"): an OpenMetrics text endpoint
+//! Prometheus metrics of a running node ("Metrics"): an OpenMetrics text endpoint
 //! at `GET /metrics` on its own listener (`[metrics] listen`, off unless set; the bound
 //! address is in `node.json`).
 //!

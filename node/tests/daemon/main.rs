@@ -1,4 +1,4 @@
-//! Integration tests of the daemon pieces of issue 10 (settings, wallet, CLI), against a
+//! Integration tests of the daemon pieces (settings, wallet, CLI), against a
 //! real devnet started by each test.
 
 mod doctor_cli;

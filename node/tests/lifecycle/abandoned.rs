@@ -1,5 +1,5 @@
 //! The orchestrator vanishes once the job is assigned: the providers, holding every
-//! attestation, settle it themselves (issue 10: "any peer holding all the attestations may
+//! attestation, settle it themselves ("any peer holding all the attestations may
 //! submit the settle") and are paid by the escrow rule.
 
 use ganglion_contracts::build::pay_for;

@@ -1,5 +1,5 @@
 //! The job lifecycle over the real devnet, real libp2p swarms, real indexers and real Docker
-//! containers (issue 10): one orchestrator and two providers in this process, each with its own
+//! containers: one orchestrator and two providers in this process, each with its own
 //! data dir. Every wait polls a condition under `support::WAIT`; nothing sleeps for correctness.
 
 mod support;

@@ -1,4 +1,4 @@
-//! Terms no run can meet are refused before anything is locked or started (issue 17, point 9):
+//! Terms no run can meet are refused before anything is locked or started:
 //! a budget of 1 base unit for the probe's two GPUs, and a 200 s run with the deadline 150 s
 //! ahead. Nothing reaches the chain: the orchestrator's NTX and ADA are untouched and its job
 //! store is empty.

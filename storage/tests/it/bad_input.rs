@@ -1,4 +1,4 @@
-//! Bad input returns typed errors and loses or corrupts nothing (issue 5, "Bad input").
+//! Bad input returns typed errors and loses or corrupts nothing ("Bad input").
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! Inputs, collateral inputs, reference inputs and required signers are sets.
 //!
-//! The attack from issue 19: after a payment of 100 ADA to the wallet's own address, a
+//! The attack: after a payment of 100 ADA to the wallet's own address, a
 //! transaction listing that output twice in a tag-258 input set, paying out 199.8 ADA with
 //! a 0.2 ADA fee, signed by the wallet key. Conway refuses it while decoding
 //! (`decodeSetEnforceNoDuplicates`, protocol version ≥ 9); the devnet refuses it with

@@ -131,7 +131,7 @@ impl FailureReason {
     /// error after the final barrier included), hit the memory or output allowance of its own
     /// spec, or ran past the spec's wall-clock limit (or the escrow deadline) and was stopped.
     /// The attestation carries the exit code, so the orchestrator sees the failure; it does not
-    /// get the GPU time for free (issue 17, point 8; DESIGN §3.1 G3: a provider is never made
+    /// get the GPU time for free (DESIGN §3.1 G3: a provider is never made
     /// to pay for what the orchestrator controls).
     ///
     /// `false` where this node failed to deliver: the image, the engine, storage (inputs, logs

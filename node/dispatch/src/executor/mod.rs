@@ -1,4 +1,4 @@
-//! Dispatch (issue 8, DESIGN §6): turn an assignment into locked-down running containers,
+//! Dispatch (DESIGN §6): turn an assignment into locked-down running containers,
 //! supervise them, and collect and pin every output.
 //!
 //! - [`plan`]: what to run — job id, image source, one container per provider with its GPUs,
@@ -6,7 +6,7 @@
 //! - [`rendezvous`]: per-container env for torch (env:// and torchrun static), Horovod (gloo),
 //!   JAX, and the socket interface.
 //! - [`network`]: the [`network::ClusterNetwork`] interface and the single-host
-//!   [`network::DockerBridge`] (the overlay of issue 9 replaces it).
+//!   [`network::DockerBridge`] (the overlay replaces it on a provider node).
 //! - [`sandbox`]: the container create request: sandbox, limits, GPUs, mounts, labels.
 //! - [`engine`]: connect, negotiate the API version, probe runtimes/CDI.
 //! - [`image`]: local name, rootfs archive (`docker import`), `docker save` archive (`docker

@@ -1,5 +1,5 @@
 //! How a job's containers reach each other: behind [`ClusterNetwork`], so the cross-machine
-//! overlay (issue 9: a sandbox container owning the namespace, `network_mode:
+//! overlay (a sandbox container owning the namespace, `network_mode:
 //! container:<sandbox>`) can replace the single-host [`DockerBridge`] used now.
 
 use std::collections::HashMap;

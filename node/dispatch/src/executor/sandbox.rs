@@ -1,7 +1,7 @@
 //! The container a rank runs in: image, env, GPUs, limits and the sandbox, as one
 //! `ContainerCreateBody` (pure; checked by the inspection tests).
 //!
-//! Sandbox (DESIGN §6, issue 8): not privileged, `CapDrop: [ALL]`, `no-new-privileges`,
+//! Sandbox (DESIGN §6): not privileged, `CapDrop: [ALL]`, `no-new-privileges`,
 //! read-only root with a tmpfs `/tmp`, pids/memory/CPU limits (swap = memory: no swap), a large
 //! `ShmSize` for collectives, a non-root user unless the plan says otherwise, private IPC and
 //! PID namespaces, the job network only (never `host`), and exactly two bind mounts:

@@ -1,4 +1,4 @@
-//! The `[overlay]` section of the node's config file (issue 9, DESIGN §6): where job subnets
+//! The `[overlay]` section of the node's config file (DESIGN §6): where job subnets
 //! come from and how the node's tunnels run. Every key is optional; the defaults are the
 //! issue's.
 //!

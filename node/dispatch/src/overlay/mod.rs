@@ -1,4 +1,4 @@
-//! The per-job private layer-3 overlay (issue 9, DESIGN §6): gloo and NCCL publish each rank's
+//! The per-job private layer-3 overlay (DESIGN §6): gloo and NCCL publish each rank's
 //! own interface address and open random ports, so every job gets its own routed subnet carried
 //! by WireGuard-protocol tunnels between the job's nodes.
 //!

@@ -185,7 +185,7 @@ impl OverlayNode {
         })
     }
 
-    /// Turns on the relay fallback (issue 9): links whose peer names a relay node
+    /// Turns on the relay fallback: links whose peer names a relay node
     /// ([`OverlayPeer::relay`]) and that have no direct handshake `after` they started
     /// (`[overlay] relay_fallback_s`, default 10 s) carry their datagrams over libp2p streams
     /// opened through `streams` (the node's `p2p::Client::streams` of this node's swarm); this

@@ -1,4 +1,4 @@
-//! The relay fallback's transport (issue 9, DESIGN §6): when a link's UDP path does not work,
+//! The relay fallback's transport (DESIGN §6): when a link's UDP path does not work,
 //! its WireGuard datagrams travel over a libp2p stream, `/ganglion/overlay-relay/1`, between
 //! the job's two nodes, on whatever connection libp2p has between them (direct, hole-punched
 //! or through a circuit relay). The datagrams are already encrypted by the link's noise

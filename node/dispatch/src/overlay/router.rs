@@ -8,7 +8,7 @@
 //! ([`Router::inbound_relayed`]) and timer ticks ([`Router::tick`], [`Router::relay_fallback`])
 //! and carries out the returned [`Action`]s.
 //!
-//! Each link has a [`LinkMode`] (issue 9: "links are reported as direct or relayed"):
+//! Each link has a [`LinkMode`] (reported as direct or relayed):
 //! - `Pending` → `Direct` when a handshake response or data (a keepalive counts) arrives over
 //!   UDP, which proves both directions of the UDP path (the peer only sends data after our
 //!   response reached it, and we only get a response to an initiation that reached it);

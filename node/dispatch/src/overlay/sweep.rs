@@ -1,4 +1,4 @@
-//! Teardown of orphaned pods (issue 9 "Teardown ... on restart for orphaned jobs"): after a
+//! Teardown of orphaned pods: after a
 //! crash the node's TUNs die with its file descriptors, but the Docker Engine keeps the job
 //! sandboxes (and every workload joined to them) running, and with them the pods' network
 //! namespaces. On start the node removes every pod of a job it no longer runs.

@@ -1,4 +1,4 @@
-//! The executor against the real Docker Engine (issue 8). The engine is required: a missing
+//! The executor against the real Docker Engine. The engine is required: a missing
 //! daemon fails these tests with what to do (CI starts one with scripts/ensure-docker.sh).
 //!
 //! - `engine`: connect, version negotiation, runtime probe, clear errors.

@@ -1,6 +1,6 @@
 //! `audit verify`: a job re-derived from the chain (the indexer) and IPFS (the node's
 //! blockstore, missing blocks fetched over bitswap from the job's providers) only — nothing
-//! the job engine remembers is trusted (issue 10, DESIGN §3 and §7).
+//! the job engine remembers is trusted (DESIGN §3 and §7).
 //!
 //! Two steps, so that each check can also be run on modified inputs:
 //! 1. [`evidence::gather`]: the job's chain record, the attest keys its providers bonded, and

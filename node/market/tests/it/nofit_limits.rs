@@ -1,4 +1,4 @@
-//! Placement defaults and no-fit reports that name the binding limit (issue 20, "Placement
+//! Placement defaults and no-fit reports that name the binding limit ("Placement
 //! defaults"): one test per limit, each on a market where that limit alone binds.
 
 use ganglion_market::spec::ComputeCapability;

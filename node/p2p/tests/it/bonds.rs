@@ -1,6 +1,6 @@
 //! Offers are checked against the indexer's active bonds: real Conway blocks (the contracts
 //! harness's bond and unbond transactions, assembled by the testnet producer) applied to an
-//! indexer over `MemoryKv`, read through `p2p::bonds` (issue 7).
+//! indexer over `MemoryKv`, read through `p2p::bonds`.
 
 use ganglion_contracts::build::{self, BondRequest};
 use ganglion_contracts::test_utils::harness::Harness;

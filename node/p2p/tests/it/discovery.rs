@@ -1,5 +1,5 @@
 //! Transports and discovery on loopback: QUIC alongside TCP, Kademlia finding a peer nobody
-//! named, AutoNAT confirming a reachable address (issue 7).
+//! named, AutoNAT confirming a reachable address.
 //!
 //! Every wait is for an event or a reply under [`TIMEOUT`]; nothing sleeps for correctness.
 
