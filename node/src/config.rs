@@ -1,5 +1,6 @@
-//! The node's configuration file (TOML). Only the sections that exist so far; each later
-//! subsystem adds its own section here, owned by the module that reads it (STYLE §3).
+//! Sections of the node's configuration file (TOML) read by more than one part of the node:
+//! the network and `[gpus]`; [`crate::settings::Settings`] is the root that holds them with
+//! every other section (each defined by the module that reads it, STYLE §3).
 //!
 //! ```toml
 //! network = "devnet"            # devnet | preprod | mainnet
@@ -25,15 +26,12 @@
 //! ```
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use ganglion_dispatch::gpu::{Gpu, Inventory};
-use ganglion_dispatch::overlay::OverlayError;
-use ganglion_dispatch::overlay::config::OverlayConfig;
 use ganglion_market::declared::DeclaredGpu;
-use ganglion_market::limits::{LimitsError, ProviderLimits};
 
 /// Which chain the node is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -86,20 +84,6 @@ pub fn offerable_on(inv: &Inventory, network: Network) -> Result<Vec<Gpu>, Decla
     Ok(inv.offerable())
 }
 
-/// The root of the config file.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct NodeConfig {
-    /// The chain; default devnet.
-    pub network: Network,
-    /// `[gpus]`: inventory settings.
-    pub gpus: GpusConfig,
-    /// `[provider]`: pooling, price and job limits; absent = this node offers nothing.
-    pub provider: Option<ProviderLimits>,
-    /// `[overlay]`: the per-job private network; defaults when absent.
-    pub overlay: OverlayConfig,
-}
-
 /// `[gpus]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -119,92 +103,12 @@ impl Default for GpusConfig {
     }
 }
 
-/// Why the config could not be loaded.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Not valid TOML for the schema (the message names the key and line).
-    #[error("{path}: {source}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: toml::de::Error,
-    },
-    /// Parsed, but a `[provider]` value is impossible.
-    #[error("{path}: {source}")]
-    Limits {
-        /// The file.
-        path: PathBuf,
-        /// The rule broken (names the key).
-        #[source]
-        source: LimitsError,
-    },
-    /// Parsed, but an `[overlay]` value is impossible.
-    #[error("{path}: {source}")]
-    Overlay {
-        /// The file.
-        path: PathBuf,
-        /// The rule broken (names the key).
-        #[source]
-        source: OverlayError,
-    },
-}
-
-impl NodeConfig {
-    /// Parses TOML text.
-    ///
-    /// # Errors
-    /// [`Error::Parse`], [`Error::Limits`] or [`Error::Overlay`] (with an empty path).
-    pub fn from_toml(text: &str) -> Result<Self, Error> {
-        Self::parse(text, Path::new(""))
-    }
-
-    fn parse(text: &str, path: &Path) -> Result<Self, Error> {
-        let cfg: Self = toml::from_str(text).map_err(|source| Error::Parse {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        if let Some(limits) = &cfg.provider {
-            limits.validate().map_err(|source| Error::Limits {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        }
-        cfg.overlay.validate().map_err(|source| Error::Overlay {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Ok(cfg)
-    }
-
-    /// Loads a file.
-    ///
-    /// # Errors
-    /// [`Error::Read`], [`Error::Parse`], [`Error::Limits`] or [`Error::Overlay`].
-    pub fn load(path: &Path) -> Result<Self, Error> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::parse(&text, path)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::{Error, Settings};
     use ganglion_dispatch::gpu;
+    use ganglion_dispatch::overlay::config::OverlayConfig;
 
     const DEVNET: &str = r#"
 network = "devnet"
@@ -218,7 +122,7 @@ count = 2
 
     #[test]
     fn declared_gpus_are_marked_and_allowed_on_devnet_only() {
-        let cfg = NodeConfig::from_toml(DEVNET).expect("valid");
+        let cfg = Settings::from_toml(DEVNET).expect("valid");
         let gpus = ganglion_market::declared::to_gpus(&cfg.gpus.declared);
         assert_eq!(gpus.len(), 2);
         assert!(
@@ -244,7 +148,7 @@ count = 2
              max_job_duration_s = 86400\nmax_job_nodes = 4\npool = [\"declared:1\"]\n\
              allow_images = [\"pytorch/*\"]\nrefuse_images = [\"*:latest\"]\n"
         );
-        let cfg = NodeConfig::from_toml(&text).expect("valid provider section");
+        let cfg = Settings::from_toml(&text).expect("valid provider section");
         let p = cfg.provider.expect("present");
         assert_eq!(p.max_concurrent_jobs, 2);
         assert_eq!(p.max_job_nodes, Some(4));
@@ -252,16 +156,16 @@ count = 2
         assert_eq!(p.pooled(&gpus).expect("declared:1 exists").len(), 1);
 
         let zero = text.replace("max_concurrent_jobs = 2", "max_concurrent_jobs = 0");
-        let err = NodeConfig::from_toml(&zero).expect_err("zero jobs");
+        let err = Settings::from_toml(&zero).expect_err("zero jobs");
         assert!(
             err.to_string().contains("provider.max_concurrent_jobs"),
             "{err}"
         );
         let typo = text.replace("max_job_nodes", "max_jobs_nodes");
-        let err = NodeConfig::from_toml(&typo).expect_err("unknown key");
+        let err = Settings::from_toml(&typo).expect_err("unknown key");
         assert!(err.to_string().contains("max_jobs_nodes"), "{err}");
         assert!(
-            NodeConfig::from_toml(DEVNET)
+            Settings::from_toml(DEVNET)
                 .expect("no provider")
                 .provider
                 .is_none()
@@ -270,13 +174,13 @@ count = 2
 
     #[test]
     fn overlay_section_defaults_parses_and_is_validated() {
-        let cfg = NodeConfig::from_toml(DEVNET).expect("no overlay section");
+        let cfg = Settings::from_toml(DEVNET).expect("no overlay section");
         assert_eq!(cfg.overlay, OverlayConfig::default());
         let text = format!(
             "{DEVNET}\n[overlay]\npool = \"100.64.0.0/16\"\njob_prefix = 26\nlisten_port = 0\n\
              mtu = 1380\nkeepalive_s = 15\nrelay_fallback_s = 5\n"
         );
-        let cfg = NodeConfig::from_toml(&text).expect("valid overlay section");
+        let cfg = Settings::from_toml(&text).expect("valid overlay section");
         assert_eq!(cfg.overlay.pool().slots(), 1024);
         assert_eq!(
             (
@@ -289,31 +193,31 @@ count = 2
         assert_eq!(cfg.overlay.relay_fallback_s, 5);
 
         let docker = text.replace("100.64.0.0/16", "172.17.0.0/16");
-        let err = NodeConfig::from_toml(&docker).expect_err("docker range");
+        let err = Settings::from_toml(&docker).expect_err("docker range");
         assert!(matches!(err, Error::Overlay { .. }), "{err}");
         let mtu = text.replace("mtu = 1380", "mtu = 65000");
-        let err = NodeConfig::from_toml(&mtu).expect_err("mtu");
+        let err = Settings::from_toml(&mtu).expect_err("mtu");
         assert!(err.to_string().contains("overlay.mtu"), "{err}");
         let pool = text.replace("100.64.0.0/16", "not-a-net");
         assert!(matches!(
-            NodeConfig::from_toml(&pool),
+            Settings::from_toml(&pool),
             Err(Error::Parse { .. })
         ));
         let typo = text.replace("keepalive_s", "keep_alive_s");
-        let err = NodeConfig::from_toml(&typo).expect_err("unknown key");
+        let err = Settings::from_toml(&typo).expect_err("unknown key");
         assert!(err.to_string().contains("keep_alive_s"), "{err}");
     }
 
     #[test]
     fn unknown_key_is_an_error_naming_it() {
-        let err = NodeConfig::from_toml("[gpus]\ndeclard = []\n").expect_err("typo");
+        let err = Settings::from_toml("[gpus]\ndeclard = []\n").expect_err("typo");
         assert!(err.to_string().contains("declard"), "{err}");
     }
 
     #[test]
     fn bad_compute_capability_in_declared_gpu_rejected() {
         let text = DEVNET.replace("\"8.0\"", "\"eight\"");
-        let err = NodeConfig::from_toml(&text).expect_err("bad cc");
+        let err = Settings::from_toml(&text).expect_err("bad cc");
         assert!(err.to_string().contains("compute capability"), "{err}");
     }
 }

@@ -88,7 +88,7 @@ pub async fn run(settings: &Settings) -> Vec<Check> {
         DockerEngine::connect(Path::new(DEFAULT_SOCKET), TIMEOUT.as_secs()),
     )
     .await;
-    let cfg = settings.node.gpus.clone();
+    let cfg = settings.gpus.clone();
     let mut inv = tokio::task::spawn_blocking(move || gpu::detect(&cfg.sysfs_root, &cfg.declared))
         .await
         .unwrap_or_default();
@@ -291,7 +291,7 @@ async fn chain_check(settings: &Settings) -> Check {
 }
 
 fn port_check(settings: &Settings) -> Check {
-    let addr = settings.daemon.rpc.listen;
+    let addr = settings.rpc.listen;
     match std::net::TcpListener::bind(addr) {
         Ok(_) => Check::pass("rpc-port", format!("{addr} is free")),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Check::not_ok(

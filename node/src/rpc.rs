@@ -24,6 +24,7 @@ use crate::wallet::{self, ChainClient, Wallet};
 
 pub mod bond;
 mod cip30;
+mod codes;
 mod events;
 pub mod gpus;
 
@@ -177,7 +178,7 @@ pub async fn serve(settings: Settings) -> Result<Running, Error> {
     let dir = DataDir::open(settings.data_dir().map_err(wallet::Error::from)?)
         .map_err(wallet::Error::from)?;
     let token = dir.new_rpc_cookie().map_err(wallet::Error::from)?;
-    let addr = settings.daemon.rpc.listen;
+    let addr = settings.rpc.listen;
     let api = Api::new(settings)?;
     ganglion_rpc::server::start(addr, &token, api.into_module()?)
         .await
@@ -185,30 +186,6 @@ pub async fn serve(settings: Settings) -> Result<Running, Error> {
 }
 
 /// The whole cause chain, for the error message.
-fn chain_message(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
-
-fn to_rpc(e: &wallet::Error) -> ErrorObjectOwned {
-    use ganglion_contracts::Error as C;
-    let code = match e {
-        wallet::Error::Address { .. } | wallet::Error::NoNtx(_) => error::INVALID_PARAMS,
-        wallet::Error::Build(C::OutputBelowMinUtxo { .. }) => error::INVALID_PARAMS,
-        wallet::Error::Build(_) | wallet::Error::NoKey(_) => error::WALLET,
-        wallet::Error::Chain(wallet::chain::Error::Submit(_)) => error::TX_REJECTED,
-        wallet::Error::Chain(_) | wallet::Error::Settings(_) => error::CHAIN_UNAVAILABLE,
-        _ => error::INTERNAL,
-    };
-    error(code, chain_message(e))
-}
-
 #[async_trait]
 impl NodeApiServer for Api {
     async fn info(&self) -> RpcResult<NodeInfo> {
@@ -225,13 +202,13 @@ impl NodeApiServer for Api {
             .inner
             .settings
             .n2c()
-            .map_err(|e| to_rpc(&wallet::Error::from(e)))?;
+            .map_err(|e| codes::wallet(&wallet::Error::from(e)))?;
         let mut c = ChainClient::connect(&n2c, self.inner.preset.magic)
             .await
-            .map_err(|e| to_rpc(&e.into()))?;
+            .map_err(|e| codes::wallet(&e.into()))?;
         let tip = c.tip().await;
         c.close().await;
-        let tip = tip.map_err(|e| to_rpc(&e.into()))?;
+        let tip = tip.map_err(|e| codes::wallet(&e.into()))?;
         Ok(tip.map(|(slot, hash)| Tip {
             slot,
             hash: hex::encode(hash),
@@ -242,7 +219,7 @@ impl NodeApiServer for Api {
         if let Some(r) = &self.gpus {
             return Ok(r.as_ref().clone());
         }
-        let cfg = self.inner.settings.node.gpus.clone();
+        let cfg = self.inner.settings.gpus.clone();
         let inv = tokio::task::spawn_blocking(move || {
             ganglion_dispatch::gpu::detect(&cfg.sysfs_root, &cfg.declared)
         })
@@ -259,7 +236,7 @@ impl WalletApiServer for Api {
     }
 
     async fn balance(&self) -> RpcResult<Balance> {
-        let b = self.wallet()?.balance().await.map_err(|e| to_rpc(&e))?;
+        let b = self.wallet()?.balance().await.map_err(|e| codes::wallet(&e))?;
         Ok(Balance {
             lovelace: b.lovelace.into(),
             assets: b.assets.into_iter().map(|(k, q)| (k, q.into())).collect(),
@@ -284,7 +261,7 @@ impl WalletApiServer for Api {
             .wallet()?
             .send(&to, lovelace, ntx)
             .await
-            .map_err(|e| to_rpc(&e))?;
+            .map_err(|e| codes::wallet(&e))?;
         Ok(Sent {
             tx_id: p.tx_id,
             fee: p.fee.into(),
@@ -309,21 +286,6 @@ fn parse_job_id(s: &str) -> RpcResult<ganglion_contracts::datum::JobId> {
             )
         })?;
     Ok(ganglion_contracts::datum::JobId(bytes))
-}
-
-fn engine_rpc(e: &EngineError) -> ErrorObjectOwned {
-    use crate::job::chain::ChainError;
-    let code = match e {
-        EngineError::Spec(_) | EngineError::Terms(_) => error::INVALID_PARAMS,
-        EngineError::State { .. } => error::JOB,
-        EngineError::Chain(ChainError::Client(wallet::chain::Error::Submit(_))) => {
-            error::TX_REJECTED
-        }
-        EngineError::Chain(ChainError::Build(_)) => error::WALLET,
-        EngineError::Chain(_) => error::CHAIN_UNAVAILABLE,
-        _ => error::INTERNAL,
-    };
-    error(code, chain_message(e))
 }
 
 fn name<T: serde::Serialize>(v: &T) -> String {
@@ -366,7 +328,7 @@ fn statuses(
     jobs: &dyn JobControl,
     job: &ganglion_contracts::datum::JobId,
 ) -> RpcResult<Vec<JobStatus>> {
-    let (o, p) = jobs.records(job).map_err(|e| engine_rpc(&e))?;
+    let (o, p) = jobs.records(job).map_err(|e| codes::engine(&e))?;
     let mut out = Vec::new();
     if let Some(o) = o {
         out.push(status_of("orchestrator", &o, o.detail.last_error.clone()));
@@ -384,7 +346,7 @@ impl JobApiServer for Api {
         let spec = ganglion_market::spec::Ensemble::from_json_str(&spec.to_string())
             .map_err(|e| error(error::INVALID_PARAMS, e.to_string()))?;
         let jobs = jobs_of(self)?;
-        let job = jobs.submit(&spec).await.map_err(|e| engine_rpc(&e))?;
+        let job = jobs.submit(&spec).await.map_err(|e| codes::engine(&e))?;
         Ok(JobSubmitted {
             job_id: hex::encode(job.0),
         })
@@ -399,7 +361,7 @@ impl JobApiServer for Api {
         ganglion_rpc::auth::require(ext)?;
         let job = parse_job_id(&job_id)?;
         let jobs = jobs_of(self)?;
-        jobs.cancel(&job).await.map_err(|e| engine_rpc(&e))?;
+        jobs.cancel(&job).await.map_err(|e| codes::engine(&e))?;
         statuses(jobs.as_ref(), &job)?
             .into_iter()
             .find(|s| s.role == "orchestrator")

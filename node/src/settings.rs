@@ -1,5 +1,7 @@
-//! The daemon's settings: the config file ([`crate::config::NodeConfig`] sections plus the
-//! daemon's own), then `GANGLION_*` environment overrides, which win.
+//! The node's settings: one config root ([`Settings`], a section per reader), read from the
+//! config file, then `GANGLION_*` environment overrides, which win, then checked once (a
+//! `[provider]` or `[overlay]` value no node could run with is an error at load, naming the
+//! key).
 //!
 //! ```toml
 //! network = "devnet"                  # devnet | preview | preprod | mainnet
@@ -51,8 +53,7 @@
 //! `ganglion node config --print` shows the effective config, each value with where it came
 //! from ([`Sources`]).
 //!
-//! The daemon's keys are split off the file before the rest is handed to `NodeConfig`, so
-//! both halves keep rejecting unknown keys.
+//! Every section rejects unknown keys, so a typo is a named error, never a silent default.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -62,20 +63,14 @@ use serde::{Deserialize, Serialize};
 
 pub use ganglion_wallet::chain::N2cEndpoint;
 
-use crate::config::{Network, NodeConfig};
+use ganglion_dispatch::overlay::OverlayError;
+use ganglion_dispatch::overlay::config::OverlayConfig;
+use ganglion_market::limits::{LimitsError, ProviderLimits};
 
-/// Top-level keys owned by this module.
-const OWN_KEYS: [&str; 9] = [
-    "data_dir",
-    "chain",
-    "rpc",
-    "deployment",
-    "p2p",
-    "bond",
-    "validator",
-    "engine",
-    "metrics",
-];
+use crate::config::{GpusConfig, Network};
+use crate::daemon::config::{
+    BondSection, EngineSection, MetricsSection, P2pSection, ValidatorSection,
+};
 
 /// The short variables and the key each overrides (applied after the `__` layer).
 const SHORT_VARS: [(&str, &str); 5] = [
@@ -200,19 +195,13 @@ fn env_layer(
 /// Default JSON-RPC listen address (localhost only).
 pub const DEFAULT_RPC_LISTEN: &str = "127.0.0.1:7070";
 
-/// Everything the daemon and the CLI read from config and environment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
-    /// The sections of [`NodeConfig`] (network, GPUs, ...).
-    pub node: NodeConfig,
-    /// The daemon's own sections.
-    pub daemon: DaemonSections,
-}
-
-/// The daemon's keys of the config file.
+/// Everything the daemon and the CLI read from config and environment: the one config root,
+/// a section per reader.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct DaemonSections {
+pub struct Settings {
+    /// The chain; default devnet.
+    pub network: Network,
     /// The data directory; `None` = `$HOME/.ganglion/<network>`.
     pub data_dir: Option<PathBuf>,
     /// `[chain]`.
@@ -221,16 +210,22 @@ pub struct DaemonSections {
     pub rpc: RpcSection,
     /// `[deployment]`: validator parameters (required on public networks).
     pub deployment: Option<Params>,
+    /// `[gpus]`: inventory settings (detection roots, declared GPUs).
+    pub gpus: GpusConfig,
+    /// `[provider]`: pooling, price and job limits; absent = this node offers nothing.
+    pub provider: Option<ProviderLimits>,
+    /// `[overlay]`: the per-job private network; defaults when absent.
+    pub overlay: OverlayConfig,
     /// `[p2p]`: listen addresses and bootstrap peers (`ganglion node run`).
-    pub p2p: crate::daemon::config::P2pSection,
+    pub p2p: P2pSection,
     /// `[bond]`: the bond a provider posts at start when it has none.
-    pub bond: Option<crate::daemon::config::BondSection>,
+    pub bond: Option<BondSection>,
     /// `[validator]`: the reference-script UTxO of the deployment.
-    pub validator: Option<crate::daemon::config::ValidatorSection>,
+    pub validator: Option<ValidatorSection>,
     /// `[engine]`: job engine timing.
-    pub engine: crate::daemon::config::EngineSection,
+    pub engine: EngineSection,
     /// `[metrics]`: the Prometheus endpoint (off unless `listen` is set).
-    pub metrics: crate::daemon::config::MetricsSection,
+    pub metrics: MetricsSection,
 }
 
 /// `[chain]`: how to reach a node.
@@ -295,6 +290,24 @@ pub enum Error {
     /// No N2C endpoint configured.
     #[error("no chain connection: set [chain] n2c or GANGLION_N2C")]
     NoN2c,
+    /// Parsed, but a `[provider]` value is impossible.
+    #[error("config {path}: {source}")]
+    Limits {
+        /// The file (empty for text parsed directly).
+        path: PathBuf,
+        /// The rule broken (names the key).
+        #[source]
+        source: LimitsError,
+    },
+    /// Parsed, but an `[overlay]` value is impossible.
+    #[error("config {path}: {source}")]
+    Overlay {
+        /// The file (empty for text parsed directly).
+        path: PathBuf,
+        /// The rule broken (names the key).
+        #[source]
+        source: OverlayError,
+    },
 }
 
 impl Settings {
@@ -306,20 +319,27 @@ impl Settings {
         Self::from_table(table_of(text, Path::new(""))?, Path::new(""))
     }
 
-    fn from_table(mut table: toml::Table, path: &Path) -> Result<Self, Error> {
-        let parse_err = |message: String| Error::Parse {
+    fn from_table(table: toml::Table, path: &Path) -> Result<Self, Error> {
+        let s: Self = table.try_into().map_err(|e: toml::de::Error| Error::Parse {
             path: path.to_path_buf(),
-            message,
-        };
-        let mut own = toml::Table::new();
-        for k in OWN_KEYS {
-            if let Some(v) = table.remove(k) {
-                own.insert(k.to_string(), v);
-            }
+            message: e.to_string(),
+        })?;
+        s.validate(path)?;
+        Ok(s)
+    }
+
+    /// The checks serde cannot make: `[provider]` limits and `[overlay]` values.
+    fn validate(&self, path: &Path) -> Result<(), Error> {
+        if let Some(limits) = &self.provider {
+            limits.validate().map_err(|source| Error::Limits {
+                path: path.to_path_buf(),
+                source,
+            })?;
         }
-        let node: NodeConfig = table.try_into().map_err(|e| parse_err(e.to_string()))?;
-        let daemon: DaemonSections = own.try_into().map_err(|e| parse_err(e.to_string()))?;
-        Ok(Self { node, daemon })
+        self.overlay.validate().map_err(|source| Error::Overlay {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     /// Loads the config file at `path` (defaults when `None`), then applies the process
@@ -385,8 +405,7 @@ impl Settings {
                 message: e.to_string(),
             })
         };
-        let mut table = to_table(toml::Table::try_from(&self.node))?;
-        table.extend(to_table(toml::Table::try_from(&self.daemon))?);
+        let table = to_table(toml::Table::try_from(self))?;
         let mut out = String::new();
         let mut sections = Vec::new();
         for (k, v) in &table {
@@ -408,7 +427,7 @@ impl Settings {
     /// [`Error::Env`] for a value that does not parse.
     pub fn apply_env(&mut self, var: impl Fn(&str) -> Option<String>) -> Result<(), Error> {
         if let Some(v) = var("GANGLION_NETWORK") {
-            self.node.network =
+            self.network =
                 toml::Value::String(v.clone())
                     .try_into()
                     .map_err(|_| Error::Env {
@@ -418,13 +437,13 @@ impl Settings {
                     })?;
         }
         if let Some(v) = var("GANGLION_DATA_DIR") {
-            self.daemon.data_dir = Some(PathBuf::from(v));
+            self.data_dir = Some(PathBuf::from(v));
         }
         if let Some(v) = var("GANGLION_N2C") {
-            self.daemon.chain.n2c = Some(v);
+            self.chain.n2c = Some(v);
         }
         if let Some(v) = var("GANGLION_RPC_LISTEN") {
-            self.daemon.rpc.listen =
+            self.rpc.listen =
                 v.parse()
                     .map_err(|e: std::net::AddrParseError| Error::Env {
                         var: "GANGLION_RPC_LISTEN".into(),
@@ -433,7 +452,7 @@ impl Settings {
                     })?;
         }
         if let Some(v) = var("GANGLION_METRICS_LISTEN") {
-            self.daemon.metrics.listen = if v == "off" {
+            self.metrics.listen = if v == "off" {
                 None
             } else {
                 Some(
@@ -451,7 +470,7 @@ impl Settings {
 
     /// The network.
     pub fn network(&self) -> Network {
-        self.node.network
+        self.network
     }
 
     /// The data dir: configured, or `$HOME/.ganglion/<network>`.
@@ -459,7 +478,7 @@ impl Settings {
     /// # Errors
     /// [`Error::NoDataDir`].
     pub fn data_dir(&self) -> Result<PathBuf, Error> {
-        match &self.daemon.data_dir {
+        match &self.data_dir {
             Some(d) => Ok(d.clone()),
             None => std::env::var_os("HOME")
                 .map(|h| {
@@ -476,7 +495,7 @@ impl Settings {
     /// # Errors
     /// [`Error::NoN2c`].
     pub fn n2c(&self) -> Result<N2cEndpoint, Error> {
-        let s = self.daemon.chain.n2c.as_deref().ok_or(Error::NoN2c)?;
+        let s = self.chain.n2c.as_deref().ok_or(Error::NoN2c)?;
         Ok(match s.parse::<SocketAddr>() {
             Ok(a) => N2cEndpoint::Tcp(a),
             Err(_) => N2cEndpoint::Unix(PathBuf::from(s)),
@@ -535,7 +554,7 @@ sysfs_root = "/sys"
 "#;
 
     #[test]
-    fn file_sections_are_split_between_node_and_daemon() {
+    fn one_root_holds_every_section_of_the_file() {
         let s = Settings::from_toml(FILE).expect("valid");
         assert_eq!(s.network(), Network::Preprod);
         assert_eq!(s.data_dir().expect("dir"), PathBuf::from("/srv/ganglion"));
@@ -543,8 +562,8 @@ sysfs_root = "/sys"
             s.n2c().expect("n2c"),
             N2cEndpoint::Unix("/run/node.socket".into())
         );
-        assert_eq!(s.daemon.rpc.listen.port(), 9000);
-        let d = s.daemon.deployment.expect("deployment");
+        assert_eq!(s.rpc.listen.port(), 9000);
+        let d = s.deployment.expect("deployment");
         assert_eq!(d.ntx.name, b"NTX".to_vec());
         assert_eq!(d.slash_bps, 7);
     }
@@ -568,11 +587,11 @@ sysfs_root = "/sys"
             s.n2c().expect("n2c"),
             N2cEndpoint::Tcp("127.0.0.1:3001".parse().expect("addr"))
         );
-        assert_eq!(s.daemon.rpc.listen.port(), 9999);
-        assert_eq!(s.daemon.metrics.listen.map(|a| a.port()), Some(9464));
+        assert_eq!(s.rpc.listen.port(), 9999);
+        assert_eq!(s.metrics.listen.map(|a| a.port()), Some(9464));
         s.apply_env(|k| (k == "GANGLION_METRICS_LISTEN").then(|| "off".to_string()))
             .expect("off");
-        assert_eq!(s.daemon.metrics.listen, None);
+        assert_eq!(s.metrics.listen, None);
     }
 
     #[test]
@@ -631,15 +650,15 @@ sysfs_root = "/sys"
             ]),
         )
         .expect("layers");
-        assert_eq!(s.node.overlay.mtu, Some(1380));
-        assert!(s.node.overlay.direct);
-        assert_eq!(s.daemon.p2p.bootstrap.len(), 1);
+        assert_eq!(s.overlay.mtu, Some(1380));
+        assert!(s.overlay.direct);
+        assert_eq!(s.p2p.bootstrap.len(), 1);
         assert_eq!(
             s.n2c().expect("n2c"),
             N2cEndpoint::Unix("/run/other.socket".into())
         );
         // The short name is applied after the `__` layer.
-        assert_eq!(s.daemon.rpc.listen.port(), 9999);
+        assert_eq!(s.rpc.listen.port(), 9999);
         assert_eq!(
             src.of("overlay.mtu"),
             Source::Env("GANGLION_OVERLAY__MTU".into())
@@ -692,8 +711,8 @@ sysfs_root = "/sys"
     #[test]
     fn the_default_rpc_listen_address_is_localhost() {
         let s = Settings::from_toml("").expect("empty");
-        assert!(s.daemon.rpc.listen.ip().is_loopback());
-        assert_eq!(s.daemon.rpc.listen.to_string(), DEFAULT_RPC_LISTEN);
+        assert!(s.rpc.listen.ip().is_loopback());
+        assert_eq!(s.rpc.listen.to_string(), DEFAULT_RPC_LISTEN);
         assert!(matches!(s.n2c(), Err(Error::NoN2c)));
     }
 }

@@ -23,9 +23,7 @@ pub struct Args {
 
 /// Runs the subcommand; notes (degraded sources) go to stderr, one line each.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let cfg = Settings::load(args.config.as_deref())
-        .context("loading the settings")?
-        .node;
+    let cfg = Settings::load(args.config.as_deref()).context("loading the settings")?;
     let mut inv = gpu::detect(&cfg.gpus.sysfs_root, &cfg.gpus.declared);
     // With NVIDIA GPUs to offer, the provider's start-up check: can containers get them?
     let containers = if inv.has_offerable_nvidia() {

@@ -43,7 +43,7 @@ pub async fn resolve(
     endpoint: &N2cEndpoint,
 ) -> Result<(Env, Deployment), DaemonError> {
     let params = preset
-        .require_deployment(settings.daemon.deployment.as_ref())
+        .require_deployment(settings.deployment.as_ref())
         .map_err(|e| DaemonError::Settings(e.to_string()))?;
     let reference = settings
         .daemon

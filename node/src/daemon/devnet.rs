@@ -389,41 +389,41 @@ mod tests {
             },
         };
         let s = Settings::from_toml(&node.to_toml()).expect("parses");
-        assert_eq!(s.daemon.rpc.listen.to_string(), "192.168.31.2:7070");
+        assert_eq!(s.rpc.listen.to_string(), "192.168.31.2:7070");
         assert_eq!(
-            s.daemon.p2p.listen,
+            s.p2p.listen,
             vec![
                 "/ip4/192.168.31.2/tcp/0"
                     .parse::<libp2p::Multiaddr>()
                     .expect("addr")
             ]
         );
-        assert!(s.daemon.p2p.relay_via_bootstrap && !s.daemon.p2p.relay_server);
-        assert_eq!(s.daemon.data_dir.as_deref(), Some(node.data_dir.as_path()));
-        assert_eq!(s.daemon.chain.n2c.as_deref(), Some("127.0.0.1:3001"));
-        assert_eq!(s.daemon.deployment.as_ref(), Some(&node.deployment));
+        assert!(s.p2p.relay_via_bootstrap && !s.p2p.relay_server);
+        assert_eq!(s.data_dir.as_deref(), Some(node.data_dir.as_path()));
+        assert_eq!(s.chain.n2c.as_deref(), Some("127.0.0.1:3001"));
+        assert_eq!(s.deployment.as_ref(), Some(&node.deployment));
         assert_eq!(
-            s.daemon.validator.as_ref().map(|v| v.reference),
+            s.validator.as_ref().map(|v| v.reference),
             Some(node.reference)
         );
-        assert_eq!(s.daemon.p2p.bootstrap.len(), 1);
-        assert_eq!(s.daemon.engine.confirmation_depth, Some(0));
-        assert_eq!(s.daemon.engine.settle_grace_ms, Some(1_500));
+        assert_eq!(s.p2p.bootstrap.len(), 1);
+        assert_eq!(s.engine.confirmation_depth, Some(0));
+        assert_eq!(s.engine.settle_grace_ms, Some(1_500));
         assert_eq!(
-            s.daemon.metrics.listen,
+            s.metrics.listen,
             Some(SocketAddr::from(([192, 168, 31, 2], 0)))
         );
-        assert_eq!(s.daemon.bond.as_ref().map(|b| b.stake_ntx), Some(5_000_000));
-        let limits = s.node.provider.as_ref().expect("[provider]");
+        assert_eq!(s.bond.as_ref().map(|b| b.stake_ntx), Some(5_000_000));
+        let limits = s.provider.as_ref().expect("[provider]");
         assert_eq!(limits.price_ntx_per_gpu_hour, 3_600_000);
         assert_eq!(
             limits.pool.as_deref(),
             Some(&["declared:0".to_string(), "declared:1".to_string()][..]),
             "only the declared GPUs, whatever this machine has"
         );
-        assert_eq!(s.node.gpus.declared.iter().map(|d| d.count).sum::<u32>(), 2);
+        assert_eq!(s.gpus.declared.iter().map(|d| d.count).sum::<u32>(), 2);
         assert_eq!(
-            s.node.overlay.listen_port, 0,
+            s.overlay.listen_port, 0,
             "several providers share one host"
         );
         let orch = DevnetNode {
@@ -433,9 +433,9 @@ mod tests {
             ..node
         };
         let s = Settings::from_toml(&orch.to_toml()).expect("parses");
-        assert!(s.node.provider.is_none() && s.daemon.bond.is_none());
-        assert!(s.daemon.rpc.listen.ip().is_loopback());
-        assert!(!s.daemon.p2p.relay_via_bootstrap && !s.daemon.p2p.relay_server);
-        assert!(s.node.gpus.declared.is_empty());
+        assert!(s.provider.is_none() && s.bond.is_none());
+        assert!(s.rpc.listen.ip().is_loopback());
+        assert!(!s.p2p.relay_via_bootstrap && !s.p2p.relay_server);
+        assert!(s.gpus.declared.is_empty());
     }
 }

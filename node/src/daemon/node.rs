@@ -128,7 +128,7 @@ async fn job_network(
              use one Docker bridge, so this provider cannot share a job with another host");
         return Ok((bridge, None));
     }
-    let config = settings.node.overlay.clone();
+    let config = settings.overlay.clone();
     config
         .validate()
         .map_err(|e| DaemonError::Provider(e.to_string()))?;
@@ -162,7 +162,7 @@ async fn job_network(
 
 /// Engine timing: `[engine]` over the defaults, depth from the preset.
 fn engine_config(settings: &Settings, preset: &NetworkPreset) -> EngineConfig {
-    let e = &settings.daemon.engine;
+    let e = &settings.engine;
     let d = EngineConfig::default();
     EngineConfig {
         depth: e.confirmation_depth.unwrap_or(preset.confirmation_depth),
@@ -296,11 +296,11 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
     let mut bond_ref = None;
     let mut executor_table = None;
     let mut gpu_report = None;
-    if let Some(limits) = &r.settings.node.provider {
+    if let Some(limits) = &r.settings.provider {
         // Detected (NVML, AMD sysfs) and, on the devnet only, declared GPUs.
         let mut inventory = gpu::detect(
-            &r.settings.node.gpus.sysfs_root,
-            &r.settings.node.gpus.declared,
+            &r.settings.gpus.sysfs_root,
+            &r.settings.gpus.declared,
         );
         for note in &inventory.notes {
             tracing::info!(%note, "GPU detection");
@@ -347,7 +347,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
                 attest: &r.attest,
                 peer,
             },
-            r.settings.daemon.bond.as_ref(),
+            r.settings.bond.as_ref(),
             pooled.len() as u64,
         )
         .await?;
@@ -359,7 +359,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
                 bond_gpus: u32::try_from(stake / min).unwrap_or(u32::MAX),
                 score: DECLARED_SCORE,
                 uplink_mbps: UPLINK_MBPS,
-                direct_capable: r.settings.node.overlay.direct,
+                direct_capable: r.settings.overlay.direct,
             },
             &pooled,
             &[],
@@ -422,9 +422,9 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         p2p::Config {
             network_magic: r.preset.magic,
             listen: vec![],
-            bootstrap: r.settings.daemon.p2p.bootstrap.clone(),
-            relay_server: r.settings.daemon.p2p.relay_server,
-            relay_via_bootstrap: r.settings.daemon.p2p.relay_via_bootstrap,
+            bootstrap: r.settings.p2p.bootstrap.clone(),
+            relay_server: r.settings.p2p.relay_server,
+            relay_via_bootstrap: r.settings.p2p.relay_via_bootstrap,
             blockstore: Some(BitswapStore::new(blocks.clone() as Arc<dyn Blockstore>)),
             autonat_only_global_ips: r.preset.network != Network::Devnet,
             attestation_log: Some(attestation_log),
@@ -443,15 +443,15 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             .map_err(|e| DaemonError::Provider(e.to_string()))?;
     }
     let mut p2p_addrs: Vec<Multiaddr> = Vec::new();
-    for addr in &r.settings.daemon.p2p.listen {
+    for addr in &r.settings.p2p.listen {
         let bound = client.listen(addr.clone()).await?;
-        if r.settings.daemon.p2p.relay_server {
+        if r.settings.p2p.relay_server {
             // The operator says these addresses are reachable: a relay needs one confirmed.
             client.add_external_address(bound.clone()).await?;
         }
         p2p_addrs.push(bound.with(Protocol::P2p(peer)));
     }
-    for addr in &r.settings.daemon.p2p.bootstrap {
+    for addr in &r.settings.p2p.bootstrap {
         if let Err(e) = client.dial(addr.clone()).await {
             tracing::warn!(%addr, error = %e, "bootstrap peer unreachable (Kademlia retries)");
         }
@@ -477,7 +477,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         Ok::<(), String>(())
     });
     let token = r.dir.new_rpc_cookie().map_err(settings_err)?;
-    let listen = r.settings.daemon.rpc.listen;
+    let listen = r.settings.rpc.listen;
     let mut api = Api::new(r.settings.clone())?;
     if let Some(report) = gpu_report {
         api = api.with_gpus(report);
@@ -510,7 +510,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         Ok::<(), String>(())
     });
     let metrics_stop = CancellationToken::new();
-    let metrics = match r.settings.daemon.metrics.listen {
+    let metrics = match r.settings.metrics.listen {
         Some(addr) => {
             let collector = Arc::new(crate::metrics::Collector::new(crate::metrics::Sources {
                 store: metrics_store,

@@ -67,16 +67,6 @@ fn parse_ref(s: &str) -> RpcResult<TxoRef> {
     Ok(TxoRef { tx_hash, index })
 }
 
-fn chain_rpc(e: &ChainError) -> ErrorObjectOwned {
-    let code = match e {
-        ChainError::Client(wallet::chain::Error::Submit(_)) => error::TX_REJECTED,
-        ChainError::Build(_) => error::WALLET,
-        ChainError::Missing(_) => error::JOB,
-        _ => error::CHAIN_UNAVAILABLE,
-    };
-    error(code, super::chain_message(e))
-}
-
 impl<S: Kv + Send + Sync + 'static> BondRpc<S> {
     /// Over a following `indexer`, spending with `chain` (the node's payment key). An unbond
     /// stays valid for `validity_slots` (the engine's setting): unbonding counts from its last
@@ -150,11 +140,11 @@ impl<S: Kv + Send + Sync + 'static> BondRpc<S> {
             .chain
             .build(draft, now)
             .await
-            .map_err(|e| chain_rpc(&e))?;
+            .map_err(|e| super::codes::chain(&e))?;
         self.chain
             .submit(&tx, now)
             .await
-            .map_err(|e| chain_rpc(&e))?;
+            .map_err(|e| super::codes::chain(&e))?;
         Ok(hex::encode(tx.hash))
     }
 
@@ -162,7 +152,7 @@ impl<S: Kv + Send + Sync + 'static> BondRpc<S> {
         self.chain
             .script_utxos(&[r])
             .await
-            .map_err(|e| chain_rpc(&e))?
+            .map_err(|e| super::codes::chain(&e))?
             .pop()
             .ok_or_else(|| error(error::JOB, format!("bond {} is not on chain", txo_text(&r))))
     }
@@ -176,7 +166,7 @@ impl<S: Kv + Send + Sync + 'static> ProviderBondApiServer for BondRpc<S> {
         let utxo = self.utxo(r).await?;
         let until = self.chain.slot_at(ganglion_p2p::now_ms()) + self.validity_slots;
         let draft = build::unbond(self.chain.deployment(), self.chain.env(), &utxo, until)
-            .map_err(|e| chain_rpc(&e.into()))?;
+            .map_err(|e| super::codes::chain(&e.into()))?;
         let tx_id = self.spend(draft).await?;
         let delay = self.chain.deployment().params.unbonding_delay_ms;
         let (slot, ms) = withdrawable_from(&self.chain, self.chain.slot_start_ms(until), delay);
@@ -211,7 +201,7 @@ impl<S: Kv + Send + Sync + 'static> ProviderBondApiServer for BondRpc<S> {
         let utxo = self.utxo(r).await?;
         // The earliest valid lower bound: the validator compares it with the unbonding end.
         let draft = build::withdraw(self.chain.deployment(), self.chain.env(), &utxo, from_slot)
-            .map_err(|e| chain_rpc(&e.into()))?;
+            .map_err(|e| super::codes::chain(&e.into()))?;
         let tx_id = self.spend(draft).await?;
         Ok(BondTx {
             tx_id,

@@ -9,7 +9,7 @@ use ganglion_rpc::jsonrpsee::core::{RpcResult, async_trait};
 use ganglion_rpc::jsonrpsee::types::ErrorObjectOwned;
 use ganglion_rpc::types::{TxSubmitted, UnsignedLock};
 
-use super::{Api, chain_message, engine_rpc};
+use super::{Api, codes};
 use crate::job::WalletLocks;
 use crate::job::external::ExternalError;
 
@@ -17,13 +17,6 @@ fn locks_of(api: &Api) -> RpcResult<&Arc<dyn WalletLocks>> {
     api.locks
         .as_ref()
         .ok_or_else(|| error(error::JOB, "no job engine runs on this node"))
-}
-
-fn external_rpc(e: &ExternalError) -> ErrorObjectOwned {
-    match e {
-        ExternalError::Engine(e) => engine_rpc(e),
-        _ => error(error::INVALID_PARAMS, chain_message(e)),
-    }
 }
 
 fn unhex(what: &str, s: &str) -> RpcResult<Vec<u8>> {
@@ -47,7 +40,7 @@ impl JobWalletApiServer for Api {
         let l = locks
             .build_lock(&spec, &change_address, utxos.as_deref())
             .await
-            .map_err(|e| external_rpc(&e))?;
+            .map_err(|e| codes::external(&e))?;
         Ok(UnsignedLock {
             job_id: hex::encode(l.job.0),
             tx_cbor_hex: hex::encode(&l.unsigned),
@@ -74,7 +67,7 @@ impl TxApiServer for Api {
         let s = locks
             .submit_signed(&tx, &ws)
             .await
-            .map_err(|e| external_rpc(&e))?;
+            .map_err(|e| codes::external(&e))?;
         Ok(TxSubmitted {
             tx_id: hex::encode(s.tx_id),
             job_id: s.job.map(|j| hex::encode(j.0)),

@@ -11,7 +11,7 @@ use ganglion_rpc::jsonrpsee::PendingSubscriptionSink;
 use ganglion_rpc::jsonrpsee::core::{SubscriptionResult, async_trait};
 use ganglion_rpc::types::{JobEvent, JobTx};
 
-use super::{Api, engine_rpc, jobs_of, name, parse_job_id};
+use super::{Api, codes, jobs_of, name, parse_job_id};
 use crate::job::JobControl;
 use crate::job::store::JobRecord;
 
@@ -96,7 +96,7 @@ impl JobEventsApiServer for Api {
                 return Ok(());
             }
             Err(e) => {
-                pending.reject(engine_rpc(&e)).await;
+                pending.reject(codes::engine(&e)).await;
                 return Ok(());
             }
             Ok(_) => {}

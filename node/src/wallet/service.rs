@@ -150,7 +150,7 @@ impl Wallet {
         if ntx > 0 {
             let d = self
                 .preset
-                .require_deployment(self.settings.daemon.deployment.as_ref())
+                .require_deployment(self.settings.deployment.as_ref())
                 .map_err(Error::NoNtx)?;
             value = value.with_class(&d.ntx, ntx);
         }
