@@ -8,7 +8,6 @@ use std::sync::Arc;
 use ganglion_rpc::api::{JobApiServer, NodeApiServer, WalletApiServer};
 use ganglion_rpc::error::{self, error};
 use ganglion_rpc::jsonrpsee::core::{RpcResult, async_trait};
-use ganglion_rpc::jsonrpsee::types::ErrorObjectOwned;
 use ganglion_rpc::jsonrpsee::{Extensions, RpcModule};
 use ganglion_rpc::server::Running;
 use ganglion_rpc::types::{
@@ -17,7 +16,7 @@ use ganglion_rpc::types::{
 };
 
 use crate::datadir::DataDir;
-use crate::job::{EngineError, JobControl};
+use crate::job::JobControl;
 use crate::network::NetworkPreset;
 use crate::settings::Settings;
 use crate::wallet::{self, ChainClient, Wallet};
@@ -236,7 +235,11 @@ impl WalletApiServer for Api {
     }
 
     async fn balance(&self) -> RpcResult<Balance> {
-        let b = self.wallet()?.balance().await.map_err(|e| codes::wallet(&e))?;
+        let b = self
+            .wallet()?
+            .balance()
+            .await
+            .map_err(|e| codes::wallet(&e))?;
         Ok(Balance {
             lovelace: b.lovelace.into(),
             assets: b.assets.into_iter().map(|(k, q)| (k, q.into())).collect(),

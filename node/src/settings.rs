@@ -320,10 +320,12 @@ impl Settings {
     }
 
     fn from_table(table: toml::Table, path: &Path) -> Result<Self, Error> {
-        let s: Self = table.try_into().map_err(|e: toml::de::Error| Error::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
+        let s: Self = table
+            .try_into()
+            .map_err(|e: toml::de::Error| Error::Parse {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
         s.validate(path)?;
         Ok(s)
     }
@@ -427,14 +429,13 @@ impl Settings {
     /// [`Error::Env`] for a value that does not parse.
     pub fn apply_env(&mut self, var: impl Fn(&str) -> Option<String>) -> Result<(), Error> {
         if let Some(v) = var("GANGLION_NETWORK") {
-            self.network =
-                toml::Value::String(v.clone())
-                    .try_into()
-                    .map_err(|_| Error::Env {
-                        var: "GANGLION_NETWORK".into(),
-                        value: v,
-                        reason: "expected devnet, preview, preprod or mainnet".into(),
-                    })?;
+            self.network = toml::Value::String(v.clone())
+                .try_into()
+                .map_err(|_| Error::Env {
+                    var: "GANGLION_NETWORK".into(),
+                    value: v,
+                    reason: "expected devnet, preview, preprod or mainnet".into(),
+                })?;
         }
         if let Some(v) = var("GANGLION_DATA_DIR") {
             self.data_dir = Some(PathBuf::from(v));
@@ -443,13 +444,13 @@ impl Settings {
             self.chain.n2c = Some(v);
         }
         if let Some(v) = var("GANGLION_RPC_LISTEN") {
-            self.rpc.listen =
-                v.parse()
-                    .map_err(|e: std::net::AddrParseError| Error::Env {
-                        var: "GANGLION_RPC_LISTEN".into(),
-                        value: v.clone(),
-                        reason: e.to_string(),
-                    })?;
+            self.rpc.listen = v
+                .parse()
+                .map_err(|e: std::net::AddrParseError| Error::Env {
+                    var: "GANGLION_RPC_LISTEN".into(),
+                    value: v.clone(),
+                    reason: e.to_string(),
+                })?;
         }
         if let Some(v) = var("GANGLION_METRICS_LISTEN") {
             self.metrics.listen = if v == "off" {

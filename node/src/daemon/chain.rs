@@ -46,7 +46,6 @@ pub async fn resolve(
         .require_deployment(settings.deployment.as_ref())
         .map_err(|e| DaemonError::Settings(e.to_string()))?;
     let reference = settings
-        .daemon
         .validator
         .as_ref()
         .ok_or(DaemonError::NoValidator)?

@@ -153,21 +153,14 @@ listen = "127.0.0.1:0"
         .expect("parses");
         assert_eq!(s.p2p.bootstrap.len(), 1);
         assert_eq!(s.bond.as_ref().map(|b| b.stake_ntx), Some(5_000_000));
-        assert_eq!(
-            s.validator.as_ref().map(|v| v.reference.index),
-            Some(2)
-        );
+        assert_eq!(s.validator.as_ref().map(|v| v.reference.index), Some(2));
         assert_eq!(s.engine.confirmation_depth, Some(0));
         assert_eq!(
             s.metrics.listen,
             Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
         );
         assert_eq!(
-            Settings::from_toml("")
-                .expect("empty")
-                .daemon
-                .metrics
-                .listen,
+            Settings::from_toml("").expect("empty").metrics.listen,
             None,
             "metrics are off by default"
         );

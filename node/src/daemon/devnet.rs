@@ -422,10 +422,7 @@ mod tests {
             "only the declared GPUs, whatever this machine has"
         );
         assert_eq!(s.gpus.declared.iter().map(|d| d.count).sum::<u32>(), 2);
-        assert_eq!(
-            s.overlay.listen_port, 0,
-            "several providers share one host"
-        );
+        assert_eq!(s.overlay.listen_port, 0, "several providers share one host");
         let orch = DevnetNode {
             provider: None,
             settle_grace_ms: None,

@@ -298,10 +298,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
     let mut gpu_report = None;
     if let Some(limits) = &r.settings.provider {
         // Detected (NVML, AMD sysfs) and, on the devnet only, declared GPUs.
-        let mut inventory = gpu::detect(
-            &r.settings.gpus.sysfs_root,
-            &r.settings.gpus.declared,
-        );
+        let mut inventory = gpu::detect(&r.settings.gpus.sysfs_root, &r.settings.gpus.declared);
         for note in &inventory.notes {
             tracing::info!(%note, "GPU detection");
         }

@@ -15,13 +15,11 @@ use ganglion_indexer::store::Kv;
 use ganglion_rpc::api::ProviderBondApiServer;
 use ganglion_rpc::error::{self, error};
 use ganglion_rpc::jsonrpsee::core::{RpcResult, async_trait};
-use ganglion_rpc::jsonrpsee::types::ErrorObjectOwned;
 use ganglion_rpc::jsonrpsee::{Extensions, RpcModule};
 use ganglion_rpc::types::BondTx;
 
 use crate::audit::record::txo_text;
-use crate::job::chain::{ChainAccess, ChainError};
-use crate::wallet;
+use crate::job::chain::ChainAccess;
 
 /// What the bond methods answer from. Cheap to clone.
 pub struct BondRpc<S: Kv> {

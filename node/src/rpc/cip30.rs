@@ -6,12 +6,10 @@ use ganglion_rpc::api::{JobWalletApiServer, TxApiServer};
 use ganglion_rpc::error::{self, error};
 use ganglion_rpc::jsonrpsee::Extensions;
 use ganglion_rpc::jsonrpsee::core::{RpcResult, async_trait};
-use ganglion_rpc::jsonrpsee::types::ErrorObjectOwned;
 use ganglion_rpc::types::{TxSubmitted, UnsignedLock};
 
 use super::{Api, codes};
 use crate::job::WalletLocks;
-use crate::job::external::ExternalError;
 
 fn locks_of(api: &Api) -> RpcResult<&Arc<dyn WalletLocks>> {
     api.locks

@@ -40,6 +40,7 @@ fn chain_code(e: &ChainError) -> i32 {
         ChainError::Client(c) => client_code(c),
         ChainError::Build(_) => error::WALLET,
         ChainError::Missing(_) => error::JOB,
+        _ => error::INTERNAL,
     }
 }
 
