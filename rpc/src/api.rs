@@ -1,6 +1,6 @@
 //! The method traits. Each namespace is one trait; the node implements them and merges the
-//! modules (`into_rpc()`) into one server. Mutating methods take the request's extensions
-//! and must call [`crate::auth::require`].
+//! modules (`into_rpc()`) into one server. Mutating methods (`crate::auth::MUTATING`)
+//! are refused without the bearer token by the server's middleware (`crate::auth::RequireToken`).
 
 use jsonrpsee::core::RpcResult;
 use jsonrpsee::proc_macros::rpc;
@@ -41,7 +41,7 @@ pub trait WalletApi {
     /// [`crate::amount::AmountParam::parse`]; anything else is
     /// [`crate::error::INVALID_PARAMS`] naming the parameter
     /// ([`crate::amount::InvalidAmount`]).
-    #[method(name = "send", with_extensions)]
+    #[method(name = "send")]
     async fn send(
         &self,
         to: String,
@@ -56,7 +56,7 @@ pub trait WalletApi {
 pub trait JobApi {
     /// Pins the ensemble spec (a JSON object, `docs/ensemble-spec.md`) and locks its budget
     /// (mutating: bearer token required). Returns the job id.
-    #[method(name = "submit", with_extensions)]
+    #[method(name = "submit")]
     async fn submit(&self, spec: serde_json::Value) -> RpcResult<JobSubmitted>;
 
     /// The node's records of a job (64 hex digits): one per role it plays in it; empty when
@@ -66,7 +66,7 @@ pub trait JobApi {
 
     /// Cancels an orchestrated job whose escrow is still open (mutating: bearer token
     /// required). Returns the job's state afterwards.
-    #[method(name = "cancel", with_extensions)]
+    #[method(name = "cancel")]
     async fn cancel(&self, job_id: String) -> RpcResult<JobStatus>;
 }
 
@@ -80,7 +80,7 @@ pub trait JobWalletApi {
     /// names this node's key as orchestrator, so the node can drive the job once the lock is
     /// submitted through `tx_submit` (refunds go to the node's wallet). Mutating: bearer token
     /// required. The wallet signs the returned body (CIP-30 `signTx(tx, false)`).
-    #[method(name = "buildLock", with_extensions)]
+    #[method(name = "buildLock")]
     async fn build_lock(
         &self,
         spec: serde_json::Value,
@@ -96,7 +96,7 @@ pub trait TxApi {
     /// (hex CBOR, e.g. from `job_buildLock`), checks every vkey witness against the transaction
     /// id, and submits. A lock built by `job_buildLock` on this node is then orchestrated by
     /// the node (`adopted`). Mutating: bearer token required.
-    #[method(name = "submit", with_extensions)]
+    #[method(name = "submit")]
     async fn submit(
         &self,
         tx_cbor_hex: String,
@@ -128,13 +128,13 @@ pub trait ProviderBondApi {
     /// (no such active bond of this node, or several and none named),
     /// [`crate::error::WALLET`], [`crate::error::TX_REJECTED`],
     /// [`crate::error::CHAIN_UNAVAILABLE`].
-    #[method(name = "unbond", with_extensions)]
+    #[method(name = "unbond")]
     async fn unbond(&self, bond: Option<String>) -> RpcResult<crate::types::BondTx>;
 
     /// Withdraws the stake of unbonding `bond` (or this node's only unbonding bond) to the
     /// wallet and burns the bond token. Before the unbonding delay has passed:
     /// [`crate::error::JOB`] with a message giving the slot and POSIX ms from which it is
     /// possible. Other errors as `provider_unbond`.
-    #[method(name = "withdraw", with_extensions)]
+    #[method(name = "withdraw")]
     async fn withdraw(&self, bond: Option<String>) -> RpcResult<crate::types::BondTx>;
 }

@@ -282,6 +282,6 @@ pub trait JobArtifactsApi {
     /// files): bearer token required. Errors as `job_logs`, and
     /// [`crate::error::INVALID_PARAMS`] for a relative `dir`, [`crate::error::INTERNAL`] when
     /// writing fails.
-    #[method(name = "outputs", with_extensions)]
+    #[method(name = "outputs")]
     async fn outputs(&self, job_id: String, dir: Option<String>) -> RpcResult<Vec<JobOutput>>;
 }

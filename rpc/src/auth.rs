@@ -1,19 +1,24 @@
-//! Bearer-token auth. The HTTP layer ([`layer`]) marks each request (HTTP call or WebSocket
-//! upgrade) with [`Authorized`] when its `Authorization: Bearer <token>` header matches the
-//! cookie's token; mutating methods call [`require`] with the request's extensions.
+//! Bearer-token auth, decided in one place. The HTTP layer ([`layer`]) marks each request
+//! (HTTP call or WebSocket upgrade) with [`Authorized`] when its `Authorization: Bearer
+//! <token>` header matches the cookie's token; the RPC middleware ([`RequireToken`]) then
+//! refuses every call of a [`MUTATING`] method — alone or inside a batch — that is not
+//! marked, before any method code runs. No method checks the token itself.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use jsonrpsee::Extensions;
+use jsonrpsee::core::middleware::{Batch, BatchEntry, BatchEntryErr, Notification, RpcServiceT};
 use jsonrpsee::server::HttpRequest;
+use jsonrpsee::server::middleware::rpc::{MethodResponse, Request};
 use jsonrpsee::types::ErrorObjectOwned;
 
 use crate::error::{UNAUTHORIZED, error};
 
 /// Every method that changes state (or writes files on the node's host) and so needs the
-/// bearer token: the one table of who may call what. Each of these methods calls [`require`]
-/// first; the node's tests call every one without the token and expect [`UNAUTHORIZED`], and
-/// every other served method with no token and expect an answer.
+/// bearer token: the one table of who may call what, enforced by [`RequireToken`]; the node's
+/// tests call every one without the token and expect [`UNAUTHORIZED`], and every other served
+/// method with no token and expect an answer.
 pub const MUTATING: &[&str] = &[
     "wallet_send",
     "job_submit",
@@ -57,19 +62,73 @@ pub fn layer(
     tower::util::MapRequestLayer::new(move |req| mark(&token, req))
 }
 
-/// Refuses a mutating call that lacks the token.
-///
-/// # Errors
-/// [`UNAUTHORIZED`] with a message naming the cookie file.
-pub fn require(ext: &Extensions) -> Result<(), ErrorObjectOwned> {
-    if ext.get::<Authorized>().is_some() {
-        Ok(())
-    } else {
-        Err(error(
-            UNAUTHORIZED,
-            "unauthorized: this method changes state; send `Authorization: Bearer <token>` \
-             with the token from the node's rpc.cookie file",
-        ))
+/// The refusal of a mutating call without the token: [`UNAUTHORIZED`], naming the cookie file.
+pub fn refusal() -> ErrorObjectOwned {
+    error(
+        UNAUTHORIZED,
+        "unauthorized: this method changes state; send `Authorization: Bearer <token>` \
+         with the token from the node's rpc.cookie file",
+    )
+}
+
+/// Whether a call of `method` with `extensions` must be refused: a [`MUTATING`] method
+/// without the [`Authorized`] mark.
+pub fn needs_token(method: &str, extensions: &Extensions) -> bool {
+    MUTATING.contains(&method) && extensions.get::<Authorized>().is_none()
+}
+
+/// The RPC middleware that enforces [`MUTATING`]: an unmarked call of a mutating method is
+/// answered with [`refusal`] and never reaches the method; in a batch, each such call is
+/// replaced by its refusal and the rest of the batch runs. Install it with
+/// `RpcServiceBuilder::new().layer_fn(RequireToken::new)` (as [`crate::server::start`] does).
+#[derive(Debug, Clone)]
+pub struct RequireToken<S> {
+    service: S,
+}
+
+impl<S> RequireToken<S> {
+    /// Wraps `service`.
+    pub fn new(service: S) -> Self {
+        Self { service }
+    }
+}
+
+impl<S> RpcServiceT for RequireToken<S>
+where
+    S: RpcServiceT<MethodResponse = MethodResponse> + Clone + Send + Sync + 'static,
+{
+    type MethodResponse = MethodResponse;
+    type NotificationResponse = S::NotificationResponse;
+    type BatchResponse = S::BatchResponse;
+
+    fn call<'a>(&self, req: Request<'a>) -> impl Future<Output = MethodResponse> + Send + 'a {
+        let service = self.service.clone();
+        async move {
+            if needs_token(req.method_name(), req.extensions()) {
+                return MethodResponse::error(req.id, refusal());
+            }
+            service.call(req).await
+        }
+    }
+
+    fn batch<'a>(&self, mut batch: Batch<'a>) -> impl Future<Output = Self::BatchResponse> + Send + 'a {
+        for entry in batch.iter_mut() {
+            if let Ok(BatchEntry::Call(req)) = entry
+                && needs_token(req.method_name(), req.extensions())
+            {
+                let id = req.id.clone();
+                *entry = Err(BatchEntryErr::new(id, refusal()));
+            }
+        }
+        self.service.batch(batch)
+    }
+
+    fn notification<'a>(
+        &self,
+        n: Notification<'a>,
+    ) -> impl Future<Output = Self::NotificationResponse> + Send + 'a {
+        // The server answers notifications without running any method.
+        self.service.notification(n)
     }
 }
 
@@ -102,12 +161,17 @@ mod tests {
     }
 
     #[test]
-    fn require_refuses_with_the_unauthorized_code() {
-        let e = require(&Extensions::new()).expect_err("refused");
+    fn only_unmarked_calls_of_mutating_methods_need_the_token() {
+        let mut marked = Extensions::new();
+        marked.insert(Authorized);
+        let unmarked = Extensions::new();
+        for m in MUTATING {
+            assert!(needs_token(m, &unmarked), "{m}");
+            assert!(!needs_token(m, &marked), "{m}");
+        }
+        assert!(!needs_token("node_info", &unmarked));
+        let e = refusal();
         assert_eq!(e.code(), UNAUTHORIZED);
         assert!(e.message().contains("rpc.cookie"));
-        let mut ext = Extensions::new();
-        ext.insert(Authorized);
-        assert!(require(&ext).is_ok());
     }
 }

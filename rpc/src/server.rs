@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use jsonrpsee::server::middleware::rpc::RpcServiceBuilder;
 use jsonrpsee::server::{Server, ServerHandle};
 use jsonrpsee::{Methods, RpcModule};
 
@@ -18,7 +19,8 @@ pub struct Running {
 }
 
 /// Starts serving `methods` on `addr` (HTTP POST and WebSocket), requests marked by the
-/// bearer check against `token`.
+/// bearer check against `token` and every mutating call without it refused
+/// ([`auth::RequireToken`]).
 ///
 /// # Errors
 /// The bind error (address in use, permission).
@@ -30,6 +32,7 @@ pub async fn start(
     let middleware = tower::ServiceBuilder::new().layer(auth::layer(Arc::from(token)));
     let server = Server::builder()
         .set_http_middleware(middleware)
+        .set_rpc_middleware(RpcServiceBuilder::new().layer_fn(auth::RequireToken::new))
         .build(addr)
         .await?;
     let addr = server.local_addr()?;

