@@ -28,14 +28,10 @@ use crate::wallet::ChainClient;
 /// Longest wait for the indexer to reach the tip, or for a posted bond to appear.
 pub const CHAIN_WAIT: Duration = Duration::from_secs(120);
 
-fn chain_err(e: impl std::fmt::Display) -> DaemonError {
-    DaemonError::Chain(e.to_string())
-}
-
 /// The build environment and the deployment of `settings`' network.
 ///
 /// # Errors
-/// [`DaemonError::Settings`] (no deployment parameters), [`DaemonError::NoValidator`],
+/// [`DaemonError::Network`] (no deployment parameters), [`DaemonError::NoValidator`],
 /// [`DaemonError::Chain`], [`DaemonError::ReferenceMissing`].
 pub async fn resolve(
     settings: &Settings,
@@ -44,7 +40,7 @@ pub async fn resolve(
 ) -> Result<(Env, Deployment), DaemonError> {
     let params = preset
         .require_deployment(settings.deployment.as_ref())
-        .map_err(|e| DaemonError::Settings(e.to_string()))?;
+        ?;
     let reference = settings
         .validator
         .as_ref()
@@ -52,27 +48,27 @@ pub async fn resolve(
         .reference;
     let script = Blueprint::committed()
         .and_then(|b| b.apply(&params))
-        .map_err(chain_err)?;
+        ?;
     let mut client = ChainClient::connect(endpoint, preset.magic)
         .await
-        .map_err(chain_err)?;
+        ?;
     let slot_config = match preset.slot_config {
         Some(s) => s,
         None => SlotConfig {
-            zero_time: client.system_start_ms().await.map_err(chain_err)?,
+            zero_time: client.system_start_ms().await?,
             zero_slot: 0,
             slot_length: 1000,
         },
     };
     let env = Env {
-        params: client.protocol_params().await.map_err(chain_err)?,
+        params: client.protocol_params().await?,
         slot_config,
         network: preset.address_network,
     };
     let at_script = client.utxos_at(&script.address(env.network)).await;
     client.close().await;
     let utxo = at_script
-        .map_err(chain_err)?
+        ?
         .into_iter()
         .find(|u| u.reference == reference)
         .ok_or_else(|| {
@@ -104,10 +100,10 @@ pub async fn catch_up<S: Kv>(
 ) -> Result<(), DaemonError> {
     let mut client = ChainClient::connect(endpoint, magic)
         .await
-        .map_err(chain_err)?;
+        ?;
     let tip = client.tip().await;
     client.close().await;
-    let Some((tip, _)) = tip.map_err(chain_err)? else {
+    let Some((tip, _)) = tip? else {
         return Ok(());
     };
     let start = Instant::now();
@@ -178,15 +174,15 @@ pub async fn ensure_bond<S: Kv>(
             stake: bond.stake_ntx,
         },
     )
-    .map_err(chain_err)?;
+    ?;
     let tx = access
         .build(draft, ganglion_p2p::now_ms())
         .await
-        .map_err(chain_err)?;
+        ?;
     access
         .submit(&tx, ganglion_p2p::now_ms())
         .await
-        .map_err(chain_err)?;
+        ?;
     tracing::info!(tx = %hex::encode(tx.hash), stake = bond.stake_ntx, "bond posted");
     let start = Instant::now();
     loop {

@@ -39,17 +39,13 @@ use crate::network::NetworkPreset;
 use crate::settings::N2cEndpoint;
 use crate::wallet::{ChainClient, PaymentKey};
 
-fn chain_err(e: impl std::fmt::Display) -> DaemonError {
-    DaemonError::Chain(e.to_string())
-}
-
 /// Deploys the validator applied to `params` on the devnet at `n2c`: a reference-script
 /// output paid and signed by `deployer` (a funded devnet key), with a small clock-dependent
 /// self-payment so that every run's job ids differ. Returns its UTxO once the
 /// ledger holds it (the `[validator] reference` of every node's config).
 ///
 /// # Errors
-/// [`DaemonError::Chain`] (connection, build, submission), [`DaemonError::Settings`] (devnet
+/// [`DaemonError::Chain`] (connection, build, submission), [`DaemonError::Network`] (devnet
 /// preset), [`DaemonError::ReferenceMissing`] when it is not on chain within
 /// [`super::chain::CHAIN_WAIT`].
 pub async fn deploy_validator(
@@ -58,21 +54,21 @@ pub async fn deploy_validator(
     deployer: &SigningKey,
 ) -> Result<TxoRef, DaemonError> {
     let preset =
-        NetworkPreset::of(Network::Devnet).map_err(|e| DaemonError::Settings(e.to_string()))?;
+        NetworkPreset::of(Network::Devnet)?;
     let endpoint = N2cEndpoint::Tcp(n2c);
     let script = Blueprint::committed()
         .and_then(|b| b.apply(params))
-        .map_err(chain_err)?;
+        ?;
     let mut client = ChainClient::connect(&endpoint, preset.magic)
         .await
-        .map_err(chain_err)?;
+        ?;
     let zero_time = client.system_start_ms().await;
     let pparams = client.protocol_params().await;
     client.close().await;
     let env = Env {
-        params: pparams.map_err(chain_err)?,
+        params: pparams?,
         slot_config: SlotConfig {
-            zero_time: zero_time.map_err(chain_err)?,
+            zero_time: zero_time?,
             zero_slot: 0,
             slot_length: 1000,
         },
@@ -97,7 +93,7 @@ pub async fn deploy_validator(
         placeholder,
         deployer.clone(),
     );
-    let mut draft = build::deploy(&env, &script).map_err(chain_err)?;
+    let mut draft = build::deploy(&env, &script)?;
     // A self-payment whose amount carries the clock: the deployer's UTxOs (and so the job ids
     // the engine seeds from them, and the container names on a shared Docker host) differ in
     // every run of a fresh devnet.
@@ -108,21 +104,21 @@ pub async fn deploy_validator(
     let tx = access
         .build(draft, ganglion_p2p::now_ms())
         .await
-        .map_err(chain_err)?;
+        ?;
     access
         .submit(&tx, ganglion_p2p::now_ms())
         .await
-        .map_err(chain_err)?;
+        ?;
     let address = script.address(env.network);
     let start = Instant::now();
     loop {
         let mut client = ChainClient::connect(&endpoint, preset.magic)
             .await
-            .map_err(chain_err)?;
+            ?;
         let utxos = client.utxos_at(&address).await;
         client.close().await;
         if let Some(u) = utxos
-            .map_err(chain_err)?
+            ?
             .into_iter()
             .find(|u| u.reference.tx_hash == tx.hash)
         {

@@ -6,9 +6,18 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DaemonError {
-    /// Settings (data dir, N2C endpoint) or network preset.
+    /// Settings (data dir, N2C endpoint).
     #[error("settings: {0}")]
-    Settings(String),
+    Settings(#[from] crate::settings::Error),
+    /// The network preset (unknown network, the deployment a public network requires).
+    #[error("network: {0}")]
+    Network(#[from] crate::network::Error),
+    /// The data dir (its layout, the RPC cookie).
+    #[error("data dir: {0}")]
+    DataDir(#[from] crate::datadir::Error),
+    /// The payment key file.
+    #[error("payment key: {0}")]
+    PaymentKey(#[from] crate::wallet::key::Error),
     /// No payment key in the data dir.
     #[error("no payment key at {0}: run `ganglion wallet new` first")]
     NoPaymentKey(PathBuf),
@@ -30,9 +39,12 @@ pub enum DaemonError {
     /// The configured reference UTxO is not at the script address.
     #[error("the reference script UTxO {0} is not at the validator's address on chain")]
     ReferenceMissing(String),
-    /// Talking to the chain (N2C) failed.
+    /// Talking to the chain (N2C: connection, query, submission) failed.
     #[error("chain: {0}")]
-    Chain(String),
+    Chain(#[from] crate::wallet::chain::Error),
+    /// A transaction of the node's start (deploy, bond) could not be built.
+    #[error("building a transaction: {0}")]
+    Build(#[from] ganglion_contracts::Error),
     /// The indexer (sled store or sync).
     #[error("indexer: {0}")]
     Indexer(#[from] ganglion_indexer::Error),
@@ -53,12 +65,24 @@ pub enum DaemonError {
     /// The bond posted at start did not appear on chain in time.
     #[error("the bond transaction {0} did not appear on chain within 120 s")]
     BondTimeout(String),
-    /// `[provider]` is set but no GPU can be offered.
+    /// `[provider]` is set but no GPU can be offered (the reason says which and what to do).
     #[error("provider: {0}")]
-    Provider(String),
+    NoOfferableGpus(String),
+    /// Declared GPUs on a network other than the devnet.
+    #[error("provider: {0}")]
+    Declared(#[from] crate::config::DeclaredOnRealNetwork),
+    /// A `[provider] pool` entry matches no GPU.
+    #[error("provider: {0}")]
+    Pool(#[from] ganglion_market::limits::PoolError),
+    /// A pooled GPU cannot be attached to containers.
+    #[error("provider: {0}")]
+    Attach(#[from] super::gpus::AttachError),
+    /// The per-job overlay (its config, its UDP socket, the relay protocol).
+    #[error("overlay: {0}")]
+    Overlay(#[from] ganglion_dispatch::overlay::OverlayError),
     /// The blockstore.
     #[error("blockstore: {0}")]
-    Blockstore(String),
+    Blockstore(#[from] ganglion_storage::blockstore::Error),
     /// The p2p swarm.
     #[error("p2p: {0}")]
     P2p(#[from] ganglion_p2p::Error),

@@ -93,16 +93,12 @@ impl NodeInfo {
 
 type Exec = DockerExecutor<SledBlockstore, DaemonNetwork>;
 
-fn settings_err(e: impl std::fmt::Display) -> DaemonError {
-    DaemonError::Settings(e.to_string())
-}
-
 /// The executor's network for a provider: the overlay (`[overlay]`, owner = `peer`) when this
 /// process may create TUNs (root) and the engine has the sandbox image, else one Docker bridge
 /// per job, with a warning (see [`super::overlay`]).
 ///
 /// # Errors
-/// [`DaemonError::Provider`] for an invalid `[overlay]` or a UDP port already taken.
+/// [`DaemonError::Overlay`] for an invalid `[overlay]` or a UDP port already taken.
 async fn job_network(
     docker: &DockerEngine,
     settings: &Settings,
@@ -131,20 +127,20 @@ async fn job_network(
     let config = settings.overlay.clone();
     config
         .validate()
-        .map_err(|e| DaemonError::Provider(e.to_string()))?;
+        ?;
     // The pods' MTU from the path (`[overlay] mtu`, else path − 80): a 1420 tunnel over a
     // PPPoE or VXLAN underlay would drop every full-size packet.
     let learned = ganglion_dispatch::overlay::config::learn_path_mtu();
     let mtu = config
         .resolve_mtu(learned.as_ref())
-        .map_err(|e| DaemonError::Provider(e.to_string()))?;
+        ?;
     let node = Arc::new(
         ganglion_dispatch::overlay::node::OverlayNode::bind(&config)
-            .map_err(|e| DaemonError::Provider(e.to_string()))?,
+            ?,
     );
     let port = node
         .local_addr()
-        .map_err(|e| DaemonError::Provider(e.to_string()))?
+        ?
         .port();
     let network = ganglion_dispatch::overlay::network::OverlayNetwork::new(
         docker.docker.clone(),
@@ -195,13 +191,13 @@ fn engine_config(settings: &Settings, preset: &NetworkPreset) -> EngineConfig {
 /// first critical task that stopped (e.g. the indexer's store failed). The engine's own
 /// failures on a job are logged and retried by the engine.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> Result<(), DaemonError> {
-    let preset = NetworkPreset::of(settings.network()).map_err(settings_err)?;
-    let dir = DataDir::open(settings.data_dir().map_err(settings_err)?).map_err(settings_err)?;
-    let endpoint = settings.n2c().map_err(settings_err)?;
+    let preset = NetworkPreset::of(settings.network())?;
+    let dir = DataDir::open(settings.data_dir()?)?;
+    let endpoint = settings.n2c()?;
     if !dir.payment_key().exists() {
         return Err(DaemonError::NoPaymentKey(dir.payment_key()));
     }
-    let payment = PaymentKey::load(&dir.payment_key()).map_err(settings_err)?;
+    let payment = PaymentKey::load(&dir.payment_key())?;
     let key_hash = payment.key_hash();
     let attest = super::keys::attest_key(&dir)?;
     let libp2p_key = super::keys::p2p_key(&dir)?;
@@ -286,7 +282,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
     };
     let blocks = Arc::new(
         SledBlockstore::open(r.dir.root().join("blocks.sled"))
-            .map_err(|e| DaemonError::Blockstore(e.to_string()))?,
+            ?,
     );
 
     // The provider side: declared GPUs, the bond, the executor.
@@ -311,16 +307,16 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         docker.nvidia = nvidia;
         gpu_report = Some(crate::rpc::gpus::to_rpc(&inventory, check.as_ref()));
         let offerable = crate::config::offerable_on(&inventory, r.preset.network)
-            .map_err(|e| DaemonError::Provider(e.to_string()))?;
+            ?;
         let pooled = limits
             .pooled(&offerable)
-            .map_err(|e| DaemonError::Provider(e.to_string()))?;
+            ?;
         if pooled.is_empty() {
             let unusable = check.as_ref().and_then(|c| match &c.access {
                 gpu::docker::NvidiaAccess::Missing { missing, .. } => Some(missing.clone()),
                 _ => None,
             });
-            return Err(DaemonError::Provider(match unusable {
+            return Err(DaemonError::NoOfferableGpus(match unusable {
                 Some(reason) => format!(
                     "[provider] is set but its NVIDIA GPUs are present but not usable in \
                      containers: {reason} (no bond posted; see `ganglion gpus`)"
@@ -333,7 +329,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             }));
         }
         let attached = super::gpus::attachments(&pooled, &docker.nvidia)
-            .map_err(|e| DaemonError::Provider(e.to_string()))?;
+            ?;
         let (bond, stake) = chain::ensure_bond(
             &r.indexer,
             &access(),
@@ -437,7 +433,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
     if let Some(setup) = &overlay_setup {
         setup
             .enable_relay(&client)
-            .map_err(|e| DaemonError::Provider(e.to_string()))?;
+            ?;
     }
     let mut p2p_addrs: Vec<Multiaddr> = Vec::new();
     for addr in &r.settings.p2p.listen {
@@ -473,7 +469,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         engine_finished.await;
         Ok::<(), String>(())
     });
-    let token = r.dir.new_rpc_cookie().map_err(settings_err)?;
+    let token = r.dir.new_rpc_cookie()?;
     let listen = r.settings.rpc.listen;
     let mut api = Api::new(r.settings.clone())?;
     if let Some(report) = gpu_report {
