@@ -2,7 +2,8 @@
 //! --features test-utils --release`).
 //!
 //! Every row is a real transaction: built, balanced (scripts run in uplc, fee at its exact
-//! minimum for mainnet parameters) and applied in the test world. Columns: ExUnits as a
+//! minimum for mainnet parameters) and applied through the devnet's ledger
+//! (`ganglion_testnet::ledger::validate`). Columns: ExUnits as a
 //! share of the per-transaction maximum (16.5 M mem, 10 G steps), size in bytes once signed,
 //! fee in ADA. The targets of issue 2 are checked at the end; the command exits non-zero
 //! when one is missed.

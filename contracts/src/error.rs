@@ -120,6 +120,13 @@ pub enum Error {
     /// The UTxO needed for an action is not in the given set.
     #[error("missing UTxO: {0}")]
     MissingUtxo(String),
+
+    /// The devnet ledger refused a transaction (feature `test-utils`:
+    /// [`crate::test_utils::world::World`] applies transactions through
+    /// `ganglion_testnet::ledger::validate`); the rejection names the ledger rule.
+    #[cfg(feature = "test-utils")]
+    #[error("the ledger rejected the transaction: {0}")]
+    Rejected(Box<ganglion_testnet::ledger::Rejection>),
 }
 
 /// Result with the crate's [`Error`].

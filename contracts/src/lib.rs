@@ -33,8 +33,9 @@
 //! - [`env`](mod@env): the chain a transaction targets (parameters, slot config, network).
 //! - [`tx`]: UTxO types, drafts, Conway encoding, balancing to a fixed point, signing.
 //! - [`build`]: one builder per action.
-//! - `test_utils` (feature `test-utils`): a test double of the ledger (a UTxO set that
-//!   applies transactions after running their scripts) and a ready world of parties.
+//! - `test_utils` (feature `test-utils`): a UTxO set and slot that apply every transaction
+//!   through the devnet's real ledger (`ganglion_testnet::ledger::validate`, phases 1 and 2)
+//!   and a ready world of parties.
 
 pub mod blueprint;
 pub mod build;

@@ -16,6 +16,7 @@ use crate::time::SlotConfig;
 use crate::tx::{Balanced, Draft, TxoRef, Utxo, Value, balance};
 use crate::{Error, Result};
 use ed25519_dalek::SigningKey;
+use ganglion_testnet::ledger::Validated;
 
 /// 2026-01-01T00:00:00Z, POSIX ms.
 pub const ZERO_TIME: u64 = 1_767_225_600_000;
@@ -165,6 +166,15 @@ impl Harness {
         all.extend(keys.iter().copied());
         self.world.sign_and_submit(&b, &all)?;
         Ok(b)
+    }
+
+    /// Balances `draft` from `payer`'s wallet, signs it with `keys` (and the payer's key)
+    /// and has the devnet ledger judge it at the current slot without applying it.
+    pub fn judge(&self, draft: Draft, payer: &Party, keys: &[&SigningKey]) -> Result<Validated> {
+        let b = self.balance(draft, payer)?;
+        let mut all: Vec<&SigningKey> = vec![&payer.key];
+        all.extend(keys.iter().copied());
+        self.world.judge(&crate::tx::sign(&b, &all)?)
     }
 
     pub fn output(&self, b: &Balanced, index: u64) -> Utxo {

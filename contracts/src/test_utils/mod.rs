@@ -1,7 +1,8 @@
 //! Test helpers (feature `test-utils`), shared by this crate's tests and its bench.
 //!
-//! - [`world`]: a test double of the ledger: a UTxO set that applies transactions after
-//!   running their scripts through uplc and checking witnesses and validity.
+//! - [`world`]: a UTxO set and a slot that apply every transaction through the devnet's
+//!   real ledger (`ganglion_testnet::ledger::validate`: fees, balance, min-UTxO, validity,
+//!   witnesses, collateral, and phase 2 through uplc).
 //! - [`harness`]: the validator deployed in such a world, with an orchestrator and providers.
 
 pub mod harness;

@@ -1,24 +1,26 @@
-//! A test double of the ledger (feature `test-utils`): a UTxO set and a slot clock that
-//! apply transactions after running their scripts through uplc and checking their vkey
-//! witnesses and validity interval.
+//! A UTxO set and a slot that apply every transaction through the devnet's real ledger
+//! (feature `test-utils`): [`ganglion_testnet::ledger::validate`] judges the signed bytes
+//! exactly as the devnet's mempool does — phase 1 (fees, value preservation, min-UTxO,
+//! validity interval, vkey and script witnesses, collateral, script integrity hash) and
+//! phase 2 (every script through uplc, declared ExUnits covering the measured ones).
 //!
-//! It is *not* the ledger — fees, balance and min-UTxO are the devnet's job (crate
-//! `ganglion-testnet`) — but it lets this crate's tests chain real transactions (lock →
-//! assign → settle) and have every script judged by the real evaluator on the exact bytes
-//! that would be submitted.
+//! `World` adds nothing to those rules; it only keeps a decoded view of the UTxO set (so
+//! tests can read values and datums) next to the raw set the ledger validates against, and
+//! the signed bytes of every applied transaction (to replay them as blocks elsewhere).
 
 use std::collections::BTreeMap;
 
-use ed25519_dalek::{Signature, SigningKey, Verifier, VerifyingKey};
+use ed25519_dalek::SigningKey;
+use ganglion_testnet::ledger::utxo::UtxoSet;
+use ganglion_testnet::ledger::{Rejection, Rules, Validated, validate};
 use pallas_crypto::hash::Hasher;
-use pallas_traverse::{Era, MultiEraTx};
+use pallas_traverse::{Era, MultiEraOutput};
 
 use crate::blueprint::{key_address, key_hash};
 use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::eval::{Evaluation, evaluate};
 use crate::params::KeyHash;
-use crate::tx::{Balanced, Output, TxoRef, Utxo, Value, Wallet, sign};
+use crate::tx::{Balanced, Output, TxoRef, Utxo, Value, Wallet, encode_output, sign};
 
 /// A key pair and its enterprise address.
 #[derive(Debug, Clone)]
@@ -44,34 +46,48 @@ impl Party {
     }
 }
 
-/// The UTxO set and clock.
+/// The UTxO set and clock, judged by the devnet ledger.
 #[derive(Debug, Clone)]
 pub struct World {
     /// Chain parameters.
     pub env: Env,
-    /// Unspent outputs.
+    /// Unspent outputs, decoded (a view of the raw set the ledger validates against; read
+    /// it, do not write it: [`World::fund`] and [`World::submit`] keep both in step).
     pub utxos: BTreeMap<TxoRef, Output>,
-    /// Current slot.
+    /// Current slot: the slot a submitted transaction lands in.
     pub slot: u64,
     /// Signed bytes of every transaction applied, in order (to replay them elsewhere, e.g.
     /// as blocks for an indexer).
     pub applied: Vec<Vec<u8>>,
+    raw: UtxoSet,
+    rules: Rules,
     minted: u64,
 }
 
 impl World {
-    /// An empty world at slot `slot`.
+    /// An empty world at slot `slot`, under the ledger rules of `env` (its protocol
+    /// parameters and slot config; network id 0 for a testnet `env`, 1 for mainnet).
     pub fn new(env: Env, slot: u64) -> Self {
+        let network_id = match env.network {
+            pallas_addresses::Network::Mainnet => 1,
+            _ => 0,
+        };
+        let rules = Rules::new(env.params.clone(), env.slot_config, network_id);
         Self {
             env,
             utxos: BTreeMap::new(),
             slot,
             applied: Vec::new(),
+            raw: UtxoSet::default(),
+            rules,
             minted: 0,
         }
     }
 
     /// Creates an output out of thin air (a genesis UTxO).
+    ///
+    /// # Panics
+    /// When `value` holds an asset of quantity 0 (it cannot be encoded).
     pub fn fund(&mut self, address: &[u8], value: Value) -> Utxo {
         self.minted += 1;
         let reference = TxoRef {
@@ -79,6 +95,11 @@ impl World {
             index: 0,
         };
         let output = Output::new(address.to_vec(), value);
+        let raw = encode_output(&output).expect("a genesis output encodes");
+        self.raw.apply(&ganglion_testnet::ledger::utxo::UtxoDelta {
+            consumed: Vec::new(),
+            produced: vec![(reference, raw)],
+        });
         self.utxos.insert(reference, output.clone());
         Utxo { reference, output }
     }
@@ -118,7 +139,7 @@ impl World {
         }
     }
 
-    /// Signs `balanced` with `keys` and submits it; returns the evaluations.
+    /// Signs `balanced` with `keys` and submits it.
     ///
     /// # Errors
     /// As [`World::submit`].
@@ -126,87 +147,65 @@ impl World {
         &mut self,
         balanced: &Balanced,
         keys: &[&SigningKey],
-    ) -> Result<Vec<Evaluation>> {
+    ) -> Result<Validated> {
         let signed = sign(balanced, keys)?;
         self.submit(balanced, &signed)
     }
 
-    /// Applies a signed transaction: every input exists, the slot lies in the validity
-    /// interval, every required signer and every spent key-locked input has a valid vkey
-    /// witness over the body hash, and every script succeeds in uplc on `signed`.
+    /// Applies a signed transaction built from `balanced` (its id must be `balanced`'s).
     ///
     /// # Errors
-    /// [`Error::MissingUtxo`], [`Error::InvalidRequest`] (validity, witnesses),
-    /// [`Error::ScriptFailed`].
-    pub fn submit(&mut self, balanced: &Balanced, signed: &[u8]) -> Result<Vec<Evaluation>> {
-        let tx = MultiEraTx::decode_for_era(Era::Conway, signed).map_err(|e| Error::Cbor {
-            what: "signed transaction",
-            reason: e.to_string(),
-        })?;
-        if *tx.hash() != balanced.hash {
+    /// [`Error::InvalidRequest`] when the bytes are not `balanced`'s; otherwise as
+    /// [`World::submit_bytes`].
+    pub fn submit(&mut self, balanced: &Balanced, signed: &[u8]) -> Result<Validated> {
+        let tx = ganglion_testnet::ledger::decode_tx(signed).map_err(Error::from)?;
+        if *ganglion_testnet::ledger::tx_hash(&tx) != balanced.hash {
             return Err(Error::InvalidRequest(
                 "signed bytes do not match the balanced body".into(),
             ));
         }
-        for u in balanced.resolved() {
-            self.get(&u.reference)?;
+        self.submit_bytes(signed)
+    }
+
+    /// Validates raw signed transaction bytes with the devnet ledger at the current slot
+    /// and, when accepted, applies its UTxO delta (for a transaction included as
+    /// phase-2 invalid, `is_valid = false`: its collateral only).
+    ///
+    /// # Errors
+    /// [`Error::Rejected`] with the ledger's [`Rejection`] naming the first broken rule
+    /// (`FeeTooSmallUTxO`, `ValueNotConservedUTxO`, `BabbageOutputTooSmallUTxO`,
+    /// `OutsideValidityIntervalUTxO`, `MissingVKeyWitnessesUTXOW`, `PlutusScriptFailed`, …).
+    pub fn submit_bytes(&mut self, signed: &[u8]) -> Result<Validated> {
+        let validated = self.judge(signed)?;
+        let mut produced = Vec::with_capacity(validated.delta.produced.len());
+        for (r, raw) in &validated.delta.produced {
+            let o = MultiEraOutput::decode(Era::Conway, raw).map_err(|e| Error::Cbor {
+                what: "produced output",
+                reason: e.to_string(),
+            })?;
+            produced.push((*r, Output::from_chain(&o)));
         }
-        let d = balanced.draft();
-        if d.valid_from_slot.is_some_and(|s| self.slot < s)
-            || d.valid_until_slot.is_some_and(|s| self.slot >= s)
-        {
-            return Err(Error::InvalidRequest(format!(
-                "slot {} outside the validity interval",
-                self.slot
-            )));
+        self.raw.apply(&validated.delta);
+        for (r, _) in &validated.delta.consumed {
+            self.utxos.remove(r);
         }
-        let mut signers: Vec<KeyHash> = Vec::new();
-        for w in tx.vkey_witnesses() {
-            let vkey: [u8; 32] = w
-                .vkey
-                .as_slice()
-                .try_into()
-                .map_err(|_| Error::InvalidRequest("bad vkey".into()))?;
-            let key = VerifyingKey::from_bytes(&vkey)
-                .map_err(|e| Error::InvalidRequest(e.to_string()))?;
-            let sig = Signature::from_slice(&w.signature)
-                .map_err(|e| Error::InvalidRequest(e.to_string()))?;
-            key.verify(&balanced.hash, &sig)
-                .map_err(|_| Error::InvalidRequest("vkey witness does not verify".into()))?;
-            signers.push(key_hash(&vkey));
-        }
-        let mut needed: Vec<KeyHash> = d.required_signers.iter().copied().collect();
-        for u in balanced.spent() {
-            if let Some(k) = payment_key(&u.output.address) {
-                needed.push(k);
-            }
-        }
-        if let Some(missing) = needed.iter().find(|k| !signers.contains(k)) {
-            return Err(Error::InvalidRequest(format!(
-                "missing vkey witness for {}",
-                hex::encode(missing)
-            )));
-        }
-        let evaluations = evaluate(
-            signed,
-            &balanced.resolved(),
-            &self.env.params,
-            &self.env.slot_config,
-        )?;
-        for u in balanced.spent() {
-            self.utxos.remove(&u.reference);
-        }
-        for (i, o) in balanced.outputs().into_iter().enumerate() {
-            self.utxos.insert(
-                TxoRef {
-                    tx_hash: balanced.hash,
-                    index: i as u64,
-                },
-                o,
-            );
-        }
+        self.utxos.extend(produced);
         self.applied.push(signed.to_vec());
-        Ok(evaluations)
+        Ok(validated)
+    }
+
+    /// Validates raw signed transaction bytes with the devnet ledger at the current slot
+    /// without applying them.
+    ///
+    /// # Errors
+    /// As [`World::submit_bytes`].
+    pub fn judge(&self, signed: &[u8]) -> Result<Validated> {
+        Ok(validate(&self.rules, &self.raw, signed, self.slot)?)
+    }
+
+    /// The ledger rules transactions are judged by.
+    pub fn rules(&self) -> &Rules {
+        &self.rules
     }
 
     /// POSIX ms at the start of the current slot.
@@ -215,10 +214,8 @@ impl World {
     }
 }
 
-/// The payment key hash of an enterprise or base key address.
-fn payment_key(address: &[u8]) -> Option<KeyHash> {
-    match address.first().map(|h| h >> 4) {
-        Some(0 | 2 | 4 | 6) => address.get(1..29)?.try_into().ok(),
-        _ => None,
+impl From<Rejection> for Error {
+    fn from(r: Rejection) -> Self {
+        Error::Rejected(Box::new(r))
     }
 }

@@ -1,6 +1,7 @@
 //! `ganglion-contracts` integration tests: every transaction is built, balanced, signed and
-//! judged by the real Plutus evaluator (uplc) with resolved inputs; no validator function is
-//! ever called with a hand-made context.
+//! applied through the devnet's ledger (`ganglion_testnet::ledger::validate`: fees, value,
+//! min-UTxO, validity, witnesses, phase 2); no validator function is ever called with a
+//! hand-made context. Reject tests show the unbroken transaction passing that ledger first.
 
 mod blueprint;
 mod fees;

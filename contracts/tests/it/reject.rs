@@ -10,12 +10,12 @@ use ganglion_contracts::tx::{Draft, Output, Value};
 
 use ganglion_contracts::test_utils::harness::{Harness, Job, NTX, assert_script_fails};
 
-/// `draft` passes; `draft` after `mutate` is rejected by a validator.
+/// `draft` passes the devnet ledger; `draft` after `mutate` is rejected by a validator.
 #[track_caller]
 fn passes_then_rejected(h: &Harness, payer: &Party, draft: Draft, mutate: impl FnOnce(&mut Draft)) {
     let mut broken = draft.clone();
-    h.balance(draft, payer)
-        .expect("the unbroken transaction passes");
+    h.judge(draft, payer, &[])
+        .expect("the unbroken transaction passes the ledger");
     mutate(&mut broken);
     assert_script_fails(h.balance(broken, payer));
 }
@@ -82,7 +82,7 @@ fn assign_without_orchestrator_signature() {
     let draft = build::assign(&h.dep, h.env(), &h.assign_request(&job)).expect("draft");
     // A provider tries to assign the job to itself, paying the fee from its own wallet.
     let provider = h.providers[0].party.clone();
-    h.balance(draft.clone(), &h.orch)
+    h.judge(draft.clone(), &h.orch, &[])
         .expect("signed by the orchestrator, it passes");
     let mut unsigned = draft;
     unsigned.required_signers.clear();
@@ -130,7 +130,7 @@ fn assign_an_unbonding_provider() {
     h.post_bonds();
     let (job, _) = h.lock(100 * NTX, 3600);
     let good = build::assign(&h.dep, h.env(), &h.assign_request(&job)).expect("draft");
-    h.balance(good, &h.orch)
+    h.judge(good, &h.orch, &[])
         .expect("assign passes while bonded");
     let bond = h.providers[0].bond.clone().expect("bond");
     let until = h.world.slot + 10;
@@ -149,7 +149,7 @@ fn assign_an_under_bonded_provider() {
     h.post_bonds();
     let (job, _) = h.lock_gpus(2, 100 * NTX, 3600);
     let good = build::assign(&h.dep, h.env(), &h.assign_request(&job)).expect("draft");
-    h.balance(good, &h.orch)
+    h.judge(good, &h.orch, &[])
         .expect("2 GPUs on a 2-GPU bond pass");
     let (job4, _) = h.lock_gpus(4, 100 * NTX, 3600);
     h.providers[0].gpus = 4;
@@ -292,7 +292,7 @@ fn cancel_without_orchestrator_signature() {
     let mut h = Harness::new(1);
     let (job, _) = h.lock(50 * NTX, 600);
     let draft = build::cancel(&h.dep, h.env(), &job.escrow).expect("draft");
-    h.balance(draft.clone(), &h.orch)
+    h.judge(draft.clone(), &h.orch, &[])
         .expect("signed cancel passes");
     let mut unsigned = draft;
     unsigned.required_signers.clear();
@@ -344,7 +344,9 @@ fn expire_request(h: &Harness, job: &Job, from: u64, slash: usize) -> ExpireRequ
 
 #[test]
 fn expire_before_the_deadline() {
-    let (h, job) = assigned_job(2);
+    let (mut h, job) = assigned_job(2);
+    // The ledger judges at the current slot: the first slot after the deadline.
+    h.world.slot = job.deadline_slot + 1;
     let good = build::expire(
         &h.dep,
         h.env(),
@@ -362,7 +364,9 @@ fn expire_before_the_deadline() {
 
 #[test]
 fn expire_slashing_a_provider_that_attested() {
-    let (h, job) = assigned_job(2);
+    let (mut h, job) = assigned_job(2);
+    // The ledger judges at the current slot: the first slot after the deadline.
+    h.world.slot = job.deadline_slot + 1;
     let good = build::expire(
         &h.dep,
         h.env(),
@@ -377,7 +381,9 @@ fn expire_slashing_a_provider_that_attested() {
 
 #[test]
 fn expire_slashing_more_than_the_share() {
-    let (h, job) = assigned_job(2);
+    let (mut h, job) = assigned_job(2);
+    // The ledger judges at the current slot: the first slot after the deadline.
+    h.world.slot = job.deadline_slot + 1;
     let ntx = h.dep.params.ntx.clone();
     let good = build::expire(
         &h.dep,
@@ -444,6 +450,7 @@ fn withdraw_before_the_unbonding_delay() {
     let b = h.run(draft, &p, &[]).expect("unbond applies");
     let unbonding = h.output(&b, 0);
     let ready = until + h.dep.params.unbonding_delay_ms / 1000;
+    h.world.slot = ready;
     let good = build::withdraw(&h.dep, h.env(), &unbonding, ready).expect("draft");
     let early = build::withdraw(&h.dep, h.env(), &unbonding, ready - 1).expect("draft");
     passes_then_rejected(&h, &p, good, |d| *d = early);
