@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use ganglion_rpc::api::{JobApiServer, NodeApiServer, WalletApiServer};
 use ganglion_rpc::error::{self, error};
-use ganglion_rpc::jsonrpsee::core::{RpcResult, async_trait};
 use ganglion_rpc::jsonrpsee::RpcModule;
+use ganglion_rpc::jsonrpsee::core::{RpcResult, async_trait};
 use ganglion_rpc::server::Running;
 use ganglion_rpc::types::{
     AmountParam, Balance, GpuReport, JobStatus, JobSubmitted, JobTransition, JobTx, NodeInfo, Sent,

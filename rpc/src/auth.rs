@@ -111,7 +111,10 @@ where
         }
     }
 
-    fn batch<'a>(&self, mut batch: Batch<'a>) -> impl Future<Output = Self::BatchResponse> + Send + 'a {
+    fn batch<'a>(
+        &self,
+        mut batch: Batch<'a>,
+    ) -> impl Future<Output = Self::BatchResponse> + Send + 'a {
         for entry in batch.iter_mut() {
             if let Ok(BatchEntry::Call(req)) = entry
                 && needs_token(req.method_name(), req.extensions())

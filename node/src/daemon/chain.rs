@@ -38,20 +38,14 @@ pub async fn resolve(
     preset: &NetworkPreset,
     endpoint: &N2cEndpoint,
 ) -> Result<(Env, Deployment), DaemonError> {
-    let params = preset
-        .require_deployment(settings.deployment.as_ref())
-        ?;
+    let params = preset.require_deployment(settings.deployment.as_ref())?;
     let reference = settings
         .validator
         .as_ref()
         .ok_or(DaemonError::NoValidator)?
         .reference;
-    let script = Blueprint::committed()
-        .and_then(|b| b.apply(&params))
-        ?;
-    let mut client = ChainClient::connect(endpoint, preset.magic)
-        .await
-        ?;
+    let script = Blueprint::committed().and_then(|b| b.apply(&params))?;
+    let mut client = ChainClient::connect(endpoint, preset.magic).await?;
     let slot_config = match preset.slot_config {
         Some(s) => s,
         None => SlotConfig {
@@ -67,8 +61,7 @@ pub async fn resolve(
     };
     let at_script = client.utxos_at(&script.address(env.network)).await;
     client.close().await;
-    let utxo = at_script
-        ?
+    let utxo = at_script?
         .into_iter()
         .find(|u| u.reference == reference)
         .ok_or_else(|| {
@@ -98,9 +91,7 @@ pub async fn catch_up<S: Kv>(
     endpoint: &N2cEndpoint,
     magic: u64,
 ) -> Result<(), DaemonError> {
-    let mut client = ChainClient::connect(endpoint, magic)
-        .await
-        ?;
+    let mut client = ChainClient::connect(endpoint, magic).await?;
     let tip = client.tip().await;
     client.close().await;
     let Some((tip, _)) = tip? else {
@@ -173,16 +164,9 @@ pub async fn ensure_bond<S: Kv>(
             gpus: bond.gpus.unwrap_or(gpus),
             stake: bond.stake_ntx,
         },
-    )
-    ?;
-    let tx = access
-        .build(draft, ganglion_p2p::now_ms())
-        .await
-        ?;
-    access
-        .submit(&tx, ganglion_p2p::now_ms())
-        .await
-        ?;
+    )?;
+    let tx = access.build(draft, ganglion_p2p::now_ms()).await?;
+    access.submit(&tx, ganglion_p2p::now_ms()).await?;
     tracing::info!(tx = %hex::encode(tx.hash), stake = bond.stake_ntx, "bond posted");
     let start = Instant::now();
     loop {

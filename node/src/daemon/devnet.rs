@@ -53,15 +53,10 @@ pub async fn deploy_validator(
     params: &Params,
     deployer: &SigningKey,
 ) -> Result<TxoRef, DaemonError> {
-    let preset =
-        NetworkPreset::of(Network::Devnet)?;
+    let preset = NetworkPreset::of(Network::Devnet)?;
     let endpoint = N2cEndpoint::Tcp(n2c);
-    let script = Blueprint::committed()
-        .and_then(|b| b.apply(params))
-        ?;
-    let mut client = ChainClient::connect(&endpoint, preset.magic)
-        .await
-        ?;
+    let script = Blueprint::committed().and_then(|b| b.apply(params))?;
+    let mut client = ChainClient::connect(&endpoint, preset.magic).await?;
     let zero_time = client.system_start_ms().await;
     let pparams = client.protocol_params().await;
     client.close().await;
@@ -101,27 +96,15 @@ pub async fn deploy_validator(
         access.address(),
         ganglion_contracts::tx::Value::lovelace(2_000_000 + ganglion_p2p::now_ms() % 1_000_000),
     ));
-    let tx = access
-        .build(draft, ganglion_p2p::now_ms())
-        .await
-        ?;
-    access
-        .submit(&tx, ganglion_p2p::now_ms())
-        .await
-        ?;
+    let tx = access.build(draft, ganglion_p2p::now_ms()).await?;
+    access.submit(&tx, ganglion_p2p::now_ms()).await?;
     let address = script.address(env.network);
     let start = Instant::now();
     loop {
-        let mut client = ChainClient::connect(&endpoint, preset.magic)
-            .await
-            ?;
+        let mut client = ChainClient::connect(&endpoint, preset.magic).await?;
         let utxos = client.utxos_at(&address).await;
         client.close().await;
-        if let Some(u) = utxos
-            ?
-            .into_iter()
-            .find(|u| u.reference.tx_hash == tx.hash)
-        {
+        if let Some(u) = utxos?.into_iter().find(|u| u.reference.tx_hash == tx.hash) {
             return Ok(u.reference);
         }
         if start.elapsed() > super::chain::CHAIN_WAIT {

@@ -45,6 +45,10 @@ pub enum DaemonError {
     /// A transaction of the node's start (deploy, bond) could not be built.
     #[error("building a transaction: {0}")]
     Build(#[from] ganglion_contracts::Error),
+    /// A transaction of the node's start (deploy, bond) could not be balanced, signed or
+    /// submitted.
+    #[error("transaction: {0}")]
+    Tx(#[from] crate::job::chain::ChainError),
     /// The indexer (sled store or sync).
     #[error("indexer: {0}")]
     Indexer(#[from] ganglion_indexer::Error),
@@ -82,7 +86,7 @@ pub enum DaemonError {
     Overlay(#[from] ganglion_dispatch::overlay::OverlayError),
     /// The blockstore.
     #[error("blockstore: {0}")]
-    Blockstore(#[from] ganglion_storage::blockstore::Error),
+    Blockstore(#[source] Box<ganglion_storage::blockstore::Error>),
     /// The p2p swarm.
     #[error("p2p: {0}")]
     P2p(#[from] ganglion_p2p::Error),
@@ -116,4 +120,10 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<ganglion_storage::blockstore::Error> for DaemonError {
+    fn from(e: ganglion_storage::blockstore::Error) -> Self {
+        Self::Blockstore(Box::new(e))
+    }
 }

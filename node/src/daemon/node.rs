@@ -125,23 +125,15 @@ async fn job_network(
         return Ok((bridge, None));
     }
     let config = settings.overlay.clone();
-    config
-        .validate()
-        ?;
+    config.validate()?;
     // The pods' MTU from the path (`[overlay] mtu`, else path − 80): a 1420 tunnel over a
     // PPPoE or VXLAN underlay would drop every full-size packet.
     let learned = ganglion_dispatch::overlay::config::learn_path_mtu();
-    let mtu = config
-        .resolve_mtu(learned.as_ref())
-        ?;
-    let node = Arc::new(
-        ganglion_dispatch::overlay::node::OverlayNode::bind(&config)
-            ?,
-    );
-    let port = node
-        .local_addr()
-        ?
-        .port();
+    let mtu = config.resolve_mtu(learned.as_ref())?;
+    let node = Arc::new(ganglion_dispatch::overlay::node::OverlayNode::bind(
+        &config,
+    )?);
+    let port = node.local_addr()?.port();
     let network = ganglion_dispatch::overlay::network::OverlayNetwork::new(
         docker.docker.clone(),
         peer.to_string(),
@@ -280,10 +272,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             r.payment.signing_key().clone(),
         )
     };
-    let blocks = Arc::new(
-        SledBlockstore::open(r.dir.root().join("blocks.sled"))
-            ?,
-    );
+    let blocks = Arc::new(SledBlockstore::open(r.dir.root().join("blocks.sled"))?);
 
     // The provider side: declared GPUs, the bond, the executor.
     let mut provider_cfg = None;
@@ -306,11 +295,8 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
                 .await;
         docker.nvidia = nvidia;
         gpu_report = Some(crate::rpc::gpus::to_rpc(&inventory, check.as_ref()));
-        let offerable = crate::config::offerable_on(&inventory, r.preset.network)
-            ?;
-        let pooled = limits
-            .pooled(&offerable)
-            ?;
+        let offerable = crate::config::offerable_on(&inventory, r.preset.network)?;
+        let pooled = limits.pooled(&offerable)?;
         if pooled.is_empty() {
             let unusable = check.as_ref().and_then(|c| match &c.access {
                 gpu::docker::NvidiaAccess::Missing { missing, .. } => Some(missing.clone()),
@@ -328,8 +314,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
                 }
             }));
         }
-        let attached = super::gpus::attachments(&pooled, &docker.nvidia)
-            ?;
+        let attached = super::gpus::attachments(&pooled, &docker.nvidia)?;
         let (bond, stake) = chain::ensure_bond(
             &r.indexer,
             &access(),
@@ -431,9 +416,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         Ok::<(), String>(())
     });
     if let Some(setup) = &overlay_setup {
-        setup
-            .enable_relay(&client)
-            ?;
+        setup.enable_relay(&client)?;
     }
     let mut p2p_addrs: Vec<Multiaddr> = Vec::new();
     for addr in &r.settings.p2p.listen {

@@ -14,8 +14,8 @@ use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 use ganglion_rpc::api::ProviderBondApiServer;
 use ganglion_rpc::error::{self, error};
-use ganglion_rpc::jsonrpsee::core::{RpcResult, async_trait};
 use ganglion_rpc::jsonrpsee::RpcModule;
+use ganglion_rpc::jsonrpsee::core::{RpcResult, async_trait};
 use ganglion_rpc::types::BondTx;
 
 use crate::audit::record::txo_text;

@@ -169,11 +169,7 @@ impl<S: Kv + Send + Sync + 'static> JobArtifactsApiServer for AuditRpc<S> {
             .map_err(|e| artifacts_rpc(&e))
     }
 
-    async fn outputs(
-        &self,
-        job_id: String,
-        dir: Option<String>,
-    ) -> RpcResult<Vec<JobOutput>> {
+    async fn outputs(&self, job_id: String, dir: Option<String>) -> RpcResult<Vec<JobOutput>> {
         let id = parse_job_id(&job_id)?;
         let dir = dir.map(std::path::PathBuf::from);
         if let Some(d) = &dir
