@@ -9,18 +9,18 @@ use ganglion_indexer::event::Event;
 use ganglion_node::job::state::{OrchestratorState, ProviderState};
 use ganglion_node::job::store::TxKind;
 
-use crate::support::{self, Chain, ProviderIdent, STAKE, wait_for};
+use crate::support::{self, World, STAKE, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_dead_provider_is_slashed_at_expiry_and_the_attested_one_paid() {
-    let chain = Chain::start().await;
-    let a = ProviderIdent::bonded(&chain, 1).await;
-    let b = ProviderIdent::bonded(&chain, 2).await;
-    let root = chain.dir.path().to_path_buf();
-    let orch = support::orchestrator(&chain, 0, &root.join("orch")).await;
-    let pa = support::provider(&chain, &a, &root.join("pa")).await;
-    let pb = support::provider(&chain, &b, &root.join("pb")).await;
-    support::connect_market(&orch, &[&pa, &pb], 2).await;
+    let World {
+        chain,
+        a,
+        b,
+        orch,
+        pa,
+        pb,
+    } = World::two_providers().await;
     let before = [
         chain.ntx_of(&pa.key_hash),
         chain.ntx_of(&pb.key_hash),

@@ -736,3 +736,47 @@ where
     })
     .await;
 }
+
+/// The preamble of every two-provider test: a devnet with two bonded providers (seeds 1 and
+/// 2), an orchestrator (seed 0) and both providers' engines under the chain's temp dir, all
+/// connected so that the orchestrator sees both offers.
+pub struct World {
+    /// The devnet.
+    pub chain: Chain,
+    /// Provider A's bond and keys (seed 1).
+    pub a: ProviderIdent,
+    /// Provider B's bond and keys (seed 2).
+    pub b: ProviderIdent,
+    /// The orchestrator's node.
+    pub orch: Node<NoExecutor>,
+    /// Provider A's node.
+    pub pa: Node<Exec>,
+    /// Provider B's node.
+    pub pb: Node<Exec>,
+}
+
+impl World {
+    /// [`World`] on a fresh devnet.
+    pub async fn two_providers() -> Self {
+        Self::two_providers_on(Chain::start().await).await
+    }
+
+    /// [`World`] on `chain` (a chain whose settings a test changed first).
+    pub async fn two_providers_on(chain: Chain) -> Self {
+        let a = ProviderIdent::bonded(&chain, 1).await;
+        let b = ProviderIdent::bonded(&chain, 2).await;
+        let root = chain.dir.path().to_path_buf();
+        let orch = orchestrator(&chain, 0, &root.join("orch")).await;
+        let pa = provider(&chain, &a, &root.join("pa")).await;
+        let pb = provider(&chain, &b, &root.join("pb")).await;
+        connect_market(&orch, &[&pa, &pb], 2).await;
+        Self {
+            chain,
+            a,
+            b,
+            orch,
+            pa,
+            pb,
+        }
+    }
+}
