@@ -15,11 +15,10 @@ async fn providers_settle_a_job_whose_orchestrator_vanished() {
     chain.settle_grace_ms = 2_000;
     let World {
         chain,
-        a,
-        b,
         orch,
         pa,
         pb,
+        ..
     } = World::two_providers_on(chain).await;
     let before = [chain.ntx_of(&pa.key_hash), chain.ntx_of(&pb.key_hash)];
 

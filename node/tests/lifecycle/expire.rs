@@ -9,17 +9,17 @@ use ganglion_indexer::event::Event;
 use ganglion_node::job::state::{OrchestratorState, ProviderState};
 use ganglion_node::job::store::TxKind;
 
-use crate::support::{self, World, STAKE, wait_for};
+use crate::support::{self, STAKE, World, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_dead_provider_is_slashed_at_expiry_and_the_attested_one_paid() {
     let World {
         chain,
-        a,
         b,
         orch,
         pa,
         pb,
+        ..
     } = World::two_providers().await;
     let before = [
         chain.ntx_of(&pa.key_hash),

@@ -17,11 +17,10 @@ use crate::support::{self, World, wait_for};
 async fn restarts_neither_double_submit_nor_double_dispatch() {
     let World {
         chain,
-        a,
-        b,
         orch,
         pa,
         pb,
+        ..
     } = World::two_providers().await;
 
     let job = orch

@@ -14,11 +14,10 @@ use crate::support::{self, World, wait_for};
 async fn a_job_across_two_providers_settles_and_pays_by_the_escrow_rule() {
     let World {
         chain,
-        a,
-        b,
         orch,
         pa,
         pb,
+        ..
     } = World::two_providers().await;
 
     let before = [

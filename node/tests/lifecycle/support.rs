@@ -737,14 +737,13 @@ where
     .await;
 }
 
-/// The preamble of every two-provider test: a devnet with two bonded providers (seeds 1 and
-/// 2), an orchestrator (seed 0) and both providers' engines under the chain's temp dir, all
-/// connected so that the orchestrator sees both offers.
+/// The preamble of every two-provider test: a devnet with two bonded providers (A: seed 1,
+/// B: seed 2), an orchestrator (seed 0) and both providers' engines under the chain's temp
+/// dir, all connected so that the orchestrator sees both offers. (B's bond is kept for the
+/// tests that slash it.)
 pub struct World {
     /// The devnet.
     pub chain: Chain,
-    /// Provider A's bond and keys (seed 1).
-    pub a: ProviderIdent,
     /// Provider B's bond and keys (seed 2).
     pub b: ProviderIdent,
     /// The orchestrator's node.
@@ -772,7 +771,6 @@ impl World {
         connect_market(&orch, &[&pa, &pb], 2).await;
         Self {
             chain,
-            a,
             b,
             orch,
             pa,
