@@ -189,11 +189,11 @@ pub struct Record {
 mod hex_bytes_list {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(v: &[Vec<u8>], s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(v: &[Vec<u8>], s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(v.iter().map(hex::encode))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<u8>>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<u8>>, D::Error> {
         Vec::<String>::deserialize(d)?
             .into_iter()
             .map(|h| hex::decode(&h).map_err(serde::de::Error::custom))
@@ -204,11 +204,11 @@ mod hex_bytes_list {
 mod hex_list {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(v: &[[u8; 28]], s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(v: &[[u8; 28]], s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(v.iter().map(hex::encode))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<[u8; 28]>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<[u8; 28]>, D::Error> {
         Vec::<String>::deserialize(d)?
             .into_iter()
             .map(|h| {

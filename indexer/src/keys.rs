@@ -16,45 +16,45 @@ use ganglion_contracts::params::KeyHash;
 
 use crate::event::Meta;
 
-pub const CURSOR: &[u8] = b"c";
-pub const UNDO: &str = "x/";
-pub const UTXO: &str = "u/";
-pub const EVENT: &str = "e/";
-pub const JOB: &str = "j/";
-pub const BY_ORCHESTRATOR: &str = "o/";
-pub const BY_PROVIDER: &str = "p/";
+pub(crate) const CURSOR: &[u8] = b"c";
+pub(crate) const UNDO: &str = "x/";
+pub(crate) const UTXO: &str = "u/";
+pub(crate) const EVENT: &str = "e/";
+pub(crate) const JOB: &str = "j/";
+pub(crate) const BY_ORCHESTRATOR: &str = "o/";
+pub(crate) const BY_PROVIDER: &str = "p/";
 
-pub fn undo(height: u64) -> Vec<u8> {
+pub(crate) fn undo(height: u64) -> Vec<u8> {
     format!("{UNDO}{height:020}").into_bytes()
 }
 
-pub fn utxo(r: &TxoRef) -> Vec<u8> {
+pub(crate) fn utxo(r: &TxoRef) -> Vec<u8> {
     format!("{UTXO}{}#{:010}", hex::encode(r.tx_hash), r.index).into_bytes()
 }
 
-pub fn event(meta: &Meta, seq: u32) -> Vec<u8> {
+pub(crate) fn event(meta: &Meta, seq: u32) -> Vec<u8> {
     format!("{EVENT}{:020}/{:010}/{seq:05}", meta.slot, meta.tx_index).into_bytes()
 }
 
 /// First event key at or after `slot`.
-pub fn event_slot(slot: u64) -> Vec<u8> {
+pub(crate) fn event_slot(slot: u64) -> Vec<u8> {
     format!("{EVENT}{slot:020}/").into_bytes()
 }
 
-pub fn job(id: &JobId) -> Vec<u8> {
+pub(crate) fn job(id: &JobId) -> Vec<u8> {
     format!("{JOB}{id}").into_bytes()
 }
 
-pub fn by_orchestrator(o: &KeyHash, id: &JobId) -> Vec<u8> {
+pub(crate) fn by_orchestrator(o: &KeyHash, id: &JobId) -> Vec<u8> {
     format!("{BY_ORCHESTRATOR}{}/{id}", hex::encode(o)).into_bytes()
 }
 
-pub fn by_provider(p: &KeyHash, id: &JobId) -> Vec<u8> {
+pub(crate) fn by_provider(p: &KeyHash, id: &JobId) -> Vec<u8> {
     format!("{BY_PROVIDER}{}/{id}", hex::encode(p)).into_bytes()
 }
 
 /// The job id at the end of an index key.
-pub fn job_of_index(key: &[u8]) -> Option<JobId> {
+pub(crate) fn job_of_index(key: &[u8]) -> Option<JobId> {
     let s = std::str::from_utf8(key).ok()?;
     let hex_id = s.rsplit('/').next()?;
     Some(JobId(hex::decode(hex_id).ok()?.try_into().ok()?))

@@ -16,10 +16,10 @@ use ganglion_testnet::devnet::{self, DevnetConfig, DevnetHandle};
 use ganglion_testnet::genesis::Genesis;
 use pallas_traverse::{Era, MultiEraOutput};
 
-pub const WAIT: Duration = Duration::from_secs(30);
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
 
 /// The same key as the devnet's `DevKey::from_seed(seed)`.
-pub fn dev_party(env: &Env, seed: u32) -> Party {
+pub(crate) fn dev_party(env: &Env, seed: u32) -> Party {
     let mut material = b"ganglion-devnet-key".to_vec();
     material.extend_from_slice(&seed.to_be_bytes());
     let bytes: [u8; 32] = *pallas_crypto::hash::Hasher::<256>::hash(&material);
@@ -32,14 +32,14 @@ pub fn dev_party(env: &Env, seed: u32) -> Party {
     }
 }
 
-pub struct Chain {
+pub(crate) struct Chain {
     pub handle: DevnetHandle,
     pub env: Env,
     pub genesis: Genesis,
 }
 
 impl Chain {
-    pub fn utxos(&self, address: &[u8]) -> Vec<Utxo> {
+    pub(crate) fn utxos(&self, address: &[u8]) -> Vec<Utxo> {
         self.handle
             .chain()
             .utxos_at(address)
@@ -54,12 +54,12 @@ impl Chain {
             .collect()
     }
 
-    pub fn slot(&self) -> u64 {
+    pub(crate) fn slot(&self) -> u64 {
         self.handle.chain().next_block_slot()
     }
 
     /// Balances `draft` from `payer`, signs, submits and forges a block with it.
-    pub async fn run(&self, draft: Draft, payer: &Party, extra: &[&SigningKey]) -> Balanced {
+    pub(crate) async fn run(&self, draft: Draft, payer: &Party, extra: &[&SigningKey]) -> Balanced {
         let utxos = self.utxos(&payer.address);
         let wallet = ganglion_contracts::tx::Wallet {
             utxos: &utxos,
@@ -84,7 +84,7 @@ impl Chain {
 }
 
 /// Waits until `ix` has applied the devnet's tip.
-pub async fn caught_up<S: Kv>(
+pub(crate) async fn caught_up<S: Kv>(
     rx: &std::sync::mpsc::Receiver<Notification>,
     chain: &Chain,
     ix: &Indexer<S>,
@@ -103,7 +103,7 @@ pub async fn caught_up<S: Kv>(
 
 impl Chain {
     /// A devnet in `dir` that forges only when asked.
-    pub async fn start(dir: &std::path::Path) -> Self {
+    pub(crate) async fn start(dir: &std::path::Path) -> Self {
         let genesis = Genesis::devnet().expect("genesis");
         let mut config = DevnetConfig::new(genesis.clone(), dir.join("devnet"));
         config.auto_forge = false;
@@ -122,7 +122,7 @@ impl Chain {
 }
 
 /// Deploys the validator (with devnet NTX parameters) as a reference script.
-pub async fn deploy(chain: &Chain) -> (Deployment, Watch) {
+pub(crate) async fn deploy(chain: &Chain) -> (Deployment, Watch) {
     let params = Params {
         ntx: AssetClass {
             policy: *chain.genesis.ntx_policy_id().expect("policy"),
@@ -164,7 +164,7 @@ pub async fn deploy(chain: &Chain) -> (Deployment, Watch) {
 
 /// Locks a small job (1 GPU, 1 NTX base unit, deadline in an hour) from `orchestrator`'s
 /// largest UTxO and forges it into a block.
-pub async fn lock_small(
+pub(crate) async fn lock_small(
     chain: &Chain,
     dep: &Deployment,
     orchestrator: &Party,
@@ -193,7 +193,7 @@ pub async fn lock_small(
 
 impl Chain {
     /// The devnet's N2N endpoint as a follower source.
-    pub fn n2n(&self) -> ganglion_indexer::follow::Source {
+    pub(crate) fn n2n(&self) -> ganglion_indexer::follow::Source {
         ganglion_indexer::follow::Source::N2n {
             addr: self.handle.n2n_addr().to_string(),
             magic: self.handle.magic(),
@@ -201,7 +201,7 @@ impl Chain {
     }
 
     /// The devnet's N2C-over-TCP endpoint as a follower source.
-    pub fn n2c(&self) -> ganglion_indexer::follow::Source {
+    pub(crate) fn n2c(&self) -> ganglion_indexer::follow::Source {
         ganglion_indexer::follow::Source::N2cTcp {
             addr: self.handle.n2c_tcp_addr().expect("n2c tcp").to_string(),
             magic: self.handle.magic(),
@@ -210,14 +210,14 @@ impl Chain {
 }
 
 /// A running sync loop: its indexer, its notifications and its task.
-pub type Following<S> = (
+pub(crate) type Following<S> = (
     std::sync::Arc<Indexer<S>>,
     std::sync::mpsc::Receiver<Notification>,
     tokio::task::JoinHandle<ganglion_indexer::Result<()>>,
 );
 
 /// Subscribes to `ix`, then spawns the sync loop feeding it until `cancel` fires.
-pub fn spawn_follower<S: Kv + 'static>(
+pub(crate) fn spawn_follower<S: Kv + 'static>(
     ix: Indexer<S>,
     config: ganglion_indexer::sync::SyncConfig,
     cancel: &tokio_util::sync::CancellationToken,

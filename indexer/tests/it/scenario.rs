@@ -9,7 +9,7 @@ use ganglion_indexer::store::MemoryKv;
 use ganglion_indexer::{Event, Indexer, JobStatus, Watch};
 
 /// The scenario's transactions as blocks, and the facts to check.
-pub struct Run {
+pub(crate) struct Run {
     pub watch: Watch,
     pub blocks: Vec<Vec<u8>>,
     pub harness: Harness,
@@ -19,7 +19,7 @@ pub struct Run {
 }
 
 /// Wraps each transaction in its own Conway block, chained from height 1.
-pub fn blocks_of(txs: &[Vec<u8>]) -> Vec<Vec<u8>> {
+pub(crate) fn blocks_of(txs: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let mut prev = None;
     txs.iter()
         .enumerate()
@@ -38,7 +38,7 @@ pub fn blocks_of(txs: &[Vec<u8>]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-pub fn run() -> Run {
+pub(crate) fn run() -> Run {
     let mut h = Harness::new(4);
     h.post_bonds();
 

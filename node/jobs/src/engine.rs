@@ -248,16 +248,16 @@ pub(crate) struct Ctx<S: Kv, E: Executor> {
 }
 
 impl<S: Kv, E: Executor> Ctx<S, E> {
-    pub fn chain_magic(&self) -> u64 {
+    pub(crate) fn chain_magic(&self) -> u64 {
         self.chain.magic()
     }
 
-    pub fn now(&self) -> u64 {
+    pub(crate) fn now(&self) -> u64 {
         (self.config.clock)()
     }
 
     /// Whether `tx` is due for a (re)submission, and marks it submitted now if so.
-    pub fn due(&self, tx: &[u8; 32], written_ms: u64) -> bool {
+    pub(crate) fn due(&self, tx: &[u8; 32], written_ms: u64) -> bool {
         let now = self.now();
         let mut m = self.submitted.lock().unwrap_or_else(|p| p.into_inner());
         let last = *m.get(tx).unwrap_or(&written_ms);

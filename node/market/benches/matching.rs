@@ -5,6 +5,9 @@
 //! prints for each size: decisions/s on one core over the whole mix, p50/p99 latency of single
 //! decisions, and how many decisions found a plan.
 
+// `criterion_group!` generates an undocumented `pub fn benches`.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 
 /// Whether `name` matches `pattern`. Iterative with one backtrack point: O(|pattern|·|name|)
 /// worst case, no allocation.
-pub fn matches(pattern: &str, name: &str) -> bool {
+pub(crate) fn matches(pattern: &str, name: &str) -> bool {
     let (p, n) = (pattern.as_bytes(), name.as_bytes());
     let (mut pi, mut ni) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;
@@ -30,7 +30,7 @@ pub fn matches(pattern: &str, name: &str) -> bool {
 /// name's runs of letters and digits with the vendor prefix left in (`a100` names
 /// `NVIDIA A100-SXM4-80GB`, `t4` names `NVIDIA T4`, `rtx4090` names nothing: use `*4090*`).
 /// The bare-word form is how Akash SDLs name models (`vendor/nvidia/model/a100`).
-pub fn matches_model(pattern: &str, name: &str) -> bool {
+pub(crate) fn matches_model(pattern: &str, name: &str) -> bool {
     if pattern.contains(['*', '?']) {
         return matches(pattern, name);
     }

@@ -5,6 +5,10 @@
 //! [`super::Config::relay_server`]) and bitswap (`beetswap` 0.5, built on libp2p-swarm 0.47 =
 //! libp2p 0.56, over the storage crate's blockstore; on when [`super::Config::blockstore`] is set).
 
+// `#[derive(NetworkBehaviour)]` generates `BehaviourEvent`, one undocumented variant per
+// field (every item written here is documented).
+#![allow(missing_docs)]
+
 use libp2p::swarm::NetworkBehaviour;
 use libp2p::swarm::behaviour::toggle::Toggle;
 use libp2p::{autonat, dcutr, gossipsub, identify, kad, ping, relay, request_response};

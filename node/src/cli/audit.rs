@@ -9,7 +9,7 @@ use ganglion_rpc::audit::AuditApiClient;
 
 /// Audit jobs and providers (a running node answers: `ganglion node run`).
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     pub remote: RemoteArgs,
     #[command(subcommand)]
@@ -18,7 +18,7 @@ pub struct Args {
 
 /// Audit subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// A job as the chain records it: providers, GPUs, spec, results, logs, payments, txs.
     Job {
         /// Job id (64 hex digits).
@@ -90,7 +90,7 @@ fn print_provider(p: &AuditProvider) {
 }
 
 /// Runs the subcommand.
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let config = args.remote.config.as_deref();
     match args.command {
         Command::Job { job_id } => {

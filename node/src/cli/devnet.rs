@@ -10,14 +10,14 @@ use ganglion_node::demo::{self, DemoNetwork, DemoOptions, Scenario, Summary, Wor
 
 /// The embedded devnet and what runs on it.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     pub command: Command,
 }
 
 /// Devnet subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run a multi-provider job from lock to payment: devnet, validator, an orchestrator and
     /// three provider nodes (2, 2 and 4 declared GPUs) as processes, a 4-GPU job on two of them.
     Demo {
@@ -51,7 +51,7 @@ pub enum Command {
 }
 
 /// Runs the subcommand.
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let Command::Demo {
         workload,
         scenario,

@@ -9,7 +9,7 @@ use ganglion_node::settings::Settings;
 
 /// Check Docker, the GPU runtime, GPUs, the chain connection, the RPC port and disk space.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -19,7 +19,7 @@ pub struct Args {
 }
 
 /// Runs the checks and prints them.
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let settings = Settings::load(args.config.as_deref()).context("loading the settings")?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -8,7 +8,7 @@ use ganglion_node::settings::Settings;
 
 /// Show the GPUs this node detects (NVML, AMD sysfs/KFD) and declares (config).
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -22,7 +22,7 @@ pub struct Args {
 }
 
 /// Runs the subcommand; notes (degraded sources) go to stderr, one line each.
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let cfg = Settings::load(args.config.as_deref()).context("loading the settings")?;
     let mut inv = gpu::detect(&cfg.gpus.sysfs_root, &cfg.gpus.declared);
     // With NVIDIA GPUs to offer, the provider's start-up check: can containers get them?

@@ -21,7 +21,7 @@ const POLL: Duration = Duration::from_secs(1);
 
 /// Jobs this node orchestrates or runs.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     pub remote: RemoteArgs,
     #[command(subcommand)]
@@ -30,7 +30,7 @@ pub struct Args {
 
 /// Job subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Pin an ensemble spec (YAML or JSON file) and lock its budget; prints the job id.
     Submit {
         /// The spec file (docs/ensemble-spec.md).
@@ -164,7 +164,7 @@ fn print_outputs(outputs: &[JobOutput]) {
 }
 
 /// Runs the subcommand.
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let config = args.remote.config.as_deref();
     match args.command {
         Command::ImportSdl { file } => {

@@ -7,13 +7,13 @@ use ganglion_rpc::audit::MarketApiClient;
 
 /// The live market as the node sees it.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     pub remote: RemoteArgs,
 }
 
 /// Prints offers one per line (text) or as JSON.
-pub fn print_offers(offers: &[MarketOffer], json: bool) -> anyhow::Result<()> {
+pub(crate) fn print_offers(offers: &[MarketOffer], json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(&offers);
     }
@@ -44,7 +44,7 @@ pub fn print_offers(offers: &[MarketOffer], json: bool) -> anyhow::Result<()> {
 }
 
 /// Runs the command.
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let offers: Vec<MarketOffer> = call(args.remote.config.as_deref(), |rpc| async move {
         MarketApiClient::offers(&rpc).await
     })?;

@@ -1,13 +1,13 @@
 //! Subcommands of the `ganglion` binary, one file each. The only place (with `main.rs`) where
 //! `anyhow` context strings are used.
 
-pub mod audit;
-pub mod devnet;
-pub mod doctor;
-pub mod gpus;
-pub mod job;
-pub mod market;
-pub mod node;
-pub mod provider;
-pub mod remote;
-pub mod wallet;
+pub(crate) mod audit;
+pub(crate) mod devnet;
+pub(crate) mod doctor;
+pub(crate) mod gpus;
+pub(crate) mod job;
+pub(crate) mod market;
+pub(crate) mod node;
+pub(crate) mod provider;
+pub(crate) mod remote;
+pub(crate) mod wallet;

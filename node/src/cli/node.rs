@@ -14,14 +14,14 @@ use tokio_util::sync::CancellationToken;
 
 /// Run the node.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     pub command: Command,
 }
 
 /// `ganglion node …`.
 #[derive(Debug, clap::Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the node (indexer, p2p, job engine, JSON-RPC; a provider too with `[provider]`)
     /// until SIGINT or SIGTERM.
     Run {
@@ -49,7 +49,7 @@ pub enum Command {
 
 /// How `node run` writes its logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     /// Human-readable lines.
     Text,
     /// One JSON object per line (tracing-subscriber's JSON format).
@@ -57,7 +57,7 @@ pub enum LogFormat {
 }
 
 /// Runs the subcommand.
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         Command::Run {
             config,

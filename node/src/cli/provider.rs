@@ -11,7 +11,7 @@ use ganglion_rpc::audit::ProviderApiClient;
 
 /// This node as a provider (a running node answers).
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     pub remote: RemoteArgs,
     #[command(subcommand)]
@@ -20,7 +20,7 @@ pub struct Args {
 
 /// Provider subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// This node's bonds on chain: stake, GPUs, free GPUs, unbonding.
     Bond,
     /// Start unbonding this node's bond: its GPUs leave the market; the stake can be
@@ -41,7 +41,7 @@ pub enum Command {
 }
 
 /// Runs the subcommand.
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let config = args.remote.config.as_deref();
     match args.command {
         Command::Bond => {

@@ -12,7 +12,7 @@ use jsonrpsee::http_client::HttpClient;
 
 /// `--json` and `--config`, taken by every command that talks to a running node.
 #[derive(Debug, clap::Args)]
-pub struct RemoteArgs {
+pub(crate) struct RemoteArgs {
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
@@ -25,7 +25,7 @@ pub struct RemoteArgs {
 /// Makes one call on the node of the settings at `config` (or the defaults and `GANGLION_*`):
 /// `call` is given the node's JSON-RPC client and calls one of the generated `*Client` traits
 /// of `ganglion_rpc` on it, e.g. `|rpc| async move { JobApiClient::status(&rpc, id).await }`.
-pub fn call<T, F, Fut>(config: Option<&Path>, call: F) -> anyhow::Result<T>
+pub(crate) fn call<T, F, Fut>(config: Option<&Path>, call: F) -> anyhow::Result<T>
 where
     F: FnOnce(HttpClient) -> Fut,
     Fut: Future<Output = Result<T, ClientError>>,
@@ -44,7 +44,7 @@ where
 }
 
 /// Prints `v` as pretty JSON.
-pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
+pub(crate) fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
 }

@@ -8,7 +8,7 @@ use ganglion_node::wallet::Wallet;
 
 /// The node's wallet (key in the data dir, balance and payments over N2C).
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
@@ -21,7 +21,7 @@ pub struct Args {
 
 /// Wallet subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Create the payment key (refuses to overwrite one).
     New {
         /// Devnet only: import the public devnet key of this seed (seeds 0..4 are funded).
@@ -47,7 +47,7 @@ pub enum Command {
 }
 
 /// Runs the subcommand.
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let settings = Settings::load(args.config.as_deref()).context("loading the settings")?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

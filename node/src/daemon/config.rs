@@ -114,11 +114,11 @@ mod multiaddrs {
     use libp2p::Multiaddr;
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(v: &[Multiaddr], s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(v: &[Multiaddr], s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(v.iter().map(ToString::to_string))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Multiaddr>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Multiaddr>, D::Error> {
         Vec::<String>::deserialize(d)?
             .iter()
             .map(|a| {

@@ -16,7 +16,7 @@ use crate::job::JobControl;
 use crate::job::store::JobRecord;
 
 /// How often the store is read for new transitions.
-pub const POLL: Duration = Duration::from_millis(200);
+pub(super) const POLL: Duration = Duration::from_millis(200);
 
 /// The transitions of `r` from index `from` on, as events.
 fn events_of<S: Copy + serde::Serialize, D>(

@@ -7,14 +7,14 @@ use ganglion_testnet::devnet::{self, DevnetConfig, DevnetHandle};
 use ganglion_testnet::genesis::Genesis;
 
 /// Starts a devnet with manual forging (the test decides when blocks happen).
-pub async fn devnet(dir: &Path) -> DevnetHandle {
+pub(crate) async fn devnet(dir: &Path) -> DevnetHandle {
     let mut cfg = DevnetConfig::new(Genesis::devnet().expect("genesis"), dir.join("devnet"));
     cfg.auto_forge = false;
     devnet::start(cfg).await.expect("devnet starts")
 }
 
 /// Devnet settings with `data_dir` and the devnet's N2C TCP port.
-pub fn settings(h: &DevnetHandle, data_dir: &Path) -> Settings {
+pub(crate) fn settings(h: &DevnetHandle, data_dir: &Path) -> Settings {
     let mut s = Settings::from_toml("network = \"devnet\"").expect("settings");
     let n2c = h.n2c_tcp_addr().expect("n2c tcp").to_string();
     let dir = data_dir.display().to_string();
@@ -29,7 +29,7 @@ pub fn settings(h: &DevnetHandle, data_dir: &Path) -> Settings {
 
 /// The bond methods over `indexer`, with a deployment and key built offline (the contracts'
 /// test harness): enough to serve them; nothing here reaches a chain.
-pub fn offline_bonds<S: ganglion_indexer::store::Kv + Send + Sync + 'static>(
+pub(crate) fn offline_bonds<S: ganglion_indexer::store::Kv + Send + Sync + 'static>(
     indexer: std::sync::Arc<ganglion_indexer::Indexer<S>>,
 ) -> ganglion_node::rpc::bond::BondRpc<S> {
     let h = ganglion_contracts::test_utils::harness::Harness::new(1);
@@ -45,7 +45,7 @@ pub fn offline_bonds<S: ganglion_indexer::store::Kv + Send + Sync + 'static>(
 
 /// `api` with the namespaces `node run` attaches besides the core ones: audit over an empty
 /// index and blockstore, and the bond methods ([`offline_bonds`]).
-pub fn with_offline_namespaces(api: ganglion_node::rpc::Api) -> ganglion_node::rpc::Api {
+pub(crate) fn with_offline_namespaces(api: ganglion_node::rpc::Api) -> ganglion_node::rpc::Api {
     let watch = ganglion_indexer::watch::Watch {
         script_hash: [0; 28],
         params: ganglion_contracts::params::Params {

@@ -8,7 +8,7 @@ use hyper::body::Bytes;
 use prometheus_parse::{LineInfo, Scrape, Value};
 
 /// `GET http://<addr><path>`: status, content type and body.
-pub async fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
+pub(crate) async fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
     let stream = tokio::net::TcpStream::connect(addr)
         .await
         .unwrap_or_else(|e| panic!("connect to the metrics endpoint {addr}: {e}"));
@@ -35,7 +35,7 @@ pub async fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
 
 /// Scrapes `addr`: 200, the OpenMetrics content type, every line a descriptor or a sample,
 /// `# EOF` last; then parsed.
-pub async fn scrape(addr: SocketAddr) -> Scrape {
+pub(crate) async fn scrape(addr: SocketAddr) -> Scrape {
     let (status, ctype, text) = get(addr, "/metrics").await;
     assert_eq!(status, 200, "GET /metrics: {text}");
     assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
@@ -56,7 +56,7 @@ pub async fn scrape(addr: SocketAddr) -> Scrape {
 
 /// The value of the gauge, counter or untyped sample `metric` whose labels include `labels`
 /// (panics when there is none: the metric must be present).
-pub fn value(s: &Scrape, metric: &str, labels: &[(&str, &str)]) -> f64 {
+pub(crate) fn value(s: &Scrape, metric: &str, labels: &[(&str, &str)]) -> f64 {
     let sample = s
         .samples
         .iter()
@@ -69,6 +69,6 @@ pub fn value(s: &Scrape, metric: &str, labels: &[(&str, &str)]) -> f64 {
 }
 
 /// How many samples `metric` has (one per label set).
-pub fn series(s: &Scrape, metric: &str) -> usize {
+pub(crate) fn series(s: &Scrape, metric: &str) -> usize {
     s.samples.iter().filter(|x| x.metric == metric).count()
 }

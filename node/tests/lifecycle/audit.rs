@@ -145,7 +145,7 @@ fn tampered_evidence_fails_the_right_check(e: &Evidence) {
 }
 
 /// Runs the audit of the settled `job` from the orchestrator's node and the RPC checks.
-pub async fn audit_settled_job<E: Executor + 'static, F: Executor + 'static>(
+pub(crate) async fn audit_settled_job<E: Executor + 'static, F: Executor + 'static>(
     orch: &Node<E>,
     providers: &[&Node<F>],
     job: &JobId,

@@ -42,16 +42,16 @@ use libp2p::{Multiaddr, PeerId};
 use tokio_util::sync::CancellationToken;
 
 /// Longest wait for any one condition. A healthy lifecycle takes ~10-20 s on the 2-core CI box.
-pub const WAIT: Duration = Duration::from_secs(120);
+pub(crate) const WAIT: Duration = Duration::from_secs(120);
 /// Rate every provider asks: 3 600 000 NTX base units per GPU-hour = 1 000 per GPU-second.
-pub const RATE: u64 = 3_600_000;
+pub(crate) const RATE: u64 = 3_600_000;
 /// NTX each provider bonds (the deployment's minimum is 1 000 000 per GPU).
-pub const STAKE: u64 = 5_000_000;
+pub(crate) const STAKE: u64 = 5_000_000;
 
-pub type Exec = DockerExecutor<SledBlockstore>;
+pub(crate) type Exec = DockerExecutor<SledBlockstore>;
 
 /// Polls `f` every 100 ms until it yields `Some`, panicking with `what` after [`WAIT`].
-pub async fn wait_for<T, F, Fut>(what: &str, mut f: F) -> T
+pub(crate) async fn wait_for<T, F, Fut>(what: &str, mut f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -70,18 +70,18 @@ where
 }
 
 /// The devnet key of `seed` (funded at genesis for seeds 0..4).
-pub fn dev_key(seed: u32) -> SigningKey {
+pub(crate) fn dev_key(seed: u32) -> SigningKey {
     let mut material = b"ganglion-devnet-key".to_vec();
     material.extend_from_slice(&seed.to_be_bytes());
     SigningKey::from_bytes(&pallas_crypto::hash::Hasher::<256>::hash(&material))
 }
 
-pub fn hash_of(key: &SigningKey) -> KeyHash {
+pub(crate) fn hash_of(key: &SigningKey) -> KeyHash {
     key_hash(&key.verifying_key().to_bytes())
 }
 
 /// The probe image's tag (built from scripts/images/probe/probe.c when absent).
-pub fn probe_image() -> String {
+pub(crate) fn probe_image() -> String {
     static TAG: OnceLock<String> = OnceLock::new();
     TAG.get_or_init(|| {
         ganglion_node::demo::cluster::probe_image()
@@ -91,7 +91,7 @@ pub fn probe_image() -> String {
 }
 
 /// A devnet (blocks forged every slot with pending transactions) and the deployed validator.
-pub struct Chain {
+pub(crate) struct Chain {
     pub dir: tempfile::TempDir,
     pub handle: DevnetHandle,
     pub env: Env,
@@ -103,7 +103,7 @@ pub struct Chain {
 }
 
 impl Chain {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let dir = tempfile::Builder::new()
             .prefix("ganglion-life-")
             .tempdir_in("/var/tmp")
@@ -186,12 +186,12 @@ impl Chain {
         chain
     }
 
-    pub fn n2c(&self) -> N2cEndpoint {
+    pub(crate) fn n2c(&self) -> N2cEndpoint {
         N2cEndpoint::Tcp(self.handle.n2c_tcp_addr().expect("n2c tcp"))
     }
 
     /// Chain access paying and signing with `key`.
-    pub fn access(&self, key: SigningKey) -> ChainAccess {
+    pub(crate) fn access(&self, key: SigningKey) -> ChainAccess {
         ChainAccess::new(
             self.n2c(),
             self.handle.magic(),
@@ -202,7 +202,7 @@ impl Chain {
     }
 
     /// NTX base units at `key`'s address, from the devnet's ledger.
-    pub fn ntx_of(&self, key: &KeyHash) -> u64 {
+    pub(crate) fn ntx_of(&self, key: &KeyHash) -> u64 {
         let address = key_address(self.env.network, key);
         self.handle
             .chain()
@@ -222,7 +222,7 @@ impl Chain {
 
     /// Posts a bond of [`STAKE`] for `gpus` GPUs by `payment`, naming `attest` and `peer`;
     /// returns the bond UTxO once on chain.
-    pub async fn post_bond(
+    pub(crate) async fn post_bond(
         &self,
         payment: &SigningKey,
         attest: &SigningKey,
@@ -267,7 +267,7 @@ impl Chain {
 }
 
 /// A provider's identity: payment key (a funded devnet key), attest key, libp2p key.
-pub struct ProviderIdent {
+pub(crate) struct ProviderIdent {
     pub payment: SigningKey,
     pub attest: SigningKey,
     pub libp2p: Keypair,
@@ -276,12 +276,12 @@ pub struct ProviderIdent {
 
 impl ProviderIdent {
     /// The payment key hash (the provider on chain).
-    pub fn payment_hash(&self) -> KeyHash {
+    pub(crate) fn payment_hash(&self) -> KeyHash {
         hash_of(&self.payment)
     }
 
     /// Identity from devnet key `seed`, bonded for one GPU on `chain`.
-    pub async fn bonded(chain: &Chain, seed: u32) -> Self {
+    pub(crate) async fn bonded(chain: &Chain, seed: u32) -> Self {
         let payment = dev_key(seed);
         let attest = SigningKey::from_bytes(&[0x40 + seed as u8; 32]);
         let libp2p = Keypair::ed25519_from_bytes([0x20 + seed as u8; 32]).expect("seed");
@@ -298,7 +298,7 @@ impl ProviderIdent {
 }
 
 /// One node: its engine, swarm client and address, indexer, and data dir.
-pub struct Node<E: ganglion_dispatch::executor::Executor + 'static> {
+pub(crate) struct Node<E: ganglion_dispatch::executor::Executor + 'static> {
     pub engine: Engine<SledKv, E>,
     pub p2p: Client,
     pub addr: Multiaddr,
@@ -340,7 +340,7 @@ impl<E> SideParts<E> {
 }
 
 /// A node whose job engine was stopped (its store closed); everything else still runs.
-pub struct Stopped<E: ganglion_dispatch::executor::Executor + 'static> {
+pub(crate) struct Stopped<E: ganglion_dispatch::executor::Executor + 'static> {
     p2p: Client,
     addr: Multiaddr,
     indexer: Arc<Indexer<SledKv>>,
@@ -356,7 +356,7 @@ pub struct Stopped<E: ganglion_dispatch::executor::Executor + 'static> {
 impl<E: ganglion_dispatch::executor::Executor + 'static> Node<E> {
     /// Stops the engine and drops its job store (a crash of the job engine, as far as the
     /// store can tell: every write was already flushed).
-    pub async fn stop_engine(self) -> Stopped<E> {
+    pub(crate) async fn stop_engine(self) -> Stopped<E> {
         let Node {
             engine,
             p2p,
@@ -386,7 +386,7 @@ impl<E: ganglion_dispatch::executor::Executor + 'static> Node<E> {
     }
 
     /// [`Node::stop_engine`] then [`Stopped::start_engine`].
-    pub async fn restart_engine(self, chain: &Chain) -> Self {
+    pub(crate) async fn restart_engine(self, chain: &Chain) -> Self {
         self.stop_engine().await.start_engine(chain)
     }
 }
@@ -394,7 +394,7 @@ impl<E: ganglion_dispatch::executor::Executor + 'static> Node<E> {
 impl<E: ganglion_dispatch::executor::Executor + 'static> Stopped<E> {
     /// Reopens the job store from disk and starts a new engine on it (same indexer, swarm,
     /// blockstore and executor). The new engine hears no p2p events (records already exist).
-    pub fn start_engine(self, chain: &Chain) -> Node<E> {
+    pub(crate) fn start_engine(self, chain: &Chain) -> Node<E> {
         let store = JobStore::open(&self.dir.join("jobs")).expect("job store reopens");
         let (_tx, events) = tokio::sync::mpsc::channel(1);
         let engine = Engine::start(
@@ -426,7 +426,7 @@ impl<E: ganglion_dispatch::executor::Executor + 'static> Stopped<E> {
     }
 }
 
-pub fn engine_config(chain: &Chain) -> EngineConfig {
+pub(crate) fn engine_config(chain: &Chain) -> EngineConfig {
     EngineConfig {
         // The devnet forges only when a transaction is pending: nothing would ever bury the
         // last block, so act on the tip.
@@ -499,7 +499,7 @@ async fn listen(client: &Client, peer: PeerId) -> Multiaddr {
 /// hence the job ids — would otherwise be the same in every test. Its amount carries the
 /// process id, a per-process counter and the clock's nanoseconds: the clock alone was the same
 /// for tests released together (from [`probe_image`]'s lock), which then ran the same job id.
-pub async fn fresh_seed(chain: &Chain, key: &SigningKey) {
+pub(crate) async fn fresh_seed(chain: &Chain, key: &SigningKey) {
     use std::sync::atomic::{AtomicU64, Ordering};
     static CALLS: AtomicU64 = AtomicU64::new(0);
     let access = chain.access(key.clone());
@@ -538,7 +538,7 @@ pub async fn fresh_seed(chain: &Chain, key: &SigningKey) {
 }
 
 /// An orchestrator node paying with devnet key `seed`, its state in `dir`.
-pub async fn orchestrator(chain: &Chain, seed: u32, dir: &Path) -> Node<NoExecutor> {
+pub(crate) async fn orchestrator(chain: &Chain, seed: u32, dir: &Path) -> Node<NoExecutor> {
     fresh_seed(chain, &dev_key(seed)).await;
     let c = common(chain, dir);
     let key = Keypair::ed25519_from_bytes([0x10 + seed as u8; 32]).expect("seed");
@@ -583,13 +583,13 @@ pub async fn orchestrator(chain: &Chain, seed: u32, dir: &Path) -> Node<NoExecut
 }
 
 /// A provider node for `id` (one declared GPU at [`RATE`]), its state in `dir`.
-pub async fn provider(chain: &Chain, id: &ProviderIdent, dir: &Path) -> Node<Exec> {
+pub(crate) async fn provider(chain: &Chain, id: &ProviderIdent, dir: &Path) -> Node<Exec> {
     provider_with(chain, id, dir, RATE, 100).await
 }
 
 /// A provider advertising [`RATE`] with benchmark `score`, whose accept policy (the p2p
 /// `ProviderConfig`) refuses rates below `min_rate`.
-pub async fn provider_with(
+pub(crate) async fn provider_with(
     chain: &Chain,
     id: &ProviderIdent,
     dir: &Path,
@@ -699,7 +699,7 @@ pub async fn provider_with(
 /// `sleep_s` seconds. Deadline `deadline_in_ms` from now; `max_duration_s` 120 s, or what
 /// fits before the deadline (the engine refuses a run that cannot end before it,
 /// `ganglion_node::job::terms`).
-pub fn probe_spec(sleep_s: u32, deadline_in_ms: u64) -> Ensemble {
+pub(crate) fn probe_spec(sleep_s: u32, deadline_in_ms: u64) -> Ensemble {
     let fits_s =
         deadline_in_ms.saturating_sub(ganglion_node::job::terms::SETTLE_MARGIN_MS + 1_000) / 1000;
     let max_duration_s = fits_s.min(120);
@@ -717,7 +717,7 @@ pub fn probe_spec(sleep_s: u32, deadline_in_ms: u64) -> Ensemble {
 
 /// Connects every provider to the orchestrator and waits until the orchestrator's market holds
 /// `n` offers.
-pub async fn connect_market<E, F>(orch: &Node<E>, providers: &[&Node<F>], n: usize)
+pub(crate) async fn connect_market<E, F>(orch: &Node<E>, providers: &[&Node<F>], n: usize)
 where
     E: ganglion_dispatch::executor::Executor + 'static,
     F: ganglion_dispatch::executor::Executor + 'static,
@@ -741,7 +741,7 @@ where
 /// B: seed 2), an orchestrator (seed 0) and both providers' engines under the chain's temp
 /// dir, all connected so that the orchestrator sees both offers. (B's bond is kept for the
 /// tests that slash it.)
-pub struct World {
+pub(crate) struct World {
     /// The devnet.
     pub chain: Chain,
     /// Provider B's bond and keys (seed 2).
@@ -756,12 +756,12 @@ pub struct World {
 
 impl World {
     /// [`World`] on a fresh devnet.
-    pub async fn two_providers() -> Self {
+    pub(crate) async fn two_providers() -> Self {
         Self::two_providers_on(Chain::start().await).await
     }
 
     /// [`World`] on `chain` (a chain whose settings a test changed first).
-    pub async fn two_providers_on(chain: Chain) -> Self {
+    pub(crate) async fn two_providers_on(chain: Chain) -> Self {
         let a = ProviderIdent::bonded(&chain, 1).await;
         let b = ProviderIdent::bonded(&chain, 2).await;
         let root = chain.dir.path().to_path_buf();

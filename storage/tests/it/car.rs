@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use crate::unixfs::{input_of, options_for};
 
 /// `(vector, variant, car json)` for every CAR listed in `kubo-cids.json`.
-pub fn car_vectors() -> Vec<(serde_json::Value, String, serde_json::Value)> {
+pub(crate) fn car_vectors() -> Vec<(serde_json::Value, String, serde_json::Value)> {
     let mut out = Vec::new();
     for v in fixture_json("ipfs/kubo-cids.json")["vectors"]
         .as_array()
@@ -24,7 +24,7 @@ pub fn car_vectors() -> Vec<(serde_json::Value, String, serde_json::Value)> {
 }
 
 /// Imports the vector's input with the variant's options and exports its CAR.
-pub fn export_vector(
+pub(crate) fn export_vector(
     v: &serde_json::Value,
     variant: &str,
 ) -> (MemoryBlockstore, cid::Cid, Vec<u8>) {

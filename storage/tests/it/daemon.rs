@@ -12,7 +12,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 /// A running js-ipfs daemon; killed on drop.
-pub struct JsIpfs {
+pub(crate) struct JsIpfs {
     _child: Child,
     _repo: tempfile::TempDir,
     /// `http://127.0.0.1:<port>`.
@@ -30,7 +30,7 @@ fn cache_dir() -> PathBuf {
 }
 
 /// Skips (loudly) or fails, per `GANGLION_REQUIRE_INTEROP`.
-pub fn unavailable(why: &str) {
+pub(crate) fn unavailable(why: &str) {
     if std::env::var_os("GANGLION_REQUIRE_INTEROP").is_some_and(|v| v == "1") {
         panic!("interop daemon required but unavailable: {why}");
     }
@@ -39,7 +39,7 @@ pub fn unavailable(why: &str) {
 }
 
 /// Installs (first time) and starts js-ipfs, or says why it cannot.
-pub async fn start() -> Result<JsIpfs, String> {
+pub(crate) async fn start() -> Result<JsIpfs, String> {
     let dir = cache_dir();
     let launcher = dir.join("run-daemon.sh");
     if !launcher.exists() {

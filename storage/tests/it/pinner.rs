@@ -30,7 +30,7 @@ fn write_input(dir: &Path, v: &serde_json::Value) -> std::path::PathBuf {
 }
 
 /// The suite. Every step is an observable behaviour of `ipfs add/pin/cat/dag export`.
-pub async fn conformance(pinner: &impl Pinner) {
+pub(crate) async fn conformance(pinner: &impl Pinner) {
     let dir = tempfile::tempdir().expect("tempdir");
     let before = pinner.pins().await.expect("pins");
 

@@ -5,7 +5,7 @@ use ganglion_storage::test_utils::{Generated, fixture_json, sha256_hex};
 use ganglion_storage::unixfs::{self, HashOnly, ImportOptions};
 
 /// The import options of each variant named in `kubo-cids.json` `variants`.
-pub fn options_for(variant: &str) -> ImportOptions {
+pub(crate) fn options_for(variant: &str) -> ImportOptions {
     match variant {
         "kubo_default" => ImportOptions::kubo_default(),
         "cidv1" => ImportOptions::cid_v1(),
@@ -32,7 +32,7 @@ fn file_vectors() -> Vec<serde_json::Value> {
         .collect()
 }
 
-pub fn input_of(vector: &serde_json::Value) -> Generated {
+pub(crate) fn input_of(vector: &serde_json::Value) -> Generated {
     Generated::new(
         vector["generator"].as_str().expect("generator"),
         vector["size"].as_u64().expect("size"),

@@ -14,25 +14,25 @@ use pallas_crypto::hash::Hash;
 use tokio::sync::broadcast;
 
 /// Upper bound for anything a test waits for.
-pub const TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Test slot length (ms): short so blocks come quickly.
-pub const SLOT_MS: u32 = 100;
+pub(crate) const SLOT_MS: u32 = 100;
 
-pub fn genesis() -> Genesis {
+pub(crate) fn genesis() -> Genesis {
     let mut g = Genesis::devnet().expect("devnet genesis");
     g.slot_length_ms = SLOT_MS;
     g
 }
 
-pub async fn start(dir: &std::path::Path, g: Genesis) -> DevnetHandle {
+pub(crate) async fn start(dir: &std::path::Path, g: Genesis) -> DevnetHandle {
     devnet::start(DevnetConfig::new(g, dir))
         .await
         .expect("devnet starts")
 }
 
 /// The richest confirmed UTxO of key `seed`: (reference, lovelace, NTX).
-pub fn richest_utxo(h: &DevnetHandle, seed: u32) -> (TxoRef, u64, u64) {
+pub(crate) fn richest_utxo(h: &DevnetHandle, seed: u32) -> (TxoRef, u64, u64) {
     let g = h.genesis();
     let ntx_id = (
         g.ntx_policy_id().expect("policy").to_vec(),
@@ -54,7 +54,7 @@ pub fn richest_utxo(h: &DevnetHandle, seed: u32) -> (TxoRef, u64, u64) {
 
 /// A payment of `amount` lovelace from key `from`'s richest confirmed UTxO to key `to`,
 /// change (with all the NTX) back to `from`, exact fee.
-pub fn payment(h: &DevnetHandle, from: u32, to: u32, amount: u64) -> (Vec<u8>, TxSpec) {
+pub(crate) fn payment(h: &DevnetHandle, from: u32, to: u32, amount: u64) -> (Vec<u8>, TxSpec) {
     let g = h.genesis();
     let (input, lovelace, ntx) = richest_utxo(h, from);
     let policy = g.ntx_policy_id().expect("policy");
@@ -76,7 +76,10 @@ pub fn payment(h: &DevnetHandle, from: u32, to: u32, amount: u64) -> (Vec<u8>, T
 }
 
 /// Wait (under [`TIMEOUT`]) for a forged block containing `tx`.
-pub async fn wait_included(events: &mut broadcast::Receiver<ChainEvent>, tx: Hash<32>) -> u64 {
+pub(crate) async fn wait_included(
+    events: &mut broadcast::Receiver<ChainEvent>,
+    tx: Hash<32>,
+) -> u64 {
     tokio::time::timeout(TIMEOUT, async {
         loop {
             match events.recv().await {

@@ -389,11 +389,11 @@ pub(crate) mod cid_string {
     use cid::Cid;
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(cid: &Cid, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(cid: &Cid, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(cid)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Cid, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Cid, D::Error> {
         let text = String::deserialize(d)?;
         Cid::try_from(text.as_str()).map_err(serde::de::Error::custom)
     }

@@ -281,7 +281,7 @@ async fn an_engine_that_disappears_mid_job() {
     support::assert_no_leftovers(&exec, &job).await;
 }
 
-pub async fn wait_for_phase<S, N>(
+pub(crate) async fn wait_for_phase<S, N>(
     exec: &DockerExecutor<S, N>,
     job: &ganglion_dispatch::executor::RunId,
     phase: Phase,

@@ -17,10 +17,10 @@ use ganglion_market::spec::{Framework, ResourcesPerGpu};
 use ganglion_storage::blockstore::SledBlockstore;
 use ganglion_storage::pin::Embedded;
 
-pub type Exec = DockerExecutor<SledBlockstore>;
+pub(crate) type Exec = DockerExecutor<SledBlockstore>;
 
 /// The engine socket: `GANGLION_DOCKER_SOCKET` or `/var/run/docker.sock`.
-pub fn socket() -> PathBuf {
+pub(crate) fn socket() -> PathBuf {
     std::env::var_os("GANGLION_DOCKER_SOCKET")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET))
@@ -28,7 +28,7 @@ pub fn socket() -> PathBuf {
 
 /// Connects to the engine or panics with what to do: these tests need Docker (CI starts it
 /// with scripts/ensure-docker.sh); they never skip silently.
-pub async fn engine() -> DockerEngine {
+pub(crate) async fn engine() -> DockerEngine {
     match DockerEngine::connect(&socket(), 120).await {
         Ok(e) => e,
         Err(e) => panic!(
@@ -58,7 +58,7 @@ fn run_script(script: &str) -> String {
 }
 
 /// The probe image's tag (built from scripts/images/probe/probe.c when absent).
-pub fn probe_image() -> String {
+pub(crate) fn probe_image() -> String {
     static TAG: OnceLock<String> = OnceLock::new();
     TAG.get_or_init(|| {
         run_script("build-probe-image.sh")
@@ -71,7 +71,7 @@ pub fn probe_image() -> String {
 }
 
 /// The PyTorch CPU image (built by scripts/build-torch-image.sh when absent: ~3 minutes once).
-pub fn torch_image() -> String {
+pub(crate) fn torch_image() -> String {
     static TAG: OnceLock<String> = OnceLock::new();
     TAG.get_or_init(|| {
         run_script("build-torch-image.sh")
@@ -84,7 +84,7 @@ pub fn torch_image() -> String {
 }
 
 /// A fresh job id (unique across concurrent test processes).
-pub fn job_id(prefix: &str) -> RunId {
+pub(crate) fn job_id(prefix: &str) -> RunId {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
@@ -94,12 +94,12 @@ pub fn job_id(prefix: &str) -> RunId {
 
 /// A node's state: work dir (job table, job dirs) and blockstore, kept across executor
 /// restarts.
-pub struct Node {
+pub(crate) struct Node {
     pub dir: tempfile::TempDir,
 }
 
 impl Node {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             dir: tempfile::Builder::new()
                 .prefix("ganglion-exec-")
@@ -108,33 +108,33 @@ impl Node {
         }
     }
 
-    pub fn pinner(&self) -> Embedded<SledBlockstore> {
+    pub(crate) fn pinner(&self) -> Embedded<SledBlockstore> {
         pinner_at(self.dir.path())
     }
 
-    pub fn config(&self) -> ExecutorConfig {
+    pub(crate) fn config(&self) -> ExecutorConfig {
         config_at(self.dir.path())
     }
 
     /// An executor on the default engine.
-    pub async fn executor(&self, pinner: Embedded<SledBlockstore>) -> Exec {
+    pub(crate) async fn executor(&self, pinner: Embedded<SledBlockstore>) -> Exec {
         DockerExecutor::new(engine().await, pinner, self.config()).expect("executor")
     }
 }
 
 /// The blockstore of the node whose state lives in `dir`.
-pub fn pinner_at(dir: &Path) -> Embedded<SledBlockstore> {
+pub(crate) fn pinner_at(dir: &Path) -> Embedded<SledBlockstore> {
     let store = SledBlockstore::open(dir.join("blocks")).expect("blockstore");
     Embedded::new(Arc::new(store))
 }
 
 /// The executor config of the node whose state lives in `dir`.
-pub fn config_at(dir: &Path) -> ExecutorConfig {
+pub(crate) fn config_at(dir: &Path) -> ExecutorConfig {
     ExecutorConfig::new(dir.join("work"))
 }
 
 /// A plan of `ranks` containers of `image` running `command`, one declared GPU each.
-pub fn plan(job: RunId, image: &str, command: &[&str], ranks: u32) -> JobPlan {
+pub(crate) fn plan(job: RunId, image: &str, command: &[&str], ranks: u32) -> JobPlan {
     JobPlan {
         job,
         image: ImageSource::Local { name: image.into() },
@@ -164,12 +164,12 @@ pub fn plan(job: RunId, image: &str, command: &[&str], ranks: u32) -> JobPlan {
 }
 
 /// Ids of containers labelled with `job` (any state), straight from the engine.
-pub async fn leftovers(exec: &Exec, job: &RunId) -> Vec<String> {
+pub(crate) async fn leftovers(exec: &Exec, job: &RunId) -> Vec<String> {
     exec.job_containers(job).await.expect("list containers")
 }
 
 /// Whether the job network still exists.
-pub async fn network_exists(exec: &Exec, job: &RunId) -> bool {
+pub(crate) async fn network_exists(exec: &Exec, job: &RunId) -> bool {
     exec.engine()
         .docker
         .inspect_network(
@@ -181,7 +181,7 @@ pub async fn network_exists(exec: &Exec, job: &RunId) -> bool {
 }
 
 /// Asserts nothing of `job` is left: containers, network, per-rank dirs.
-pub async fn assert_no_leftovers(exec: &Exec, job: &RunId) {
+pub(crate) async fn assert_no_leftovers(exec: &Exec, job: &RunId) {
     assert!(leftovers(exec, job).await.is_empty(), "containers left");
     assert!(!network_exists(exec, job).await, "network left");
     let root = exec.dirs(job).root().to_path_buf();
@@ -199,6 +199,6 @@ pub async fn assert_no_leftovers(exec: &Exec, job: &RunId) {
 }
 
 /// The log text of `rank`.
-pub fn log(exec: &Exec, job: &RunId, rank: u32) -> String {
+pub(crate) fn log(exec: &Exec, job: &RunId, rank: u32) -> String {
     std::fs::read_to_string(exec.dirs(job).log(rank)).unwrap_or_default()
 }
