@@ -21,6 +21,7 @@ use super::behaviour::{Behaviour, BehaviourEvent};
 use super::bitswap::DagFetches;
 use super::client::Command;
 use super::limits::RateLimiter;
+use super::listen::PendingListen;
 use super::offers::{BondSnapshot, Market, SignedOffer, verify_offer};
 use super::protocols::{
     self, ACCEPT_PROTOCOL, ATTEST_PROTOCOL, AcceptResponse, AttestMessage, AttestResponse,
@@ -201,7 +202,7 @@ pub struct EventLoop {
     rtts: RttMatrix,
     provider: Option<Provider>,
     limiter: RateLimiter,
-    pending_listen: HashMap<ListenerId, Reply<Multiaddr>>,
+    pending_listen: HashMap<ListenerId, PendingListen<Reply<Multiaddr>>>,
     pending_dial: HashMap<ConnectionId, Reply<PeerId>>,
     pending_accept: HashMap<OutboundRequestId, (PeerId, Reply<AcceptResponse>)>,
     pending_cluster: HashMap<OutboundRequestId, (PeerId, Reply<ClusterResponse>)>,
@@ -341,9 +342,10 @@ impl EventLoop {
 
     fn on_command(&mut self, command: Command) {
         match command {
-            Command::Listen(addr, reply) => match self.swarm.listen_on(addr) {
+            Command::Listen(addr, reply) => match self.swarm.listen_on(addr.clone()) {
                 Ok(id) => {
-                    self.pending_listen.insert(id, reply);
+                    self.pending_listen
+                        .insert(id, PendingListen::new(&addr, reply));
                 }
                 Err(e) => {
                     let _ = reply.send(Err(e.into()));
@@ -489,14 +491,17 @@ impl EventLoop {
                 address,
             } => {
                 tracing::info!(target: "p2p", %address, "listening");
-                if let Some(reply) = self.pending_listen.remove(&listener_id) {
-                    let _ = reply.send(Ok(address));
+                if let Some(pending) = self.pending_listen.get_mut(&listener_id)
+                    && let Some(answer) = pending.on_address(address)
+                    && let Some(pending) = self.pending_listen.remove(&listener_id)
+                {
+                    let _ = pending.reply.send(Ok(answer));
                 }
             }
             SwarmEvent::ListenerClosed { listener_id, .. } => {
                 self.relays.on_listener_closed(listener_id);
-                if let Some(reply) = self.pending_listen.remove(&listener_id) {
-                    let _ = reply.send(Err(Error::ListenerClosed));
+                if let Some(pending) = self.pending_listen.remove(&listener_id) {
+                    let _ = pending.reply.send(Err(Error::ListenerClosed));
                 }
             }
             SwarmEvent::ConnectionEstablished {

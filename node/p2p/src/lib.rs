@@ -46,7 +46,7 @@
 //!
 //! Modules: [`behaviour`](crate::behaviour) (the derive), [`bitswap`](crate::bitswap) (serve and fetch blocks), [`bonds`](crate::bonds) (indexer → bond snapshot), [`event_loop`](crate::event_loop) (owns the swarm), [`client`](crate::client) (commands),
 //! [`offers`](crate::offers) (signed gossip, live market), [`protocols`](crate::protocols) (codecs and messages), [`provider`](crate::provider)
-//! (accept policy, reservations), [`rtt`](crate::rtt) (latency matrix), [`limits`](crate::limits) (rate limits),
+//! (accept policy, reservations), [`rtt`](crate::rtt) (latency matrix), [`limits`](crate::limits) (rate limits), `listen` (when a listen on 0.0.0.0 is answered: after its routable address, so dials reuse its port),
 //! [`identity`](crate::identity) (the node key in the data dir).
 
 pub mod attestations;
@@ -57,6 +57,7 @@ pub mod client;
 pub mod event_loop;
 pub mod identity;
 pub mod limits;
+mod listen;
 pub mod offers;
 pub mod protocols;
 pub mod provider;
