@@ -38,6 +38,14 @@ impl Blueprint {
     /// # Errors
     /// [`Error::Blueprint`] when the JSON is invalid or lacks the `ganglion` validator.
     pub fn parse(json: &str) -> Result<Self> {
+        Self::parse_validator(json, VALIDATOR)
+    }
+
+    /// Parses the validator titled `title` (`module.validator`) of a blueprint document.
+    ///
+    /// # Errors
+    /// [`Error::Blueprint`] when the JSON is invalid or lacks that validator.
+    pub fn parse_validator(json: &str, title: &str) -> Result<Self> {
         let doc: serde_json::Value = serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
         let preamble = doc.get("preamble").ok_or_else(|| bad("no preamble"))?;
         let v = doc
@@ -48,9 +56,9 @@ impl Blueprint {
             .find(|v| {
                 v.get("title")
                     .and_then(|t| t.as_str())
-                    .is_some_and(|t| t.starts_with(VALIDATOR))
+                    .is_some_and(|t| t.strip_prefix(title).is_some_and(|h| h.starts_with('.')))
             })
-            .ok_or_else(|| bad(format!("no validator {VALIDATOR}")))?;
+            .ok_or_else(|| bad(format!("no validator {title}")))?;
         let code = v
             .get("compiledCode")
             .and_then(|c| c.as_str())
@@ -94,7 +102,15 @@ impl Blueprint {
     /// # Errors
     /// [`Error::ApplyParams`] when uplc cannot decode the program.
     pub fn apply(&self, params: &Params) -> Result<Script> {
-        let args = to_cbor(&crate::data::list(vec![params.to_plutus_data()]));
+        self.apply_data(params.to_plutus_data())
+    }
+
+    /// The validator with one parameter, given as PlutusData, applied.
+    ///
+    /// # Errors
+    /// [`Error::ApplyParams`] when uplc cannot decode the program.
+    pub fn apply_data(&self, params: pallas_primitives::PlutusData) -> Result<Script> {
+        let args = to_cbor(&crate::data::list(vec![params]));
         let bytes = uplc::tx::apply_params_to_script(&args, &self.compiled_code)
             .map_err(|e| Error::ApplyParams(e.to_string()))?;
         Ok(Script::new(bytes))

@@ -33,6 +33,8 @@
 //! - [`env`](mod@env): the chain a transaction targets (parameters, slot config, network).
 //! - [`tx`]: UTxO types, drafts, Conway encoding, balancing to a fixed point, signing.
 //! - [`build`]: one builder per action.
+//! - [`v2`]: escrow protocol v2 (DESIGN §3 trust model): receipts, per-provider claims,
+//!   proportional slashes — the next protocol, which the node moves to next.
 //! - `test_utils` (feature `test-utils`): a UTxO set and slot that apply every transaction
 //!   through the devnet's real ledger (`ganglion_testnet::ledger::validate`, phases 1 and 2)
 //!   and a ready world of parties.
@@ -51,6 +53,7 @@ pub mod signed;
 #[cfg(feature = "test-utils")]
 pub mod test_utils;
 pub mod tx;
+pub mod v2;
 
 pub use error::{Error, Result};
 pub use ganglion_cardano::{protocol, time};

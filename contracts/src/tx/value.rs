@@ -50,6 +50,31 @@ impl Value {
         }
     }
 
+    /// Removes `quantity` of an asset, dropping entries that reach 0. Returns `false` (and
+    /// changes nothing) when the value holds less than `quantity`.
+    pub fn take_asset(&mut self, policy: &PolicyId, name: &[u8], quantity: u64) -> bool {
+        if quantity == 0 {
+            return true;
+        }
+        let Some(names) = self.assets.get_mut(policy) else {
+            return false;
+        };
+        let Some(q) = names.get_mut(name) else {
+            return false;
+        };
+        if *q < quantity {
+            return false;
+        }
+        *q -= quantity;
+        if *q == 0 {
+            names.remove(name);
+        }
+        if names.is_empty() {
+            self.assets.remove(policy);
+        }
+        true
+    }
+
     /// Quantity of one asset (0 when absent).
     pub fn quantity(&self, policy: &PolicyId, name: &[u8]) -> u64 {
         self.assets

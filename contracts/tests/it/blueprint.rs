@@ -129,14 +129,16 @@ fn aiken_rebuild_reproduces_plutus_json() {
         "aiken build failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rebuilt = Blueprint::parse(
-        &std::fs::read_to_string(tmp.join("plutus.json")).expect("rebuilt plutus.json"),
-    )
-    .expect("parses");
-    let committed = Blueprint::committed().expect("committed");
+    let rebuilt_json =
+        std::fs::read_to_string(tmp.join("plutus.json")).expect("rebuilt plutus.json");
     let _ = std::fs::remove_dir_all(&tmp);
-    assert_eq!(
-        rebuilt.compiled_code, committed.compiled_code,
-        "plutus.json is stale: run contracts/aiken/build.sh"
-    );
+    for title in [ganglion_contracts::blueprint::VALIDATOR, ganglion_contracts::v2::VALIDATOR] {
+        let rebuilt = Blueprint::parse_validator(&rebuilt_json, title).expect("parses");
+        let committed = Blueprint::parse_validator(ganglion_contracts::blueprint::PLUTUS_JSON, title)
+            .expect("committed");
+        assert_eq!(
+            rebuilt.compiled_code, committed.compiled_code,
+            "{title} in plutus.json is stale: run contracts/aiken/build.sh"
+        );
+    }
 }

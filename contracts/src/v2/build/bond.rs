@@ -1,0 +1,137 @@
+//! Bond actions: post, unbond, withdraw.
+
+use crate::build::funded;
+use crate::v2::build::{Deployment, bond_datum};
+use crate::v2::datum::{BondDatum, GanglionDatum};
+use crate::env::Env;
+use crate::error::{Error, Result};
+use crate::v2::params::KeyHash;
+use crate::v2::payout::Payout;
+use crate::v2::redeemer::{MintRedeemer, SpendRedeemer};
+use crate::time::slot_to_posix_ms;
+use crate::tx::{Draft, Utxo, Value};
+
+/// What a provider bonds.
+#[derive(Debug, Clone)]
+pub struct BondRequest {
+    /// The provider's payment key hash (also the bond token name).
+    pub provider: KeyHash,
+    /// ed25519 key signing acceptances, attestations and offers.
+    pub attest_key: [u8; 32],
+    /// libp2p peer id bytes.
+    pub peer_id: Vec<u8>,
+    /// Where claims pay this provider: payment key `provider`, any stake part.
+    pub payout: Payout,
+    /// GPUs the bond backs (> 0).
+    pub gpus: u64,
+    /// NTX base units staked (≥ `min_bond_per_gpu × gpus`).
+    pub stake: u64,
+}
+
+/// Post a bond: mint the bond token and lock the stake at the script address.
+///
+/// # Errors
+/// [`Error::InvalidRequest`] for zero GPUs, a stake below the minimum or a payout address
+/// whose payment key is not the provider's.
+pub fn post_bond(dep: &Deployment, env: &Env, req: &BondRequest) -> Result<Draft> {
+    if req.payout.key != req.provider {
+        return Err(Error::InvalidRequest(
+            "the payout address must be paid to the provider's own key".into(),
+        ));
+    }
+    if req.gpus == 0 {
+        return Err(Error::InvalidRequest(
+            "a bond must back at least 1 GPU".into(),
+        ));
+    }
+    let min = dep.params.min_bond_per_gpu.saturating_mul(req.gpus);
+    if req.stake < min {
+        return Err(Error::InvalidRequest(format!(
+            "stake {} is below the minimum {min} for {} GPUs",
+            req.stake, req.gpus
+        )));
+    }
+    let datum = GanglionDatum::Bond(BondDatum {
+        provider: req.provider,
+        attest_key: req.attest_key,
+        peer_id: req.peer_id.clone(),
+        payout: req.payout,
+        gpus: req.gpus,
+        unbonding_since_ms: None,
+    });
+    let value = Value::default()
+        .with_class(&dep.params.ntx, req.stake)
+        .with(dep.script.hash, &req.provider, 1);
+    let mut d = Draft::default();
+    d.mint(
+        dep.script.hash,
+        &req.provider,
+        1,
+        MintRedeemer::PostBond.to_plutus_data(),
+    )
+    .pay(funded(
+        env,
+        dep.address(env),
+        value,
+        Some(datum.to_plutus_data()),
+    )?)
+    .reference(dep.reference.clone())
+    .signer(req.provider);
+    Ok(d)
+}
+
+/// Unbond: start the unbonding clock at the transaction's upper validity bound (the bond's
+/// lovelace is raised to the larger datum's min-UTxO when needed).
+///
+/// # Errors
+/// [`Error::InvalidRequest`] when the bond is already unbonding; [`Error::Time`] for a
+/// validity end outside the slot clock.
+pub fn unbond(dep: &Deployment, env: &Env, bond: &Utxo, valid_until_slot: u64) -> Result<Draft> {
+    let b = bond_datum(dep, env, bond)?;
+    if b.unbonding_since_ms.is_some() {
+        return Err(Error::InvalidRequest(
+            "the bond is already unbonding".into(),
+        ));
+    }
+    let since = slot_to_posix_ms(&env.slot_config, valid_until_slot)?;
+    let next = GanglionDatum::Bond(BondDatum {
+        unbonding_since_ms: Some(since),
+        ..b.clone()
+    });
+    let mut d = Draft::default();
+    d.spend_script(bond.clone(), SpendRedeemer::Unbond.to_plutus_data())
+        .pay(funded(
+            env,
+            bond.output.address.clone(),
+            bond.output.value.clone(),
+            Some(next.to_plutus_data()),
+        )?)
+        .reference(dep.reference.clone())
+        .signer(b.provider)
+        .validity(None, Some(valid_until_slot));
+    Ok(d)
+}
+
+/// Withdraw: after the unbonding delay, burn the bond token and return the stake (to the
+/// balancing wallet's change).
+///
+/// # Errors
+/// [`Error::InvalidRequest`] when the bond is not unbonding.
+pub fn withdraw(dep: &Deployment, env: &Env, bond: &Utxo, valid_from_slot: u64) -> Result<Draft> {
+    let b = bond_datum(dep, env, bond)?;
+    if b.unbonding_since_ms.is_none() {
+        return Err(Error::InvalidRequest("the bond is not unbonding".into()));
+    }
+    let mut d = Draft::default();
+    d.spend_script(bond.clone(), SpendRedeemer::Withdraw.to_plutus_data())
+        .mint(
+            dep.script.hash,
+            &b.provider,
+            -1,
+            MintRedeemer::Burn.to_plutus_data(),
+        )
+        .reference(dep.reference.clone())
+        .signer(b.provider)
+        .validity(Some(valid_from_slot), None);
+    Ok(d)
+}

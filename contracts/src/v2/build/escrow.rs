@@ -1,0 +1,228 @@
+//! Escrow actions before the work: lock, assign, cancel. Claims and expiry are in
+//! [`super::claim`] and [`super::expire`].
+
+use crate::build::funded;
+use crate::v2::build::{Deployment, escrow_datum, refund};
+use crate::build::job_id_of;
+use crate::v2::datum::{Assignment, EscrowDatum, GanglionDatum, JobId, JobState};
+use crate::env::Env;
+use crate::error::{Error, Result};
+use crate::v2::params::KeyHash;
+use crate::v2::redeemer::{MintRedeemer, SpendRedeemer};
+use crate::v2::rules::budget_covers;
+use crate::time::slot_to_posix_ms;
+use crate::tx::{Draft, Utxo, Value};
+
+/// What an orchestrator locks.
+#[derive(Debug, Clone)]
+pub struct LockRequest {
+    /// The orchestrator's payment key hash.
+    pub orchestrator: KeyHash,
+    /// The orchestrator's ed25519 receipt key (public, 32 bytes).
+    pub receipt_key: [u8; 32],
+    /// CID bytes of the ensemble spec.
+    pub spec: Vec<u8>,
+    /// GPUs needed (> 0).
+    pub gpus: u64,
+    /// Highest rate accepted, NTX base units per GPU-hour.
+    pub max_rate: u64,
+    /// NTX base units locked.
+    pub budget: u64,
+    /// POSIX ms; must lie after the lock's upper validity bound.
+    pub deadline_ms: u64,
+    /// Milliseconds between receipts (> 0).
+    pub receipt_interval_ms: u64,
+    /// A wallet UTxO the lock consumes; it fixes the job id.
+    pub seed: Utxo,
+    /// First slot at which the lock is no longer valid.
+    pub valid_until_slot: u64,
+}
+
+/// Lock: mint the job's thread token and create the `Open` escrow holding `budget` NTX.
+///
+/// # Errors
+/// [`Error::InvalidRequest`] for zero GPUs, a zero receipt interval or a deadline not after
+/// the validity interval; [`Error::Time`] for a validity end outside the slot clock.
+pub fn lock(dep: &Deployment, env: &Env, req: &LockRequest) -> Result<(Draft, JobId)> {
+    if req.gpus == 0 {
+        return Err(Error::InvalidRequest("gpus must be at least 1".into()));
+    }
+    if req.receipt_interval_ms == 0 {
+        return Err(Error::InvalidRequest(
+            "the receipt interval must be at least 1 ms".into(),
+        ));
+    }
+    let upper = slot_to_posix_ms(&env.slot_config, req.valid_until_slot)?;
+    if req.deadline_ms <= upper {
+        return Err(Error::InvalidRequest(format!(
+            "deadline {} ms is not after the lock's validity end {upper} ms",
+            req.deadline_ms
+        )));
+    }
+    let job_id = job_id_of(&req.seed.reference);
+    let datum = GanglionDatum::Escrow(EscrowDatum {
+        job_id,
+        orchestrator: req.orchestrator,
+        receipt_key: req.receipt_key,
+        spec: req.spec.clone(),
+        gpus: req.gpus,
+        max_rate: req.max_rate,
+        budget: req.budget,
+        deadline_ms: req.deadline_ms,
+        receipt_interval_ms: req.receipt_interval_ms,
+        state: JobState::Open,
+    });
+    let value = Value::default()
+        .with_class(&dep.params.ntx, req.budget)
+        .with(dep.script.hash, &job_id.0, 1);
+    let mut d = Draft::default();
+    d.spend(req.seed.clone())
+        .mint(
+            dep.script.hash,
+            &job_id.0,
+            1,
+            MintRedeemer::LockJob {
+                seed: req.seed.reference,
+            }
+            .to_plutus_data(),
+        )
+        .pay(funded(
+            env,
+            dep.address(env),
+            value,
+            Some(datum.to_plutus_data()),
+        )?)
+        .reference(dep.reference.clone())
+        .validity(None, Some(req.valid_until_slot));
+    Ok((d, job_id))
+}
+
+/// What an orchestrator submits to assign an open escrow.
+#[derive(Debug, Clone)]
+pub struct AssignRequest {
+    /// The open escrow.
+    pub escrow: Utxo,
+    /// Providers, GPUs and rates (Σ gpus = the job's gpus).
+    pub assignments: Vec<Assignment>,
+    /// Each provider's signature over its [`crate::v2::signed::Acceptance`].
+    pub acceptances: Vec<Vec<u8>>,
+    /// The providers' bond UTxOs, read as reference inputs.
+    pub bonds: Vec<Utxo>,
+    /// First valid slot; its start becomes `started_at`.
+    pub valid_from_slot: u64,
+    /// First invalid slot; its start may not lie after any assignment's `accept_by_ms`.
+    pub valid_until_slot: u64,
+}
+
+/// Assign: `Open` → `Assigned`, tokens unchanged, bonds as reference inputs, orchestrator
+/// signs. The escrow's lovelace is raised to the min-UTxO of its largest future datum
+/// (every assignment claimed), so a provider's claim never has to add ADA to the escrow.
+///
+/// # Errors
+/// [`Error::InvalidRequest`] when the escrow is not open, the GPUs do not add up, the
+/// validity end lies after an assignment's accept-by, or the budget cannot pay every
+/// assignment for its whole window (DESIGN §3.1 G6); [`Error::MalformedData`] for a
+/// malformed escrow datum; [`Error::Time`] for a validity bound outside the slot clock.
+pub fn assign(dep: &Deployment, env: &Env, req: &AssignRequest) -> Result<Draft> {
+    let e = escrow_datum(dep, env, &req.escrow)?;
+    if e.state != JobState::Open {
+        return Err(Error::InvalidRequest(format!(
+            "job {} is not open",
+            e.job_id
+        )));
+    }
+    let total: u64 = req.assignments.iter().map(|a| a.gpus).sum();
+    if total != e.gpus {
+        return Err(Error::InvalidRequest(format!(
+            "assignments hold {total} GPUs, the job needs {}",
+            e.gpus
+        )));
+    }
+    let started_at_ms = slot_to_posix_ms(&env.slot_config, req.valid_from_slot)?;
+    let upper_ms = slot_to_posix_ms(&env.slot_config, req.valid_until_slot)?;
+    if let Some(late) = req.assignments.iter().find(|a| a.accept_by_ms < upper_ms) {
+        return Err(Error::InvalidRequest(format!(
+            "the assign is valid until {upper_ms} ms, after provider {}'s accept-by {} ms",
+            hex::encode(late.provider),
+            late.accept_by_ms
+        )));
+    }
+    if !budget_covers(&req.assignments, started_at_ms, e.deadline_ms, e.budget) {
+        return Err(Error::InvalidRequest(format!(
+            "budget {} cannot pay the assignments from {started_at_ms} ms to the deadline {} ms",
+            e.budget, e.deadline_ms
+        )));
+    }
+    let assigned = |claimed: Vec<u64>, paid: u64| {
+        GanglionDatum::Escrow(EscrowDatum {
+            state: JobState::Assigned {
+                assignments: req.assignments.clone(),
+                started_at_ms,
+                claimed,
+                paid,
+            },
+            ..e.clone()
+        })
+    };
+    let next = assigned(Vec::new(), 0);
+    let largest = funded(
+        env,
+        req.escrow.output.address.clone(),
+        req.escrow.output.value.clone(),
+        Some(assigned((0..req.assignments.len() as u64).collect(), e.budget).to_plutus_data()),
+    )?;
+    let mut d = Draft::default();
+    d.spend_script(
+        req.escrow.clone(),
+        SpendRedeemer::Assign {
+            assignments: req.assignments.clone(),
+            acceptances: req.acceptances.clone(),
+        }
+        .to_plutus_data(),
+    )
+    .pay(funded(
+        env,
+        req.escrow.output.address.clone(),
+        largest.value,
+        Some(next.to_plutus_data()),
+    )?)
+    .reference(dep.reference.clone())
+    .signer(e.orchestrator)
+    .validity(Some(req.valid_from_slot), Some(req.valid_until_slot));
+    for b in &req.bonds {
+        d.reference(b.clone());
+    }
+    Ok(d)
+}
+
+/// Cancel: refund an open escrow to its orchestrator, who signs; burn the token.
+///
+/// # Errors
+/// [`Error::InvalidRequest`] when the escrow is not open.
+pub fn cancel(dep: &Deployment, env: &Env, escrow: &Utxo) -> Result<Draft> {
+    let e = escrow_datum(dep, env, escrow)?;
+    if e.state != JobState::Open {
+        return Err(Error::InvalidRequest(format!(
+            "job {} is not open",
+            e.job_id
+        )));
+    }
+    let mut d = Draft::default();
+    d.spend_script(escrow.clone(), SpendRedeemer::Cancel.to_plutus_data())
+        .pay(refund(
+            dep,
+            env,
+            &e,
+            escrow,
+            escrow.output.value.quantity_of(&dep.params.ntx),
+        )?)
+        .mint(
+            dep.script.hash,
+            &e.job_id.0,
+            -1,
+            MintRedeemer::Burn.to_plutus_data(),
+        )
+        .reference(dep.reference.clone())
+        .signer(e.orchestrator);
+    Ok(d)
+}

@@ -1,0 +1,474 @@
+//! Datums at the Ganglion script address, with exact PlutusData codecs.
+//!
+//! Constructor indices (mirroring `contracts/aiken/lib/ganglion/v2/types.ak`):
+//! `GanglionDatum::Escrow` = 0, `GanglionDatum::Bond` = 1, `GanglionDatum::Burnt` = 2;
+//! `JobState::Open` = 0, `JobState::Assigned` = 1; `Assignment` = 0; `Option`: `Some` = 0,
+//! `None` = 1. Times are POSIX ms, rates NTX base units per GPU-hour.
+
+use pallas_primitives::PlutusData;
+
+use crate::data::{self, bytes, constr, int, list, malformed, option};
+use crate::error::Result;
+pub use crate::datum::JobId;
+use crate::params::KeyHash;
+use crate::v2::payout::Payout;
+
+/// One provider's share of a job.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Assignment {
+    /// The provider's payment key hash (its bond token's name).
+    #[serde(with = "hex::serde")]
+    pub provider: KeyHash,
+    /// The ed25519 key of the provider's bond that signs acceptances and attestations.
+    #[serde(with = "hex::serde")]
+    pub attest_key: [u8; 32],
+    /// Where the provider's claims pay: its bond's payout address, payment and stake part.
+    pub payout: Payout,
+    /// GPUs this provider runs.
+    pub gpus: u64,
+    /// Price in NTX base units per GPU-hour.
+    pub rate: u64,
+    /// The last moment (POSIX ms) the provider agreed to be assigned: the assign's upper
+    /// validity bound may not lie after it.
+    pub accept_by_ms: u64,
+}
+
+impl Assignment {
+    /// PlutusData: constructor 0 `[provider, attest_key, payout, gpus, rate, accept_by]`.
+    pub fn to_plutus_data(&self) -> PlutusData {
+        constr(
+            0,
+            vec![
+                bytes(self.provider),
+                bytes(self.attest_key),
+                self.payout.to_plutus_data(),
+                int(self.gpus),
+                int(self.rate),
+                int(self.accept_by_ms),
+            ],
+        )
+    }
+
+    /// Decodes an assignment.
+    ///
+    /// # Errors
+    /// [`crate::Error::MalformedData`] on any other shape.
+    pub fn from_plutus_data(d: &PlutusData) -> Result<Self> {
+        let mut f = data::record("Assignment", d, 0, 6)?;
+        Ok(Self {
+            provider: f.fixed("provider")?,
+            attest_key: f.fixed("attest_key")?,
+            payout: Payout::from_plutus_data(f.next_data("payout")?)?,
+            gpus: f.uint("gpus")?,
+            rate: f.uint("rate")?,
+            accept_by_ms: f.uint("accept_by")?,
+        })
+    }
+}
+
+/// Where an escrow stands.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum JobState {
+    /// Locked, waiting for providers.
+    Open,
+    /// Assigned to providers.
+    Assigned {
+        /// Providers, their GPUs, rates and payout addresses.
+        assignments: Vec<Assignment>,
+        /// POSIX ms of the assign tx's lower validity bound: where every claim's clock starts.
+        started_at_ms: u64,
+        /// Indices of the assignments already claimed, newest first.
+        claimed: Vec<u64>,
+        /// NTX base units paid out by claims so far.
+        paid: u64,
+    },
+}
+
+impl JobState {
+    /// Whether assignment `index` has claimed (false for an open escrow).
+    pub fn has_claimed(&self, index: u64) -> bool {
+        matches!(self, Self::Assigned { claimed, .. } if claimed.contains(&index))
+    }
+}
+
+/// The datum of a job escrow.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EscrowDatum {
+    /// The job id (thread token name).
+    pub job_id: JobId,
+    /// The orchestrator's payment key hash: signs assign/cancel, receives refunds.
+    #[serde(with = "hex::serde")]
+    pub orchestrator: KeyHash,
+    /// The orchestrator's ed25519 receipt key: signs [`crate::v2::signed::Receipt`]s.
+    #[serde(with = "hex::serde")]
+    pub receipt_key: [u8; 32],
+    /// CID bytes of the ensemble spec (binary CID, e.g. CIDv1 raw-leaves).
+    #[serde(with = "hex::serde")]
+    pub spec: Vec<u8>,
+    /// GPUs the job needs in total.
+    pub gpus: u64,
+    /// Highest acceptable rate, NTX base units per GPU-hour.
+    pub max_rate: u64,
+    /// NTX base units locked (equals the NTX in the escrow UTxO at the lock).
+    pub budget: u64,
+    /// POSIX ms: no GPU time after it is paid; claims stay possible for the validator's
+    /// claim window after it, then the escrow can only expire.
+    pub deadline_ms: u64,
+    /// Milliseconds between two receipts; a claim may count at most one interval past its
+    /// receipt (DESIGN §3.1 G1, G2).
+    pub receipt_interval_ms: u64,
+    /// Open or assigned.
+    pub state: JobState,
+}
+
+/// The datum of a provider bond.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BondDatum {
+    /// The provider's payment key hash; also the bond token's asset name.
+    #[serde(with = "hex::serde")]
+    pub provider: KeyHash,
+    /// ed25519 key that signs acceptances, attestations and offers.
+    #[serde(with = "hex::serde")]
+    pub attest_key: [u8; 32],
+    /// libp2p peer id bytes.
+    #[serde(with = "hex::serde")]
+    pub peer_id: Vec<u8>,
+    /// Where this provider is paid; its payment key is `provider` (checked at post).
+    pub payout: Payout,
+    /// GPUs the bond backs.
+    pub gpus: u64,
+    /// POSIX ms when unbonding started, if it did.
+    pub unbonding_since_ms: Option<u64>,
+}
+
+/// Any datum at the Ganglion script address.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum GanglionDatum {
+    /// Constructor 0.
+    Escrow(EscrowDatum),
+    /// Constructor 1.
+    Bond(BondDatum),
+    /// Constructor 2 `[job_id]`: NTX slashed from defaulters of `job_id` beyond what the
+    /// orchestrator lost; the validator never lets it be spent.
+    Burnt(JobId),
+}
+
+fn state_data(state: &JobState) -> PlutusData {
+    match state {
+        JobState::Open => constr(0, vec![]),
+        JobState::Assigned {
+            assignments,
+            started_at_ms,
+            claimed,
+            paid,
+        } => constr(
+            1,
+            vec![
+                list(assignments.iter().map(Assignment::to_plutus_data).collect()),
+                int(*started_at_ms),
+                list(claimed.iter().map(|i| int(*i)).collect()),
+                int(*paid),
+            ],
+        ),
+    }
+}
+
+fn state_of(d: &PlutusData) -> Result<JobState> {
+    let (index, mut s) = data::fields("JobState", d)?;
+    Ok(match index {
+        0 => JobState::Open,
+        1 => JobState::Assigned {
+            assignments: s
+                .list("assignments")?
+                .iter()
+                .map(Assignment::from_plutus_data)
+                .collect::<Result<_>>()?,
+            started_at_ms: s.uint("started_at")?,
+            claimed: s
+                .list("claimed")?
+                .iter()
+                .map(|i| {
+                    data::as_int(i)
+                        .and_then(|i| u64::try_from(i).ok())
+                        .ok_or_else(|| malformed("JobState", "claimed: expected indices"))
+                })
+                .collect::<Result<_>>()?,
+            paid: s.uint("paid")?,
+        },
+        i => return Err(malformed("JobState", format!("constructor {i}"))),
+    })
+}
+
+impl GanglionDatum {
+    /// PlutusData: `Escrow` = constructor 0 `[job_id, orchestrator, receipt_key, spec, gpus,
+    /// max_rate, budget, deadline, receipt_interval, state]`; `Bond` = constructor 1
+    /// `[provider, attest_key, peer_id, payout, gpus, unbonding_since]`; `Burnt` =
+    /// constructor 2 `[job_id]`.
+    pub fn to_plutus_data(&self) -> PlutusData {
+        match self {
+            Self::Escrow(e) => constr(
+                0,
+                vec![
+                    bytes(e.job_id.0),
+                    bytes(e.orchestrator),
+                    bytes(e.receipt_key),
+                    bytes(e.spec.clone()),
+                    int(e.gpus),
+                    int(e.max_rate),
+                    int(e.budget),
+                    int(e.deadline_ms),
+                    int(e.receipt_interval_ms),
+                    state_data(&e.state),
+                ],
+            ),
+            Self::Bond(b) => constr(
+                1,
+                vec![
+                    bytes(b.provider),
+                    bytes(b.attest_key),
+                    bytes(b.peer_id.clone()),
+                    b.payout.to_plutus_data(),
+                    int(b.gpus),
+                    option(b.unbonding_since_ms.map(int)),
+                ],
+            ),
+            Self::Burnt(job_id) => constr(2, vec![bytes(job_id.0)]),
+        }
+    }
+
+    /// Decodes a datum found at the script address.
+    ///
+    /// # Errors
+    /// [`crate::Error::MalformedData`] naming the type and field that do not fit.
+    pub fn from_plutus_data(d: &PlutusData) -> Result<Self> {
+        let (index, mut f) = data::fields("GanglionDatum", d)?;
+        match index {
+            0 => Ok(Self::Escrow(EscrowDatum {
+                job_id: JobId(f.fixed("job_id")?),
+                orchestrator: f.fixed("orchestrator")?,
+                receipt_key: f.fixed("receipt_key")?,
+                spec: f.bytes("spec")?,
+                gpus: f.uint("gpus")?,
+                max_rate: f.uint("max_rate")?,
+                budget: f.uint("budget")?,
+                deadline_ms: f.uint("deadline")?,
+                receipt_interval_ms: f.uint("receipt_interval")?,
+                state: state_of(f.next_data("state")?)?,
+            })),
+            1 => {
+                let provider = f.fixed("provider")?;
+                let attest_key = f.fixed("attest_key")?;
+                let peer_id = f.bytes("peer_id")?;
+                let payout = Payout::from_plutus_data(f.next_data("payout")?)?;
+                let gpus = f.uint("gpus")?;
+                let (opt, mut o) = data::fields("Option", f.next_data("unbonding_since")?)?;
+                let unbonding_since_ms = match opt {
+                    0 => Some(o.uint("unbonding_since")?),
+                    1 => None,
+                    i => return Err(malformed("Option", format!("constructor {i}"))),
+                };
+                Ok(Self::Bond(BondDatum {
+                    provider,
+                    attest_key,
+                    peer_id,
+                    payout,
+                    gpus,
+                    unbonding_since_ms,
+                }))
+            }
+            2 => Ok(Self::Burnt(JobId(f.fixed("job_id")?))),
+            i => Err(malformed("GanglionDatum", format!("constructor {i}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::{from_cbor, to_cbor};
+
+    fn escrow(state: JobState) -> GanglionDatum {
+        GanglionDatum::Escrow(EscrowDatum {
+            job_id: JobId([1; 32]),
+            orchestrator: [2; 28],
+            receipt_key: [7; 32],
+            spec: vec![1, 85, 18, 32, 9, 9],
+            gpus: 4,
+            max_rate: 1_000_000,
+            budget: 40_000_000,
+            deadline_ms: 1_700_000_000_000,
+            receipt_interval_ms: 30_000,
+            state,
+        })
+    }
+
+    #[test]
+    fn datums_round_trip_through_cbor() {
+        let cases = [
+            escrow(JobState::Open),
+            escrow(JobState::Assigned {
+                assignments: vec![Assignment {
+                    provider: [3; 28],
+                    attest_key: [4; 32],
+                    payout: Payout {
+                        key: [3; 28],
+                        stake: Some(crate::v2::payout::StakeCredential::Key([8; 28])),
+                    },
+                    gpus: 4,
+                    rate: 900_000,
+                    accept_by_ms: 1_699_999_100_000,
+                }],
+                started_at_ms: 1_699_999_000_000,
+                claimed: vec![0],
+                paid: 17,
+            }),
+            GanglionDatum::Burnt(JobId([9; 32])),
+            GanglionDatum::Bond(BondDatum {
+                provider: [5; 28],
+                attest_key: [6; 32],
+                peer_id: vec![0, 36, 8, 1],
+                payout: Payout::enterprise([5; 28]),
+                gpus: 8,
+                unbonding_since_ms: Some(12),
+            }),
+        ];
+        for d in cases {
+            let back = GanglionDatum::from_plutus_data(
+                &from_cbor("datum", &to_cbor(&d.to_plutus_data())).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(back, d);
+        }
+    }
+
+    #[test]
+    fn malformed_datums_name_the_field() {
+        let mut d = escrow(JobState::Open).to_plutus_data();
+        if let PlutusData::Constr(c) = &mut d {
+            let mut fields = c.fields.clone().to_vec();
+            fields[1] = bytes(vec![1, 2, 3]);
+            c.fields = pallas_codec::utils::MaybeIndefArray::Indef(fields);
+        }
+        let err = GanglionDatum::from_plutus_data(&d).unwrap_err().to_string();
+        assert!(
+            err.contains("orchestrator") && err.contains("3 bytes"),
+            "{err}"
+        );
+        let err = GanglionDatum::from_plutus_data(&int(5))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("GanglionDatum"), "{err}");
+    }
+
+    mod properties {
+        use super::*;
+        use crate::data::{from_cbor, to_cbor};
+        use proptest::prelude::*;
+
+        fn assignment() -> impl Strategy<Value = Assignment> {
+            (
+                any::<[u8; 28]>(),
+                any::<[u8; 32]>(),
+                any::<Option<[u8; 28]>>(),
+                any::<(u64, u64, u64)>(),
+            )
+                .prop_map(|(provider, attest_key, stake, (gpus, rate, accept_by_ms))| Assignment {
+                    provider,
+                    attest_key,
+                    payout: Payout {
+                        key: provider,
+                        stake: stake.map(crate::v2::payout::StakeCredential::Key),
+                    },
+                    gpus,
+                    rate,
+                    accept_by_ms,
+                })
+        }
+
+        fn datum() -> impl Strategy<Value = GanglionDatum> {
+            let state = prop_oneof![
+                Just(JobState::Open),
+                (
+                    prop::collection::vec(assignment(), 0..9),
+                    any::<u64>(),
+                    prop::collection::vec(0u64..9, 0..9),
+                    any::<u64>()
+                )
+                    .prop_map(|(assignments, started_at_ms, claimed, paid)| {
+                        JobState::Assigned {
+                            assignments,
+                            started_at_ms,
+                            claimed,
+                            paid,
+                        }
+                    }),
+            ];
+            let escrow = (
+                any::<([u8; 32], [u8; 32])>(),
+                any::<[u8; 28]>(),
+                prop::collection::vec(any::<u8>(), 0..100),
+                any::<(u64, u64, u64, u64, u64)>(),
+                state,
+            )
+                .prop_map(
+                    |(
+                        (id, receipt_key),
+                        orchestrator,
+                        spec,
+                        (gpus, max_rate, budget, deadline_ms, receipt_interval_ms),
+                        state,
+                    )| {
+                        GanglionDatum::Escrow(EscrowDatum {
+                            job_id: JobId(id),
+                            orchestrator,
+                            receipt_key,
+                            spec,
+                            gpus,
+                            max_rate,
+                            budget,
+                            deadline_ms,
+                            receipt_interval_ms,
+                            state,
+                        })
+                    },
+                );
+            let bond = (
+                any::<[u8; 28]>(),
+                any::<[u8; 32]>(),
+                prop::collection::vec(any::<u8>(), 0..80),
+                any::<u64>(),
+                any::<Option<u64>>(),
+            )
+                .prop_map(
+                    |(provider, attest_key, peer_id, gpus, unbonding_since_ms)| {
+                        GanglionDatum::Bond(BondDatum {
+                            provider,
+                            attest_key,
+                            peer_id,
+                            payout: Payout::enterprise(provider),
+                            gpus,
+                            unbonding_since_ms,
+                        })
+                    },
+                );
+            let burnt = any::<[u8; 32]>().prop_map(|id| GanglionDatum::Burnt(JobId(id)));
+            prop_oneof![escrow, bond, burnt]
+        }
+
+        proptest! {
+            #[test]
+            fn any_datum_round_trips_through_cbor(d in datum()) {
+                let bytes = to_cbor(&d.to_plutus_data());
+                let back = GanglionDatum::from_plutus_data(&from_cbor("datum", &bytes).unwrap()).unwrap();
+                prop_assert_eq!(back, d);
+            }
+
+            #[test]
+            fn arbitrary_bytes_never_panic_the_decoder(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+                if let Ok(d) = from_cbor("datum", &bytes) {
+                    let _ = GanglionDatum::from_plutus_data(&d);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! Redeemers of the `ganglion_v2` validator, with exact PlutusData codecs.
+//!
+//! Spend (constructor index): `Assign` 0, `Claim` 1, `Cancel` 2, `Expire` 3, `Unbond` 4,
+//! `Withdraw` 5, `Slash` 6. Mint: `LockJob` 0, `PostBond` 1, `Burn` 2.
+
+use pallas_primitives::PlutusData;
+
+use crate::data::{self, bytes, constr, int, list, malformed, option};
+use crate::v2::datum::{Assignment, JobId};
+use crate::error::Result;
+pub use crate::redeemer::{MintRedeemer, Purpose};
+
+/// A provider's attestation of its work, signed by its attest key over
+/// [`crate::v2::signed::AttestationBody`]; carried by the `Claim` redeemer.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Attestation {
+    /// CID bytes of the pinned outputs.
+    #[serde(with = "hex::serde")]
+    pub result: Vec<u8>,
+    /// CID bytes of the pinned logs.
+    #[serde(with = "hex::serde")]
+    pub logs: Vec<u8>,
+    /// GPU-milliseconds used (GPUs held × wall milliseconds).
+    pub gpu_ms: u64,
+    /// Exit code of the provider's container.
+    pub exit_code: i64,
+    /// ed25519 signature (64 bytes).
+    #[serde(with = "hex::serde")]
+    pub signature: Vec<u8>,
+}
+
+impl Attestation {
+    /// PlutusData: constructor 0 `[result, logs, gpu_ms, exit_code, signature]`.
+    pub fn to_plutus_data(&self) -> PlutusData {
+        constr(
+            0,
+            vec![
+                bytes(self.result.clone()),
+                bytes(self.logs.clone()),
+                int(self.gpu_ms),
+                int(self.exit_code),
+                bytes(self.signature.clone()),
+            ],
+        )
+    }
+
+    /// Decodes an attestation.
+    ///
+    /// # Errors
+    /// [`crate::Error::MalformedData`] on any other shape.
+    pub fn from_plutus_data(d: &PlutusData) -> Result<Self> {
+        let mut f = data::record("Attestation", d, 0, 5)?;
+        Ok(Self {
+            result: f.bytes("result")?,
+            logs: f.bytes("logs")?,
+            gpu_ms: f.uint("gpu_ms")?,
+            exit_code: i64::try_from(f.int("exit_code")?)
+                .map_err(|_| malformed("Attestation", "exit_code out of range"))?,
+            signature: f.bytes("signature")?,
+        })
+    }
+}
+
+/// An orchestrator's receipt as a claim carries it: the acknowledged time and the receipt
+/// key's signature over [`crate::v2::signed::Receipt`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SignedReceipt {
+    /// POSIX ms up to which the orchestrator acknowledged the provider's work.
+    pub acknowledged_until_ms: u64,
+    /// ed25519 signature (64 bytes) by the escrow's receipt key.
+    #[serde(with = "hex::serde")]
+    pub signature: Vec<u8>,
+}
+
+impl SignedReceipt {
+    /// PlutusData: constructor 0 `[acknowledged_until, signature]`.
+    pub fn to_plutus_data(&self) -> PlutusData {
+        constr(
+            0,
+            vec![
+                int(self.acknowledged_until_ms),
+                bytes(self.signature.clone()),
+            ],
+        )
+    }
+
+    /// Decodes a receipt.
+    ///
+    /// # Errors
+    /// [`crate::Error::MalformedData`] on any other shape.
+    pub fn from_plutus_data(d: &PlutusData) -> Result<Self> {
+        let mut f = data::record("SignedReceipt", d, 0, 2)?;
+        Ok(Self {
+            acknowledged_until_ms: f.uint("acknowledged_until")?,
+            signature: f.bytes("signature")?,
+        })
+    }
+}
+
+/// Spend redeemers: escrow actions and bond actions.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum SpendRedeemer {
+    /// Escrow Open → Assigned; `acceptances[i]` (64-byte signatures) accepts `assignments[i]`.
+    Assign {
+        /// The providers.
+        assignments: Vec<Assignment>,
+        /// Their acceptance signatures, in the same order.
+        acceptances: Vec<Vec<u8>>,
+    },
+    /// Pay assignment `index` for its attested GPU time, bounded by its best receipt and the
+    /// time provably elapsed (DESIGN §3.1 G1); anyone may submit it.
+    Claim {
+        /// Index into the escrow's assignments.
+        index: u64,
+        /// The provider's signed attestation.
+        attestation: Attestation,
+        /// The orchestrator's latest receipt for this provider, if it has one.
+        receipt: Option<SignedReceipt>,
+    },
+    /// Refund an open escrow (orchestrator signs).
+    Cancel,
+    /// After the deadline and the claim window: refund the unpaid rest, slash the bonds of
+    /// assigned providers that never claimed (spent in the same transaction).
+    Expire,
+    /// Start a bond's unbonding clock.
+    Unbond,
+    /// Take a bond back after the unbonding delay.
+    Withdraw,
+    /// Slash a bond together with the `Expire` of job `job_id`.
+    Slash {
+        /// The expired job.
+        job_id: JobId,
+    },
+}
+
+impl SpendRedeemer {
+    /// The redeemer as PlutusData.
+    pub fn to_plutus_data(&self) -> PlutusData {
+        match self {
+            Self::Assign {
+                assignments,
+                acceptances,
+            } => constr(
+                0,
+                vec![
+                    list(assignments.iter().map(Assignment::to_plutus_data).collect()),
+                    list(acceptances.iter().map(|s| bytes(s.clone())).collect()),
+                ],
+            ),
+            Self::Claim {
+                index,
+                attestation,
+                receipt,
+            } => constr(
+                1,
+                vec![
+                    int(*index),
+                    attestation.to_plutus_data(),
+                    option(receipt.as_ref().map(SignedReceipt::to_plutus_data)),
+                ],
+            ),
+            Self::Cancel => constr(2, vec![]),
+            Self::Expire => constr(3, vec![]),
+            Self::Unbond => constr(4, vec![]),
+            Self::Withdraw => constr(5, vec![]),
+            Self::Slash { job_id } => constr(6, vec![bytes(job_id.0)]),
+        }
+    }
+
+    /// Decodes a spend redeemer (the indexer reads them from transactions).
+    ///
+    /// # Errors
+    /// [`crate::Error::MalformedData`] on any other shape.
+    pub fn from_plutus_data(d: &PlutusData) -> Result<Self> {
+        let (index, mut f) = data::fields("SpendRedeemer", d)?;
+        Ok(match index {
+            0 => Self::Assign {
+                assignments: f
+                    .list("assignments")?
+                    .iter()
+                    .map(Assignment::from_plutus_data)
+                    .collect::<Result<_>>()?,
+                acceptances: f
+                    .list("acceptances")?
+                    .iter()
+                    .map(|s| match s {
+                        PlutusData::BoundedBytes(b) => Ok(b.to_vec()),
+                        _ => Err(malformed("SpendRedeemer", "acceptance: expected bytes")),
+                    })
+                    .collect::<Result<_>>()?,
+            },
+            1 => {
+                let index = f.uint("index")?;
+                let attestation = Attestation::from_plutus_data(f.next_data("attestation")?)?;
+                let (some, mut o) = data::fields("Option", f.next_data("receipt")?)?;
+                let receipt = match some {
+                    0 => Some(SignedReceipt::from_plutus_data(o.next_data("receipt")?)?),
+                    1 => None,
+                    i => return Err(malformed("Option", format!("constructor {i}"))),
+                };
+                Self::Claim {
+                    index,
+                    attestation,
+                    receipt,
+                }
+            }
+            2 => Self::Cancel,
+            3 => Self::Expire,
+            4 => Self::Unbond,
+            5 => Self::Withdraw,
+            6 => Self::Slash {
+                job_id: JobId(f.fixed("job_id")?),
+            },
+            i => return Err(malformed("SpendRedeemer", format!("constructor {i}"))),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::{from_cbor, to_cbor};
+
+    #[test]
+    fn spend_redeemers_round_trip() {
+        let att = Attestation {
+            result: vec![1, 85],
+            logs: vec![1, 112],
+            gpu_ms: 7_200_000,
+            exit_code: -1,
+            signature: vec![9; 64],
+        };
+        let cases = vec![
+            SpendRedeemer::Assign {
+                assignments: vec![Assignment {
+                    provider: [1; 28],
+                    attest_key: [2; 32],
+                    payout: crate::v2::payout::Payout::enterprise([1; 28]),
+                    gpus: 2,
+                    rate: 10,
+                    accept_by_ms: 99,
+                }],
+                acceptances: vec![vec![3; 64]],
+            },
+            SpendRedeemer::Claim {
+                index: 1,
+                attestation: att.clone(),
+                receipt: Some(SignedReceipt {
+                    acknowledged_until_ms: 1_700_000_000_000,
+                    signature: vec![5; 64],
+                }),
+            },
+            SpendRedeemer::Cancel,
+            SpendRedeemer::Expire,
+            SpendRedeemer::Unbond,
+            SpendRedeemer::Withdraw,
+            SpendRedeemer::Slash {
+                job_id: JobId([4; 32]),
+            },
+        ];
+        let unreceipted = SpendRedeemer::Claim {
+            index: 0,
+            attestation: att,
+            receipt: None,
+        };
+        let d = from_cbor("redeemer", &to_cbor(&unreceipted.to_plutus_data())).unwrap();
+        assert_eq!(SpendRedeemer::from_plutus_data(&d).unwrap(), unreceipted);
+        for (i, r) in cases.into_iter().enumerate() {
+            let d = from_cbor("redeemer", &to_cbor(&r.to_plutus_data())).unwrap();
+            assert_eq!(data::fields("r", &d).unwrap().0, i as u64);
+            assert_eq!(SpendRedeemer::from_plutus_data(&d).unwrap(), r);
+        }
+    }
+}
