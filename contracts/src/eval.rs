@@ -3,7 +3,6 @@
 //! uplc 1.1.24 is built on pallas 0.35 while this crate uses pallas 1.4; the two meet only as
 //! bytes (`eval_phase_two_raw`), as DESIGN §9 prescribes.
 
-use pallas_codec::minicbor;
 use pallas_primitives::Fragment;
 use pallas_primitives::conway::{Redeemer, RedeemerTag};
 use pallas_traverse::{Era, MultiEraTx};
@@ -23,21 +22,6 @@ pub struct Evaluation {
     pub ex_units: ExUnits,
     /// Traces it emitted.
     pub logs: Vec<String>,
-}
-
-/// CBOR of the cost-model map `{2: PlutusV3}` that uplc takes.
-fn cost_models_cbor(pp: &ProtocolParams) -> Vec<u8> {
-    let mut buf = Vec::new();
-    let mut e = minicbor::Encoder::new(&mut buf);
-    // Writing into a Vec cannot fail.
-    let _ = e
-        .map(1)
-        .and_then(|e| e.u8(2))
-        .and_then(|e| e.array(pp.cost_model_v3.len() as u64));
-    for v in &pp.cost_model_v3 {
-        let _ = e.i64(*v);
-    }
-    buf
 }
 
 fn purpose_of(r: &Redeemer) -> Option<Purpose> {
@@ -94,7 +78,7 @@ pub fn evaluate(
         .iter()
         .map(|u| Ok((encode_input(&u.reference), encode_output(&u.output)?)))
         .collect::<Result<Vec<_>>>()?;
-    let costs = cost_models_cbor(pp);
+    let costs = pp.cost_models_cbor();
     let budget = (pp.max_tx_ex_units.steps, pp.max_tx_ex_units.mem);
     let slots = slot_config.as_tuple();
     let protocol_major =

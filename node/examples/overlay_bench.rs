@@ -204,7 +204,7 @@ async fn p2p_swarm(
         listen: vec![],
         ..Config::default()
     };
-    let (client, event_loop, events) = p2p::new(key, config, BondSnapshot::default(), None)?;
+    let (client, event_loop, events, _inbound) = p2p::new(key, config, BondSnapshot::default())?;
     tokio::spawn(event_loop.run());
     let addr = client
         .listen("/ip4/127.0.0.1/tcp/0".parse()?)
@@ -425,7 +425,11 @@ async fn main() -> anyhow::Result<()> {
     let swarms = [p2p_swarm(91).await?, p2p_swarm(92).await?];
     swarms[1].0.dial(swarms[0].2.clone()).await?;
     for side in 0..2 {
-        nodes[side].set_relay(swarms[side].0.streams(), Duration::from_secs(1))?;
+        tokio::spawn(
+            nodes[side]
+                .set_relay(swarms[side].0.streams(), Duration::from_secs(1))?
+                .run(),
+        );
     }
     let job2 = RunId::new(format!("bench-relay-{pid}"))?;
     let plan2 = OverlayPool::default().plan(&job2, 2, &BTreeSet::from([plan.subnet]))?;

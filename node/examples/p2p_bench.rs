@@ -137,8 +137,8 @@ async fn main() {
     };
     let mut nodes: Vec<(Client, Receiver<Event>, Multiaddr)> = Vec::new();
     for i in &ids {
-        let (c, el, ev) =
-            p2p::new(i.key.clone(), config.clone(), bonds.clone(), None).expect("swarm");
+        let (c, el, ev, _inbound) =
+            p2p::new(i.key.clone(), config.clone(), bonds.clone()).expect("swarm");
         tokio::spawn(el.run());
         let a = c
             .listen("/ip4/127.0.0.1/tcp/0".parse().unwrap())

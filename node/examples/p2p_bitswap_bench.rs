@@ -39,8 +39,8 @@ async fn node(store: Arc<MemoryBlockstore>) -> (Client, PeerId, Multiaddr) {
         fetch_timeout: Duration::from_secs(60),
         ..Config::default()
     };
-    let (client, event_loop, _events) =
-        p2p::new(key, config, BondSnapshot::default(), None).expect("swarm builds");
+    let (client, event_loop, _events, _inbound) =
+        p2p::new(key, config, BondSnapshot::default()).expect("swarm builds");
     tokio::spawn(event_loop.run());
     let addr = client
         .listen("/ip4/127.0.0.1/tcp/0".parse().expect("literal"))

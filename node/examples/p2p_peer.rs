@@ -29,7 +29,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let key = Keypair::generate_ed25519();
     let me = key.public().to_peer_id();
-    let (client, event_loop, mut events) = p2p::new(key, config, BondSnapshot::default(), None)?;
+    let (client, event_loop, mut events, _inbound) =
+        p2p::new(key, config, BondSnapshot::default())?;
     tokio::spawn(event_loop.run());
     match mode {
         "relay" => {

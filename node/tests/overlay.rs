@@ -965,8 +965,8 @@ async fn p2p_node(seed: u8) -> P2pNode {
         listen: vec![],
         ..Config::default()
     };
-    let (client, event_loop, events) =
-        p2p::new(key, config, BondSnapshot::default(), None).expect("swarm builds");
+    let (client, event_loop, events, _inbound) =
+        p2p::new(key, config, BondSnapshot::default()).expect("swarm builds");
     let task = tokio::spawn(event_loop.run());
     let addr = client
         .listen("/ip4/127.0.0.1/tcp/0".parse().expect("multiaddr"))
@@ -1888,8 +1888,11 @@ async fn overlay_relay_fallback_when_direct_udp_is_blocked() {
         assert_eq!(learned[0].peer.relay, Some(relay_node));
         let node = OverlayNode::start(socket).expect("node");
         let client = [&a.client, &b.client][side];
-        node.set_relay(client.streams(), relay_after)
-            .expect("relay on");
+        tokio::spawn(
+            node.set_relay(client.streams(), relay_after)
+                .expect("relay on")
+                .run(),
+        );
         let err = node
             .set_relay(client.streams(), relay_after)
             .expect_err("one relay per swarm");

@@ -138,6 +138,20 @@ fn ints_at(file: &'static str, json: &Json, path: &'static str) -> Result<Vec<i6
 }
 
 impl ProtocolParams {
+    /// The cost models as the CBOR map `{0: PlutusV1, 1: PlutusV2, 2: PlutusV3}` that uplc's
+    /// phase-2 evaluation takes (the devnet's ledger and the off-chain builders both give it
+    /// this one map).
+    pub fn cost_models_cbor(&self) -> Vec<u8> {
+        let models = pallas_primitives::conway::CostModels {
+            plutus_v1: Some(self.cost_model_v1.clone()),
+            plutus_v2: Some(self.cost_model_v2.clone()),
+            plutus_v3: Some(self.cost_model_v3.clone()),
+            unknown: Default::default(),
+        };
+        // Encoding into a Vec cannot fail.
+        pallas_codec::minicbor::to_vec(&models).unwrap_or_default()
+    }
+
     /// The real mainnet parameters from the fixtures, with protocol version 10.0.
     ///
     /// # Errors

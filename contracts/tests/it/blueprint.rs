@@ -96,7 +96,12 @@ fn aiken_rebuild_reproduces_plutus_json() {
     let version = std::process::Command::new("aiken")
         .arg("--version")
         .output();
+    let required = std::env::var("GANGLION_REQUIRE_AIKEN").is_ok_and(|v| v == "1");
     let Ok(version) = version else {
+        assert!(
+            !required,
+            "GANGLION_REQUIRE_AIKEN=1 but `aiken` is not on PATH (cargo install aiken@1.1.24 --locked)"
+        );
         eprintln!(
             "SKIPPED aiken_rebuild_reproduces_plutus_json: `aiken` is not installed (cargo install aiken@1.1.24 --locked); the checksum test still guards the sources"
         );
@@ -104,6 +109,10 @@ fn aiken_rebuild_reproduces_plutus_json() {
     };
     let version = String::from_utf8_lossy(&version.stdout).to_string();
     if !version.contains("1.1.24") {
+        assert!(
+            !required,
+            "GANGLION_REQUIRE_AIKEN=1 but the installed aiken is {version}, not 1.1.24"
+        );
         eprintln!(
             "SKIPPED aiken_rebuild_reproduces_plutus_json: found {version}, need aiken 1.1.24"
         );
@@ -132,10 +141,14 @@ fn aiken_rebuild_reproduces_plutus_json() {
     let rebuilt_json =
         std::fs::read_to_string(tmp.join("plutus.json")).expect("rebuilt plutus.json");
     let _ = std::fs::remove_dir_all(&tmp);
-    for title in [ganglion_contracts::blueprint::VALIDATOR, ganglion_contracts::v2::VALIDATOR] {
+    for title in [
+        ganglion_contracts::blueprint::VALIDATOR,
+        ganglion_contracts::v2::VALIDATOR,
+    ] {
         let rebuilt = Blueprint::parse_validator(&rebuilt_json, title).expect("parses");
-        let committed = Blueprint::parse_validator(ganglion_contracts::blueprint::PLUTUS_JSON, title)
-            .expect("committed");
+        let committed =
+            Blueprint::parse_validator(ganglion_contracts::blueprint::PLUTUS_JSON, title)
+                .expect("committed");
         assert_eq!(
             rebuilt.compiled_code, committed.compiled_code,
             "{title} in plutus.json is stale: run contracts/aiken/build.sh"

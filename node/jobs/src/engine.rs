@@ -16,19 +16,20 @@
 //! let indexer = Arc::new(Indexer::new(SledKv::open(..)?, watch, k));
 //! tokio::spawn(ganglion_indexer::sync::run(indexer.clone(), sync_config, cancel));
 //! let blocks: Arc<dyn Blockstore> = Arc::new(SledBlockstore::open(data_dir.join("blocks"))?);
-//! let (p2p, event_loop, p2p_events) = p2p::new(key, p2p::Config {
-//!     blockstore: Some(BitswapStore::new(blocks.clone())), ..cfg }, bonds, provider_cfg)?;
+//! let (p2p, event_loop, events, inbound) = p2p::new(key, p2p::Config {
+//!     blockstore: Some(BitswapStore::new(blocks.clone())), ..cfg }, bonds)?;
 //! tokio::spawn(event_loop.run());
+//! tokio::spawn(p2p::log_events(events));
 //! let chain = ChainAccess::new(n2c_endpoint, magic, env, deployment, payment_key);
 //! // orchestrator only:
 //! let engine = Engine::<_, NoExecutor>::start(
-//!     Parts { store, indexer, p2p, p2p_events, chain, blockstore: blocks, provider: None },
+//!     Parts { store, indexer, p2p, inbound, chain, blockstore: blocks, provider: None },
 //!     EngineConfig::default())?;
 //! let job = engine.submit(&spec).await?;          // pins the spec, locks the budget
 //! engine.orchestrator_record(&job)?;              // state, history, intents
 //! engine.cancel(&job).await?;                     // while still open
-//! // provider: `provider: Some(ProviderSide { executor, attest, offer, .. })` and the same
-//! // bond/attest key in the p2p `ProviderConfig` (which answers accept requests).
+//! // provider: `provider: Some(ProviderSide { executor, attest, offer, policy, .. })`: the
+//! // engine answers accept requests itself (`accept`).
 //! // JSON-RPC `job_*`: Api::new(settings)?.with_jobs(Arc::new(engine.handle())).into_module()
 //! engine.shutdown().await;
 //! ```
@@ -58,6 +59,9 @@ use super::store::{JobStore, Orchestrating, Providing, RecordOf, StoreError};
 use ganglion_dispatch::executor::{ExecError, Executor, JobRecord as ExecRecord, JobReport};
 use ganglion_market::spec::Ensemble;
 use ganglion_p2p as p2p;
+
+/// The receiver of the swarm's inbound requests ([`p2p::inbound`]).
+pub type InboundRx = tokio::sync::mpsc::Receiver<p2p::inbound::Inbound>;
 
 /// The orchestrator role's records.
 pub type OrchestratorRole = Orchestrating<OrchestratorDetail>;
@@ -192,9 +196,9 @@ pub struct Parts<S: Kv, E: Executor> {
     pub indexer: Arc<Indexer<S>>,
     /// The p2p client.
     pub p2p: p2p::Client,
-    /// The p2p event stream (the engine is its only reader): accept answers create provider
-    /// records.
-    pub p2p_events: tokio::sync::mpsc::Receiver<p2p::Event>,
+    /// The inbound requests the swarm hands over (the engine is their only reader): accept
+    /// requests (answered by [`super::accept`]) and attestations ([`super::attestations`]).
+    pub inbound: InboundRx,
     /// Chain access with the node's payment key.
     pub chain: ChainAccess,
     /// The blockstore bitswap serves (the same one given to `p2p::Config::blockstore`): specs
@@ -276,6 +280,8 @@ pub struct Engine<S: Kv + 'static, E: Executor + 'static> {
     ctx: Arc<Ctx<S, E>>,
     cancel: CancellationToken,
     task: JoinHandle<()>,
+    /// Answers the swarm's inbound requests; hands their receiver back when it stops.
+    inbound: JoinHandle<InboundRx>,
     /// Cancelled when the engine's task ends, however it ends (returned or panicked).
     finished: CancellationToken,
 }
@@ -291,7 +297,7 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
             store,
             indexer,
             p2p,
-            p2p_events,
+            inbound,
             chain,
             blockstore,
             provider,
@@ -324,19 +330,21 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
                 }
             });
         }
+        let inbound = ctx.tasks.spawn(answer_inbound(ctx.clone(), inbound));
         let finished = CancellationToken::new();
         let done = finished.clone().drop_guard();
         let task = tokio::spawn({
             let (ctx, cancel) = (ctx.clone(), cancel.clone());
             async move {
                 let _done = done;
-                run(ctx, p2p_events, cancel).await;
+                run(ctx, cancel).await;
             }
         });
         Ok(Self {
             ctx,
             cancel,
             task,
+            inbound,
             finished,
         })
     }
@@ -403,11 +411,14 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
     /// tasks: job runs stop supervising their containers (which keep running: the executor's
     /// durable table and [`Executor::recover`] adopt them at the next start, as after a crash)
     /// and the executor's recovery stops. On return nothing of this engine runs any more.
-    pub async fn shutdown(self) {
+    /// Returns the swarm's inbound receiver (for an engine restarted on the same swarm), or
+    /// `None` when the task answering it panicked.
+    pub async fn shutdown(self) -> Option<InboundRx> {
         self.cancel.cancel();
         let _ = self.task.await;
         self.ctx.tasks.close();
         self.ctx.tasks.wait().await;
+        self.inbound.await.ok()
     }
 
     /// Background tasks of this engine still running (job runs, the executor's recovery).
@@ -416,23 +427,57 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
     }
 }
 
+/// Answers the swarm's inbound requests, one at a time (so two accept decisions never race),
+/// apart from the driver passes (so a slow chain action never delays an answer past the
+/// requester's timeout). Ends when the engine stops or the swarm is gone.
+async fn answer_inbound<S: Kv + 'static, E: Executor + 'static>(
+    ctx: Arc<Ctx<S, E>>,
+    mut inbound: InboundRx,
+) -> InboundRx {
+    use p2p::inbound::Inbound;
+    loop {
+        let request = tokio::select! {
+            () = ctx.stopping.cancelled() => return inbound,
+            r = inbound.recv() => match r {
+                Some(r) => r,
+                None => return inbound,
+            },
+        };
+        let sent = match request {
+            Inbound::Accept {
+                peer,
+                request,
+                responder,
+            } => {
+                let answer = super::accept::on_request(&ctx, peer, &request);
+                ctx.p2p.respond_accept(responder, answer).await
+            }
+            Inbound::Attest {
+                peer,
+                request,
+                responder,
+            } => match super::attestations::on_attestation(&ctx, peer, &request) {
+                Some(answer) => ctx.p2p.respond_attest(responder, answer).await,
+                None => Ok(()),
+            },
+        };
+        if sent.is_err() {
+            return inbound;
+        }
+    }
+}
+
 async fn run<S: Kv + 'static, E: Executor + 'static>(
     ctx: Arc<Ctx<S, E>>,
-    mut events: tokio::sync::mpsc::Receiver<p2p::Event>,
     cancel: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(ctx.config.poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut offer = tokio::time::interval(ctx.config.offer_every);
     offer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut events_open = true;
     loop {
         tokio::select! {
             () = cancel.cancelled() => return,
-            e = events.recv(), if events_open => match e {
-                Some(e) => provider::on_p2p_event(&ctx, e),
-                None => events_open = false,
-            },
             _ = offer.tick() => provider::publish_offer(&ctx).await,
             _ = tick.tick() => {
                 if let Err(e) = p2p::bonds::refresh(&ctx.indexer, &ctx.p2p).await {

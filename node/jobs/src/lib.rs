@@ -9,6 +9,9 @@
 //! - [`chain`]: UTxOs, submission, slot clock, transactions balanced and signed.
 //! - [`cluster`]: [`cluster::ClusterSetup`], the job's network agreed with the other assigned
 //!   providers before dispatch (the node implements it with its overlay).
+//! - [`accept`]: a provider's accept decision and its `Reserved` record, one step;
+//!   [`attestations`]: the attestations received, checked against the job's assignment and
+//!   kept in the store until the job is finished.
 //! - [`orchestrator`], [`provider`]: the drivers, one step per job per pass; [`terms`]: the
 //!   terms a job must meet before anything is locked or started; [`retry`]: how refused
 //!   transactions are classified and backed off.
@@ -18,6 +21,8 @@
 //!   engine; [`witness`]: joining a wallet's witness set to the transaction it signed.
 //! - [`audit`]: `audit verify`, every signature, CID and payment of a job re-checked.
 
+pub mod accept;
+pub mod attestations;
 pub mod audit;
 pub mod chain;
 pub mod cluster;

@@ -342,6 +342,9 @@ fn apply<S: Kv, E: Executor>(
         .store
         .apply::<OrchestratorRole>(job, event, ctx.now(), slot)?;
     tracing::info!(job = %job, ?event, state = ?to, "orchestrator");
+    if to.is_terminal() {
+        super::attestations::forget_when_done(ctx, job)?;
+    }
     Ok(to)
 }
 
@@ -628,7 +631,7 @@ pub(crate) async fn attestations<S: Kv, E: Executor>(
     v: &JobView,
     own: Option<&AttestMessage>,
 ) -> Result<Vec<Option<Attestation>>, EngineError> {
-    let mut held = ctx.p2p.attestations(v.job_id).await?;
+    let mut held = ctx.store.attestations(&v.job_id)?;
     held.extend(own.cloned());
     Ok(v.assignments
         .iter()

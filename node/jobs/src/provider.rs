@@ -4,9 +4,8 @@
 //! signed with the bond's attest key and sent to the job's peers; the payment (or slash) seen
 //! on chain ends the record (DESIGN §1).
 //!
-//! Accept/refuse itself is answered inside the p2p event loop by
-//! [`ganglion_p2p::provider::Provider`] (capacity, price, deadline, reservations with a TTL); the
-//! engine learns of it from [`ganglion_p2p::Event::AcceptAnswered`].
+//! Accept/refuse is decided and recorded in one step by [`super::accept`] (capacity, price,
+//! deadline, reservations with a TTL, all read from these records).
 
 use std::sync::Arc;
 
@@ -23,7 +22,7 @@ use super::cluster::{ClusterPeers, ClusterSetup, peers_of};
 use super::engine::{Ctx, EngineError, ProviderRecord, ProviderRole};
 use super::orchestrator;
 use super::state::{ProviderEvent, ProviderState};
-use super::store::{DispatchIntent, JobRecord, TxKind};
+use super::store::{DispatchIntent, TxKind};
 use super::terms;
 use ganglion_dispatch::executor::plan::{ContainerSlot, GpuAttachment, JobPlan};
 use ganglion_dispatch::executor::{Executor, JobReport, Phase};
@@ -46,8 +45,8 @@ pub struct ProviderSide<E> {
     pub gpus: Vec<GpuAttachment>,
     /// What is advertised (re-published every `EngineConfig::offer_every`).
     pub offer: MarketOffer,
-    /// The reservation TTL of the p2p `ProviderConfig`, ms.
-    pub reservation_ttl_ms: u64,
+    /// What this provider accepts (price, deadline, capacity, reservation TTL).
+    pub policy: super::accept::AcceptPolicy,
     /// Sets up the job's network with the other assigned providers before each dispatch (the
     /// daemon's overlay); `None` when the executor's network needs no set-up.
     pub cluster: Option<Arc<dyn ClusterSetup>>,
@@ -77,6 +76,9 @@ pub struct ProviderDetail {
     pub orchestrator_peer: Vec<u8>,
     /// Reservation end, POSIX ms.
     pub reserved_until_ms: u64,
+    /// GPUs reserved by the acceptance.
+    #[serde(default)]
+    pub reserved_gpus: u64,
     /// This provider's index in the assignment (its node rank).
     pub index: Option<u64>,
     /// The assignment, once on chain.
@@ -111,35 +113,6 @@ pub fn executor_job(job: &JobId, rank: u64, node: &PeerId) -> String {
     )
 }
 
-/// Creates the `Reserved` record when this node accepted a request.
-pub(crate) fn on_p2p_event<S: Kv, E: Executor>(ctx: &Ctx<S, E>, event: ganglion_p2p::Event) {
-    let ganglion_p2p::Event::AcceptAnswered {
-        peer,
-        job_id,
-        accepted: true,
-    } = event
-    else {
-        return;
-    };
-    let Some(side) = &ctx.provider else { return };
-    let now = ctx.now();
-    let detail = ProviderDetail {
-        orchestrator_peer: peer.to_bytes(),
-        reserved_until_ms: now + side.reservation_ttl_ms,
-        ..ProviderDetail::default()
-    };
-    match ctx.store.create::<ProviderRole>(&JobRecord::new(
-        job_id,
-        ProviderState::Reserved,
-        detail,
-        now,
-    )) {
-        Ok(()) => tracing::info!(job = %job_id, "reserved"),
-        Err(super::store::StoreError::Exists { .. }) => {}
-        Err(e) => tracing::error!(job = %job_id, error = %e, "cannot record the reservation"),
-    }
-}
-
 /// The offer as published: [`with_busy`], and direct-capable when declared so or when AutoNAT
 /// confirmed a public address (`nat`; `None` = the swarm did not answer).
 pub fn advertised(
@@ -168,7 +141,7 @@ pub fn with_busy(offer: &MarketOffer, busy: u64) -> MarketOffer {
 /// not count: the accept protocol enforces them (a provider without room refuses and the
 /// orchestrator re-matches), and counting them would hide a provider from the re-match of the
 /// very job it reserved for.
-fn busy_gpus(records: &[ProviderRecord]) -> u64 {
+pub(crate) fn busy_gpus(records: &[ProviderRecord]) -> u64 {
     records
         .iter()
         .filter(|r| holds_gpus(r.state))
@@ -180,7 +153,7 @@ fn busy_gpus(records: &[ProviderRecord]) -> u64 {
 }
 
 /// Whether a job in `state` holds this provider's GPUs: assigned on chain, not yet attested.
-fn holds_gpus(state: ProviderState) -> bool {
+pub(crate) fn holds_gpus(state: ProviderState) -> bool {
     matches!(
         state,
         ProviderState::Assigned
@@ -190,28 +163,13 @@ fn holds_gpus(state: ProviderState) -> bool {
     )
 }
 
-/// Publishes this provider's offer (fresh timestamps, GPUs of unfinished jobs taken out) and
-/// syncs the accept side with it (busy GPUs; reservations of assigned or ended jobs released).
+/// Publishes this provider's offer (fresh timestamps, GPUs of unfinished jobs taken out).
 /// Publishing before any peer joined the topic fails; that is only logged.
 pub(crate) async fn publish_offer<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
     let Some(side) = &ctx.provider else { return };
     let now = ctx.now();
     let records = ctx.store.all::<ProviderRole>().unwrap_or_default();
     let busy = busy_gpus(&records);
-    let running =
-        u32::try_from(records.iter().filter(|r| holds_gpus(r.state)).count()).unwrap_or(u32::MAX);
-    // Reservations live at most `reservation_ttl_ms` in the p2p provider: only records that
-    // left `Reserved` since then can still have one to release.
-    let since = now.saturating_sub(side.reservation_ttl_ms);
-    let tracked = records
-        .iter()
-        .filter(|r| r.state != ProviderState::Reserved)
-        .filter(|r| r.history.last().is_some_and(|t| t.at_ms >= since))
-        .map(|r| r.job_id)
-        .collect();
-    if let Err(e) = ctx.p2p.sync_provider(busy, running, tracked).await {
-        tracing::debug!(error = %e, "provider side not synced");
-    }
     let nat = ctx.p2p.nat_status().await.ok();
     let body = OfferBody {
         network_magic: ctx.chain_magic(),
@@ -256,6 +214,9 @@ fn apply<S: Kv, E: Executor>(
         .store
         .apply::<ProviderRole>(job, event, ctx.now(), None)?;
     tracing::info!(job = %job, ?event, state = ?to, "provider");
+    if to.is_terminal() {
+        super::attestations::forget_when_done(ctx, job)?;
+    }
     Ok(to)
 }
 

@@ -200,18 +200,9 @@ impl JobStore {
         })
     }
 
-    /// The log the p2p layer keeps received attestations in, in this store's database (one
-    /// sled database per data dir: sled allows one opener per path).
-    ///
-    /// # Errors
-    /// [`StoreError::Sled`].
-    pub fn attestation_log(
-        &self,
-    ) -> Result<ganglion_p2p::attestations::AttestationLog, StoreError> {
-        ganglion_p2p::attestations::AttestationLog::open(&self.db).map_err(|e| match e {
-            ganglion_p2p::attestations::LogError::Sled(e) => StoreError::Sled(e),
-            ganglion_p2p::attestations::LogError::Decode(e) => StoreError::from(e),
-        })
+    /// The sled database, for the store's other trees (e.g. [`super::attestations`]).
+    pub(crate) fn db(&self) -> &sled::Db {
+        &self.db
     }
 
     fn tree<R: Role>(&self) -> Result<sled::Tree, StoreError> {

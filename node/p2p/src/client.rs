@@ -6,9 +6,8 @@
 use libp2p::{Multiaddr, PeerId};
 use tokio::sync::{mpsc, oneshot};
 
-use ganglion_contracts::datum::JobId;
-
 use super::Error;
+use super::inbound::Responder;
 use super::offers::{BondSnapshot, SignedOffer};
 use super::protocols::{
     AcceptRequest, AcceptResponse, AttestMessage, AttestResponse, ClusterHello, ClusterResponse,
@@ -24,7 +23,6 @@ pub(crate) enum Command {
     AddExternalAddress(Multiaddr, oneshot::Sender<()>),
     PublishOffer(Box<SignedOffer>, oneshot::Sender<Result<(), Error>>),
     SetBonds(BondSnapshot, oneshot::Sender<()>),
-    SyncProvider(u64, u32, Vec<JobId>, oneshot::Sender<()>),
     Market(oneshot::Sender<Vec<SignedOffer>>),
     Rtts(oneshot::Sender<Vec<(PeerId, Rtt)>>),
     PeerScore(PeerId, oneshot::Sender<Option<f64>>),
@@ -46,7 +44,8 @@ pub(crate) enum Command {
         Box<AttestMessage>,
         oneshot::Sender<Result<AttestResponse, Error>>,
     ),
-    Attestations(JobId, oneshot::Sender<Vec<AttestMessage>>),
+    RespondAccept(Responder<AcceptResponse>, AcceptResponse),
+    RespondAttest(Responder<AttestResponse>, Box<AttestResponse>),
     RawGossip(Vec<u8>, oneshot::Sender<Result<(), Error>>),
     FindPeer(PeerId, oneshot::Sender<Vec<Multiaddr>>),
     NatStatus(oneshot::Sender<libp2p::autonat::NatStatus>),
@@ -80,6 +79,10 @@ impl Client {
     /// swarm). The overlay's relay fallback uses it (`ganglion_dispatch::overlay::relay`).
     pub fn streams(&self) -> libp2p_stream::Control {
         self.streams.clone()
+    }
+
+    async fn send(&self, command: Command) -> Result<(), Error> {
+        self.tx.send(command).await.map_err(|_| Error::Stopped)
     }
 
     async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Error> {
@@ -148,24 +151,6 @@ impl Client {
     /// [`Error::Stopped`].
     pub async fn set_bonds(&self, bonds: BondSnapshot) -> Result<(), Error> {
         self.ask(|r| Command::SetBonds(bonds, r)).await
-    }
-
-    /// Tells the provider side what the job engine tracks: `running` jobs assigned on chain
-    /// and not yet attested, holding `busy_gpus`, and the `tracked` jobs (assigned or ended)
-    /// whose acceptance reservations are released: they are counted in `running` now, or over.
-    /// Accept requests are answered against `gpus − busy − reserved` GPUs and `running +
-    /// reserved` jobs (`max_concurrent_jobs`). No-op on a non-provider.
-    ///
-    /// # Errors
-    /// [`Error::Stopped`].
-    pub async fn sync_provider(
-        &self,
-        busy_gpus: u64,
-        running: u32,
-        tracked: Vec<JobId>,
-    ) -> Result<(), Error> {
-        self.ask(|r| Command::SyncProvider(busy_gpus, running, tracked, r))
-            .await
     }
 
     /// The live market: one verified, unexpired offer per provider.
@@ -266,12 +251,29 @@ impl Client {
         futures::future::join_all(peers.iter().map(|p| self.attest(*p, msg.clone()))).await
     }
 
-    /// Attestations stored for `job` (verified on receipt).
+    /// Answers an inbound accept request ([`super::inbound::Inbound::Accept`]).
     ///
     /// # Errors
     /// [`Error::Stopped`].
-    pub async fn attestations(&self, job: JobId) -> Result<Vec<AttestMessage>, Error> {
-        self.ask(|r| Command::Attestations(job, r)).await
+    pub async fn respond_accept(
+        &self,
+        responder: Responder<AcceptResponse>,
+        response: AcceptResponse,
+    ) -> Result<(), Error> {
+        self.send(Command::RespondAccept(responder, response)).await
+    }
+
+    /// Answers an inbound attestation ([`super::inbound::Inbound::Attest`]).
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn respond_attest(
+        &self,
+        responder: Responder<AttestResponse>,
+        response: AttestResponse,
+    ) -> Result<(), Error> {
+        self.send(Command::RespondAttest(responder, Box::new(response)))
+            .await
     }
 
     /// Fetches the whole DAG under `root` into the node's blockstore over bitswap, every block

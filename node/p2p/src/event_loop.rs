@@ -1,5 +1,6 @@
 //! The event loop: sole owner of the [`Swarm`]; selects over swarm events, client commands and
-//! the market prune timer.
+//! the market prune timer. Requests the node answers (accept, attest) go to the job engine with
+//! their response channel ([`super::inbound`]); the loop keeps no job state.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -16,10 +17,10 @@ use libp2p::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use super::attestations::AttestationBook;
 use super::behaviour::{Behaviour, BehaviourEvent};
 use super::bitswap::DagFetches;
 use super::client::Command;
+use super::inbound::{Inbound, Responder};
 use super::limits::RateLimiter;
 use super::listen::PendingListen;
 use super::offers::{BondSnapshot, Market, SignedOffer, verify_offer};
@@ -27,7 +28,6 @@ use super::protocols::{
     self, ACCEPT_PROTOCOL, ATTEST_PROTOCOL, AcceptResponse, AttestMessage, AttestResponse,
     CLUSTER_PROTOCOL, CborCodec, ClusterHello, ClusterResponse, RefusalReason,
 };
-use super::provider::{Provider, ProviderConfig};
 use super::relayed::RelayRoutes;
 use super::rtt::RttMatrix;
 use super::{Config, Error, Event, INVALID_OFFER_WEIGHT, MAX_CLUSTER_JOBS};
@@ -197,10 +197,10 @@ pub struct EventLoop {
     commands: mpsc::Receiver<Command>,
     events: mpsc::Sender<Event>,
     dropped_events: u64,
+    inbound: mpsc::Sender<Inbound>,
     bonds: BondSnapshot,
     market: Market,
     rtts: RttMatrix,
-    provider: Option<Provider>,
     limiter: RateLimiter,
     pending_listen: HashMap<ListenerId, PendingListen<Reply<Multiaddr>>>,
     pending_dial: HashMap<ConnectionId, Reply<PeerId>>,
@@ -211,7 +211,6 @@ pub struct EventLoop {
     clusters: HashMap<JobId, (ClusterHello, HashSet<PeerId>)>,
     /// Our address as each connected peer observed it (identify).
     observed: HashMap<PeerId, Multiaddr>,
-    attestations: AttestationBook,
     relays: RelayRoutes,
     fetches: DagFetches,
     pending_find: HashMap<kad::QueryId, (PeerId, oneshot::Sender<Vec<Multiaddr>>)>,
@@ -222,14 +221,13 @@ impl EventLoop {
         mut swarm: Swarm<Behaviour>,
         config: Config,
         bonds: BondSnapshot,
-        provider: Option<ProviderConfig>,
         commands: mpsc::Receiver<Command>,
         events: mpsc::Sender<Event>,
+        inbound: mpsc::Sender<Inbound>,
     ) -> Result<Self, Error> {
         let topic = protocols::offer_topic(config.network_magic);
         swarm.behaviour_mut().gossipsub.subscribe(&topic)?;
         let fetches = DagFetches::new(config.blockstore.as_ref().map(|b| b.store().clone()));
-        let attestations = AttestationBook::open(config.attestation_log.clone())?;
         let relays = RelayRoutes::new(config.relay_via_bootstrap, &config.bootstrap);
         Ok(Self {
             swarm,
@@ -239,10 +237,10 @@ impl EventLoop {
             commands,
             events,
             dropped_events: 0,
+            inbound,
             bonds,
             market: Market::default(),
             rtts: RttMatrix::default(),
-            provider: provider.map(Provider::new),
             pending_listen: HashMap::new(),
             pending_dial: HashMap::new(),
             pending_accept: HashMap::new(),
@@ -250,7 +248,6 @@ impl EventLoop {
             pending_attest: HashMap::new(),
             clusters: HashMap::new(),
             observed: HashMap::new(),
-            attestations,
             relays,
             fetches,
             pending_find: HashMap::new(),
@@ -400,12 +397,6 @@ impl EventLoop {
                 self.prune();
                 let _ = reply.send(());
             }
-            Command::SyncProvider(busy, running, tracked, reply) => {
-                if let Some(p) = &mut self.provider {
-                    p.sync(busy, running, &tracked);
-                }
-                let _ = reply.send(());
-            }
             Command::Market(reply) => {
                 let now = (self.config.clock)();
                 let live = self
@@ -478,8 +469,20 @@ impl EventLoop {
                 let bitswap = self.swarm.behaviour_mut().bitswap.as_mut();
                 self.fetches.start(root, reply, bitswap, Instant::now());
             }
-            Command::Attestations(job, reply) => {
-                let _ = reply.send(self.attestations.of(&job));
+            Command::RespondAccept(responder, response) => {
+                // Fails only when the requester is gone; it then sees its request fail.
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .accept
+                    .send_response(responder.0, response);
+            }
+            Command::RespondAttest(responder, response) => {
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .attest
+                    .send_response(responder.0, *response);
             }
         }
     }
@@ -716,25 +719,30 @@ impl EventLoop {
             ..
         } = event
         {
-            let response = if !self.allow(peer) {
-                AcceptResponse::Refused(RefusalReason::RateLimited)
-            } else {
-                match self.provider.as_mut() {
-                    Some(p) => p.handle(&request, (self.config.clock)()),
-                    None => AcceptResponse::Refused(RefusalReason::NotProvider),
-                }
-            };
-            let accepted = matches!(response, AcceptResponse::Accepted { .. });
-            let _ = self
-                .swarm
-                .behaviour_mut()
-                .accept
-                .send_response(channel, response);
-            self.emit(Event::AcceptAnswered {
+            let refused = AcceptResponse::Refused(RefusalReason::RateLimited);
+            if !self.allow(peer) {
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .accept
+                    .send_response(channel, refused);
+                return;
+            }
+            let inbound = Inbound::Accept {
                 peer,
-                job_id: request.job_id,
-                accepted,
-            });
+                request,
+                responder: Responder(channel),
+            };
+            if let Err(e) = self.inbound.try_send(inbound) {
+                if let Inbound::Accept { responder, .. } = e.into_inner() {
+                    tracing::debug!(target: "p2p", %peer, "accept request not handed over: the engine is busy or gone");
+                    let _ = self
+                        .swarm
+                        .behaviour_mut()
+                        .accept
+                        .send_response(responder.0, refused);
+                }
+            }
         }
     }
 
@@ -791,43 +799,30 @@ impl EventLoop {
             ..
         } = event
         {
-            let response = if !self.allow(peer) {
-                AttestResponse::RateLimited
-            } else if self.verify_attestation(&request) {
-                let (job_id, provider) = (request.job_id, request.provider);
-                if let Err(e) = self.attestations.store(request) {
-                    // No answer: the provider sees the request fail and sends it again.
-                    tracing::error!(%job_id, error = %e, "attestation not stored");
-                    return;
-                }
-                self.emit(Event::AttestationStored {
-                    peer,
-                    job_id,
-                    provider,
-                });
-                AttestResponse::Stored
-            } else {
-                self.emit(Event::AttestationRejected {
-                    peer,
-                    job_id: request.job_id,
-                });
-                AttestResponse::Invalid
+            if !self.allow(peer) {
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .attest
+                    .send_response(channel, AttestResponse::RateLimited);
+                return;
+            }
+            let inbound = Inbound::Attest {
+                peer,
+                request,
+                responder: Responder(channel),
             };
-            let _ = self
-                .swarm
-                .behaviour_mut()
-                .attest
-                .send_response(channel, response);
+            if let Err(e) = self.inbound.try_send(inbound) {
+                if let Inbound::Attest { responder, .. } = e.into_inner() {
+                    tracing::debug!(target: "p2p", %peer, "attestation not handed over: the engine is busy or gone");
+                    let _ = self
+                        .swarm
+                        .behaviour_mut()
+                        .attest
+                        .send_response(responder.0, AttestResponse::RateLimited);
+                }
+            }
         }
-    }
-
-    /// An attestation counts when it verifies with the attest key of one of the provider's live
-    /// bonds.
-    fn verify_attestation(&self, msg: &AttestMessage) -> bool {
-        let bytes = msg.body().signed_bytes();
-        self.bonds
-            .attest_keys_of(&msg.provider)
-            .any(|k| ganglion_contracts::signed::verify(k, &bytes, &msg.signature).is_ok())
     }
 }
 

@@ -33,7 +33,9 @@
 //! **Caps.** Offers ≤ [`offers::MAX_OFFER_BYTES`](crate::offers::MAX_OFFER_BYTES); request-response frames ≤ the per-protocol
 //! caps in [`protocols`](crate::protocols), refused before being buffered; inbound requests per peer are limited
 //! by a token bucket ([`limits`](crate::limits)); at most [`MAX_CONCURRENT_STREAMS`](crate::MAX_CONCURRENT_STREAMS) concurrent streams per
-//! request-response protocol; stored attestations and cluster registrations are capped.
+//! request-response protocol; cluster registrations are capped. Accept requests and
+//! attestations are answered by the job engine ([`inbound`](crate::inbound)), which keeps the
+//! records; the loop keeps no job state.
 //!
 //! **Tests and numbers.** `tests/it/` (swarms on loopback, port 0, waits on events under a
 //! timeout): `swarm` (offers, accept, cluster, attest, relay, DCUtR, rate limits), `discovery`
@@ -45,22 +47,21 @@
 //! line, offers verified per second).
 //!
 //! Modules: [`behaviour`](crate::behaviour) (the derive), [`bitswap`](crate::bitswap) (serve and fetch blocks), [`bonds`](crate::bonds) (indexer → bond snapshot), [`event_loop`](crate::event_loop) (owns the swarm), [`client`](crate::client) (commands),
-//! [`offers`](crate::offers) (signed gossip, live market), [`protocols`](crate::protocols) (codecs and messages), [`provider`](crate::provider)
-//! (accept policy, reservations), [`rtt`](crate::rtt) (latency matrix), [`limits`](crate::limits) (rate limits), `listen` (when a listen on 0.0.0.0 is answered: after its routable address, so dials reuse its port),
+//! [`offers`](crate::offers) (signed gossip, live market), [`protocols`](crate::protocols) (codecs and messages), [`inbound`](crate::inbound)
+//! (requests handed to the job engine with their response channel), [`rtt`](crate::rtt) (latency matrix), [`limits`](crate::limits) (rate limits), `listen` (when a listen on 0.0.0.0 is answered: after its routable address, so dials reuse its port),
 //! [`identity`](crate::identity) (the node key in the data dir).
 
-pub mod attestations;
 pub mod behaviour;
 pub mod bitswap;
 pub mod bonds;
 pub mod client;
 pub mod event_loop;
 pub mod identity;
+pub mod inbound;
 pub mod limits;
 mod listen;
 pub mod offers;
 pub mod protocols;
-pub mod provider;
 pub mod relayed;
 pub mod rtt;
 
@@ -71,7 +72,6 @@ use libp2p::{Multiaddr, PeerId};
 pub use client::Client;
 pub use event_loop::EventLoop;
 
-use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
 
 /// Capacity of the command channel (Client → EventLoop). Commands are small and the loop handles
@@ -86,8 +86,6 @@ pub const EVENT_CHANNEL: usize = 1024;
 pub const MAX_CONCURRENT_STREAMS: usize = 32;
 /// Gossipsub P4 weight for an invalid offer (score −10 × count² per offence; graylisted at −80).
 pub const INVALID_OFFER_WEIGHT: f64 = -10.0;
-/// Most jobs whose attestations are kept in memory (oldest job evicted first).
-pub const MAX_ATTEST_JOBS: usize = 1024;
 /// Most jobs with registered cluster info.
 pub const MAX_CLUSTER_JOBS: usize = 256;
 
@@ -131,9 +129,6 @@ pub struct Config {
     pub blockstore: Option<ganglion_storage::bitswap::BitswapStore>,
     /// A DAG fetch fails when no block arrived for this long (default 30 s).
     pub fetch_timeout: Duration,
-    /// Where received attestations are kept across restarts (default none: in memory only, so
-    /// a restarted orchestrator would need the providers to attest again).
-    pub attestation_log: Option<attestations::AttestationLog>,
     /// AutoNAT v1: answer other peers' dial-back probes (default off: serving is opt-in, as it
     /// makes this node dial addresses others name). The client side always runs.
     pub autonat_server: bool,
@@ -166,7 +161,6 @@ impl Default for Config {
             clock: now_ms,
             blockstore: None,
             fetch_timeout: Duration::from_secs(30),
-            attestation_log: None,
             autonat_server: false,
             autonat_only_global_ips: true,
             autonat_boot_delay: Duration::from_secs(15),
@@ -214,9 +208,6 @@ pub enum Error {
     /// The event loop has stopped.
     #[error("the p2p event loop has stopped")]
     Stopped,
-    /// Reading the received attestations from [`Config::attestation_log`] failed.
-    #[error("{0}")]
-    AttestationLog(#[from] attestations::LogError),
     /// Reading or writing the node key.
     #[error("node key {path}: {source}")]
     Key {
@@ -290,37 +281,12 @@ pub enum Event {
         /// Round-trip time.
         rtt: Duration,
     },
-    /// This node (as a provider) answered an accept request.
-    AcceptAnswered {
-        /// The orchestrator.
-        peer: PeerId,
-        /// The job.
-        job_id: JobId,
-        /// Whether it accepted.
-        accepted: bool,
-    },
     /// A peer of a job sent its cluster hello.
     ClusterHelloReceived {
         /// The peer.
         peer: PeerId,
         /// Its hello.
         hello: protocols::ClusterHello,
-    },
-    /// An attestation verified and was stored.
-    AttestationStored {
-        /// Who sent it.
-        peer: PeerId,
-        /// The job.
-        job_id: JobId,
-        /// The attesting provider.
-        provider: KeyHash,
-    },
-    /// An attestation failed verification and was dropped.
-    AttestationRejected {
-        /// Who sent it.
-        peer: PeerId,
-        /// The job.
-        job_id: JobId,
     },
     /// A DCUtR hole punch over a relayed connection finished.
     HolePunchFinished {
@@ -355,26 +321,48 @@ pub enum Event {
     },
 }
 
-/// Builds the swarm and returns its client, event loop and event stream.
-///
-/// `provider` makes the node answer `accept` requests; `bonds` is the initial live-bond snapshot.
+/// The parts [`new`] returns: the client, the event loop to spawn, the swarm's events and the
+/// inbound requests the job engine answers ([`inbound`]).
+pub type Parts = (
+    Client,
+    EventLoop,
+    tokio::sync::mpsc::Receiver<Event>,
+    tokio::sync::mpsc::Receiver<inbound::Inbound>,
+);
+
+/// Builds the swarm from `keypair` and `config`; `bonds` is the initial live-bond snapshot.
 /// Spawn [`EventLoop::run`] on a tokio runtime; it subscribes to the offer topic, listens on
-/// `config.listen` and dials `config.bootstrap`.
+/// `config.listen` and dials `config.bootstrap`. Drain the inbound receiver (the job engine
+/// does): while it is full, the loop refuses accept requests and attestations as rate-limited.
 ///
 /// # Errors
-/// [`Error::Build`] when the transports or behaviours cannot be configured.
+/// [`Error::Build`] when a transport or behaviour cannot be built, [`Error::Subscribe`].
 pub fn new(
     keypair: libp2p::identity::Keypair,
     config: Config,
     bonds: offers::BondSnapshot,
-    provider: Option<provider::ProviderConfig>,
-) -> Result<(Client, EventLoop, tokio::sync::mpsc::Receiver<Event>), Error> {
+) -> Result<Parts, Error> {
     let swarm = event_loop::build_swarm(keypair, &config)?;
     let streams = swarm.behaviour().streams.new_control();
     let (cmd_tx, cmd_rx) = tokio::sync::mpsc::channel(COMMAND_CHANNEL);
     let (ev_tx, ev_rx) = tokio::sync::mpsc::channel(EVENT_CHANNEL);
-    let event_loop = EventLoop::new(swarm, config, bonds, provider, cmd_rx, ev_tx)?;
-    Ok((Client::new(cmd_tx, streams), event_loop, ev_rx))
+    let (in_tx, in_rx) = tokio::sync::mpsc::channel(inbound::INBOUND_CHANNEL);
+    let event_loop = EventLoop::new(swarm, config, bonds, cmd_rx, ev_tx, in_tx)?;
+    Ok((Client::new(cmd_tx, streams), event_loop, ev_rx, in_rx))
+}
+
+/// Drains the swarm's events into the log (debug level; rate-limited peers and NAT changes at
+/// info) until the event loop stops. Spawn it when nothing else reads the events, so the
+/// loop never counts them as dropped.
+pub async fn log_events(mut events: tokio::sync::mpsc::Receiver<Event>) {
+    while let Some(e) = events.recv().await {
+        match &e {
+            Event::RateLimited { .. } | Event::NatStatusChanged { .. } => {
+                tracing::info!(target: "p2p", event = ?e, "p2p event")
+            }
+            _ => tracing::debug!(target: "p2p", event = ?e, "p2p event"),
+        }
+    }
 }
 
 /// Now, POSIX ms.

@@ -90,6 +90,10 @@ pub enum RefusalReason {
     /// The node does not act as a provider.
     #[error("not a provider")]
     NotProvider,
+    /// This provider already holds the job past its reservation (assigned, running) or has
+    /// ended it here (e.g. its reservation lapsed): it does not accept the job a second time.
+    #[error("the job is already tracked here past its reservation")]
+    AlreadyTracked,
 }
 
 /// A provider's answer to an [`AcceptRequest`].
@@ -177,8 +181,12 @@ impl AttestMessage {
 pub enum AttestResponse {
     /// Verified and stored.
     Stored,
-    /// Did not verify against any live bond of the provider.
+    /// Does not verify: the job's assignment does not name the provider, or the signature is
+    /// not by its assigned attest key.
     Invalid,
+    /// The receiving node takes no part in the job, or the job is not assigned on chain (as
+    /// the receiver's indexer sees it): send again later.
+    UnknownJob,
     /// Rate limited.
     RateLimited,
 }

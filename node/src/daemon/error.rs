@@ -96,7 +96,8 @@ pub enum DaemonError {
     /// The job engine.
     #[error("job engine: {0}")]
     Engine(#[from] crate::job::EngineError),
-    /// A critical task (indexer sync, swarm, engine, RPC, metrics) stopped while the node ran.
+    /// A critical task (indexer sync, swarm, engine, RPC, metrics, overlay relay) stopped while
+    /// the node ran.
     #[error(transparent)]
     Stopped(#[from] super::supervisor::TaskEnded),
     /// The JSON-RPC server.

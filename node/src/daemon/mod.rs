@@ -22,7 +22,8 @@
 //!   start); the single-host bridge when not root or without the sandbox image.
 //! - [`exchange`]: the overlay's side of that `cluster` exchange (keys, addresses, endpoint
 //!   candidates).
-//! - [`supervisor`]: the node's critical tasks (indexer sync, swarm, engine, RPC, metrics):
+//! - [`supervisor`]: the node's critical tasks (indexer sync, swarm, engine, RPC, metrics,
+//!   overlay relay):
 //!   the first one that stops stops the node, named, with a non-zero exit.
 //!
 //! Metrics: `[metrics] listen` serves `GET /metrics` ([`crate::metrics`]).

@@ -23,6 +23,7 @@ use super::overlay::{self as daemon_overlay, DaemonNetwork, OverlaySetup};
 use super::supervisor::Supervisor;
 use crate::config::Network;
 use crate::datadir::DataDir;
+use crate::job::accept::AcceptPolicy;
 use crate::job::chain::ChainAccess;
 use crate::job::provider::ProviderSide;
 use crate::job::store::JobStore;
@@ -36,7 +37,6 @@ use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, DockerEngine};
 use ganglion_dispatch::gpu;
 use ganglion_market::limits::OfferTerms;
 use ganglion_p2p as p2p;
-use ganglion_p2p::provider::ProviderConfig;
 
 /// File in the data dir where a started node says where it listens.
 pub const NODE_INFO: &str = "node.json";
@@ -175,8 +175,8 @@ fn engine_config(settings: &Settings, preset: &NetworkPreset) -> EngineConfig {
 /// `[p2p] bootstrap`) → job engine → JSON-RPC with a fresh cookie → metrics endpoint (`[metrics] listen`) →
 /// `node.json`.
 ///
-/// The indexer sync, the swarm, the engine, the RPC server and the metrics endpoint run as
-/// critical tasks ([`super::supervisor`]) until `shutdown` is cancelled.
+/// The indexer sync, the swarm, the engine, the RPC server, the metrics endpoint and (with
+/// an overlay) its relay acceptor run as critical tasks ([`super::supervisor`]) until `shutdown` is cancelled.
 ///
 /// # Errors
 /// The first [`DaemonError`] of the start; once running, [`DaemonError::Stopped`] naming the
@@ -275,7 +275,6 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
     let blocks = Arc::new(SledBlockstore::open(r.dir.root().join("blocks.sled"))?);
 
     // The provider side: declared GPUs, the bond, the executor.
-    let mut provider_cfg = None;
     let mut side = None;
     let mut overlay_setup: Option<Arc<OverlaySetup>> = None;
     let mut bond_ref = None;
@@ -366,16 +365,6 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
                     workloads = swept.workloads.len(), "orphaned overlay pods removed");
             }
         }
-        provider_cfg = Some(ProviderConfig {
-            bond,
-            provider: key_hash,
-            attest: r.attest.clone(),
-            gpus: pooled.len() as u64,
-            min_rate: limits.price_ntx_per_gpu_hour,
-            reservation_ttl_ms: RESERVATION_TTL_MS,
-            max_deadline_ahead_ms: MAX_DEADLINE_AHEAD_MS,
-            max_concurrent_jobs: limits.max_concurrent_jobs,
-        });
         side = Some(ProviderSide {
             executor,
             attest: r.attest.clone(),
@@ -383,19 +372,22 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             peer_id: peer,
             gpus: attached,
             offer,
-            reservation_ttl_ms: RESERVATION_TTL_MS,
+            policy: AcceptPolicy {
+                gpus: pooled.len() as u64,
+                min_rate: limits.price_ntx_per_gpu_hour,
+                reservation_ttl_ms: RESERVATION_TTL_MS,
+                max_deadline_ahead_ms: MAX_DEADLINE_AHEAD_MS,
+                max_concurrent_jobs: limits.max_concurrent_jobs,
+            },
             cluster: setup.map(|s| s as Arc<dyn crate::job::cluster::ClusterSetup>),
         });
     }
 
-    // The swarm, with the job store's attestation log.
+    // The swarm; the job store keeps what its requests decide (reservations, attestations).
     let store = JobStore::open(&r.dir.root().join("jobs.sled"))
         .map_err(|e| DaemonError::Engine(crate::job::EngineError::Store(e)))?;
-    let attestation_log = store
-        .attestation_log()
-        .map_err(|e| DaemonError::Engine(crate::job::EngineError::Store(e)))?;
     let bonds = p2p::bonds::snapshot(&r.indexer)?;
-    let (client, event_loop, events) = p2p::new(
+    let (client, event_loop, events, inbound) = p2p::new(
         r.libp2p_key.clone(),
         p2p::Config {
             network_magic: r.preset.magic,
@@ -405,18 +397,21 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             relay_via_bootstrap: r.settings.p2p.relay_via_bootstrap,
             blockstore: Some(BitswapStore::new(blocks.clone() as Arc<dyn Blockstore>)),
             autonat_only_global_ips: r.preset.network != Network::Devnet,
-            attestation_log: Some(attestation_log),
             ..p2p::Config::default()
         },
         bonds,
-        provider_cfg,
     )?;
     r.tasks.spawn("swarm", async move {
         event_loop.run().await;
         Ok::<(), String>(())
     });
+    tokio::spawn(p2p::log_events(events));
     if let Some(setup) = &overlay_setup {
-        setup.enable_relay(&client)?;
+        let relay = setup.enable_relay(&client)?;
+        r.tasks.spawn("overlay relay", async move {
+            relay.run().await;
+            Ok::<(), String>(())
+        });
     }
     let mut p2p_addrs: Vec<Multiaddr> = Vec::new();
     for addr in &r.settings.p2p.listen {
@@ -440,7 +435,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             store,
             indexer: r.indexer.clone(),
             p2p: client.clone(),
-            p2p_events: events,
+            inbound,
             chain: access(),
             blockstore: blocks.clone() as Arc<dyn Blockstore>,
             provider: side,

@@ -153,14 +153,18 @@ impl OverlaySetup {
 
     /// Turns on the relay fallback over `p2p`'s streams (`[overlay] relay_fallback_s`): a
     /// link with no direct handshake by then carries its datagrams over libp2p, through the
-    /// peer that sent the job's hello. Call once, after the swarm started.
+    /// peer that sent the job's hello. Call once, after the swarm started, and run the returned
+    /// acceptor as long as the node lives (the daemon's critical task `overlay relay`).
     ///
     /// # Errors
     /// [`OverlayError::Relay`](ganglion_dispatch::overlay::OverlayError) when the relay protocol is taken.
     pub fn enable_relay(
         &self,
         p2p: &Client,
-    ) -> Result<(), ganglion_dispatch::overlay::OverlayError> {
+    ) -> Result<
+        ganglion_dispatch::overlay::node::RelayAcceptor,
+        ganglion_dispatch::overlay::OverlayError,
+    > {
         self.node
             .set_relay(p2p.streams(), self.config.relay_fallback())
     }

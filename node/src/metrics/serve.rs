@@ -181,14 +181,13 @@ mod tests {
                 .expect("legal");
         }
         let key = libp2p::identity::Keypair::generate_ed25519();
-        let (client, event_loop, _events) = p2p::new(
+        let (client, event_loop, _events, _inbound) = p2p::new(
             key,
             p2p::Config {
                 listen: vec![],
                 ..p2p::Config::default()
             },
             p2p::offers::BondSnapshot::default(),
-            None,
         )
         .expect("swarm");
         let swarm = tokio::spawn(event_loop.run());

@@ -22,6 +22,8 @@ use ganglion_indexer::follow::Source;
 use ganglion_indexer::store::SledKv;
 use ganglion_indexer::sync::{self, SyncConfig};
 use ganglion_indexer::{Indexer, Watch};
+use ganglion_jobs::accept::AcceptPolicy;
+use ganglion_jobs::engine::InboundRx;
 use ganglion_market::snapshot::{GpuModel, Offer as MarketOffer, OfferedGpus};
 use ganglion_market::spec::{Ensemble, Interconnect, Vendor};
 use ganglion_node::job::chain::ChainAccess;
@@ -29,7 +31,6 @@ use ganglion_node::job::provider::ProviderSide;
 use ganglion_node::job::store::JobStore;
 use ganglion_node::job::{Engine, EngineConfig, NoExecutor, Parts};
 use ganglion_node::settings::N2cEndpoint;
-use ganglion_p2p::provider::ProviderConfig;
 use ganglion_p2p::{self as p2p, Client};
 use ganglion_storage::bitswap::BitswapStore;
 use ganglion_storage::blockstore::{Blockstore, SledBlockstore};
@@ -321,7 +322,7 @@ struct SideParts<E> {
     peer_id: PeerId,
     gpus: Vec<GpuAttachment>,
     offer: MarketOffer,
-    reservation_ttl_ms: u64,
+    policy: AcceptPolicy,
 }
 
 impl<E> SideParts<E> {
@@ -333,7 +334,7 @@ impl<E> SideParts<E> {
             peer_id: self.peer_id,
             gpus: self.gpus.clone(),
             offer: self.offer.clone(),
-            reservation_ttl_ms: self.reservation_ttl_ms,
+            policy: self.policy.clone(),
             cluster: None,
         }
     }
@@ -351,6 +352,7 @@ pub(crate) struct Stopped<E: ganglion_dispatch::executor::Executor + 'static> {
     blocks: Arc<SledBlockstore>,
     payment: SigningKey,
     side: Option<SideParts<E>>,
+    inbound: Option<InboundRx>,
 }
 
 impl<E: ganglion_dispatch::executor::Executor + 'static> Node<E> {
@@ -370,7 +372,7 @@ impl<E: ganglion_dispatch::executor::Executor + 'static> Node<E> {
             payment,
             side,
         } = self;
-        engine.shutdown().await;
+        let inbound = engine.shutdown().await;
         Stopped {
             p2p,
             addr,
@@ -382,6 +384,7 @@ impl<E: ganglion_dispatch::executor::Executor + 'static> Node<E> {
             blocks,
             payment,
             side,
+            inbound,
         }
     }
 
@@ -393,16 +396,17 @@ impl<E: ganglion_dispatch::executor::Executor + 'static> Node<E> {
 
 impl<E: ganglion_dispatch::executor::Executor + 'static> Stopped<E> {
     /// Reopens the job store from disk and starts a new engine on it (same indexer, swarm,
-    /// blockstore and executor). The new engine hears no p2p events (records already exist).
+    /// blockstore and executor); it answers the swarm's inbound requests again.
     pub(crate) fn start_engine(self, chain: &Chain) -> Node<E> {
         let store = JobStore::open(&self.dir.join("jobs")).expect("job store reopens");
-        let (_tx, events) = tokio::sync::mpsc::channel(1);
         let engine = Engine::start(
             Parts {
                 store,
                 indexer: self.indexer.clone(),
                 p2p: self.p2p.clone(),
-                p2p_events: events,
+                inbound: self
+                    .inbound
+                    .expect("the stopped engine handed its inbound back"),
                 chain: chain.access(self.payment.clone()),
                 blockstore: self.blocks.clone() as Arc<dyn Blockstore>,
                 provider: self.side.as_ref().map(SideParts::side),
@@ -544,14 +548,10 @@ pub(crate) async fn orchestrator(chain: &Chain, seed: u32, dir: &Path) -> Node<N
     let key = Keypair::ed25519_from_bytes([0x10 + seed as u8; 32]).expect("seed");
     let peer = key.public().to_peer_id();
     let bonds = p2p::bonds::snapshot(&c.indexer).expect("bonds");
-    let (client, event_loop, events) = p2p::new(
-        key,
-        p2p_config(chain.handle.magic(), &c.blocks),
-        bonds,
-        None,
-    )
-    .expect("swarm");
+    let (client, event_loop, events, inbound) =
+        p2p::new(key, p2p_config(chain.handle.magic(), &c.blocks), bonds).expect("swarm");
     tokio::spawn(event_loop.run());
+    tokio::spawn(p2p::log_events(events));
     let addr = listen(&client, peer).await;
     let payment = dev_key(seed);
     let engine = Engine::start(
@@ -559,7 +559,7 @@ pub(crate) async fn orchestrator(chain: &Chain, seed: u32, dir: &Path) -> Node<N
             store: c.store,
             indexer: c.indexer.clone(),
             p2p: client.clone(),
-            p2p_events: events,
+            inbound,
             chain: chain.access(payment.clone()),
             blockstore: c.blocks.clone() as Arc<dyn Blockstore>,
             provider: None,
@@ -587,8 +587,8 @@ pub(crate) async fn provider(chain: &Chain, id: &ProviderIdent, dir: &Path) -> N
     provider_with(chain, id, dir, RATE, 100).await
 }
 
-/// A provider advertising [`RATE`] with benchmark `score`, whose accept policy (the p2p
-/// `ProviderConfig`) refuses rates below `min_rate`.
+/// A provider advertising [`RATE`] with benchmark `score`, whose accept policy refuses rates
+/// below `min_rate`.
 pub(crate) async fn provider_with(
     chain: &Chain,
     id: &ProviderIdent,
@@ -600,24 +600,14 @@ pub(crate) async fn provider_with(
     let peer = id.libp2p.public().to_peer_id();
     let bonds = p2p::bonds::snapshot(&c.indexer).expect("bonds");
     let provider_hash = hash_of(&id.payment);
-    let reservation_ttl_ms = 60_000;
-    let (client, event_loop, events) = p2p::new(
+    let (client, event_loop, events, inbound) = p2p::new(
         id.libp2p.clone(),
         p2p_config(chain.handle.magic(), &c.blocks),
         bonds,
-        Some(ProviderConfig {
-            bond: id.bond,
-            provider: provider_hash,
-            attest: id.attest.clone(),
-            gpus: 1,
-            min_rate,
-            reservation_ttl_ms,
-            max_deadline_ahead_ms: 3_600_000,
-            max_concurrent_jobs: 4,
-        }),
     )
     .expect("swarm");
     tokio::spawn(event_loop.run());
+    tokio::spawn(p2p::log_events(events));
     let addr = listen(&client, peer).await;
     let docker = match DockerEngine::connect(Path::new(DEFAULT_SOCKET), 120).await {
         Ok(e) => e,
@@ -665,14 +655,20 @@ pub(crate) async fn provider_with(
             }],
             direct_capable: false,
         },
-        reservation_ttl_ms,
+        policy: AcceptPolicy {
+            gpus: 1,
+            min_rate,
+            reservation_ttl_ms: 60_000,
+            max_deadline_ahead_ms: 3_600_000,
+            max_concurrent_jobs: 4,
+        },
     };
     let engine = Engine::start(
         Parts {
             store: c.store,
             indexer: c.indexer.clone(),
             p2p: client.clone(),
-            p2p_events: events,
+            inbound,
             chain: chain.access(id.payment.clone()),
             blockstore: c.blocks.clone() as Arc<dyn Blockstore>,
             provider: Some(parts.side()),

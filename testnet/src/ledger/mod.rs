@@ -78,7 +78,7 @@ impl std::fmt::Debug for Rules {
 impl Rules {
     /// Rules for the given parameters, slot config and network id.
     pub fn new(params: ProtocolParams, slot_config: SlotConfig, network_id: u8) -> Self {
-        let cost_models = phase2::cost_models_cbor(&params);
+        let cost_models = params.cost_models_cbor();
         Self {
             params,
             cost_models,

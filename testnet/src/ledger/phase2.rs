@@ -8,7 +8,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use pallas_codec::minicbor;
-use pallas_primitives::conway::{CostModels, Redeemer, RedeemerTag};
+use pallas_primitives::conway::{Redeemer, RedeemerTag};
 
 use crate::ledger::rejection::Rejection;
 use ganglion_cardano::protocol::{ExUnits, ProtocolParams};
@@ -44,17 +44,6 @@ pub fn pointer(tag: RedeemerTag, index: u32) -> String {
         RedeemerTag::Propose => "propose",
     };
     format!("{t}:{index}")
-}
-
-/// The cost models as the CBOR map `{0: V1, 1: V2, 2: V3}` uplc takes.
-pub fn cost_models_cbor(params: &ProtocolParams) -> Vec<u8> {
-    let models = CostModels {
-        plutus_v1: Some(params.cost_model_v1.clone()),
-        plutus_v2: Some(params.cost_model_v2.clone()),
-        plutus_v3: Some(params.cost_model_v3.clone()),
-        unknown: Default::default(),
-    };
-    minicbor::to_vec(&models).unwrap_or_default()
 }
 
 /// A machine error (possibly wrapped in `RedeemerError`) is a script failure; anything

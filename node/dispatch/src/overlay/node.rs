@@ -79,6 +79,47 @@ struct JobTun {
     reader: JoinHandle<()>,
 }
 
+/// Accepts the relay streams this node's peers open and feeds their datagrams to the node's
+/// links ([`OverlayNode::set_relay`]). [`RelayAcceptor::run`] returns only when the swarm's
+/// stream control is gone.
+pub struct RelayAcceptor {
+    incoming: libp2p_stream::IncomingStreams,
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RelayAcceptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayAcceptor").finish_non_exhaustive()
+    }
+}
+
+impl RelayAcceptor {
+    /// Accepts streams until the swarm is gone; each stream's reader ends with this future
+    /// (dropping it, e.g. at a node's shutdown, stops them all).
+    pub async fn run(self) {
+        use futures::StreamExt;
+        let Self {
+            mut incoming,
+            inner,
+        } = self;
+        // Readers die with this future (the set aborts them on drop).
+        let mut readers = tokio::task::JoinSet::new();
+        while let Some((peer, stream)) = incoming.next().await {
+            tracing::debug!(%peer, "relay stream accepted");
+            let inner = inner.clone();
+            readers.spawn(relay::read_frames(peer, stream, move |datagram| {
+                let inner = inner.clone();
+                async move {
+                    let actions = lock(&inner.router).inbound_relayed(peer, &datagram);
+                    inner.execute(actions).await;
+                }
+            }));
+            while readers.try_join_next().is_some() {}
+        }
+        tracing::warn!("overlay relay: the swarm's stream control is gone");
+    }
+}
+
 /// The node's overlay: started once, jobs added and removed as they run.
 pub struct OverlayNode {
     inner: Arc<Inner>,
@@ -189,8 +230,9 @@ impl OverlayNode {
     /// ([`OverlayPeer::relay`]) and that have no direct handshake `after` they started
     /// (`[overlay] relay_fallback_s`, default 10 s) carry their datagrams over libp2p streams
     /// opened through `streams` (the node's `p2p::Client::streams` of this node's swarm); this
-    /// node also accepts the streams its peers open. Call once, after [`Self::start`] or
-    /// [`Self::bind`], before adding jobs. Must run inside a tokio runtime.
+    /// node also accepts the streams its peers open: run the returned [`RelayAcceptor`] for as
+    /// long as the node lives (the daemon supervises it as a critical task). Call once, after
+    /// [`Self::start`] or [`Self::bind`], before adding jobs.
     ///
     /// # Errors
     /// [`OverlayError::Relay`] when this node or another one already registered the relay
@@ -199,7 +241,7 @@ impl OverlayNode {
         &self,
         mut streams: libp2p_stream::Control,
         after: Duration,
-    ) -> Result<(), OverlayError> {
+    ) -> Result<RelayAcceptor, OverlayError> {
         let incoming = relay::accept(&mut streams)?;
         self.inner
             .relay
@@ -208,27 +250,10 @@ impl OverlayNode {
                 after,
             })
             .map_err(|_| OverlayError::Relay("already set".into()))?;
-        let inner = self.inner.clone();
-        let accept = tokio::spawn(async move {
-            use futures::StreamExt;
-            let mut incoming = incoming;
-            // Readers die with this task (the set aborts them on drop).
-            let mut readers = tokio::task::JoinSet::new();
-            while let Some((peer, stream)) = incoming.next().await {
-                tracing::debug!(%peer, "relay stream accepted");
-                let inner = inner.clone();
-                readers.spawn(relay::read_frames(peer, stream, move |datagram| {
-                    let inner = inner.clone();
-                    async move {
-                        let actions = lock(&inner.router).inbound_relayed(peer, &datagram);
-                        inner.execute(actions).await;
-                    }
-                }));
-                while readers.try_join_next().is_some() {}
-            }
-        });
-        lock(&self.tasks).push(accept);
-        Ok(())
+        Ok(RelayAcceptor {
+            incoming,
+            inner: self.inner.clone(),
+        })
     }
 
     /// Every link of `job` on this node: the peer, its addresses, and whether datagrams go

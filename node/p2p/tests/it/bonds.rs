@@ -144,14 +144,13 @@ async fn p2p_offers_are_checked_against_the_indexers_active_bonds() {
     verify_offer(&signed, MAGIC, Some(&peers[0]), &snap, now).expect("still bonded");
 
     // `refresh` hands the indexer's view to a running p2p layer.
-    let (client, event_loop, _events) = p2p::new(
+    let (client, event_loop, _events, _inbound) = p2p::new(
         Keypair::generate_ed25519(),
         p2p::Config {
             listen: vec![],
             ..p2p::Config::default()
         },
         Default::default(),
-        None,
     )
     .expect("swarm builds");
     tokio::spawn(event_loop.run());

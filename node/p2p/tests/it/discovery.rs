@@ -35,8 +35,8 @@ fn config() -> Config {
 async fn start(config: Config, listen: &str) -> Node {
     let key = Keypair::generate_ed25519();
     let peer = key.public().to_peer_id();
-    let (client, event_loop, events) =
-        p2p::new(key, config, BondSnapshot::default(), None).expect("swarm builds");
+    let (client, event_loop, events, _inbound) =
+        p2p::new(key, config, BondSnapshot::default()).expect("swarm builds");
     tokio::spawn(event_loop.run());
     let addr = client
         .listen(listen.parse().expect("literal"))
@@ -104,11 +104,10 @@ async fn p2p_kademlia_finds_a_peer_the_node_was_not_told_about() {
     let mut b = {
         let key = Keypair::generate_ed25519();
         let peer = key.public().to_peer_id();
-        let (client, event_loop, events) = p2p::new(
+        let (client, event_loop, events, _inbound) = p2p::new(
             key,
             joined(vec!["/ip4/127.0.0.1/tcp/0".parse().expect("literal")]),
             BondSnapshot::default(),
-            None,
         )
         .expect("swarm builds");
         tokio::spawn(event_loop.run());

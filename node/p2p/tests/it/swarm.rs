@@ -1,5 +1,7 @@
 //! The p2p layer with real swarms on loopback TCP (port 0): offers, rejection, accept round
 //! trip through the escrow validator, cluster hellos, attestations, expiry, RTT, rate limits.
+//! Inbound accept requests and attestations are handed to whoever drains the node's inbound
+//! channel (the job engine in a node; the test here) and answered with what it says.
 //!
 //! Every wait is for an event or a reply under [`TIMEOUT`]; nothing sleeps for correctness.
 
@@ -11,12 +13,12 @@ use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::signed::{AttestationBody, sign};
 use ganglion_contracts::tx::TxoRef;
 use ganglion_market::snapshot::Offer as MarketOffer;
+use ganglion_p2p::inbound::Inbound;
 use ganglion_p2p::offers::{BondSnapshot, LiveBond, OfferBody, OfferRejection};
 use ganglion_p2p::protocols::{
     AcceptRequest, AcceptResponse, AttestMessage, AttestResponse, ClusterHello, ClusterResponse,
     RefusalReason,
 };
-use ganglion_p2p::provider::ProviderConfig;
 use ganglion_p2p::{self as p2p, Client, Config, Event};
 use libp2p::identity::Keypair;
 use libp2p::{Multiaddr, PeerId};
@@ -77,18 +79,42 @@ struct Node {
     id: Ident,
     client: Client,
     events: Receiver<Event>,
+    inbound: Option<Receiver<Inbound>>,
     addr: Multiaddr,
     task: JoinHandle<()>,
 }
 
-async fn start(
-    id: Ident,
-    bonds: BondSnapshot,
-    provider: Option<ProviderConfig>,
-    config: Config,
-) -> Node {
-    let (client, event_loop, events) =
-        p2p::new(id.key.clone(), config, bonds, provider).expect("swarm builds");
+impl Node {
+    /// Answers every inbound request as a node that is no provider and takes part in no job:
+    /// accept requests `NotProvider`, attestations `UnknownJob`.
+    fn serve_as_bystander(&mut self) {
+        let mut inbound = self.inbound.take().expect("inbound not taken yet");
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            while let Some(request) = inbound.recv().await {
+                let _ = match request {
+                    Inbound::Accept { responder, .. } => {
+                        client
+                            .respond_accept(
+                                responder,
+                                AcceptResponse::Refused(RefusalReason::NotProvider),
+                            )
+                            .await
+                    }
+                    Inbound::Attest { responder, .. } => {
+                        client
+                            .respond_attest(responder, AttestResponse::UnknownJob)
+                            .await
+                    }
+                };
+            }
+        });
+    }
+}
+
+async fn start(id: Ident, bonds: BondSnapshot, config: Config) -> Node {
+    let (client, event_loop, events, inbound) =
+        p2p::new(id.key.clone(), config, bonds).expect("swarm builds");
     let task = tokio::spawn(event_loop.run());
     let addr = client
         .listen("/ip4/127.0.0.1/tcp/0".parse().unwrap())
@@ -99,6 +125,7 @@ async fn start(
         id,
         client,
         events,
+        inbound: Some(inbound),
         addr,
         task,
     }
@@ -160,7 +187,7 @@ async fn line(n: u8) -> Vec<Node> {
     let bonds = BondSnapshot::new(ids.iter().map(live_bond));
     let mut nodes = Vec::new();
     for id in ids {
-        nodes.push(start(id, bonds.clone(), None, test_config()).await);
+        nodes.push(start(id, bonds.clone(), test_config()).await);
     }
     for i in 1..nodes.len() {
         let prev = nodes[i - 1].addr.clone();
@@ -203,9 +230,9 @@ async fn p2p_forged_and_unbonded_offers_are_rejected_not_forwarded_and_cost_scor
     // 1 (forger, bonded) — 0 — 2: node 2 hears node 1 only through node 0.
     let ids: Vec<Ident> = (0..3).map(ident).collect();
     let bonds = BondSnapshot::new(ids.iter().map(live_bond));
-    let mut n0 = start(ids[0].clone(), bonds.clone(), None, test_config()).await;
-    let mut n1 = start(ids[1].clone(), bonds.clone(), None, test_config()).await;
-    let mut n2 = start(ids[2].clone(), bonds.clone(), None, test_config()).await;
+    let mut n0 = start(ids[0].clone(), bonds.clone(), test_config()).await;
+    let mut n1 = start(ids[1].clone(), bonds.clone(), test_config()).await;
+    let mut n2 = start(ids[2].clone(), bonds.clone(), test_config()).await;
     n1.client.dial(n0.addr.clone()).await.unwrap();
     n2.client.dial(n0.addr.clone()).await.unwrap();
     wait_topic_peers(&mut n0, 2).await;
@@ -312,24 +339,42 @@ async fn p2p_acceptance_round_trip_is_accepted_by_the_escrow_validator() {
         clock: harness_clock,
         ..test_config()
     };
-    let provider = ProviderConfig {
-        bond: prov_id.bond,
-        provider: h.providers[0].party.hash,
-        attest: h.providers[0].attest.clone(),
-        gpus: h.providers[0].gpus,
-        min_rate: a.rate,
-        reservation_ttl_ms: 60_000,
-        max_deadline_ahead_ms: 30 * 24 * 3_600_000,
-        max_concurrent_jobs: 4,
-    };
-    let prov = start(
-        prov_id.clone(),
-        BondSnapshot::default(),
-        Some(provider),
-        config.clone(),
-    )
-    .await;
-    let orch = start(orch_id, BondSnapshot::default(), None, config).await;
+    let mut prov = start(prov_id.clone(), BondSnapshot::default(), config.clone()).await;
+    let orch = start(orch_id, BondSnapshot::default(), config).await;
+    // The provider's engine, as the test plays it: it signs the acceptance of the terms it
+    // was asked for with the bond's attest key and refuses any other job.
+    let mut inbound = prov.inbound.take().expect("inbound");
+    let (client, attest, me) = (
+        prov.client.clone(),
+        h.providers[0].attest.clone(),
+        h.providers[0].party.hash,
+    );
+    let first = job.id;
+    tokio::spawn(async move {
+        while let Some(Inbound::Accept {
+            request, responder, ..
+        }) = inbound.recv().await
+        {
+            let answer = if request.job_id == first {
+                let msg = ganglion_contracts::signed::Acceptance {
+                    job_id: request.job_id,
+                    gpus: request.gpus,
+                    rate: request.rate,
+                    deadline_ms: request.deadline_ms,
+                }
+                .signed_bytes();
+                AcceptResponse::Accepted {
+                    signature: sign(&attest, &msg),
+                    attest_key: attest.verifying_key().to_bytes(),
+                    provider: me,
+                    reserved_until_ms: request.deadline_ms,
+                }
+            } else {
+                AcceptResponse::Refused(RefusalReason::NoCapacity { free: 0 })
+            };
+            let _ = client.respond_accept(responder, answer).await;
+        }
+    });
     orch.client.dial(prov.addr.clone()).await.unwrap();
 
     let ask = AcceptRequest {
@@ -356,7 +401,7 @@ async fn p2p_acceptance_round_trip_is_accepted_by_the_escrow_validator() {
     assert_eq!(attest_key, a.attest_key);
     assert_eq!(provider, a.provider);
 
-    // The GPUs are now reserved: another job asking for them is refused.
+    // The engine's refusal comes back as it was given.
     let mut other = ask.clone();
     other.job_id = JobId([0xee; 32]);
     assert_eq!(
@@ -382,12 +427,12 @@ async fn p2p_acceptance_round_trip_is_accepted_by_the_escrow_validator() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn p2p_attestations_reach_every_peer_of_a_job_and_forgeries_are_refused() {
+async fn p2p_attestations_reach_every_peer_of_a_job_and_come_back_with_its_answer() {
     let ids: Vec<Ident> = (0..4).map(ident).collect();
     let bonds = BondSnapshot::new(ids.iter().map(live_bond));
     let mut nodes = Vec::new();
     for id in &ids {
-        nodes.push(start(id.clone(), bonds.clone(), None, test_config()).await);
+        nodes.push(start(id.clone(), bonds.clone(), test_config()).await);
     }
     for i in 1..4 {
         let addr = nodes[i].addr.clone();
@@ -411,46 +456,84 @@ async fn p2p_attestations_reach_every_peer_of_a_job_and_forgeries_are_refused() 
         exit_code: body.exit_code,
         signature: sign(&ids[0].attest, &body.signed_bytes()),
     };
+    // Peers 1 and 2 store what they get (their engines' answer); peer 3 takes part in no job.
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    for (i, node) in nodes.iter_mut().enumerate().take(3).skip(1) {
+        let mut inbound = node.inbound.take().expect("inbound");
+        let (client, seen_tx) = (node.client.clone(), seen_tx.clone());
+        tokio::spawn(async move {
+            while let Some(Inbound::Attest {
+                peer,
+                request,
+                responder,
+            }) = inbound.recv().await
+            {
+                let _ = seen_tx.send((i, peer, request));
+                let _ = client
+                    .respond_attest(responder, AttestResponse::Stored)
+                    .await;
+            }
+        });
+    }
+    nodes[3].serve_as_bystander();
     let peers: Vec<PeerId> = ids[1..].iter().map(|i| i.peer).collect();
     let results = nodes[0].client.attest_all(&peers, &msg).await;
-    for r in results {
-        assert_eq!(r.expect("delivered"), AttestResponse::Stored);
-    }
-    for node in nodes.iter_mut().skip(1) {
-        wait_for(&mut node.events, |e| match e {
-            Event::AttestationStored {
-                job_id, provider, ..
-            } if *job_id == job && *provider == ids[0].provider => Some(()),
-            _ => None,
-        })
-        .await;
-        assert_eq!(
-            node.client.attestations(job).await.unwrap(),
-            vec![msg.clone()]
+    let answers: Vec<AttestResponse> = results.into_iter().map(|r| r.expect("delivered")).collect();
+    assert_eq!(
+        answers,
+        vec![
+            AttestResponse::Stored,
+            AttestResponse::Stored,
+            AttestResponse::UnknownJob
+        ]
+    );
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        got.push(
+            tokio::time::timeout(TIMEOUT, seen.recv())
+                .await
+                .expect("in time")
+                .expect("handed over"),
         );
     }
+    got.sort_by_key(|(i, ..)| *i);
+    for (k, (i, peer, request)) in got.into_iter().enumerate() {
+        assert_eq!(i, k + 1);
+        assert_eq!(peer, ids[0].peer, "the sender is named");
+        assert_eq!(request, msg, "the message arrives as signed");
+    }
+}
 
-    // Claiming another provider's identity, or changing a field after signing, is refused.
-    let mut forged = msg.clone();
-    forged.provider = ids[1].provider;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_requests_nobody_takes_are_refused_at_once_not_timed_out() {
+    // A node whose engine is gone (inbound receiver dropped) answers at once: rate-limited.
+    let mut target = start(ident(0), BondSnapshot::default(), test_config()).await;
+    drop(target.inbound.take());
+    let asker = start(ident(1), BondSnapshot::default(), test_config()).await;
+    asker.client.dial(target.addr.clone()).await.unwrap();
+    let ask = AcceptRequest {
+        job_id: JobId([1; 32]),
+        bond: ident(0).bond,
+        gpus: 1,
+        rate: 1,
+        deadline_ms: u64::MAX,
+    };
+    let started = std::time::Instant::now();
     assert_eq!(
-        nodes[0].client.attest(ids[2].peer, forged).await.unwrap(),
-        AttestResponse::Invalid
+        asker.client.accept(target.id.peer, ask).await.unwrap(),
+        AcceptResponse::Refused(RefusalReason::RateLimited)
     );
-    let mut tampered = msg.clone();
-    tampered.gpu_seconds += 1;
-    assert_eq!(
-        nodes[0].client.attest(ids[2].peer, tampered).await.unwrap(),
-        AttestResponse::Invalid
+    assert!(
+        started.elapsed() < test_config().request_timeout,
+        "answered before the request timeout"
     );
-    assert_eq!(nodes[2].client.attestations(job).await.unwrap(), vec![msg]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p2p_cluster_hellos_are_exchanged_between_the_nodes_of_a_job() {
     let mut nodes = Vec::new();
     for i in 0..3 {
-        nodes.push(start(ident(i), BondSnapshot::default(), None, test_config()).await);
+        nodes.push(start(ident(i), BondSnapshot::default(), test_config()).await);
     }
     let job = JobId([9; 32]);
     let hello = |i: u8| ClusterHello {
@@ -522,9 +605,10 @@ async fn p2p_a_request_flood_is_rate_limited_and_the_node_keeps_serving() {
         inbound_per_second: 1,
         ..test_config()
     };
-    let target = start(ident(0), BondSnapshot::default(), None, config).await;
-    let flooder = start(ident(1), BondSnapshot::default(), None, test_config()).await;
-    let other = start(ident(2), BondSnapshot::default(), None, test_config()).await;
+    let mut target = start(ident(0), BondSnapshot::default(), config).await;
+    target.serve_as_bystander();
+    let flooder = start(ident(1), BondSnapshot::default(), test_config()).await;
+    let other = start(ident(2), BondSnapshot::default(), test_config()).await;
     flooder.client.dial(target.addr.clone()).await.unwrap();
     other.client.dial(target.addr.clone()).await.unwrap();
     let ask = AcceptRequest {
@@ -566,9 +650,9 @@ async fn p2p_two_nodes_connect_through_a_relay_node_on_loopback() {
         relay_server: true,
         ..test_config()
     };
-    let r = start(ident(0), BondSnapshot::default(), None, relay_config).await;
+    let r = start(ident(0), BondSnapshot::default(), relay_config).await;
     let a = Node::without_listen(ident(1)).await;
-    let mut b = start(ident(2), BondSnapshot::default(), None, test_config()).await;
+    let mut b = start(ident(2), BondSnapshot::default(), test_config()).await;
     // A relay serves reservations only with a confirmed external address (here: loopback).
     r.client.add_external_address(r.addr.clone()).await.unwrap();
     a.client
@@ -615,14 +699,15 @@ impl Node {
 
     /// A node with `config` that listens nowhere directly.
     async fn without_listen_with(id: Ident, config: Config) -> Node {
-        let (client, event_loop, events) =
-            p2p::new(id.key.clone(), config, BondSnapshot::default(), None).expect("swarm builds");
+        let (client, event_loop, events, inbound) =
+            p2p::new(id.key.clone(), config, BondSnapshot::default()).expect("swarm builds");
         let task = tokio::spawn(event_loop.run());
         Node {
             addr: Multiaddr::empty(),
             id,
             client,
             events,
+            inbound: Some(inbound),
             task,
         }
     }
@@ -636,10 +721,10 @@ async fn p2p_a_relayed_connection_is_upgraded_by_dcutr_on_loopback() {
         relay_server: true,
         ..test_config()
     };
-    let r = start(ident(0), BondSnapshot::default(), None, relay_config).await;
+    let r = start(ident(0), BondSnapshot::default(), relay_config).await;
     r.client.add_external_address(r.addr.clone()).await.unwrap();
-    let mut a = start(ident(1), BondSnapshot::default(), None, test_config()).await;
-    let mut b = start(ident(2), BondSnapshot::default(), None, test_config()).await;
+    let mut a = start(ident(1), BondSnapshot::default(), test_config()).await;
+    let mut b = start(ident(2), BondSnapshot::default(), test_config()).await;
     a.client.dial(r.addr.clone()).await.unwrap();
     b.client.dial(r.addr.clone()).await.unwrap();
     let circuit = r.addr.clone().with(libp2p::multiaddr::Protocol::P2pCircuit);
@@ -665,7 +750,7 @@ async fn p2p_a_relayed_connection_is_upgraded_by_dcutr_on_loopback() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p2p_bootstrap_peers_from_config_are_dialed_at_start() {
-    let seed = start(ident(0), BondSnapshot::default(), None, test_config()).await;
+    let seed = start(ident(0), BondSnapshot::default(), test_config()).await;
     let config = Config {
         bootstrap: vec![seed.addr.clone()],
         ..test_config()

@@ -1,0 +1,332 @@
+//! A provider's answer to an accept request, decided where its jobs are recorded.
+//!
+//! The decision (price, deadline, capacity, concurrent jobs) and its record are one step: an
+//! acceptance is a `Reserved` [`ProviderRecord`] holding `reserved_gpus` until
+//! `reserved_until_ms`, written (and flushed) before the signed acceptance leaves. Capacity is
+//! read from the same records — GPUs of assigned, unfinished jobs are busy, unexpired
+//! reservations of other jobs are held — so nothing has to be pushed back into the p2p layer,
+//! a restart keeps every reservation, and an accepted job can never lack its record.
+
+use ganglion_contracts::datum::JobId;
+use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::signed::{Acceptance, sign};
+use ganglion_dispatch::executor::Executor;
+use ganglion_indexer::store::Kv;
+use ganglion_p2p::protocols::{AcceptRequest, AcceptResponse, RefusalReason};
+use libp2p::PeerId;
+
+use super::engine::{Ctx, ProviderRecord, ProviderRole};
+use super::provider::{ProviderDetail, ProviderSide, busy_gpus, holds_gpus};
+use super::state::ProviderState;
+use super::store::JobRecord;
+
+/// What a provider node accepts. Units in the field names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcceptPolicy {
+    /// GPUs this node can give to jobs.
+    pub gpus: u64,
+    /// Lowest rate accepted, NTX base units per GPU-hour.
+    pub min_rate: u64,
+    /// How long GPUs stay reserved after an acceptance, ms: the orchestrator must assign on
+    /// chain before then.
+    pub reservation_ttl_ms: u64,
+    /// Furthest deadline accepted, ms from now.
+    pub max_deadline_ahead_ms: u64,
+    /// Jobs held at once, reserved or assigned and unfinished (`[provider]
+    /// max_concurrent_jobs`, ≥ 1).
+    pub max_concurrent_jobs: u32,
+}
+
+/// The outcome of [`decide`]: a reservation to record and sign, or a refusal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Reserve `gpus` GPUs for the job until `until_ms` (POSIX ms).
+    Reserve {
+        /// GPUs reserved.
+        gpus: u64,
+        /// Reservation end.
+        until_ms: u64,
+    },
+    /// Refuse, for this reason.
+    Refuse(RefusalReason),
+}
+
+fn reserved(r: &ProviderRecord, now_ms: u64) -> bool {
+    r.state == ProviderState::Reserved && r.detail.reserved_until_ms > now_ms
+}
+
+/// Decides an accept request at `now_ms` against this provider's `records`; pure.
+///
+/// A repeated request for a job still `Reserved` here replaces that reservation; a job this
+/// provider tracks past its reservation (assigned, running, ended) is refused
+/// ([`RefusalReason::AlreadyTracked`]).
+pub fn decide(
+    policy: &AcceptPolicy,
+    bond: &ganglion_contracts::tx::TxoRef,
+    req: &AcceptRequest,
+    now_ms: u64,
+    records: &[ProviderRecord],
+) -> Decision {
+    use Decision::Refuse;
+    if req.bond != *bond {
+        return Refuse(RefusalReason::UnknownBond);
+    }
+    if req.gpus == 0 {
+        return Refuse(RefusalReason::ZeroGpus);
+    }
+    if req.rate < policy.min_rate {
+        return Refuse(RefusalReason::RateTooLow {
+            price: policy.min_rate,
+        });
+    }
+    if req.deadline_ms <= now_ms || req.deadline_ms - now_ms > policy.max_deadline_ahead_ms {
+        return Refuse(RefusalReason::Deadline);
+    }
+    if records
+        .iter()
+        .any(|r| r.job_id == req.job_id && r.state != ProviderState::Reserved)
+    {
+        return Refuse(RefusalReason::AlreadyTracked);
+    }
+    let others: Vec<&ProviderRecord> = records.iter().filter(|r| r.job_id != req.job_id).collect();
+    let held: u64 = others
+        .iter()
+        .filter(|r| reserved(r, now_ms))
+        .map(|r| r.detail.reserved_gpus)
+        .sum();
+    let active = others
+        .iter()
+        .filter(|r| reserved(r, now_ms) || holds_gpus(r.state))
+        .count();
+    let active = u32::try_from(active).unwrap_or(u32::MAX);
+    if active >= policy.max_concurrent_jobs {
+        return Refuse(RefusalReason::TooManyJobs {
+            active,
+            max: policy.max_concurrent_jobs,
+        });
+    }
+    let free = policy
+        .gpus
+        .saturating_sub(busy_gpus(records))
+        .saturating_sub(held);
+    if req.gpus > free {
+        return Refuse(RefusalReason::NoCapacity { free });
+    }
+    Decision::Reserve {
+        gpus: req.gpus,
+        until_ms: now_ms.saturating_add(policy.reservation_ttl_ms),
+    }
+}
+
+/// The signed acceptance of `req` for a reservation ending at `until_ms`.
+pub fn accepted<E>(
+    side: &ProviderSide<E>,
+    provider: KeyHash,
+    req: &AcceptRequest,
+    until_ms: u64,
+) -> AcceptResponse {
+    let msg = Acceptance {
+        job_id: req.job_id,
+        gpus: req.gpus,
+        rate: req.rate,
+        deadline_ms: req.deadline_ms,
+    }
+    .signed_bytes();
+    AcceptResponse::Accepted {
+        signature: sign(&side.attest, &msg),
+        attest_key: side.attest.verifying_key().to_bytes(),
+        provider,
+        reserved_until_ms: until_ms,
+    }
+}
+
+/// Answers an inbound accept request: [`decide`], then (on acceptance) the `Reserved` record
+/// is written — created, or its reservation renewed — before the signed answer. A store
+/// failure refuses (as rate-limited: the orchestrator may ask again).
+pub(crate) fn on_request<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    peer: PeerId,
+    req: &AcceptRequest,
+) -> AcceptResponse {
+    let Some(side) = &ctx.provider else {
+        return AcceptResponse::Refused(RefusalReason::NotProvider);
+    };
+    let now = ctx.now();
+    let records = match ctx.store.all::<ProviderRole>() {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(error = %e, "job store unreadable; accept request refused");
+            return AcceptResponse::Refused(RefusalReason::RateLimited);
+        }
+    };
+    let (gpus, until_ms) = match decide(&side.policy, &side.bond, req, now, &records) {
+        Decision::Refuse(reason) => {
+            tracing::info!(job = %req.job_id, %peer, %reason, "accept request refused");
+            return AcceptResponse::Refused(reason);
+        }
+        Decision::Reserve { gpus, until_ms } => (gpus, until_ms),
+    };
+    if let Err(e) = reserve(ctx, peer, req.job_id, gpus, until_ms, &records) {
+        tracing::error!(job = %req.job_id, error = %e, "cannot record the reservation; refused");
+        return AcceptResponse::Refused(RefusalReason::RateLimited);
+    }
+    tracing::info!(job = %req.job_id, %peer, gpus, until_ms, "reserved");
+    accepted(side, ctx.chain.key_hash(), req, until_ms)
+}
+
+fn reserve<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    peer: PeerId,
+    job: JobId,
+    gpus: u64,
+    until_ms: u64,
+    records: &[ProviderRecord],
+) -> Result<(), super::store::StoreError> {
+    let detail = ProviderDetail {
+        orchestrator_peer: peer.to_bytes(),
+        reserved_until_ms: until_ms,
+        reserved_gpus: gpus,
+        ..ProviderDetail::default()
+    };
+    if records.iter().any(|r| r.job_id == job) {
+        ctx.store.set_detail::<ProviderRole>(&job, detail)
+    } else {
+        ctx.store.create::<ProviderRole>(&JobRecord::new(
+            job,
+            ProviderState::Reserved,
+            detail,
+            ctx.now(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ganglion_contracts::tx::TxoRef;
+
+    const BOND: TxoRef = TxoRef {
+        tx_hash: [1; 32],
+        index: 0,
+    };
+
+    fn policy() -> AcceptPolicy {
+        AcceptPolicy {
+            gpus: 4,
+            min_rate: 100,
+            reservation_ttl_ms: 1_000,
+            max_deadline_ahead_ms: 10_000,
+            max_concurrent_jobs: 2,
+        }
+    }
+
+    fn req(job: u8, gpus: u64) -> AcceptRequest {
+        AcceptRequest {
+            job_id: JobId([job; 32]),
+            bond: BOND,
+            gpus,
+            rate: 100,
+            deadline_ms: 5_000,
+        }
+    }
+
+    fn record(job: u8, state: ProviderState, reserved_gpus: u64, until: u64) -> ProviderRecord {
+        let mut r = JobRecord::new(
+            JobId([job; 32]),
+            state,
+            ProviderDetail {
+                reserved_gpus,
+                reserved_until_ms: until,
+                ..ProviderDetail::default()
+            },
+            0,
+        );
+        if state != ProviderState::Reserved {
+            r.detail.index = Some(0);
+            r.detail.assignments = vec![ganglion_contracts::datum::Assignment {
+                provider: [2; 28],
+                attest_key: [3; 32],
+                gpus: reserved_gpus,
+                rate: 100,
+            }];
+        }
+        r
+    }
+
+    #[test]
+    fn reservations_and_assigned_jobs_take_capacity_until_they_lapse_or_end() {
+        let p = policy();
+        let held = [record(1, ProviderState::Reserved, 3, 2_000)];
+        assert_eq!(
+            decide(&p, &BOND, &req(2, 2), 0, &held),
+            Decision::Refuse(RefusalReason::NoCapacity { free: 1 })
+        );
+        // The reservation lapsed: its GPUs are free again.
+        assert!(matches!(
+            decide(&p, &BOND, &req(2, 2), 2_000, &held),
+            Decision::Reserve { gpus: 2, .. }
+        ));
+        // Assigned and running: busy whatever the reservation said.
+        let running = [record(1, ProviderState::Running, 3, 0)];
+        assert_eq!(
+            decide(&p, &BOND, &req(2, 2), 5_000 - 1, &running),
+            Decision::Refuse(RefusalReason::NoCapacity { free: 1 })
+        );
+        // Ended: nothing held.
+        let ended = [record(1, ProviderState::Paid, 3, 0)];
+        assert!(matches!(
+            decide(&p, &BOND, &req(2, 4), 0, &ended),
+            Decision::Reserve { gpus: 4, .. }
+        ));
+    }
+
+    #[test]
+    fn a_repeated_request_renews_its_own_reservation_but_a_tracked_job_is_not_taken_twice() {
+        let p = policy();
+        let own = [record(1, ProviderState::Reserved, 4, 500)];
+        assert_eq!(
+            decide(&p, &BOND, &req(1, 4), 100, &own),
+            Decision::Reserve {
+                gpus: 4,
+                until_ms: 1_100
+            }
+        );
+        for state in [ProviderState::Running, ProviderState::Failed] {
+            assert_eq!(
+                decide(&p, &BOND, &req(1, 1), 100, &[record(1, state, 1, 0)]),
+                Decision::Refuse(RefusalReason::AlreadyTracked)
+            );
+        }
+    }
+
+    #[test]
+    fn price_deadline_bond_and_job_count_are_checked() {
+        let p = policy();
+        let mut cheap = req(1, 1);
+        cheap.rate = 99;
+        assert_eq!(
+            decide(&p, &BOND, &cheap, 0, &[]),
+            Decision::Refuse(RefusalReason::RateTooLow { price: 100 })
+        );
+        let mut far = req(1, 1);
+        far.deadline_ms = 20_000;
+        assert_eq!(
+            decide(&p, &BOND, &far, 0, &[]),
+            Decision::Refuse(RefusalReason::Deadline)
+        );
+        let mut other = req(1, 1);
+        other.bond.index = 1;
+        assert_eq!(
+            decide(&p, &BOND, &other, 0, &[]),
+            Decision::Refuse(RefusalReason::UnknownBond)
+        );
+        let two = [
+            record(2, ProviderState::Reserved, 1, 1_000),
+            record(3, ProviderState::Running, 1, 0),
+        ];
+        assert_eq!(
+            decide(&p, &BOND, &req(1, 1), 0, &two),
+            Decision::Refuse(RefusalReason::TooManyJobs { active: 2, max: 2 })
+        );
+    }
+}

@@ -1,0 +1,46 @@
+//! Inbound requests the node, not the swarm, answers: accept requests (a provider's decision:
+//! capacity, price, reservations) and attestations (an orchestrator's record of a job it
+//! knows). The event loop rate-limits each peer, then hands the request with its response
+//! channel to the job engine over a bounded channel and sends whatever the engine answers
+//! through [`super::Client::respond_accept`] / [`super::Client::respond_attest`] (rust-libp2p's
+//! file-sharing example shape: the swarm's owner keeps no job state).
+//!
+//! When the engine's channel is full or closed the loop answers at once — `RateLimited` —
+//! so no request waits for a timeout and no decision is taken twice.
+
+use libp2p::PeerId;
+use libp2p::request_response::ResponseChannel;
+
+use super::protocols::{AcceptRequest, AcceptResponse, AttestMessage, AttestResponse};
+
+/// Requests waiting for the engine at most (the channel's capacity).
+pub const INBOUND_CHANNEL: usize = 64;
+
+/// Where the answer to one inbound request goes. Opaque: hand it back to the
+/// [`super::Client`] method that answers its protocol; dropped unanswered, the requester sees
+/// its request fail.
+#[derive(Debug)]
+pub struct Responder<T>(pub(crate) ResponseChannel<T>);
+
+/// An inbound request for the job engine.
+#[derive(Debug)]
+pub enum Inbound {
+    /// An orchestrator asks this node (as a provider) for GPUs on a job.
+    Accept {
+        /// The requesting peer.
+        peer: PeerId,
+        /// What it asks.
+        request: AcceptRequest,
+        /// Answer with [`super::Client::respond_accept`].
+        responder: Responder<AcceptResponse>,
+    },
+    /// A provider sends this node (as the job's orchestrator) its signed attestation.
+    Attest {
+        /// The sending peer.
+        peer: PeerId,
+        /// The attestation.
+        request: AttestMessage,
+        /// Answer with [`super::Client::respond_attest`].
+        responder: Responder<AttestResponse>,
+    },
+}
