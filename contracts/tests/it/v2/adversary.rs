@@ -301,8 +301,9 @@ fn orchestrator_omits_an_honest_providers_claim() {
     let before = books(&h);
     h.world.slot = job.deadline_slot + 1800;
     let full = 2 * (job.deadline_ms - started);
+    let deadline = job.deadline_ms;
     let c1 = h
-        .claim(&mut job, 1, full, Some(job.deadline_ms))
+        .claim(&mut job, 1, full, Some(deadline))
         .expect("provider 1 claims after the deadline");
     assert_eq!(pay_for(full, RATE), 8 * NTX);
     h.world.slot = job.claim_end_slot() + 1;
@@ -406,7 +407,13 @@ fn budget_too_small_for_the_window() {
     let orch = h.orch.clone();
     passes_then_rejected(&h, &orch, good, broken);
     let after = books(&h);
-    assert_eq!(after.orch, (before.orch.0 - lock.fee, before.orch.1 - budget));
+    assert_eq!(
+        after.orch,
+        (
+            before.orch.0 - lock.fee - job.escrow.output.value.lovelace,
+            before.orch.1 - budget
+        )
+    );
     assert_eq!(after.providers, before.providers);
 }
 
