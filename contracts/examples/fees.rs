@@ -122,7 +122,9 @@ fn v2_job(rows: &mut Vec<Row>, n: usize) -> (u64, f64) {
     let mut worst: f64 = 0.0;
     for i in 0..n {
         let gpu_ms = h.providers[i].gpus * 3_600_000;
-        let b = h.claim(&mut job, i, gpu_ms, Some(now)).expect("claim applies");
+        let b = h
+            .claim(&mut job, i, gpu_ms, Some(now))
+            .expect("claim applies");
         worst = worst.max(share(&b, max));
         total += b.fee;
         let what = if i + 1 == n {
@@ -162,7 +164,11 @@ fn v2() -> bool {
     h.claim(&mut job, 0, 2 * 300_000, Some(now)).expect("claim");
     h.world.slot = job.claim_end_slot() + 1;
     let (expire, _) = h.expire(&job, &[1]).expect("expire");
-    row(&mut rows, "expire, 2 providers (1 claimed, 1 slashed)", expire);
+    row(
+        &mut rows,
+        "expire, 2 providers (1 claimed, 1 slashed)",
+        expire,
+    );
     let p = h.providers[0].party.clone();
     let bond = h.providers[0].bond.clone().expect("bond");
     let until = h.world.slot + 60;
@@ -217,7 +223,10 @@ fn v2() -> bool {
         ok = false;
     }
     let (most, why) = max_assign();
-    println!("largest v2 assign: {most} providers in one transaction ({most_plus_one} fails: {why})", most_plus_one = most + 1);
+    println!(
+        "largest v2 assign: {most} providers in one transaction ({most_plus_one} fails: {why})",
+        most_plus_one = most + 1
+    );
     ok
 }
 

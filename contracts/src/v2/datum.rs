@@ -8,8 +8,8 @@
 use pallas_primitives::PlutusData;
 
 use crate::data::{self, bytes, constr, int, list, malformed, option};
-use crate::error::Result;
 pub use crate::datum::JobId;
+use crate::error::Result;
 use crate::params::KeyHash;
 use crate::v2::payout::Payout;
 
@@ -372,17 +372,19 @@ mod tests {
                 any::<Option<[u8; 28]>>(),
                 any::<(u64, u64, u64)>(),
             )
-                .prop_map(|(provider, attest_key, stake, (gpus, rate, accept_by_ms))| Assignment {
-                    provider,
-                    attest_key,
-                    payout: Payout {
-                        key: provider,
-                        stake: stake.map(crate::v2::payout::StakeCredential::Key),
+                .prop_map(
+                    |(provider, attest_key, stake, (gpus, rate, accept_by_ms))| Assignment {
+                        provider,
+                        attest_key,
+                        payout: Payout {
+                            key: provider,
+                            stake: stake.map(crate::v2::payout::StakeCredential::Key),
+                        },
+                        gpus,
+                        rate,
+                        accept_by_ms,
                     },
-                    gpus,
-                    rate,
-                    accept_by_ms,
-                })
+                )
         }
 
         fn datum() -> impl Strategy<Value = GanglionDatum> {

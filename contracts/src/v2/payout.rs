@@ -79,7 +79,9 @@ impl Payout {
             ShelleyDelegationPart::Null => None,
             ShelleyDelegationPart::Key(h) => Some(StakeCredential::Key(**h)),
             ShelleyDelegationPart::Script(h) => Some(StakeCredential::Script(**h)),
-            ShelleyDelegationPart::Pointer(_) => return Err(bad("pointer stake parts are not supported")),
+            ShelleyDelegationPart::Pointer(_) => {
+                return Err(bad("pointer stake parts are not supported"));
+            }
         };
         Ok(Self { key, stake })
     }

@@ -6,9 +6,9 @@
 use pallas_primitives::PlutusData;
 
 use crate::data::{self, bytes, constr, int, list, malformed, option};
-use crate::v2::datum::{Assignment, JobId};
 use crate::error::Result;
 pub use crate::redeemer::{MintRedeemer, Purpose};
+use crate::v2::datum::{Assignment, JobId};
 
 /// A provider's attestation of its work, signed by its attest key over
 /// [`crate::v2::signed::AttestationBody`]; carried by the `Claim` redeemer.

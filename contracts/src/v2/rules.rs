@@ -113,7 +113,11 @@ mod tests {
         assert!(budget_covers(&assignments, 0, 10_000, 30_000));
         assert!(!budget_covers(&assignments, 0, 10_000, 29_999));
         assert_eq!(slash_of(&assignments[0], 1_000_000, 0, 10_000), 20_000);
-        assert_eq!(slash_of(&assignments[0], 5_000, 0, 10_000), 5_000, "capped by the bond");
+        assert_eq!(
+            slash_of(&assignments[0], 5_000, 0, 10_000),
+            5_000,
+            "capped by the bond"
+        );
         assert_eq!(split_slashes(20_000, 7_000), (7_000, 13_000));
         assert_eq!(split_slashes(5_000, 7_000), (5_000, 0));
     }

@@ -132,10 +132,14 @@ fn aiken_rebuild_reproduces_plutus_json() {
     let rebuilt_json =
         std::fs::read_to_string(tmp.join("plutus.json")).expect("rebuilt plutus.json");
     let _ = std::fs::remove_dir_all(&tmp);
-    for title in [ganglion_contracts::blueprint::VALIDATOR, ganglion_contracts::v2::VALIDATOR] {
+    for title in [
+        ganglion_contracts::blueprint::VALIDATOR,
+        ganglion_contracts::v2::VALIDATOR,
+    ] {
         let rebuilt = Blueprint::parse_validator(&rebuilt_json, title).expect("parses");
-        let committed = Blueprint::parse_validator(ganglion_contracts::blueprint::PLUTUS_JSON, title)
-            .expect("committed");
+        let committed =
+            Blueprint::parse_validator(ganglion_contracts::blueprint::PLUTUS_JSON, title)
+                .expect("committed");
         assert_eq!(
             rebuilt.compiled_code, committed.compiled_code,
             "{title} in plutus.json is stale: run contracts/aiken/build.sh"

@@ -1,15 +1,15 @@
 //! Bond actions: post, unbond, withdraw.
 
 use crate::build::funded;
-use crate::v2::build::{Deployment, bond_datum};
-use crate::v2::datum::{BondDatum, GanglionDatum};
 use crate::env::Env;
 use crate::error::{Error, Result};
+use crate::time::slot_to_posix_ms;
+use crate::tx::{Draft, Utxo, Value};
+use crate::v2::build::{Deployment, bond_datum};
+use crate::v2::datum::{BondDatum, GanglionDatum};
 use crate::v2::params::KeyHash;
 use crate::v2::payout::Payout;
 use crate::v2::redeemer::{MintRedeemer, SpendRedeemer};
-use crate::time::slot_to_posix_ms;
-use crate::tx::{Draft, Utxo, Value};
 
 /// What a provider bonds.
 #[derive(Debug, Clone)]

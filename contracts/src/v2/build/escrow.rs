@@ -2,16 +2,16 @@
 //! [`super::claim`] and [`super::expire`].
 
 use crate::build::funded;
-use crate::v2::build::{Deployment, escrow_datum, refund};
 use crate::build::job_id_of;
-use crate::v2::datum::{Assignment, EscrowDatum, GanglionDatum, JobId, JobState};
 use crate::env::Env;
 use crate::error::{Error, Result};
+use crate::time::slot_to_posix_ms;
+use crate::tx::{Draft, Utxo, Value};
+use crate::v2::build::{Deployment, escrow_datum, refund};
+use crate::v2::datum::{Assignment, EscrowDatum, GanglionDatum, JobId, JobState};
 use crate::v2::params::KeyHash;
 use crate::v2::redeemer::{MintRedeemer, SpendRedeemer};
 use crate::v2::rules::budget_covers;
-use crate::time::slot_to_posix_ms;
-use crate::tx::{Draft, Utxo, Value};
 
 /// What an orchestrator locks.
 #[derive(Debug, Clone)]

@@ -2,13 +2,13 @@
 //! assigned providers that never claimed, proportionally (DESIGN §3.1 G3, G4).
 
 use crate::build::funded;
-use crate::v2::build::{Deployment, bond_datum, escrow_datum, refund};
-use crate::v2::datum::{GanglionDatum, JobState};
 use crate::env::Env;
 use crate::error::{Error, Result};
+use crate::tx::{Draft, Output, Utxo, Value};
+use crate::v2::build::{Deployment, bond_datum, escrow_datum, refund};
+use crate::v2::datum::{GanglionDatum, JobState};
 use crate::v2::redeemer::{MintRedeemer, SpendRedeemer};
 use crate::v2::rules::{slash_of, split_slashes};
-use crate::tx::{Draft, Output, Utxo, Value};
 
 /// What expires an escrow.
 #[derive(Debug, Clone)]

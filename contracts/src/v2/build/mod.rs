@@ -9,9 +9,9 @@ mod claim;
 mod escrow;
 mod expire;
 
+pub use crate::build::{deploy, job_id_of, job_tag, reference_script_output};
 pub use bond::{BondRequest, post_bond, unbond, withdraw};
 pub use claim::{ClaimRequest, claim};
-pub use crate::build::{deploy, job_id_of, job_tag, reference_script_output};
 pub use escrow::{AssignRequest, LockRequest, assign, cancel, lock};
 pub use expire::{ExpireOutcome, ExpireRequest, expire};
 
@@ -92,9 +92,10 @@ pub(crate) fn bond_datum(dep: &Deployment, env: &Env, utxo: &Utxo) -> Result<Bon
             }
             Ok(b)
         }
-        GanglionDatum::Escrow(_) | GanglionDatum::Burnt(_) => Err(Error::InvalidRequest(
-            format!("{} is not a bond", utxo.reference),
-        )),
+        GanglionDatum::Escrow(_) | GanglionDatum::Burnt(_) => Err(Error::InvalidRequest(format!(
+            "{} is not a bond",
+            utxo.reference
+        ))),
     }
 }
 

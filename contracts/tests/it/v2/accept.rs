@@ -27,7 +27,10 @@ fn lock_assign_every_provider_claims_and_the_last_claim_refunds_and_burns() {
         .claim(&mut job, 0, TWO_GPU_HOURS_MS, Some(now))
         .expect("claim 0");
     let payout = h.output(&c0, 0);
-    assert_eq!(payout.output.address, h.providers[0].payout_address(h.env()));
+    assert_eq!(
+        payout.output.address,
+        h.providers[0].payout_address(h.env())
+    );
     assert_eq!(payout.output.datum, Some(job_tag(&job.id)));
     assert_eq!(payout.output.value.quantity_of(&ntx()), PAY_FOR_AN_HOUR);
     let JobState::Assigned { claimed, paid, .. } = h.escrow_datum(&job).state else {
@@ -55,7 +58,10 @@ fn lock_assign_every_provider_claims_and_the_last_claim_refunds_and_burns() {
         refund.output.value.quantity_of(&ntx()),
         1_000 * NTX - PAY_FOR_AN_HOUR - pay1
     );
-    assert_eq!(refund.output.value.lovelace, job.escrow.output.value.lovelace);
+    assert_eq!(
+        refund.output.value.lovelace,
+        job.escrow.output.value.lovelace
+    );
 
     let after = books(&h);
     assert_eq!(
@@ -113,10 +119,7 @@ fn four_providers_claim_in_any_order() {
     assert_eq!(h.token_holders(&job), 0);
     assert_eq!(
         h.orch_holdings(),
-        (
-            before.orch.0 - lock.fee - assign.fee,
-            before.orch.1 - paid
-        )
+        (before.orch.0 - lock.fee - assign.fee, before.orch.1 - paid)
     );
 }
 
@@ -174,7 +177,10 @@ fn expire_with_defaulters_slashes_them_proportionally() {
     assert_eq!(outcome.slashes, vec![8 * NTX, 8 * NTX]);
     // The orchestrator recovers what it paid (4 NTX); the other 12 NTX are burnt.
     assert_eq!(outcome.burnt, 12 * NTX);
-    assert_eq!(outcome.refund, 1_000 * NTX - PAY_FOR_AN_HOUR + PAY_FOR_AN_HOUR);
+    assert_eq!(
+        outcome.refund,
+        1_000 * NTX - PAY_FOR_AN_HOUR + PAY_FOR_AN_HOUR
+    );
     let burnt = h.output(&expire, 1);
     assert_eq!(burnt.output.address, h.dep.address(h.env()));
     assert_eq!(
@@ -186,7 +192,9 @@ fn expire_with_defaulters_slashes_them_proportionally() {
         let bond = h.providers[i].bond.clone().expect("bond continues");
         assert_eq!(bond.output.value.quantity_of(&ntx()), stake - 8 * NTX);
         assert_eq!(
-            bond.output.value.quantity(&h.dep.script.hash, &h.providers[i].party.hash),
+            bond.output
+                .value
+                .quantity(&h.dep.script.hash, &h.providers[i].party.hash),
             1
         );
     }
@@ -230,7 +238,10 @@ fn bond_post_unbond_withdraw() {
     let mut h = Harness::new(1);
     let before = books(&h);
     let req = h.bond_request(0);
-    assert!(req.payout.stake.is_some(), "provider 0 bonds a base address");
+    assert!(
+        req.payout.stake.is_some(),
+        "provider 0 bonds a base address"
+    );
     let post = h.post_bond_with(0, &req).expect("bond posts");
     let bond = h.providers[0].bond.clone().expect("bond");
     assert_eq!(bond.output.value.quantity_of(&ntx()), 200 * NTX);

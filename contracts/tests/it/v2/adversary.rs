@@ -79,7 +79,9 @@ fn provider_claims_before_working() {
     assert_script_fails(h.balance(claim_draft(&h, &early), &p));
     // The honest claim of the ten acknowledged minutes is paid to the base unit.
     let before = books(&h);
-    let c = h.claim(&mut job, 0, 2 * 600_000, Some(now)).expect("claims");
+    let c = h
+        .claim(&mut job, 0, 2 * 600_000, Some(now))
+        .expect("claims");
     let pay = pay_for(2 * 600_000, RATE);
     assert_eq!(pay, 666_666);
     let after = books(&h);
@@ -132,7 +134,10 @@ fn provider_claims_more_than_elapsed() {
     assert_eq!(books(&h), before);
     let c = h.claim(&mut job, 0, bound, Some(ack)).expect("claims");
     let after = books(&h);
-    assert_eq!(after.providers[0], paid(before.providers[0], c.fee, PAY_FOR_AN_HOUR));
+    assert_eq!(
+        after.providers[0],
+        paid(before.providers[0], c.fee, PAY_FOR_AN_HOUR)
+    );
     assert_eq!(after.orch, before.orch);
 }
 
@@ -156,13 +161,25 @@ fn provider_claims_twice() {
             *paid = 0;
         }
     });
-    let mut twice = claim_draft(&h, &ClaimRequest { escrow: view, ..again });
+    let mut twice = claim_draft(
+        &h,
+        &ClaimRequest {
+            escrow: view,
+            ..again
+        },
+    );
     respend(&mut twice, &job.escrow);
     let p = h.providers[0].party.clone();
-    let other = claim_draft(&h, &h.claim_request(&job, 1, 1, TWO_GPU_HOURS_MS, Some(now)));
+    let other = claim_draft(
+        &h,
+        &h.claim_request(&job, 1, 1, TWO_GPU_HOURS_MS, Some(now)),
+    );
     passes_then_rejected(&h, &p, other, twice);
     let after = books(&h);
-    assert_eq!(after.providers[0], paid(before.providers[0], c0.fee, PAY_FOR_AN_HOUR));
+    assert_eq!(
+        after.providers[0],
+        paid(before.providers[0], c0.fee, PAY_FOR_AN_HOUR)
+    );
     assert_eq!(after.orch, before.orch);
     assert_eq!(after.providers[1], before.providers[1]);
 }
@@ -180,7 +197,10 @@ fn provider_replays_another_jobs_receipt() {
     let now = h.world.now_ms();
     // Job 1 acknowledged provider 0 for 10 minutes only; job 2 for the whole hour.
     let own = 2 * (600_000 + j1.receipt_interval_ms);
-    let good = claim_draft(&h, &h.claim_request(&j1, 0, 0, own, Some(started + 600_000)));
+    let good = claim_draft(
+        &h,
+        &h.claim_request(&j1, 0, 0, own, Some(started + 600_000)),
+    );
     let mut replay = h.claim_request(&j1, 0, 0, TWO_GPU_HOURS_MS, None);
     replay.receipt = Some(h.receipt(&j2, 0, now));
     let p = h.providers[0].party.clone();
@@ -202,7 +222,10 @@ fn provider_uses_another_indexs_receipt() {
     let started = job.started_at_ms.expect("assigned");
     let now = h.world.now_ms();
     let own = 2 * (600_000 + job.receipt_interval_ms);
-    let good = claim_draft(&h, &h.claim_request(&job, 0, 0, own, Some(started + 600_000)));
+    let good = claim_draft(
+        &h,
+        &h.claim_request(&job, 0, 0, own, Some(started + 600_000)),
+    );
     let mut borrowed = h.claim_request(&job, 0, 0, TWO_GPU_HOURS_MS, None);
     borrowed.receipt = Some(h.receipt(&job, 1, now));
     let p = h.providers[0].party.clone();
@@ -216,8 +239,14 @@ fn provider_uses_another_indexs_receipt() {
         .claim(&mut job, 1, TWO_GPU_HOURS_MS, Some(now))
         .expect("claims");
     let after = books(&h);
-    assert_eq!(after.providers[0], paid(before.providers[0], c.fee, pay_for(own, RATE)));
-    assert_eq!(after.providers[1], paid(before.providers[1], c1.fee, PAY_FOR_AN_HOUR));
+    assert_eq!(
+        after.providers[0],
+        paid(before.providers[0], c.fee, pay_for(own, RATE))
+    );
+    assert_eq!(
+        after.providers[1],
+        paid(before.providers[1], c1.fee, PAY_FOR_AN_HOUR)
+    );
 }
 
 #[test]
@@ -226,7 +255,10 @@ fn forged_receipt() {
     let started = job.started_at_ms.expect("assigned");
     let now = h.world.now_ms();
     let p = h.providers[0].party.clone();
-    let good = claim_draft(&h, &h.claim_request(&job, 0, 0, TWO_GPU_HOURS_MS, Some(now)));
+    let good = claim_draft(
+        &h,
+        &h.claim_request(&job, 0, 0, TWO_GPU_HOURS_MS, Some(now)),
+    );
     // Signed by the provider's own attest key instead of the orchestrator's receipt key.
     let mut forged = h.claim_request(&job, 0, 0, TWO_GPU_HOURS_MS, Some(now));
     forged.receipt.as_mut().expect("receipt").signature = ganglion_contracts::v2::signed::sign(
@@ -236,13 +268,20 @@ fn forged_receipt() {
     passes_then_rejected(&h, &p, good.clone(), claim_draft(&h, &forged));
     // A genuine receipt for 10 minutes, its time moved to now.
     let mut moved = h.claim_request(&job, 0, 0, TWO_GPU_HOURS_MS, Some(started + 600_000));
-    moved.receipt.as_mut().expect("receipt").acknowledged_until_ms = now;
+    moved
+        .receipt
+        .as_mut()
+        .expect("receipt")
+        .acknowledged_until_ms = now;
     passes_then_rejected(&h, &p, good, claim_draft(&h, &moved));
     let before = books(&h);
     let c = h
         .claim(&mut job, 0, TWO_GPU_HOURS_MS, Some(now))
         .expect("claims");
-    assert_eq!(books(&h).providers[0], paid(before.providers[0], c.fee, PAY_FOR_AN_HOUR));
+    assert_eq!(
+        books(&h).providers[0],
+        paid(before.providers[0], c.fee, PAY_FOR_AN_HOUR)
+    );
 }
 
 // ---- orchestrator --------------------------------------------------------------------
@@ -283,7 +322,10 @@ fn orchestrator_assigns_after_accept_by() {
     // Nobody lost anything; the escrow is still open and its orchestrator cancels it.
     let cancel = h.cancel(&job).expect("cancel");
     let after = books(&h);
-    assert_eq!(after.orch, (before.orch.0 - lock.fee - cancel.fee, before.orch.1));
+    assert_eq!(
+        after.orch,
+        (before.orch.0 - lock.fee - cancel.fee, before.orch.1)
+    );
     assert_eq!(after.providers, before.providers);
     for p in &h.providers {
         let bond = p.bond.as_ref().expect("bond");
@@ -333,10 +375,19 @@ fn orchestrator_omits_an_honest_providers_claim() {
     let (_, outcome) = h.expire(&job, &[0]).expect("expire");
     assert_eq!(outcome.slashes, vec![8 * NTX]);
     let after = books(&h);
-    assert_eq!(after.providers[1], paid(before.providers[1], c1.fee, 8 * NTX));
+    assert_eq!(
+        after.providers[1],
+        paid(before.providers[1], c1.fee, 8 * NTX)
+    );
     assert_eq!(after.providers[0], before.providers[0]);
     assert_eq!(
-        h.providers[1].bond.as_ref().expect("bond").output.value.quantity_of(&ntx()),
+        h.providers[1]
+            .bond
+            .as_ref()
+            .expect("bond")
+            .output
+            .value
+            .quantity_of(&ntx()),
         200 * NTX,
         "the claimant's bond is whole"
     );
@@ -383,9 +434,24 @@ fn budget_too_small_for_the_window() {
     let s = h.world.slot;
     h.world.slot = s + 100;
     let req = h.assign_request(&job);
-    assert!(budget_covers(&req.assignments, h.ms(s + 100), job.deadline_ms, budget));
-    assert!(!budget_covers(&req.assignments, h.ms(s + 99), job.deadline_ms, budget));
-    assert!(!budget_covers(&req.assignments, h.ms(s + 100), job.deadline_ms, budget - 1));
+    assert!(budget_covers(
+        &req.assignments,
+        h.ms(s + 100),
+        job.deadline_ms,
+        budget
+    ));
+    assert!(!budget_covers(
+        &req.assignments,
+        h.ms(s + 99),
+        job.deadline_ms,
+        budget
+    ));
+    assert!(!budget_covers(
+        &req.assignments,
+        h.ms(s + 100),
+        job.deadline_ms,
+        budget - 1
+    ));
     let good = build::assign(&h.dep, h.env(), &req).expect("draft");
     let mut early = req.clone();
     early.valid_from_slot = s + 99;
@@ -427,7 +493,10 @@ fn third_party_puts_its_own_stake_key_on_the_payout() {
     let req = h.claim_request(&job, 0, 0, TWO_GPU_HOURS_MS, Some(now));
     let good = claim_draft(&h, &req);
     let provider0 = h.providers[0].payout;
-    assert!(provider0.stake.is_some(), "provider 0 is paid at a base address");
+    assert!(
+        provider0.stake.is_some(),
+        "provider 0 is paid at a base address"
+    );
     let hijacked = Payout {
         key: provider0.key,
         stake: Some(StakeCredential::Key(key_hash(
@@ -456,7 +525,10 @@ fn third_party_puts_its_own_stake_key_on_the_payout() {
     );
     assert_eq!(
         after.third,
-        (before.third.0 - b.fee - payout.output.value.lovelace, before.third.1)
+        (
+            before.third.0 - b.fee - payout.output.value.lovelace,
+            before.third.1
+        )
     );
     assert_eq!(after.orch, before.orch);
     assert_eq!(after.providers[1], before.providers[1]);
@@ -486,7 +558,10 @@ fn claim_after_deadline_and_claim_window() {
     assert_eq!(books(&h), before);
     h.world.slot = end - 1;
     let c = h.claim_with(&mut job, &good, &p).expect("claims in time");
-    assert_eq!(books(&h).providers[0], paid(before.providers[0], c.fee, 8 * NTX));
+    assert_eq!(
+        books(&h).providers[0],
+        paid(before.providers[0], c.fee, 8 * NTX)
+    );
 }
 
 #[test]
@@ -524,7 +599,10 @@ fn proportional_slash_orchestrator_recovers_at_most_what_it_paid() {
     // 8 NTX slashed: 4 NTX back to the orchestrator (what it paid), 4 NTX burnt.
     assert_eq!(outcome.slashes, vec![8 * NTX]);
     assert_eq!(outcome.burnt, 4 * NTX);
-    assert_eq!(outcome.refund, 1_000 * NTX - PAY_FOR_AN_HOUR + PAY_FOR_AN_HOUR);
+    assert_eq!(
+        outcome.refund,
+        1_000 * NTX - PAY_FOR_AN_HOUR + PAY_FOR_AN_HOUR
+    );
     // The orchestrator takes the burnt part too (no Burnt output): refused.
     let mut greedy = good.clone();
     greedy.outputs.remove(1);
@@ -534,8 +612,12 @@ fn proportional_slash_orchestrator_recovers_at_most_what_it_paid() {
     passes_then_rejected(&h, &third, good.clone(), greedy);
     // One base unit moved from the Burnt output to the orchestrator: refused.
     let mut unit = good.clone();
-    unit.outputs[1].value.take_asset(&ntx().policy, &ntx().name, 1);
-    unit.outputs[0].value.add_asset(ntx().policy, &ntx().name, 1);
+    unit.outputs[1]
+        .value
+        .take_asset(&ntx().policy, &ntx().name, 1);
+    unit.outputs[0]
+        .value
+        .add_asset(ntx().policy, &ntx().name, 1);
     passes_then_rejected(&h, &third, good, unit);
     let (b, _) = h.expire(&job, &[1]).expect("expire");
     let burnt = h.output(&b, 1);
@@ -544,7 +626,13 @@ fn proportional_slash_orchestrator_recovers_at_most_what_it_paid() {
     assert_eq!(after.orch, (before.orch.0 - fees, before.orch.1));
     assert_eq!(after.providers[1], before.providers[1]);
     assert_eq!(
-        h.providers[1].bond.as_ref().expect("bond").output.value.quantity_of(&ntx()),
+        h.providers[1]
+            .bond
+            .as_ref()
+            .expect("bond")
+            .output
+            .value
+            .quantity_of(&ntx()),
         192 * NTX
     );
 }
@@ -561,7 +649,9 @@ fn slash_capped_by_the_bond() {
     let bond = h.providers[1].bond.clone().expect("bond continues");
     assert_eq!(bond.output.value.quantity_of(&ntx()), 0);
     assert_eq!(
-        bond.output.value.quantity(&h.dep.script.hash, &h.providers[1].party.hash),
+        bond.output
+            .value
+            .quantity(&h.dep.script.hash, &h.providers[1].party.hash),
         1
     );
     assert_eq!(h.output(&b, 1).output.value.quantity_of(&ntx()), 196 * NTX);
@@ -642,7 +732,13 @@ fn claimant_cannot_be_slashed() {
     passes_then_rejected(&h, &third, expire_draft(&h, &job, &[1]), broken);
     h.expire(&job, &[1]).expect("expire");
     assert_eq!(
-        h.providers[0].bond.as_ref().expect("bond").output.value.quantity_of(&ntx()),
+        h.providers[0]
+            .bond
+            .as_ref()
+            .expect("bond")
+            .output
+            .value
+            .quantity_of(&ntx()),
         200 * NTX
     );
     let after = books(&h);
@@ -685,7 +781,10 @@ fn burnt_output_can_never_be_spent() {
         assert_script_fails(h.balance(d, &third));
     }
     assert_eq!(books(&h), before);
-    assert!(h.world.get(&burnt.reference).is_ok(), "still there, forever");
+    assert!(
+        h.world.get(&burnt.reference).is_ok(),
+        "still there, forever"
+    );
 }
 
 // ---- pay -----------------------------------------------------------------------------
@@ -721,7 +820,8 @@ fn double_satisfaction_two_escrows_claims_in_one_tx() {
     let p = h.providers[0].party.clone();
     let d1 = claim_draft(&h, &h.claim_request(&j1, 0, 0, TWO_GPU_HOURS_MS, Some(now)));
     let d2 = claim_draft(&h, &h.claim_request(&j2, 0, 0, TWO_GPU_HOURS_MS, Some(now)));
-    h.judge(d2.clone(), &p, &[]).expect("job 2's claim alone passes");
+    h.judge(d2.clone(), &p, &[])
+        .expect("job 2's claim alone passes");
     let mut both = d1.clone();
     for (r, (u, red)) in &d2.inputs {
         both.inputs.insert(*r, (u.clone(), red.clone()));

@@ -39,10 +39,7 @@ fn acceptance_signed_off_chain_verifies_on_chain() {
     let refused = |signature: Vec<u8>| {
         let mut bad = req.clone();
         bad.acceptances[1] = signature;
-        assert_script_fails(h.balance(
-            build::assign(&h.dep, h.env(), &bad).expect("draft"),
-            &orch,
-        ));
+        assert_script_fails(h.balance(build::assign(&h.dep, h.env(), &bad).expect("draft"), &orch));
     };
     for at in positions(bytes.len()) {
         refused(sign(&h.providers[1].attest, &flipped(&bytes, at)));
