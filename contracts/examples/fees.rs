@@ -256,7 +256,20 @@ fn max_assign() -> (usize, String) {
                 );
                 h.cancel(&job).expect("cancel");
             }
-            Err(e) => return (n - 1, e.to_string()),
+            Err(e) => {
+                let why = match &e {
+                    ganglion_contracts::Error::ScriptFailed { reason, .. }
+                        if reason.contains("over budget") =>
+                    {
+                        format!(
+                            "ExUnits: the script runs over the per-transaction maximum ({})",
+                            reason.split_whitespace().collect::<Vec<_>>().join(" ")
+                        )
+                    }
+                    other => other.to_string(),
+                };
+                return (n - 1, why);
+            }
         }
     }
     (CAP, format!("not reached, {CAP} tried"))

@@ -850,3 +850,129 @@ fn double_satisfaction_two_escrows_claims_in_one_tx() {
         )
     );
 }
+
+// ---- claim outputs -------------------------------------------------------------------
+
+/// Provider 0's honest claim of an hour, drafted for the third party to submit.
+fn honest_claim(h: &Harness, job: &Job) -> Draft {
+    let now = h.world.now_ms();
+    claim_draft(h, &h.claim_request(job, 0, 0, TWO_GPU_HOURS_MS, Some(now)))
+}
+
+#[test]
+fn submitter_redirects_the_pay_to_itself() {
+    let (h, job) = assigned(2);
+    let third = h.third.clone();
+    let good = honest_claim(&h, &job);
+    let mut broken = good.clone();
+    broken.outputs[0].address = third.address.clone();
+    passes_then_rejected(&h, &third, good, broken);
+}
+
+#[test]
+fn claim_pays_more_than_its_attestation() {
+    let (h, job) = assigned(2);
+    let p = h.providers[0].party.clone();
+    let good = honest_claim(&h, &job);
+    let mut broken = good.clone();
+    broken.outputs[0]
+        .value
+        .add_asset(ntx().policy, &ntx().name, 1);
+    broken.outputs[1]
+        .value
+        .take_asset(&ntx().policy, &ntx().name, 1);
+    passes_then_rejected(&h, &p, good, broken);
+}
+
+#[test]
+fn claim_hides_its_pay_from_the_continuing_datum() {
+    // `paid` feeds the orchestrator's recovery at expiry: it must grow by exactly the pay.
+    let (h, job) = assigned(2);
+    let p = h.providers[0].party.clone();
+    let good = honest_claim(&h, &job);
+    let mut broken = good.clone();
+    let mut e = ganglion_contracts::test_utils::harness_v2::escrow_of(&job.escrow);
+    if let JobState::Assigned { claimed, .. } = &mut e.state {
+        claimed.insert(0, 0);
+    }
+    broken.outputs[1].datum = Some(GanglionDatum::Escrow(e).to_plutus_data());
+    passes_then_rejected(&h, &p, good, broken);
+}
+
+#[test]
+fn claim_steals_the_thread_token() {
+    let (h, job) = assigned(2);
+    let p = h.providers[0].party.clone();
+    let good = honest_claim(&h, &job);
+    let mut broken = good.clone();
+    broken.outputs[1].value.assets.remove(&h.dep.script.hash);
+    passes_then_rejected(&h, &p, good, broken);
+}
+
+#[test]
+fn last_claim_shorts_the_refund() {
+    let (mut h, mut job) = assigned(2);
+    let now = h.world.now_ms();
+    h.claim(&mut job, 0, TWO_GPU_HOURS_MS, Some(now))
+        .expect("claim 0");
+    let p = h.providers[1].party.clone();
+    let good = claim_draft(
+        &h,
+        &h.claim_request(&job, 1, 1, TWO_GPU_HOURS_MS, Some(now)),
+    );
+    let mut broken = good.clone();
+    broken.outputs[1]
+        .value
+        .take_asset(&ntx().policy, &ntx().name, 1);
+    passes_then_rejected(&h, &p, good.clone(), broken);
+    let mut keep_token = good.clone();
+    keep_token.mint.clear();
+    keep_token.mint_redeemers.clear();
+    keep_token.outputs[1]
+        .value
+        .add_asset(h.dep.script.hash, &job.id.0, 1);
+    passes_then_rejected(&h, &p, good, keep_token);
+}
+
+// ---- known gap of the v2 spec ----------------------------------------------------------
+
+/// NOT a guarantee, a documented gap (reported; G5's bond commitments are the fix): the
+/// spec lets anyone expire an assigned escrow and slashes only the defaulters whose bonds
+/// that transaction spends, so a defaulter can submit the expiry itself, without its bond,
+/// at the first valid slot; the thread token is burnt and its slash is impossible forever.
+/// If this test starts failing, the gap was closed: delete it and add the refusal instead.
+#[test]
+fn spec_gap_a_defaulter_expires_first_and_keeps_its_bond() {
+    let mut h = Harness::new(2);
+    let (job, before, fees) = after_window_with_one_claim(&mut h);
+    let defaulter = h.providers[1].party.clone();
+    let draft = expire_draft(&h, &job, &[]);
+    let b = h
+        .run(draft, &defaulter, &[])
+        .expect("the defaulter's expiry applies");
+    assert_eq!(h.token_holders(&job), 0);
+    assert_eq!(
+        h.providers[1]
+            .bond
+            .as_ref()
+            .expect("bond")
+            .output
+            .value
+            .quantity_of(&ntx()),
+        200 * NTX,
+        "never slashed"
+    );
+    let orch = h.orch.clone();
+    let bond = h.providers[1].bond.clone().expect("bond");
+    assert_script_fails(h.balance(slash_again(&h, &job, &bond, 8 * NTX, false), &orch));
+    let after = books(&h);
+    assert_eq!(
+        after.providers[1],
+        (before.providers[1].0 - b.fee, before.providers[1].1)
+    );
+    // The orchestrator got its refund but not the 4 NTX it paid back from the defaulter.
+    assert_eq!(
+        after.orch,
+        (before.orch.0 - fees, before.orch.1 - PAY_FOR_AN_HOUR)
+    );
+}
