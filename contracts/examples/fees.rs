@@ -7,6 +7,12 @@
 //! share of the per-transaction maximum (16.5 M mem, 10 G steps), size in bytes once signed,
 //! fee in ADA. The targets of issue 2 are checked at the end; the command exits non-zero
 //! when one is missed.
+//!
+//! Two tables: protocol v1 (`ganglion`, which goes when the node moves) and protocol v2
+//! (`ganglion_v2`: post bond, lock, assign of 1/2/4/8 providers, claims, cancel, expire with
+//! one slash, unbond, withdraw), then v2's targets: a 2-provider job lock → last claim
+//! ≤ 1.5 ADA, one claim ≤ 40 % of the per-transaction ExUnits, and the most providers one
+//! assign can carry (n = 1, 2, … until balancing fails).
 
 use ganglion_contracts::build::{self, ExpireRequest};
 use ganglion_contracts::test_utils::harness::{Harness, NTX};
