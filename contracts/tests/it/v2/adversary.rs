@@ -976,3 +976,77 @@ fn spec_gap_a_defaulter_expires_first_and_keeps_its_bond() {
         (before.orch.0 - fees, before.orch.1 - PAY_FOR_AN_HOUR)
     );
 }
+
+// ---- assign --------------------------------------------------------------------------
+
+/// Two bonded providers and an open 1 000 NTX job; the honest assign draft.
+fn open_job() -> (Harness, Job, Draft) {
+    let mut h = Harness::new(2);
+    h.post_bonds();
+    let (job, _) = h.lock(1_000 * NTX, 7200);
+    let good = build::assign(&h.dep, h.env(), &h.assign_request(&job)).expect("draft");
+    (h, job, good)
+}
+
+#[test]
+fn orchestrator_assigns_with_a_payout_other_than_the_bonds() {
+    // The acceptance does not sign the payout: the bond's is the only one allowed.
+    let (h, job, good) = open_job();
+    let mut req = h.assign_request(&job);
+    req.assignments[1].payout = Payout::enterprise(h.orch.hash);
+    let broken = build::assign(&h.dep, h.env(), &req).expect("draft");
+    let orch = h.orch.clone();
+    passes_then_rejected(&h, &orch, good, broken);
+}
+
+#[test]
+fn orchestrator_assigns_an_unbonding_provider() {
+    let (mut h, job, good) = open_job();
+    let orch = h.orch.clone();
+    h.judge(good, &orch, &[]).expect("passes while bonded");
+    let bond = h.providers[1].bond.clone().expect("bond");
+    let p = h.providers[1].party.clone();
+    let until = h.world.slot + 10;
+    let b = h
+        .run(
+            build::unbond(&h.dep, h.env(), &bond, until).expect("draft"),
+            &p,
+            &[],
+        )
+        .expect("unbond");
+    h.providers[1].bond = Some(h.output(&b, 0));
+    let req = h.assign_request(&job);
+    assert_script_fails(h.balance(build::assign(&h.dep, h.env(), &req).expect("draft"), &orch));
+}
+
+#[test]
+fn orchestrator_assigns_a_rate_above_max_rate() {
+    let (mut h, job, good) = open_job();
+    let orch = h.orch.clone();
+    h.judge(good, &orch, &[])
+        .expect("passes at the default rate");
+    h.providers[1].rate = ganglion_contracts::test_utils::harness_v2::MAX_RATE + 1;
+    let req = h.assign_request(&job);
+    assert_script_fails(h.balance(build::assign(&h.dep, h.env(), &req).expect("draft"), &orch));
+}
+
+#[test]
+fn orchestrator_assigns_the_same_provider_twice() {
+    let (h, job, good) = open_job();
+    let req = h.assign_request_for(&job, &[0, 0]);
+    let broken = build::assign(&h.dep, h.env(), &req).expect("draft");
+    let orch = h.orch.clone();
+    passes_then_rejected(&h, &orch, good, broken);
+}
+
+#[test]
+fn someone_else_assigns_the_job() {
+    let (h, _job, good) = open_job();
+    let third = h.third.clone();
+    let orch = h.orch.clone();
+    h.judge(good.clone(), &orch, &[])
+        .expect("signed by the orchestrator, it passes");
+    let mut unsigned = good;
+    unsigned.required_signers.clear();
+    assert_script_fails(h.balance(unsigned, &third));
+}
