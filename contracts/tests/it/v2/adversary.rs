@@ -1016,7 +1016,9 @@ fn orchestrator_assigns_an_unbonding_provider() {
         .expect("unbond");
     h.providers[1].bond = Some(h.output(&b, 0));
     let req = h.assign_request(&job);
+    let before = books(&h);
     assert_script_fails(h.balance(build::assign(&h.dep, h.env(), &req).expect("draft"), &orch));
+    assert_eq!(books(&h), before);
 }
 
 #[test]
@@ -1027,7 +1029,9 @@ fn orchestrator_assigns_a_rate_above_max_rate() {
         .expect("passes at the default rate");
     h.providers[1].rate = ganglion_contracts::test_utils::harness_v2::MAX_RATE + 1;
     let req = h.assign_request(&job);
+    let before = books(&h);
     assert_script_fails(h.balance(build::assign(&h.dep, h.env(), &req).expect("draft"), &orch));
+    assert_eq!(books(&h), before);
 }
 
 #[test]
@@ -1048,5 +1052,7 @@ fn someone_else_assigns_the_job() {
         .expect("signed by the orchestrator, it passes");
     let mut unsigned = good;
     unsigned.required_signers.clear();
+    let before = books(&h);
     assert_script_fails(h.balance(unsigned, &third));
+    assert_eq!(books(&h), before);
 }
