@@ -15,7 +15,7 @@ use ganglion_contracts::v2::rules::{budget_covers, pay_for};
 use ganglion_contracts::{Error, Result};
 
 use super::{
-    PAY_FOR_AN_HOUR, TWO_GPU_HOURS_MS, assert_outside_validity, assigned, books, faked,
+    Books, PAY_FOR_AN_HOUR, TWO_GPU_HOURS_MS, assert_outside_validity, assigned, books, faked,
     passes_then_rejected, respend,
 };
 
@@ -39,9 +39,33 @@ fn paid(before: (u64, u64), fee: u64, pay: u64) -> (u64, u64) {
     (before.0 - fee, before.1 + pay)
 }
 
-/// `n` providers bonded; the job assigned to all; provider 0 claimed the first hour with a
-/// receipt; the world just after the claim window. Returns the books before the lock.
-fn after_window_with_one_claim(h: &mut Harness) -> (Job, super::Books, u64) {
+/// What [`after_window_with_one_claim`] did: the books before the lock, the orchestrator's
+/// lock and assign fees, provider 0's claim fee.
+struct Setup {
+    before: Books,
+    fees: u64,
+    claim_fee: u64,
+}
+
+impl Setup {
+    /// Everybody's books after an expire the third party submitted (`spent`: its fee and
+    /// the Burnt output's lovelace) that returned `recovered` NTX of slashes to the
+    /// orchestrator; slashed bonds are not in the books (they sit at the script).
+    fn after_expire(&self, spent: u64, recovered: u64) -> Books {
+        let b = &self.before;
+        let mut providers = b.providers.clone();
+        providers[0] = paid(b.providers[0], self.claim_fee, PAY_FOR_AN_HOUR);
+        Books {
+            orch: (b.orch.0 - self.fees, b.orch.1 - PAY_FOR_AN_HOUR + recovered),
+            providers,
+            third: (b.third.0 - spent, b.third.1),
+        }
+    }
+}
+
+/// Providers bonded; the job assigned to all; provider 0 claimed the first hour with a
+/// receipt; the world just after the claim window.
+fn after_window_with_one_claim(h: &mut Harness) -> (Job, Setup) {
     h.post_bonds();
     let before = books(h);
     let (mut job, lock) = h.lock(1_000 * NTX, 7200);
@@ -52,8 +76,14 @@ fn after_window_with_one_claim(h: &mut Harness) -> (Job, super::Books, u64) {
         .claim(&mut job, 0, TWO_GPU_HOURS_MS, Some(now))
         .expect("claim 0");
     h.world.slot = job.claim_end_slot() + 1;
-    let _ = c0;
-    (job, before, lock.fee + assign.fee)
+    (
+        job,
+        Setup {
+            before,
+            fees: lock.fee + assign.fee,
+            claim_fee: c0.fee,
+        },
+    )
 }
 
 // ---- claims --------------------------------------------------------------------------
@@ -85,6 +115,7 @@ fn provider_claims_before_working() {
     let pay = pay_for(2 * 600_000, RATE);
     assert_eq!(pay, 666_666);
     let after = books(&h);
+    assert_eq!(after.third, before.third);
     assert_eq!(after.providers[0], paid(before.providers[0], c.fee, pay));
     assert_eq!(after.providers[1], before.providers[1]);
     assert_eq!(after.orch, before.orch);
@@ -104,6 +135,7 @@ fn provider_claims_more_than_receipted() {
     let before = books(&h);
     let c = h.claim(&mut job, 0, bound, Some(ack)).expect("claims");
     let after = books(&h);
+    assert_eq!(after.third, before.third);
     assert_eq!(
         after.providers[0],
         paid(before.providers[0], c.fee, pay_for(bound, RATE))
@@ -134,6 +166,7 @@ fn provider_claims_more_than_elapsed() {
     assert_eq!(books(&h), before);
     let c = h.claim(&mut job, 0, bound, Some(ack)).expect("claims");
     let after = books(&h);
+    assert_eq!(after.third, before.third);
     assert_eq!(
         after.providers[0],
         paid(before.providers[0], c.fee, PAY_FOR_AN_HOUR)
@@ -176,6 +209,7 @@ fn provider_claims_twice() {
     );
     passes_then_rejected(&h, &p, other, twice);
     let after = books(&h);
+    assert_eq!(after.third, before.third);
     assert_eq!(
         after.providers[0],
         paid(before.providers[0], c0.fee, PAY_FOR_AN_HOUR)
@@ -209,11 +243,9 @@ fn provider_replays_another_jobs_receipt() {
     let c = h
         .claim(&mut j1, 0, own, Some(started + 600_000))
         .expect("claims");
-    assert_eq!(
-        books(&h).providers[0],
-        paid(before.providers[0], c.fee, pay_for(own, RATE))
-    );
-    assert_eq!(books(&h).orch, before.orch);
+    let mut expected = before.clone();
+    expected.providers[0] = paid(before.providers[0], c.fee, pay_for(own, RATE));
+    assert_eq!(books(&h), expected);
 }
 
 #[test]
@@ -239,6 +271,7 @@ fn provider_uses_another_indexs_receipt() {
         .claim(&mut job, 1, TWO_GPU_HOURS_MS, Some(now))
         .expect("claims");
     let after = books(&h);
+    assert_eq!(after.third, before.third);
     assert_eq!(
         after.providers[0],
         paid(before.providers[0], c.fee, pay_for(own, RATE))
@@ -278,10 +311,9 @@ fn forged_receipt() {
     let c = h
         .claim(&mut job, 0, TWO_GPU_HOURS_MS, Some(now))
         .expect("claims");
-    assert_eq!(
-        books(&h).providers[0],
-        paid(before.providers[0], c.fee, PAY_FOR_AN_HOUR)
-    );
+    let mut expected = before.clone();
+    expected.providers[0] = paid(before.providers[0], c.fee, PAY_FOR_AN_HOUR);
+    assert_eq!(books(&h), expected);
 }
 
 // ---- orchestrator --------------------------------------------------------------------
@@ -322,6 +354,7 @@ fn orchestrator_assigns_after_accept_by() {
     // Nobody lost anything; the escrow is still open and its orchestrator cancels it.
     let cancel = h.cancel(&job).expect("cancel");
     let after = books(&h);
+    assert_eq!(after.third, before.third);
     assert_eq!(
         after.orch,
         (before.orch.0 - lock.fee - cancel.fee, before.orch.1)
@@ -372,7 +405,12 @@ fn orchestrator_omits_an_honest_providers_claim() {
     respend(&mut slash_claimant, &job.escrow);
     let third = h.third.clone();
     passes_then_rejected(&h, &third, expire_draft(&h, &job, &[0]), slash_claimant);
-    let (_, outcome) = h.expire(&job, &[0]).expect("expire");
+    let escrow_lovelace = job.escrow.output.value.lovelace;
+    let (eb, outcome) = h.expire(&job, &[0]).expect("expire");
+    assert_eq!(
+        outcome.burnt, 0,
+        "the orchestrator paid 8 NTX: all of it comes back"
+    );
     assert_eq!(outcome.slashes, vec![8 * NTX]);
     let after = books(&h);
     assert_eq!(
@@ -392,7 +430,11 @@ fn orchestrator_omits_an_honest_providers_claim() {
         "the claimant's bond is whole"
     );
     // The orchestrator paid 8 NTX and recovered 8 NTX from the defaulter.
-    assert_eq!(after.orch.1, before.orch.1 + 1_000 * NTX);
+    assert_eq!(
+        after.orch,
+        (before.orch.0 + escrow_lovelace, before.orch.1 + 1_000 * NTX)
+    );
+    assert_eq!(after.third, (before.third.0 - eb.fee, before.third.1));
 }
 
 #[test]
@@ -411,6 +453,7 @@ fn orchestrator_silent_provider_claims_one_interval() {
     let pay = pay_for(bound, RATE);
     assert_eq!(pay, 66_666);
     let after = books(&h);
+    assert_eq!(after.third, before.third);
     assert_eq!(after.providers[0], paid(before.providers[0], c0.fee, pay));
     assert_eq!(after.providers[1], paid(before.providers[1], c1.fee, pay));
     // The last claim refunded the rest: the orchestrator paid exactly the two intervals.
@@ -473,6 +516,7 @@ fn budget_too_small_for_the_window() {
     let orch = h.orch.clone();
     passes_then_rejected(&h, &orch, good, broken);
     let after = books(&h);
+    assert_eq!(after.third, before.third);
     assert_eq!(
         after.orch,
         (
@@ -567,7 +611,7 @@ fn claim_after_deadline_and_claim_window() {
 #[test]
 fn expire_before_deadline_and_claim_window() {
     let mut h = Harness::new(2);
-    let (job, before, fees) = after_window_with_one_claim(&mut h);
+    let (job, setup) = after_window_with_one_claim(&mut h);
     let third = h.third.clone();
     let good = expire_draft(&h, &job, &[1]);
     let mut at_end = h.expire_request(&job, &[1]);
@@ -581,9 +625,13 @@ fn expire_before_deadline_and_claim_window() {
         build::expire(&h.dep, h.env(), &in_window).expect("draft").0,
         &third,
     ));
-    let (_, outcome) = h.expire(&job, &[1]).expect("expire");
+    let (b, outcome) = h.expire(&job, &[1]).expect("expire");
     assert_eq!(outcome.refund, 1_000 * NTX);
-    assert_eq!(h.orch_holdings(), (before.orch.0 - fees, before.orch.1));
+    let burnt = h.output(&b, 1).output.value.lovelace;
+    assert_eq!(
+        books(&h),
+        setup.after_expire(b.fee + burnt, PAY_FOR_AN_HOUR)
+    );
 }
 
 // ---- slashing ------------------------------------------------------------------------
@@ -591,7 +639,7 @@ fn expire_before_deadline_and_claim_window() {
 #[test]
 fn proportional_slash_orchestrator_recovers_at_most_what_it_paid() {
     let mut h = Harness::new(2);
-    let (job, before, fees) = after_window_with_one_claim(&mut h);
+    let (job, setup) = after_window_with_one_claim(&mut h);
     let third = h.third.clone();
     let good = expire_draft(&h, &job, &[1]);
     let (_, outcome) =
@@ -622,9 +670,11 @@ fn proportional_slash_orchestrator_recovers_at_most_what_it_paid() {
     let (b, _) = h.expire(&job, &[1]).expect("expire");
     let burnt = h.output(&b, 1);
     assert_eq!(burnt.output.value.quantity_of(&ntx()), 4 * NTX);
-    let after = books(&h);
-    assert_eq!(after.orch, (before.orch.0 - fees, before.orch.1));
-    assert_eq!(after.providers[1], before.providers[1]);
+    // The orchestrator is whole again (it paid 4 NTX, got 4 NTX back), no more.
+    assert_eq!(
+        books(&h),
+        setup.after_expire(b.fee + burnt.output.value.lovelace, PAY_FOR_AN_HOUR)
+    );
     assert_eq!(
         h.providers[1]
             .bond
@@ -641,7 +691,7 @@ fn proportional_slash_orchestrator_recovers_at_most_what_it_paid() {
 fn slash_capped_by_the_bond() {
     let mut h = Harness::new(2);
     h.providers[1].rate = 60 * NTX;
-    let (job, before, fees) = after_window_with_one_claim(&mut h);
+    let (job, setup) = after_window_with_one_claim(&mut h);
     // Provider 1's window is worth 2 GPUs × 60 NTX/h × 2 h = 240 NTX; its bond holds 200.
     let (b, outcome) = h.expire(&job, &[1]).expect("expire");
     assert_eq!(outcome.slashes, vec![200 * NTX]);
@@ -654,10 +704,12 @@ fn slash_capped_by_the_bond() {
             .quantity(&h.dep.script.hash, &h.providers[1].party.hash),
         1
     );
-    assert_eq!(h.output(&b, 1).output.value.quantity_of(&ntx()), 196 * NTX);
-    let after = books(&h);
-    assert_eq!(after.orch, (before.orch.0 - fees, before.orch.1));
-    assert_eq!(after.providers[1], before.providers[1]);
+    let burnt = h.output(&b, 1);
+    assert_eq!(burnt.output.value.quantity_of(&ntx()), 196 * NTX);
+    assert_eq!(
+        books(&h),
+        setup.after_expire(b.fee + burnt.output.value.lovelace, PAY_FOR_AN_HOUR)
+    );
 }
 
 fn slash_again(h: &Harness, job: &Job, bond: &Utxo, cut: u64, burn: bool) -> Draft {
@@ -684,8 +736,9 @@ fn slash_again(h: &Harness, job: &Job, bond: &Utxo, cut: u64, burn: bool) -> Dra
 #[test]
 fn defaulter_slashed_twice() {
     let mut h = Harness::new(2);
-    let (job, before, _) = after_window_with_one_claim(&mut h);
-    h.expire(&job, &[1]).expect("the first slash");
+    let (job, setup) = after_window_with_one_claim(&mut h);
+    let (b, _) = h.expire(&job, &[1]).expect("the first slash");
+    let spent = b.fee + h.output(&b, 1).output.value.lovelace;
     let bond = h.providers[1].bond.clone().expect("bond");
     assert_eq!(bond.output.value.quantity_of(&ntx()), 192 * NTX);
     let orch = h.orch.clone();
@@ -700,13 +753,13 @@ fn defaulter_slashed_twice() {
     let r = again.and_then(|(d, _)| h.clone().run(d, &orch, &[]));
     assert!(r.is_err(), "{r:?}");
     assert_eq!(books(&h), mid);
-    assert_eq!(mid.providers[1], before.providers[1]);
+    assert_eq!(mid, setup.after_expire(spent, PAY_FOR_AN_HOUR));
 }
 
 #[test]
 fn claimant_cannot_be_slashed() {
     let mut h = Harness::new(2);
-    let (job, before, fees) = after_window_with_one_claim(&mut h);
+    let (job, setup) = after_window_with_one_claim(&mut h);
     let third = h.third.clone();
     assert_invalid_request(build::expire(
         &h.dep,
@@ -730,7 +783,8 @@ fn claimant_cannot_be_slashed() {
     .0;
     respend(&mut broken, &job.escrow);
     passes_then_rejected(&h, &third, expire_draft(&h, &job, &[1]), broken);
-    h.expire(&job, &[1]).expect("expire");
+    let (b, _) = h.expire(&job, &[1]).expect("expire");
+    let spent = b.fee + h.output(&b, 1).output.value.lovelace;
     assert_eq!(
         h.providers[0]
             .bond
@@ -741,14 +795,13 @@ fn claimant_cannot_be_slashed() {
             .quantity_of(&ntx()),
         200 * NTX
     );
-    let after = books(&h);
-    assert_eq!(after.orch, (before.orch.0 - fees, before.orch.1));
+    assert_eq!(books(&h), setup.after_expire(spent, PAY_FOR_AN_HOUR));
 }
 
 #[test]
 fn burnt_output_can_never_be_spent() {
     let mut h = Harness::new(2);
-    let (job, _, _) = after_window_with_one_claim(&mut h);
+    let (job, _) = after_window_with_one_claim(&mut h);
     let (b, _) = h.expire(&job, &[1]).expect("expire");
     let burnt = h.output(&b, 1);
     assert_eq!(
@@ -801,6 +854,7 @@ fn equal_work_equal_pay() {
     let pay = pay_for(gpu_ms, RATE);
     assert_eq!(pay, 3_086_419);
     let after = books(&h);
+    assert_eq!(after.third, before.third);
     assert_eq!(after.providers[0].1 - before.providers[0].1, pay);
     assert_eq!(after.providers[1].1 - before.providers[1].1, pay);
     assert_eq!(after.providers[0], paid(before.providers[0], c0.fee, pay));
@@ -842,13 +896,12 @@ fn double_satisfaction_two_escrows_claims_in_one_tx() {
     let c2 = h
         .claim(&mut j2, 0, TWO_GPU_HOURS_MS, Some(now))
         .expect("claims");
-    assert_eq!(
-        books(&h).providers[0],
-        (
-            before.providers[0].0 - c.fee - c2.fee,
-            before.providers[0].1 + 2 * PAY_FOR_AN_HOUR
-        )
+    let mut expected = before.clone();
+    expected.providers[0] = (
+        before.providers[0].0 - c.fee - c2.fee,
+        before.providers[0].1 + 2 * PAY_FOR_AN_HOUR,
     );
+    assert_eq!(books(&h), expected);
 }
 
 // ---- claim outputs -------------------------------------------------------------------
@@ -944,7 +997,7 @@ fn last_claim_shorts_the_refund() {
 #[test]
 fn spec_gap_a_defaulter_expires_first_and_keeps_its_bond() {
     let mut h = Harness::new(2);
-    let (job, before, fees) = after_window_with_one_claim(&mut h);
+    let (job, setup) = after_window_with_one_claim(&mut h);
     let defaulter = h.providers[1].party.clone();
     let draft = expire_draft(&h, &job, &[]);
     let b = h
@@ -965,16 +1018,11 @@ fn spec_gap_a_defaulter_expires_first_and_keeps_its_bond() {
     let orch = h.orch.clone();
     let bond = h.providers[1].bond.clone().expect("bond");
     assert_script_fails(h.balance(slash_again(&h, &job, &bond, 8 * NTX, false), &orch));
-    let after = books(&h);
-    assert_eq!(
-        after.providers[1],
-        (before.providers[1].0 - b.fee, before.providers[1].1)
-    );
-    // The orchestrator got its refund but not the 4 NTX it paid back from the defaulter.
-    assert_eq!(
-        after.orch,
-        (before.orch.0 - fees, before.orch.1 - PAY_FOR_AN_HOUR)
-    );
+    // The orchestrator got its refund but not the 4 NTX it paid back from the defaulter,
+    // who paid only the expiry's fee.
+    let mut expected = setup.after_expire(0, 0);
+    expected.providers[1].0 -= b.fee;
+    assert_eq!(books(&h), expected);
 }
 
 // ---- assign --------------------------------------------------------------------------
