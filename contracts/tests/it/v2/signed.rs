@@ -44,6 +44,8 @@ fn acceptance_signed_off_chain_verifies_on_chain() {
     for at in positions(bytes.len()) {
         refused(sign(&h.providers[1].attest, &flipped(&bytes, at)));
     }
+    // The genuine signature with one byte changed.
+    refused(flipped(&req.acceptances[1], 10));
     // The acceptance binds the spec and the receipt interval.
     let mut other_spec = msg.clone();
     other_spec.spec[5] ^= 1;
@@ -74,6 +76,9 @@ fn receipt_signed_off_chain_verifies_on_chain() {
         bad.receipt.as_mut().expect("receipt").signature = sign(&h.receipt, &flipped(&bytes, at));
         assert_script_fails(h.balance(build::claim(&h.dep, h.env(), &bad).expect("draft"), &p));
     }
+    let mut bad = req.clone();
+    bad.receipt.as_mut().expect("receipt").signature = flipped(&receipt.signature, 10);
+    assert_script_fails(h.balance(build::claim(&h.dep, h.env(), &bad).expect("draft"), &p));
 }
 
 #[test]
@@ -98,6 +103,9 @@ fn attestation_signed_off_chain_verifies_on_chain() {
         bad.attestation.signature = sign(&h.providers[1].attest, &flipped(&bytes, at));
         assert_script_fails(h.balance(build::claim(&h.dep, h.env(), &bad).expect("draft"), &p));
     }
+    let mut bad = req.clone();
+    bad.attestation.signature = flipped(&req.attestation.signature, 10);
+    assert_script_fails(h.balance(build::claim(&h.dep, h.env(), &bad).expect("draft"), &p));
     // Provider 0's attestation does not claim provider 1's assignment.
     let mut other = req.clone();
     other.attestation = h.attest(&job, 0, TWO_GPU_HOURS_MS);
