@@ -4,6 +4,9 @@
 //!   real ledger (`ganglion_testnet::ledger::validate`: fees, balance, min-UTxO, validity,
 //!   witnesses, collateral, and phase 2 through uplc).
 //! - [`harness`]: the validator deployed in such a world, with an orchestrator and providers.
+//! - [`harness_v2`]: the same for protocol v2 (`ganglion_v2`): receipt key, payout
+//!   addresses, claims, proportional slashes.
 
 pub mod harness;
+pub mod harness_v2;
 pub mod world;

@@ -8,3 +8,4 @@ mod fees;
 mod lifecycle;
 mod reject;
 mod signed;
+mod v2;
