@@ -141,8 +141,8 @@ pub fn accepted<E>(
 }
 
 /// Answers an inbound accept request: [`decide`], then (on acceptance) the `Reserved` record
-/// is written — created, or its reservation renewed — before the signed answer. A store
-/// failure refuses (as rate-limited: the orchestrator may ask again).
+/// is written — created, or its reservation renewed by the peer that made it — before the
+/// signed answer. A store failure refuses (as rate-limited: the orchestrator may ask again).
 pub(crate) fn on_request<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     peer: PeerId,
@@ -166,14 +166,26 @@ pub(crate) fn on_request<S: Kv, E: Executor>(
         }
         Decision::Reserve { gpus, until_ms } => (gpus, until_ms),
     };
-    if let Err(e) = reserve(ctx, peer, req.job_id, gpus, until_ms, &records) {
-        tracing::error!(job = %req.job_id, error = %e, "cannot record the reservation; refused");
-        return AcceptResponse::Refused(RefusalReason::RateLimited);
+    match reserve(ctx, peer, req.job_id, gpus, until_ms, &records) {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::info!(job = %req.job_id, %peer, "accept request refused: the job moved on, or another peer reserved it");
+            return AcceptResponse::Refused(RefusalReason::AlreadyTracked);
+        }
+        Err(e) => {
+            tracing::error!(job = %req.job_id, error = %e, "cannot record the reservation; refused");
+            return AcceptResponse::Refused(RefusalReason::RateLimited);
+        }
     }
     tracing::info!(job = %req.job_id, %peer, gpus, until_ms, "reserved");
     accepted(side, ctx.chain.key_hash(), req, until_ms)
 }
 
+/// Writes the reservation: a new `Reserved` record, or the renewal of the job's own — only
+/// while it is still `Reserved` and only for the peer that reserved it (an atomic
+/// compare-and-swap, so a renewal racing the driver's `AssignmentSeen` never overwrites what
+/// the assignment wrote, and no other peer can redirect where the spec is fetched from and the
+/// attestation sent). `Ok(false)`: not renewed.
 fn reserve<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     peer: PeerId,
@@ -181,22 +193,35 @@ fn reserve<S: Kv, E: Executor>(
     gpus: u64,
     until_ms: u64,
     records: &[ProviderRecord],
-) -> Result<(), super::store::StoreError> {
+) -> Result<bool, super::store::StoreError> {
+    let peer_bytes = peer.to_bytes();
+    if records.iter().any(|r| r.job_id == job) {
+        return ctx.store.update_if::<ProviderRole>(
+            &job,
+            |r| r.state == ProviderState::Reserved && r.detail.orchestrator_peer == peer_bytes,
+            |r| {
+                r.detail.reserved_until_ms = until_ms;
+                r.detail.reserved_gpus = gpus;
+            },
+        );
+    }
     let detail = ProviderDetail {
-        orchestrator_peer: peer.to_bytes(),
+        orchestrator_peer: peer_bytes.clone(),
         reserved_until_ms: until_ms,
         reserved_gpus: gpus,
         ..ProviderDetail::default()
     };
-    if records.iter().any(|r| r.job_id == job) {
-        ctx.store.set_detail::<ProviderRole>(&job, detail)
-    } else {
-        ctx.store.create::<ProviderRole>(&JobRecord::new(
-            job,
-            ProviderState::Reserved,
-            detail,
-            ctx.now(),
-        ))
+    match ctx.store.create::<ProviderRole>(&JobRecord::new(
+        job,
+        ProviderState::Reserved,
+        detail,
+        ctx.now(),
+    )) {
+        Ok(()) => Ok(true),
+        // Created since the records were read (cannot happen: requests are answered one at
+        // a time); treat as a renewal attempt.
+        Err(super::store::StoreError::Exists { .. }) => Ok(false),
+        Err(e) => Err(e),
     }
 }
 

@@ -675,16 +675,29 @@ async fn attest<S: Kv, E: Executor>(
         }
     }
     let answers = ctx.p2p.attest_all(&peers, &msg).await;
-    let orchestrator_has_it = matches!(
-        answers.first(),
-        Some(Ok(ganglion_p2p::protocols::AttestResponse::Stored))
-    );
-    if orchestrator_has_it {
+    if attestation_delivered(&answers) {
         apply(ctx, &r.job_id, ProviderEvent::AttestationSent)?;
     } else {
         tracing::debug!(job = %r.job_id, ?answers, "attestation not stored by the orchestrator yet");
     }
     Ok(())
+}
+
+/// Whether an attestation sent to the job's peers (`answers[0]`: the orchestrator, then the
+/// co-providers) is where it must be: stored by the orchestrator; or, when the orchestrator
+/// cannot be reached at all (its node is gone: no answer, not even a refusal), stored by a
+/// co-provider, which can then settle with it ([`settle_if_abandoned`]). An orchestrator that
+/// answers anything else (its indexer has not seen the assignment yet, it is rate-limiting)
+/// is asked again on the next pass.
+fn attestation_delivered(
+    answers: &[Result<ganglion_p2p::protocols::AttestResponse, ganglion_p2p::Error>],
+) -> bool {
+    use ganglion_p2p::protocols::AttestResponse::Stored;
+    match answers.split_first() {
+        Some((Ok(Stored), _)) => true,
+        Some((Err(_), others)) => others.iter().any(|a| matches!(a, Ok(Stored))),
+        _ => false,
+    }
 }
 
 /// Any peer holding all the attestations may settle: when the job is still assigned
@@ -901,6 +914,21 @@ mod tests {
         // No time left at all: refused, nothing started.
         let why = admitted_run_s(&v, 200, now + 145_000).expect_err("too late");
         assert!(why.contains("does not fit before the deadline"), "{why}");
+    }
+
+    #[test]
+    fn an_attestation_counts_as_delivered_to_the_orchestrator_or_past_a_vanished_one() {
+        use ganglion_p2p::protocols::AttestResponse::{Stored, UnknownJob};
+        let gone = || Err(ganglion_p2p::Error::Stopped);
+        assert!(attestation_delivered(&[Ok(Stored)]));
+        assert!(attestation_delivered(&[Ok(Stored), gone()]));
+        // The orchestrator is gone: a co-provider holding it is enough.
+        assert!(attestation_delivered(&[gone(), Ok(UnknownJob), Ok(Stored)]));
+        assert!(!attestation_delivered(&[gone(), Ok(UnknownJob)]));
+        assert!(!attestation_delivered(&[gone()]));
+        // A reachable orchestrator that has not taken it yet is asked again.
+        assert!(!attestation_delivered(&[Ok(UnknownJob), Ok(Stored)]));
+        assert!(!attestation_delivered(&[]));
     }
 
     #[test]

@@ -292,6 +292,37 @@ impl JobStore {
         Ok(to)
     }
 
+    /// Changes `job`'s record with `change` only if `keep` holds for it at that moment:
+    /// an atomic compare-and-swap (retried on a concurrent write), flushed. Returns whether
+    /// the record was changed.
+    ///
+    /// # Errors
+    /// [`StoreError::Unknown`], store errors.
+    pub fn update_if<R: Role>(
+        &self,
+        job: &JobId,
+        keep: impl Fn(&RecordOf<R>) -> bool,
+        change: impl Fn(&mut RecordOf<R>),
+    ) -> Result<bool, StoreError> {
+        let tree = self.tree::<R>()?;
+        loop {
+            let old = tree.get(job.0)?.ok_or(StoreError::Unknown {
+                role: R::NAME,
+                job: *job,
+            })?;
+            let mut r: RecordOf<R> = serde_json::from_slice(&old)?;
+            if !keep(&r) {
+                return Ok(false);
+            }
+            change(&mut r);
+            let new = serde_json::to_vec(&r)?;
+            if tree.compare_and_swap(job.0, Some(old), Some(new))?.is_ok() {
+                self.db.flush()?;
+                return Ok(true);
+            }
+        }
+    }
+
     /// Replaces the role detail of `job` (flushed).
     ///
     /// # Errors
@@ -351,6 +382,34 @@ mod tests {
             written_ms: 1,
             valid_until_slot: Some(9),
         }
+    }
+
+    #[test]
+    fn a_conditional_update_changes_only_a_record_that_still_qualifies() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let s = JobStore::open(&dir.path().join("jobs")).expect("open");
+        let job = JobId([3; 32]);
+        s.create::<O>(&JobRecord::new(job, OrchestratorState::Locked, vec![1], 10))
+            .expect("create");
+        let locked = |r: &RecordOf<O>| r.state == OrchestratorState::Locked;
+        assert!(
+            s.update_if::<O>(&job, locked, |r| r.detail.push(2))
+                .expect("update")
+        );
+        s.apply::<O>(&job, OrchestratorEvent::LockConfirmed, 20, None)
+            .expect("legal");
+        assert!(
+            !s.update_if::<O>(&job, locked, |r| r.detail.push(3))
+                .expect("no update")
+        );
+        assert_eq!(
+            s.get::<O>(&job).expect("read").expect("some").detail,
+            vec![1, 2]
+        );
+        assert!(matches!(
+            s.update_if::<O>(&JobId([4; 32]), locked, |_| {}),
+            Err(StoreError::Unknown { .. })
+        ));
     }
 
     #[test]
