@@ -733,15 +733,15 @@ impl EventLoop {
                 request,
                 responder: Responder(channel),
             };
-            if let Err(e) = self.inbound.try_send(inbound) {
-                if let Inbound::Accept { responder, .. } = e.into_inner() {
-                    tracing::debug!(target: "p2p", %peer, "accept request not handed over: the engine is busy or gone");
-                    let _ = self
-                        .swarm
-                        .behaviour_mut()
-                        .accept
-                        .send_response(responder.0, refused);
-                }
+            if let Err(e) = self.inbound.try_send(inbound)
+                && let Inbound::Accept { responder, .. } = e.into_inner()
+            {
+                tracing::debug!(target: "p2p", %peer, "accept request not handed over: the engine is busy or gone");
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .accept
+                    .send_response(responder.0, refused);
             }
         }
     }
@@ -812,15 +812,15 @@ impl EventLoop {
                 request,
                 responder: Responder(channel),
             };
-            if let Err(e) = self.inbound.try_send(inbound) {
-                if let Inbound::Attest { responder, .. } = e.into_inner() {
-                    tracing::debug!(target: "p2p", %peer, "attestation not handed over: the engine is busy or gone");
-                    let _ = self
-                        .swarm
-                        .behaviour_mut()
-                        .attest
-                        .send_response(responder.0, AttestResponse::RateLimited);
-                }
+            if let Err(e) = self.inbound.try_send(inbound)
+                && let Inbound::Attest { responder, .. } = e.into_inner()
+            {
+                tracing::debug!(target: "p2p", %peer, "attestation not handed over: the engine is busy or gone");
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .attest
+                    .send_response(responder.0, AttestResponse::RateLimited);
             }
         }
     }
