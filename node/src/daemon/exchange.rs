@@ -182,9 +182,27 @@ pub fn learn_peers(
         .collect()
 }
 
+/// After a request to `peer` failed (typically: no address, or only a stale one after the peer
+/// restarted on a new port), asks the DHT where `peer` is now and remembers what it finds, so
+/// the next try dials the right address. A node restarted right after its bootstrap peer did
+/// learns nothing from its start-up DHT bootstrap, and its old address stays in the others'
+/// routing tables until this lookup replaces it.
+async fn relearn(client: &Client, peer: PeerId) {
+    match client.find_peer(peer).await {
+        Ok(addrs) => {
+            tracing::debug!(%peer, found = addrs.len(), "cluster peer looked up in the DHT");
+            for addr in addrs {
+                let _ = client.add_peer(peer, addr).await;
+            }
+        }
+        Err(e) => tracing::debug!(%peer, error = %e, "cluster peer lookup failed"),
+    }
+}
+
 /// Runs the exchange for one job from this node: registers `own` for the `assigned` peers
 /// (the job's other nodes), then sends it to each of them until each answers with its own
-/// hello for the job; a peer that has not registered yet is asked again every 200 ms.
+/// hello for the job; a peer that has not registered yet is asked again every 200 ms, one that
+/// cannot be reached is looked up in the DHT first ([`relearn`]).
 /// Returns every peer's hello.
 ///
 /// # Errors
@@ -225,7 +243,10 @@ pub async fn exchange(
                         return Err(fail(&peer, "refused: not assigned to the job".into()));
                     }
                     Ok(other) => last = format!("{other:?}"),
-                    Err(e) => last = e.to_string(),
+                    Err(e) => {
+                        last = e.to_string();
+                        relearn(client, peer).await;
+                    }
                 }
                 tokio::time::sleep(RETRY).await;
             }
