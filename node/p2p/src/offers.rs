@@ -157,14 +157,6 @@ impl BondSnapshot {
         self.by_ref.get(bond)
     }
 
-    /// Attest keys of `provider`'s live bonds.
-    pub fn attest_keys_of(&self, provider: &KeyHash) -> impl Iterator<Item = &[u8; 32]> {
-        self.by_ref
-            .values()
-            .filter(move |b| &b.provider == provider)
-            .map(|b| &b.attest_key)
-    }
-
     /// Number of live bonds.
     pub fn len(&self) -> usize {
         self.by_ref.len()
