@@ -9,6 +9,7 @@ mod audit;
 mod cancel;
 mod cip30;
 mod cli_job;
+mod defense;
 mod expire;
 mod rematch;
 mod restart;
