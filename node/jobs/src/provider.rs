@@ -304,7 +304,17 @@ async fn step<S: Kv + 'static, E: Executor + 'static>(
         ProviderState::Preparing | ProviderState::Running => {
             watch(ctx, side, &r, view.as_ref()).await
         }
-        ProviderState::Finished => attest(ctx, side, &r).await,
+        ProviderState::Finished => {
+            attest(ctx, side, &r).await?;
+            // An orchestrator that never takes the attestation (its node is gone) does not
+            // keep this provider from its pay: past the grace, it settles itself.
+            if r.detail.attestation.is_some() {
+                let now = ctx.now();
+                let attempt = settle_if_abandoned(ctx, &r, view.as_ref());
+                super::retry::governed(&ctx.retries, &job, TxKind::Settle, now, attempt).await?;
+            }
+            Ok(())
+        }
         ProviderState::Attested => {
             let now = ctx.now();
             let attempt = settle_if_abandoned(ctx, &r, view.as_ref());
@@ -675,7 +685,11 @@ async fn attest<S: Kv, E: Executor>(
         }
     }
     let answers = ctx.p2p.attest_all(&peers, &msg).await;
-    if attestation_delivered(&answers) {
+    let orchestrator_has_it = matches!(
+        answers.first(),
+        Some(Ok(ganglion_p2p::protocols::AttestResponse::Stored))
+    );
+    if orchestrator_has_it {
         apply(ctx, &r.job_id, ProviderEvent::AttestationSent)?;
     } else {
         tracing::debug!(job = %r.job_id, ?answers, "attestation not stored by the orchestrator yet");
@@ -683,25 +697,10 @@ async fn attest<S: Kv, E: Executor>(
     Ok(())
 }
 
-/// Whether an attestation sent to the job's peers (`answers[0]`: the orchestrator, then the
-/// co-providers) is where it must be: stored by the orchestrator; or, when the orchestrator
-/// cannot be reached at all (its node is gone: no answer, not even a refusal), stored by a
-/// co-provider, which can then settle with it ([`settle_if_abandoned`]). An orchestrator that
-/// answers anything else (its indexer has not seen the assignment yet, it is rate-limiting)
-/// is asked again on the next pass.
-fn attestation_delivered(
-    answers: &[Result<ganglion_p2p::protocols::AttestResponse, ganglion_p2p::Error>],
-) -> bool {
-    use ganglion_p2p::protocols::AttestResponse::Stored;
-    match answers.split_first() {
-        Some((Ok(Stored), _)) => true,
-        Some((Err(_), others)) => others.iter().any(|a| matches!(a, Ok(Stored))),
-        _ => false,
-    }
-}
-
-/// Any peer holding all the attestations may settle: when the job is still assigned
-/// on chain well after this provider attested, it settles with its own wallet.
+/// Any peer holding all the attestations may settle: when the job is still assigned on chain
+/// well after this provider finished (`settle_grace_ms × (index + 1)`), whether or not its
+/// orchestrator took the attestation (the orchestrator's node may be gone), it settles with
+/// its own wallet, given every co-provider's attestation.
 async fn settle_if_abandoned<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     r: &ProviderRecord,
@@ -716,11 +715,12 @@ async fn settle_if_abandoned<S: Kv, E: Executor>(
         }
         return Ok(());
     }
+    // Since it finished: attested or not, the grace runs from the end of the work.
     let attested_at = r
         .history
         .iter()
         .rev()
-        .find(|t| t.state == ProviderState::Attested)
+        .find(|t| t.state == ProviderState::Finished)
         .map_or(0, |t| t.at_ms);
     let wait = ctx
         .config
@@ -914,21 +914,6 @@ mod tests {
         // No time left at all: refused, nothing started.
         let why = admitted_run_s(&v, 200, now + 145_000).expect_err("too late");
         assert!(why.contains("does not fit before the deadline"), "{why}");
-    }
-
-    #[test]
-    fn an_attestation_counts_as_delivered_to_the_orchestrator_or_past_a_vanished_one() {
-        use ganglion_p2p::protocols::AttestResponse::{Stored, UnknownJob};
-        let gone = || Err(ganglion_p2p::Error::Stopped);
-        assert!(attestation_delivered(&[Ok(Stored)]));
-        assert!(attestation_delivered(&[Ok(Stored), gone()]));
-        // The orchestrator is gone: a co-provider holding it is enough.
-        assert!(attestation_delivered(&[gone(), Ok(UnknownJob), Ok(Stored)]));
-        assert!(!attestation_delivered(&[gone(), Ok(UnknownJob)]));
-        assert!(!attestation_delivered(&[gone()]));
-        // A reachable orchestrator that has not taken it yet is asked again.
-        assert!(!attestation_delivered(&[Ok(UnknownJob), Ok(Stored)]));
-        assert!(!attestation_delivered(&[]));
     }
 
     #[test]
