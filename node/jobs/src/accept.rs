@@ -166,7 +166,7 @@ pub(crate) fn on_request<S: Kv, E: Executor>(
         }
         Decision::Reserve { gpus, until_ms } => (gpus, until_ms),
     };
-    match reserve(ctx, peer, req.job_id, gpus, until_ms, &records) {
+    match reserve(ctx, peer, req.job_id, gpus, until_ms, now, &records) {
         Ok(true) => {}
         Ok(false) => {
             tracing::info!(job = %req.job_id, %peer, "accept request refused: the job moved on, or another peer reserved it");
@@ -192,6 +192,7 @@ fn reserve<S: Kv, E: Executor>(
     job: JobId,
     gpus: u64,
     until_ms: u64,
+    now_ms: u64,
     records: &[ProviderRecord],
 ) -> Result<bool, super::store::StoreError> {
     let peer_bytes = peer.to_bytes();
@@ -215,7 +216,7 @@ fn reserve<S: Kv, E: Executor>(
         job,
         ProviderState::Reserved,
         detail,
-        ctx.now(),
+        now_ms,
     )) {
         Ok(()) => Ok(true),
         // Created since the records were read (cannot happen: requests are answered one at

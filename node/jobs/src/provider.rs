@@ -309,17 +309,11 @@ async fn step<S: Kv + 'static, E: Executor + 'static>(
             // An orchestrator that never takes the attestation (its node is gone) does not
             // keep this provider from its pay: past the grace, it settles itself.
             if r.detail.attestation.is_some() {
-                let now = ctx.now();
-                let attempt = settle_if_abandoned(ctx, &r, view.as_ref());
-                super::retry::governed(&ctx.retries, &job, TxKind::Settle, now, attempt).await?;
+                settle_abandoned_governed(ctx, &r, view.as_ref()).await?;
             }
             Ok(())
         }
-        ProviderState::Attested => {
-            let now = ctx.now();
-            let attempt = settle_if_abandoned(ctx, &r, view.as_ref());
-            super::retry::governed(&ctx.retries, &job, TxKind::Settle, now, attempt).await
-        }
+        ProviderState::Attested => settle_abandoned_governed(ctx, &r, view.as_ref()).await,
         _ => Ok(()),
     }
 }
@@ -695,6 +689,17 @@ async fn attest<S: Kv, E: Executor>(
         tracing::debug!(job = %r.job_id, ?answers, "attestation not stored by the orchestrator yet");
     }
     Ok(())
+}
+
+/// [`settle_if_abandoned`] under the settle's retry backoff ([`super::retry::governed`]).
+async fn settle_abandoned_governed<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    r: &ProviderRecord,
+    view: Option<&ganglion_indexer::JobView>,
+) -> Result<(), EngineError> {
+    let now = ctx.now();
+    let attempt = settle_if_abandoned(ctx, r, view);
+    super::retry::governed(&ctx.retries, &r.job_id, TxKind::Settle, now, attempt).await
 }
 
 /// Any peer holding all the attestations may settle: when the job is still assigned on chain
