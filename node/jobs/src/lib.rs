@@ -11,7 +11,8 @@
 //!   providers before dispatch (the node implements it with its overlay).
 //! - [`accept`]: a provider's accept decision and its `Reserved` record, one step;
 //!   [`attestations`]: the attestations received, checked against the job's assignment and
-//!   kept in the store until the job is finished.
+//!   kept in the store until the job is finished; [`receipts`]: escrow v2 receipts, what the
+//!   orchestrator acknowledges and what the provider keeps, stops on and claims.
 //! - [`orchestrator`], [`provider`]: the drivers, one step per job per pass; [`terms`]: the
 //!   terms a job must meet before anything is locked or started; [`retry`]: how refused
 //!   transactions are classified and backed off.
@@ -31,6 +32,7 @@ pub mod engine;
 pub mod external;
 pub mod orchestrator;
 pub mod provider;
+pub mod receipts;
 pub mod retry;
 pub mod state;
 pub mod store;
