@@ -280,7 +280,6 @@ mod signature_bytes {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::super::{DecodeError, decode, encode, read_frame, write_frame};
@@ -395,7 +394,11 @@ mod tests {
             acknowledged_gpu_ms: u64::MAX,
             reported_gpu_ms: u64::MAX,
         });
-        for len in [encode(&req).len(), encode(&resp).len(), encode(&refusal).len()] {
+        for len in [
+            encode(&req).len(),
+            encode(&resp).len(),
+            encode(&refusal).len(),
+        ] {
             assert!(len < 300, "{len} bytes");
         }
     }
