@@ -460,6 +460,13 @@ async fn answer_inbound<S: Kv + 'static, E: Executor + 'static>(
                 Some(answer) => ctx.p2p.respond_attest(responder, answer).await,
                 None => Ok(()),
             },
+            // Escrow v1 has no receipts: this engine orchestrates no job a heartbeat is for.
+            Inbound::Heartbeat { responder, .. } => {
+                let answer = p2p::protocols::HeartbeatResponse::Refused(
+                    p2p::protocols::HeartbeatRefusal::UnknownJob,
+                );
+                ctx.p2p.respond_heartbeat(responder, answer).await
+            }
         };
         if sent.is_err() {
             return inbound;

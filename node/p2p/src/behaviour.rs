@@ -15,7 +15,7 @@ use libp2p::{autonat, dcutr, gossipsub, identify, kad, ping, relay, request_resp
 
 use super::protocols::{
     AcceptRequest, AcceptResponse, AttestMessage, AttestResponse, CborCodec, ClusterHello,
-    ClusterResponse,
+    ClusterResponse, HeartbeatRequest, HeartbeatResponse,
 };
 
 /// `accept` behaviour (orchestrator → provider).
@@ -24,6 +24,9 @@ pub type AcceptBehaviour = request_response::Behaviour<CborCodec<AcceptRequest, 
 pub type ClusterBehaviour = request_response::Behaviour<CborCodec<ClusterHello, ClusterResponse>>;
 /// `attest` behaviour (provider → the other peers of a job).
 pub type AttestBehaviour = request_response::Behaviour<CborCodec<AttestMessage, AttestResponse>>;
+/// `heartbeat` behaviour (provider → the job's orchestrator, answered with receipts).
+pub type HeartbeatBehaviour =
+    request_response::Behaviour<CborCodec<HeartbeatRequest, HeartbeatResponse>>;
 
 /// The composed behaviour. Field order is poll order.
 #[derive(NetworkBehaviour)]
@@ -50,6 +53,8 @@ pub struct Behaviour {
     pub cluster: ClusterBehaviour,
     /// `/ganglion/attest/1`.
     pub attest: AttestBehaviour,
+    /// `/ganglion/heartbeat/1`.
+    pub heartbeat: HeartbeatBehaviour,
     /// Bitswap (`/ipfs/bitswap/1.2.0`): serves the blockstore, fetches DAGs ([`super::bitswap`]).
     pub bitswap: Toggle<super::bitswap::Bitswap>,
     /// Raw streams (`libp2p-stream`): the overlay's relay fallback

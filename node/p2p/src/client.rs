@@ -11,6 +11,7 @@ use super::inbound::Responder;
 use super::offers::{BondSnapshot, SignedOffer};
 use super::protocols::{
     AcceptRequest, AcceptResponse, AttestMessage, AttestResponse, ClusterHello, ClusterResponse,
+    HeartbeatRequest, HeartbeatResponse,
 };
 use super::rtt::Rtt;
 
@@ -44,8 +45,14 @@ pub(crate) enum Command {
         Box<AttestMessage>,
         oneshot::Sender<Result<AttestResponse, Error>>,
     ),
+    Heartbeat(
+        PeerId,
+        Box<HeartbeatRequest>,
+        oneshot::Sender<Result<HeartbeatResponse, Error>>,
+    ),
     RespondAccept(Responder<AcceptResponse>, AcceptResponse),
     RespondAttest(Responder<AttestResponse>, Box<AttestResponse>),
+    RespondHeartbeat(Responder<HeartbeatResponse>, Box<HeartbeatResponse>),
     RawGossip(Vec<u8>, oneshot::Sender<Result<(), Error>>),
     FindPeer(PeerId, oneshot::Sender<Vec<Multiaddr>>),
     NatStatus(oneshot::Sender<libp2p::autonat::NatStatus>),
@@ -273,6 +280,34 @@ impl Client {
         response: AttestResponse,
     ) -> Result<(), Error> {
         self.send(Command::RespondAttest(responder, Box::new(response)))
+            .await
+    }
+
+    /// Sends a provider's heartbeat to the job's orchestrator `peer` and returns its answer: a
+    /// signed receipt (check it with [`super::protocols::SignedReceipt::verify`] against the
+    /// escrow's `receipt_key` before keeping it), a refusal, or `RateLimited`.
+    ///
+    /// # Errors
+    /// [`Error::Request`] (dial failure, timeout, protocol or codec error), [`Error::Stopped`].
+    pub async fn request_receipt(
+        &self,
+        peer: PeerId,
+        request: HeartbeatRequest,
+    ) -> Result<HeartbeatResponse, Error> {
+        self.ask(|r| Command::Heartbeat(peer, Box::new(request), r))
+            .await?
+    }
+
+    /// Answers an inbound heartbeat ([`super::inbound::Inbound::Heartbeat`]).
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn respond_heartbeat(
+        &self,
+        responder: Responder<HeartbeatResponse>,
+        response: HeartbeatResponse,
+    ) -> Result<(), Error> {
+        self.send(Command::RespondHeartbeat(responder, Box::new(response)))
             .await
     }
 

@@ -1,5 +1,5 @@
 //! The event loop: sole owner of the [`Swarm`]; selects over swarm events, client commands and
-//! the market prune timer. Requests the node answers (accept, attest) go to the job engine with
+//! the market prune timer. Requests the node answers (accept, attest, heartbeat) go to the job engine with
 //! their response channel ([`super::inbound`]); the loop keeps no job state.
 
 use std::collections::{HashMap, HashSet};
@@ -21,16 +21,19 @@ use super::behaviour::{Behaviour, BehaviourEvent};
 use super::bitswap::DagFetches;
 use super::client::Command;
 use super::inbound::{Inbound, Responder};
-use super::limits::RateLimiter;
+use super::limits::{InFlight, RateLimiter};
 use super::listen::PendingListen;
 use super::offers::{BondSnapshot, Market, SignedOffer, verify_offer};
 use super::protocols::{
     self, ACCEPT_PROTOCOL, ATTEST_PROTOCOL, AcceptResponse, AttestMessage, AttestResponse,
-    CLUSTER_PROTOCOL, CborCodec, ClusterHello, ClusterResponse, RefusalReason,
+    CLUSTER_PROTOCOL, CborCodec, ClusterHello, ClusterResponse, HEARTBEAT_PROTOCOL,
+    HeartbeatRequest, HeartbeatResponse, RefusalReason,
 };
 use super::relayed::RelayRoutes;
 use super::rtt::RttMatrix;
-use super::{Config, Error, Event, INVALID_OFFER_WEIGHT, MAX_CLUSTER_JOBS};
+use super::{
+    Config, Error, Event, INVALID_OFFER_WEIGHT, MAX_CLUSTER_JOBS, MAX_HEARTBEATS_IN_FLIGHT,
+};
 
 type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
@@ -182,6 +185,11 @@ fn make_behaviour(
         attest: request_response::Behaviour::with_codec(
             CborCodec::new(protocols::MAX_ATTEST_BYTES),
             [(ATTEST_PROTOCOL, ProtocolSupport::Full)],
+            rr_config.clone(),
+        ),
+        heartbeat: request_response::Behaviour::with_codec(
+            CborCodec::new(protocols::MAX_HEARTBEAT_BYTES),
+            [(HEARTBEAT_PROTOCOL, ProtocolSupport::Full)],
             rr_config,
         ),
         bitswap: cfg.blockstore.clone().map(super::bitswap::behaviour).into(),
@@ -202,11 +210,14 @@ pub struct EventLoop {
     market: Market,
     rtts: RttMatrix,
     limiter: RateLimiter,
+    /// Heartbeats with the job engine, unanswered, per peer.
+    heartbeats_in_flight: InFlight,
     pending_listen: HashMap<ListenerId, PendingListen<Reply<Multiaddr>>>,
     pending_dial: HashMap<ConnectionId, Reply<PeerId>>,
     pending_accept: HashMap<OutboundRequestId, (PeerId, Reply<AcceptResponse>)>,
     pending_cluster: HashMap<OutboundRequestId, (PeerId, Reply<ClusterResponse>)>,
     pending_attest: HashMap<OutboundRequestId, (PeerId, Reply<AttestResponse>)>,
+    pending_heartbeat: HashMap<OutboundRequestId, (PeerId, Reply<HeartbeatResponse>)>,
     /// Own hello per job and the peers assigned to it (the only ones answered).
     clusters: HashMap<JobId, (ClusterHello, HashSet<PeerId>)>,
     /// Our address as each connected peer observed it (identify).
@@ -232,6 +243,7 @@ impl EventLoop {
         Ok(Self {
             swarm,
             limiter: RateLimiter::new(config.inbound_burst, config.inbound_per_second),
+            heartbeats_in_flight: InFlight::new(MAX_HEARTBEATS_IN_FLIGHT),
             config,
             topic,
             commands,
@@ -246,6 +258,7 @@ impl EventLoop {
             pending_accept: HashMap::new(),
             pending_cluster: HashMap::new(),
             pending_attest: HashMap::new(),
+            pending_heartbeat: HashMap::new(),
             clusters: HashMap::new(),
             observed: HashMap::new(),
             relays,
@@ -451,6 +464,15 @@ impl EventLoop {
                 let id = self.swarm.behaviour_mut().attest.send_request(&peer, *msg);
                 self.pending_attest.insert(id, (peer, reply));
             }
+            Command::Heartbeat(peer, request, reply) => {
+                self.relays.route(&mut self.swarm, &peer);
+                let id = self
+                    .swarm
+                    .behaviour_mut()
+                    .heartbeat
+                    .send_request(&peer, *request);
+                self.pending_heartbeat.insert(id, (peer, reply));
+            }
             Command::FindPeer(peer, reply) => {
                 let id = self.swarm.behaviour_mut().kad.get_closest_peers(peer);
                 self.pending_find.insert(id, (peer, reply));
@@ -482,6 +504,15 @@ impl EventLoop {
                     .swarm
                     .behaviour_mut()
                     .attest
+                    .send_response(responder.0, *response);
+            }
+            Command::RespondHeartbeat(responder, response) => {
+                // The request leaves `heartbeats_in_flight` when request-response reports the
+                // response sent (or the request failed).
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .heartbeat
                     .send_response(responder.0, *response);
             }
         }
@@ -544,6 +575,7 @@ impl EventLoop {
                 ..
             } => {
                 self.limiter.forget(&peer_id);
+                self.heartbeats_in_flight.forget(&peer_id);
                 self.observed.remove(&peer_id);
                 self.emit(Event::PeerDisconnected { peer: peer_id });
             }
@@ -574,6 +606,7 @@ impl EventLoop {
             BehaviourEvent::Accept(e) => self.on_accept(e),
             BehaviourEvent::Cluster(e) => self.on_cluster(e),
             BehaviourEvent::Attest(e) => self.on_attest(e),
+            BehaviourEvent::Heartbeat(e) => self.on_heartbeat(e),
             BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
                 id,
                 result: kad::QueryResult::GetClosestPeers(result),
@@ -822,6 +855,69 @@ impl EventLoop {
                     .attest
                     .send_response(responder.0, AttestResponse::RateLimited);
             }
+        }
+    }
+
+    /// A provider's heartbeat: per-peer token bucket, then at most
+    /// [`MAX_HEARTBEATS_IN_FLIGHT`] per peer with the engine, then the engine's channel; any
+    /// of them full answers `RateLimited` at once and hands nothing over.
+    fn on_heartbeat(
+        &mut self,
+        event: request_response::Event<HeartbeatRequest, HeartbeatResponse>,
+    ) {
+        let Some(event) = complete_outbound(&mut self.pending_heartbeat, event) else {
+            return;
+        };
+        match event {
+            request_response::Event::Message {
+                peer,
+                message:
+                    request_response::Message::Request {
+                        request_id,
+                        request,
+                        channel,
+                    },
+                ..
+            } => {
+                let admitted = if !self.allow(peer) {
+                    false
+                } else if self.heartbeats_in_flight.try_start(peer, request_id) {
+                    true
+                } else {
+                    tracing::debug!(target: "p2p", %peer, "heartbeat refused: too many in flight");
+                    self.emit(Event::RateLimited { peer });
+                    false
+                };
+                if !admitted {
+                    let _ = self
+                        .swarm
+                        .behaviour_mut()
+                        .heartbeat
+                        .send_response(channel, HeartbeatResponse::RateLimited);
+                    return;
+                }
+                let inbound = Inbound::Heartbeat {
+                    peer,
+                    request,
+                    responder: Responder(channel),
+                };
+                if let Err(e) = self.inbound.try_send(inbound)
+                    && let Inbound::Heartbeat { responder, .. } = e.into_inner()
+                {
+                    tracing::debug!(target: "p2p", %peer, "heartbeat not handed over: the engine is busy or gone");
+                    self.heartbeats_in_flight.finish(request_id);
+                    let _ = self
+                        .swarm
+                        .behaviour_mut()
+                        .heartbeat
+                        .send_response(responder.0, HeartbeatResponse::RateLimited);
+                }
+            }
+            request_response::Event::ResponseSent { request_id, .. }
+            | request_response::Event::InboundFailure { request_id, .. } => {
+                self.heartbeats_in_flight.finish(request_id);
+            }
+            _ => {}
         }
     }
 }

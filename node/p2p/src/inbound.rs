@@ -1,17 +1,24 @@
 //! Inbound requests the node, not the swarm, answers: accept requests (a provider's decision:
-//! capacity, price, reservations) and attestations (an orchestrator's record of a job it
-//! knows). The event loop rate-limits each peer, then hands the request with its response
-//! channel to the job engine over a bounded channel and sends whatever the engine answers
-//! through [`super::Client::respond_accept`] / [`super::Client::respond_attest`] (rust-libp2p's
-//! file-sharing example shape: the swarm's owner keeps no job state).
+//! capacity, price, reservations), attestations (an orchestrator's record of a job it
+//! knows) and heartbeats (an orchestrator's receipt for a provider's work, escrow v2). The
+//! event loop rate-limits each peer, then hands the request with its response channel to the
+//! job engine over a bounded channel and sends whatever the engine answers through
+//! [`super::Client::respond_accept`] / [`super::Client::respond_attest`] /
+//! [`super::Client::respond_heartbeat`] (rust-libp2p's file-sharing example shape: the swarm's
+//! owner keeps no job state).
 //!
 //! When the engine's channel is full or closed the loop answers at once — `RateLimited` —
-//! so no request waits for a timeout and no decision is taken twice.
+//! so no request waits for a timeout and no decision is taken twice. A peer has at most
+//! [`super::MAX_HEARTBEATS_IN_FLIGHT`] heartbeats with the engine at once; more are answered
+//! `RateLimited` too.
 
 use libp2p::PeerId;
 use libp2p::request_response::ResponseChannel;
 
-use super::protocols::{AcceptRequest, AcceptResponse, AttestMessage, AttestResponse};
+use super::protocols::{
+    AcceptRequest, AcceptResponse, AttestMessage, AttestResponse, HeartbeatRequest,
+    HeartbeatResponse,
+};
 
 /// Requests waiting for the engine at most (the channel's capacity).
 pub const INBOUND_CHANNEL: usize = 64;
@@ -42,5 +49,15 @@ pub enum Inbound {
         request: AttestMessage,
         /// Answer with [`super::Client::respond_attest`].
         responder: Responder<AttestResponse>,
+    },
+    /// A provider sends this node (as the job's orchestrator) its heartbeat and asks for a
+    /// receipt ([`super::protocols::heartbeat`]).
+    Heartbeat {
+        /// The sending peer (noise-authenticated).
+        peer: PeerId,
+        /// The heartbeat.
+        request: HeartbeatRequest,
+        /// Answer with [`super::Client::respond_heartbeat`].
+        responder: Responder<HeartbeatResponse>,
     },
 }

@@ -13,7 +13,8 @@
 //! **Protocols**: identify, ping (RTT matrix, [`rtt`](crate::rtt)), Kademlia (`/ganglion/kad/1`), AutoNAT
 //! v1, DCUtR, relay client (server opt-in), gossipsub offers ([`offers`](crate::offers)) on
 //! `ganglion/offers/1/<magic>`, and the request-response protocols of [`protocols`](crate::protocols):
-//! `/ganglion/accept/1`, `/ganglion/cluster/1`, `/ganglion/attest/1`; bitswap
+//! `/ganglion/accept/1`, `/ganglion/cluster/1`, `/ganglion/attest/1`, `/ganglion/heartbeat/1`
+//! (escrow v2 receipts, [`protocols::heartbeat`]); bitswap
 //! (`/ipfs/bitswap/1.2.0`, [`bitswap`](crate::bitswap)) over the storage crate's blockstore;
 //! raw streams (`libp2p-stream`, [`Client::streams`](crate::Client::streams)) for the
 //! overlay's relay fallback (`/ganglion/overlay-relay/1`, `ganglion_dispatch::overlay::relay`).
@@ -32,13 +33,15 @@
 //!
 //! **Caps.** Offers ≤ [`offers::MAX_OFFER_BYTES`](crate::offers::MAX_OFFER_BYTES); request-response frames ≤ the per-protocol
 //! caps in [`protocols`](crate::protocols), refused before being buffered; inbound requests per peer are limited
-//! by a token bucket ([`limits`](crate::limits)); at most [`MAX_CONCURRENT_STREAMS`](crate::MAX_CONCURRENT_STREAMS) concurrent streams per
-//! request-response protocol; cluster registrations are capped. Accept requests and
-//! attestations are answered by the job engine ([`inbound`](crate::inbound)), which keeps the
+//! by a token bucket ([`limits`](crate::limits)), and a peer has at most
+//! [`MAX_HEARTBEATS_IN_FLIGHT`](crate::MAX_HEARTBEATS_IN_FLIGHT) heartbeats waiting for the job engine; at most [`MAX_CONCURRENT_STREAMS`](crate::MAX_CONCURRENT_STREAMS) concurrent streams per
+//! request-response protocol; cluster registrations are capped. Accept requests,
+//! attestations and heartbeats are answered by the job engine ([`inbound`](crate::inbound)), which keeps the
 //! records; the loop keeps no job state.
 //!
 //! **Tests and numbers.** `tests/it/` (swarms on loopback, port 0, waits on events under a
-//! timeout): `swarm` (offers, accept, cluster, attest, relay, DCUtR, rate limits), `discovery`
+//! timeout): `swarm` (offers, accept, cluster, attest, relay, DCUtR, rate limits), `heartbeat`
+//! (receipts, refusals, back-pressure, floods), `discovery`
 //! (QUIC, Kademlia lookup, AutoNAT), `bonds` (offers against the indexer's bonds over real
 //! devnet blocks), `bitswap` (DAG hand-over between nodes and with Kubo's core); in the node,
 //! `node/tests/p2p_nat.rs` (root: runs `node/tests/p2p_nat.sh`, two nodes behind MASQUERADE
@@ -84,6 +87,11 @@ pub const COMMAND_CHANNEL: usize = 256;
 pub const EVENT_CHANNEL: usize = 1024;
 /// Concurrent inbound + outbound streams per request-response protocol and connection.
 pub const MAX_CONCURRENT_STREAMS: usize = 32;
+/// Heartbeats one peer may have with the job engine, unanswered, at once. A provider sends one
+/// per job per receipt interval and the engine answers in milliseconds, so 8 covers a provider
+/// on 8 jobs of one orchestrator whose heartbeats coincide; a flood cannot take more than 8 of
+/// the [`inbound::INBOUND_CHANNEL`] places.
+pub const MAX_HEARTBEATS_IN_FLIGHT: usize = 8;
 /// Gossipsub P4 weight for an invalid offer (score −10 × count² per offence; graylisted at −80).
 pub const INVALID_OFFER_WEIGHT: f64 = -10.0;
 /// Most jobs with registered cluster info.
@@ -333,7 +341,8 @@ pub type Parts = (
 /// Builds the swarm from `keypair` and `config`; `bonds` is the initial live-bond snapshot.
 /// Spawn [`EventLoop::run`] on a tokio runtime; it subscribes to the offer topic, listens on
 /// `config.listen` and dials `config.bootstrap`. Drain the inbound receiver (the job engine
-/// does): while it is full, the loop refuses accept requests and attestations as rate-limited.
+/// does): while it is full, the loop refuses accept requests, attestations and heartbeats as
+/// rate-limited.
 ///
 /// # Errors
 /// [`Error::Build`] when a transport or behaviour cannot be built, [`Error::Subscribe`].

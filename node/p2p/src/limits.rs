@@ -1,9 +1,12 @@
-//! Per-peer rate limits on inbound requests (token buckets).
+//! Per-peer limits on inbound requests: a token bucket over all request-response protocols
+//! ([`RateLimiter`]) and, for heartbeats, a cap on the requests waiting for the job engine's
+//! answer ([`InFlight`]).
 
 use std::collections::HashMap;
 use std::time::Instant;
 
 use libp2p::PeerId;
+use libp2p::request_response::InboundRequestId;
 
 /// A token bucket per peer: `burst` requests at once, refilled at `per_second`.
 ///
@@ -52,6 +55,73 @@ impl RateLimiter {
     }
 }
 
+/// At most `max` requests per peer handed to the job engine and not yet answered: one peer
+/// cannot take more than `max` places of the engine's inbound channel
+/// ([`crate::inbound::INBOUND_CHANNEL`]) however fast its token bucket refills.
+///
+/// A request leaves when its response was sent or it failed (answered, dropped unanswered,
+/// timed out, connection closed: request-response reports each), and every request of a peer
+/// leaves when its last connection closes ([`InFlight::forget`]). Only peers the
+/// [`RateLimiter`] lets through get here, so the map holds at most `max` ×
+/// [`MAX_TRACKED_PEERS`] entries.
+/// `Id` is the request's id (request-response's [`InboundRequestId`] in the event loop).
+#[derive(Debug)]
+pub struct InFlight<Id = InboundRequestId> {
+    max: usize,
+    requests: HashMap<Id, PeerId>,
+    per_peer: HashMap<PeerId, usize>,
+}
+
+impl<Id: std::hash::Hash + Eq> InFlight<Id> {
+    /// A cap of `max` unanswered requests per peer.
+    pub fn new(max: usize) -> Self {
+        Self {
+            max,
+            requests: HashMap::new(),
+            per_peer: HashMap::new(),
+        }
+    }
+
+    /// Counts request `id` of `peer` in flight; false (and nothing counted) when `peer` has
+    /// `max` in flight already.
+    pub fn try_start(&mut self, peer: PeerId, id: Id) -> bool {
+        if self.max == 0 {
+            return false;
+        }
+        let n = self.per_peer.entry(peer).or_insert(0);
+        if *n >= self.max {
+            return false;
+        }
+        *n += 1;
+        self.requests.insert(id, peer);
+        true
+    }
+
+    /// Request `id` was answered or failed. Unknown ids are ignored.
+    pub fn finish(&mut self, id: Id) {
+        if let Some(peer) = self.requests.remove(&id)
+            && let Some(n) = self.per_peer.get_mut(&peer)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_peer.remove(&peer);
+            }
+        }
+    }
+
+    /// Requests of `peer` in flight.
+    pub fn of(&self, peer: &PeerId) -> usize {
+        self.per_peer.get(peer).copied().unwrap_or(0)
+    }
+
+    /// Drops every request of `peer` (its last connection closed).
+    pub fn forget(&mut self, peer: &PeerId) {
+        if self.per_peer.remove(peer).is_some() {
+            self.requests.retain(|_, p| p != peer);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,5 +138,25 @@ mod tests {
         assert!(!l.allow(p, t + Duration::from_millis(500)));
         // another peer has its own bucket
         assert!(l.allow(PeerId::random(), t));
+    }
+
+    #[test]
+    fn in_flight_caps_each_peer_until_answers_come_back() {
+        let mut f = InFlight::new(2);
+        let (p, q) = (PeerId::random(), PeerId::random());
+        assert!(f.try_start(p, 1u64));
+        assert!(f.try_start(p, 2));
+        assert!(!f.try_start(p, 3), "a third is refused");
+        assert!(f.try_start(q, 4), "another peer has its own cap");
+        f.finish(1);
+        f.finish(99); // unknown: ignored
+        assert_eq!(f.of(&p), 1);
+        assert!(f.try_start(p, 5));
+        f.forget(&p);
+        assert_eq!(f.of(&p), 0);
+        assert_eq!(f.of(&q), 1);
+        f.finish(2); // forgotten already: ignored
+        assert_eq!(f.of(&q), 1);
+        assert!(!InFlight::new(0).try_start(p, 1u64));
     }
 }

@@ -1,4 +1,5 @@
-//! Request-response protocols: `accept`, `cluster`, `attest`. Names, messages, CBOR codec, caps.
+//! Request-response protocols: `accept`, `cluster`, `attest`, `heartbeat` ([`heartbeat`]).
+//! Names, messages, CBOR codec, caps.
 //!
 //! Every protocol name carries its version (`/ganglion/accept/1`); a breaking change gets a new
 //! name and both are served while old nodes remain. Messages are CBOR (`ciborium`, serde) framed
@@ -13,6 +14,12 @@ use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
 use libp2p::StreamProtocol;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+pub mod heartbeat;
+pub use heartbeat::{
+    HEARTBEAT_PROTOCOL, HeartbeatRefusal, HeartbeatRequest, HeartbeatResponse, MAX_HEARTBEAT_BYTES,
+    RankSummary, ReceiptBody, ReceiptError, SignedReceipt,
+};
 
 /// The `accept` protocol: orchestrator → provider.
 pub const ACCEPT_PROTOCOL: StreamProtocol = StreamProtocol::new("/ganglion/accept/1");

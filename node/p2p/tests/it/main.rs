@@ -3,6 +3,8 @@
 //!
 //! - `swarm`: offers, rejection, the accept round trip through the escrow validator, cluster
 //!   hellos, attestations, expiry, RTT, rate limits, relay and DCUtR.
+//! - `heartbeat`: heartbeats answered with signed receipts or typed refusals; back-pressure
+//!   from the engine's channel, floods and the per-peer cap on heartbeats in flight.
 //! - `discovery`: QUIC alongside TCP, Kademlia, AutoNAT.
 //! - `bitswap`: a UnixFS DAG handed over between nodes and with Kubo's own core.
 //! - `bonds`: offers against the indexer's active bonds over real devnet blocks.
@@ -14,4 +16,5 @@
 mod bitswap;
 mod bonds;
 mod discovery;
+mod heartbeat;
 mod swarm;

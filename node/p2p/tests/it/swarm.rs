@@ -17,7 +17,7 @@ use ganglion_p2p::inbound::Inbound;
 use ganglion_p2p::offers::{BondSnapshot, LiveBond, OfferBody, OfferRejection};
 use ganglion_p2p::protocols::{
     AcceptRequest, AcceptResponse, AttestMessage, AttestResponse, ClusterHello, ClusterResponse,
-    RefusalReason,
+    HeartbeatRefusal, HeartbeatResponse, RefusalReason,
 };
 use ganglion_p2p::{self as p2p, Client, Config, Event};
 use libp2p::identity::Keypair;
@@ -27,20 +27,20 @@ use tokio::task::JoinHandle;
 
 /// Upper bound on any single wait. Generous for a loaded 2-core CI machine; a healthy run
 /// takes well under a second per wait.
-const TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(30);
 const MAGIC: u64 = 42;
 
 /// Identity of test node `i`: its libp2p key, attest key, provider hash and bond.
 #[derive(Clone)]
-struct Ident {
+pub(crate) struct Ident {
     key: Keypair,
-    peer: PeerId,
+    pub(crate) peer: PeerId,
     attest: SigningKey,
     provider: KeyHash,
     bond: TxoRef,
 }
 
-fn ident(i: u8) -> Ident {
+pub(crate) fn ident(i: u8) -> Ident {
     let key = Keypair::ed25519_from_bytes([i + 1; 32]).expect("32-byte seed");
     Ident {
         peer: key.public().to_peer_id(),
@@ -64,7 +64,7 @@ fn live_bond(id: &Ident) -> LiveBond {
     }
 }
 
-fn test_config() -> Config {
+pub(crate) fn test_config() -> Config {
     Config {
         network_magic: MAGIC,
         listen: vec![],
@@ -75,19 +75,19 @@ fn test_config() -> Config {
     }
 }
 
-struct Node {
-    id: Ident,
-    client: Client,
-    events: Receiver<Event>,
-    inbound: Option<Receiver<Inbound>>,
-    addr: Multiaddr,
+pub(crate) struct Node {
+    pub(crate) id: Ident,
+    pub(crate) client: Client,
+    pub(crate) events: Receiver<Event>,
+    pub(crate) inbound: Option<Receiver<Inbound>>,
+    pub(crate) addr: Multiaddr,
     task: JoinHandle<()>,
 }
 
 impl Node {
     /// Answers every inbound request as a node that is no provider and takes part in no job:
-    /// accept requests `NotProvider`, attestations `UnknownJob`.
-    fn serve_as_bystander(&mut self) {
+    /// accept requests `NotProvider`, attestations and heartbeats `UnknownJob`.
+    pub(crate) fn serve_as_bystander(&mut self) {
         let mut inbound = self.inbound.take().expect("inbound not taken yet");
         let client = self.client.clone();
         tokio::spawn(async move {
@@ -106,13 +106,21 @@ impl Node {
                             .respond_attest(responder, AttestResponse::UnknownJob)
                             .await
                     }
+                    Inbound::Heartbeat { responder, .. } => {
+                        client
+                            .respond_heartbeat(
+                                responder,
+                                HeartbeatResponse::Refused(HeartbeatRefusal::UnknownJob),
+                            )
+                            .await
+                    }
                 };
             }
         });
     }
 }
 
-async fn start(id: Ident, bonds: BondSnapshot, config: Config) -> Node {
+pub(crate) async fn start(id: Ident, bonds: BondSnapshot, config: Config) -> Node {
     let (client, event_loop, events, inbound) =
         p2p::new(id.key.clone(), config, bonds).expect("swarm builds");
     let task = tokio::spawn(event_loop.run());
@@ -132,7 +140,10 @@ async fn start(id: Ident, bonds: BondSnapshot, config: Config) -> Node {
 }
 
 /// Waits for the first event `f` maps to `Some`, under [`TIMEOUT`].
-async fn wait_for<T>(events: &mut Receiver<Event>, mut f: impl FnMut(&Event) -> Option<T>) -> T {
+pub(crate) async fn wait_for<T>(
+    events: &mut Receiver<Event>,
+    mut f: impl FnMut(&Event) -> Option<T>,
+) -> T {
     tokio::time::timeout(TIMEOUT, async {
         loop {
             let e = events.recv().await.expect("event loop alive");

@@ -1,0 +1,587 @@
+//! `/ganglion/heartbeat/1`: a provider's heartbeat for a running job, answered by the job's
+//! orchestrator with a signed receipt (escrow protocol v2, `docs/escrow-v2.md`; DESIGN §3.2
+//! "Receipts").
+//!
+//! While a job runs, the provider at assignment `provider_index` sends one
+//! [`HeartbeatRequest`] per receipt interval to the orchestrator's node. When the orchestrator
+//! acknowledges the work it answers [`HeartbeatResponse::Receipt`]: a
+//! `ganglion_contracts::v2::signed::Receipt { job_id, provider_index, acknowledged_until_ms }`
+//! signed (ed25519) by the escrow's `receipt_key`. The provider keeps its best receipt (the
+//! latest `acknowledged_until_ms`) for its claim, where it bounds the pay (G1): `gpu_ms ≤ gpus ×
+//! (acknowledged_until + receipt_interval − started_at)`.
+//!
+//! The sender is the connection's peer id (noise-authenticated); the request itself carries no
+//! signature. The p2p layer only carries the messages and limits floods; whether a receipt is
+//! due (the job, its assignment, its deadline, the interval since the last one) is the job
+//! engine's judgement ([`crate::inbound::Inbound::Heartbeat`]).
+//!
+//! **Versioning.** Messages are CBOR maps keyed by field name. A receiver ignores fields it does
+//! not know, so a later revision may add optional fields (`#[serde(default)]`) under the same
+//! protocol name; a [`HeartbeatRefusal`] this node does not know decodes as
+//! [`HeartbeatRefusal::Unrecognised`]. Anything else (a field removed or retyped, a new
+//! [`HeartbeatResponse`] variant) is a new protocol name, `/ganglion/heartbeat/2`.
+
+use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::signed::Receipt;
+use libp2p::StreamProtocol;
+use serde::{Deserialize, Serialize};
+
+use super::Bounded;
+
+/// The `heartbeat` protocol: provider → the job's orchestrator.
+pub const HEARTBEAT_PROTOCOL: StreamProtocol = StreamProtocol::new("/ganglion/heartbeat/1");
+
+/// Cap on a `heartbeat` request or response, bytes. The largest messages (every number at
+/// `u64::MAX`, a 64-byte signature) encode to < 300 bytes; the rest is room for optional fields
+/// a later revision adds.
+pub const MAX_HEARTBEAT_BYTES: usize = 512;
+
+/// A provider's heartbeat: its ranks of a job are alive (or not), and how far they got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatRequest {
+    /// The job (escrow thread-token name).
+    pub job_id: JobId,
+    /// The provider's index in the escrow's assignments (the receipt's `provider_index`).
+    pub provider_index: u64,
+    /// The provider's ranks of the job, as its node sees them now.
+    pub ranks: RankSummary,
+    /// When the provider sent this, POSIX ms, by the provider's clock. Informational: the
+    /// orchestrator acknowledges by its own clock, never past its own now.
+    pub sent_at_ms: u64,
+}
+
+/// A compact summary of a provider's ranks of one job (one rank per GPU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RankSummary {
+    /// Ranks whose containers are running.
+    pub running: u32,
+    /// Ranks whose containers have exited (any exit code).
+    pub exited: u32,
+    /// GPU-milliseconds the provider's ranks have used so far in this job: monotone, never
+    /// decreasing between heartbeats of one job (the unit the attestation and the claim bound
+    /// use).
+    pub gpu_ms: u64,
+    /// The workload's own progress counter (steps, samples, …; unit the workload's), monotone,
+    /// when the workload reports one; `None` when it does not.
+    #[serde(default)]
+    pub progress: Option<u64>,
+}
+
+/// The fields of a `ganglion_contracts::v2::signed::Receipt` on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceiptBody {
+    /// The job.
+    pub job_id: JobId,
+    /// Index of the provider in the escrow's assignments.
+    pub provider_index: u64,
+    /// The orchestrator saw the provider's ranks alive up to here, POSIX ms.
+    pub acknowledged_until_ms: u64,
+}
+
+impl From<ReceiptBody> for Receipt {
+    fn from(b: ReceiptBody) -> Self {
+        Receipt {
+            job_id: b.job_id,
+            provider_index: b.provider_index,
+            acknowledged_until_ms: b.acknowledged_until_ms,
+        }
+    }
+}
+
+impl From<&Receipt> for ReceiptBody {
+    fn from(r: &Receipt) -> Self {
+        ReceiptBody {
+            job_id: r.job_id,
+            provider_index: r.provider_index,
+            acknowledged_until_ms: r.acknowledged_until_ms,
+        }
+    }
+}
+
+/// A receipt and its signature, as the escrow's `Claim` takes them (`SignedReceipt`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedReceipt {
+    /// What was signed.
+    pub receipt: ReceiptBody,
+    /// ed25519 signature (CBOR byte string of exactly 64 bytes) by the escrow's `receipt_key`
+    /// over `Receipt::signed_bytes()`.
+    #[serde(with = "signature_bytes")]
+    pub signature: [u8; 64],
+}
+
+/// Why a [`SignedReceipt`] is not the one a provider asked for.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReceiptError {
+    /// The receipt names another job.
+    #[error("receipt for job {got}, asked for {asked}")]
+    WrongJob {
+        /// The job asked about.
+        asked: JobId,
+        /// The job the receipt names.
+        got: JobId,
+    },
+    /// The receipt names another assignment.
+    #[error("receipt for assignment {got}, asked for {asked}")]
+    WrongProvider {
+        /// The provider index asked about.
+        asked: u64,
+        /// The index the receipt names.
+        got: u64,
+    },
+    /// The signature does not verify under the escrow's receipt key.
+    #[error("receipt signature: {0}")]
+    BadSignature(#[source] ganglion_contracts::Error),
+}
+
+impl SignedReceipt {
+    /// Signs `receipt` with the escrow's receipt key (the orchestrator's).
+    pub fn sign(receipt: &Receipt, receipt_key: &ed25519_dalek::SigningKey) -> Self {
+        use ed25519_dalek::Signer;
+        SignedReceipt {
+            receipt: receipt.into(),
+            signature: receipt_key.sign(&receipt.signed_bytes()).to_bytes(),
+        }
+    }
+
+    /// The contracts' receipt.
+    pub fn to_receipt(&self) -> Receipt {
+        self.receipt.into()
+    }
+
+    /// Checks that this receipt is for `job_id`'s assignment `provider_index` and is signed by
+    /// `receipt_key` (32 bytes, the escrow datum's `receipt_key`); returns the receipt.
+    ///
+    /// # Errors
+    /// [`ReceiptError::WrongJob`], [`ReceiptError::WrongProvider`],
+    /// [`ReceiptError::BadSignature`].
+    pub fn verify(
+        &self,
+        receipt_key: &[u8; 32],
+        job_id: JobId,
+        provider_index: u64,
+    ) -> Result<Receipt, ReceiptError> {
+        if self.receipt.job_id != job_id {
+            return Err(ReceiptError::WrongJob {
+                asked: job_id,
+                got: self.receipt.job_id,
+            });
+        }
+        if self.receipt.provider_index != provider_index {
+            return Err(ReceiptError::WrongProvider {
+                asked: provider_index,
+                got: self.receipt.provider_index,
+            });
+        }
+        let receipt = self.to_receipt();
+        ganglion_contracts::v2::signed::verify(
+            receipt_key,
+            &receipt.signed_bytes(),
+            &self.signature,
+        )
+        .map_err(ReceiptError::BadSignature)?;
+        Ok(receipt)
+    }
+}
+
+/// Why an orchestrator gives no receipt for a [`HeartbeatRequest`]. CBOR: a map with the
+/// variant's name under `refusal`, plus its fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "refusal")]
+#[non_exhaustive]
+pub enum HeartbeatRefusal {
+    /// The receiving node orchestrates no such job (or does not act as an orchestrator).
+    #[error("unknown job")]
+    UnknownJob,
+    /// The job's assignment `provider_index` does not exist or is not the sending peer's.
+    #[error("the assignment is not the sender's")]
+    NotAssigned,
+    /// The job is not assigned on chain yet (as the receiver's indexer sees it): send again
+    /// later.
+    #[error("the job is not assigned on chain yet")]
+    NotStarted,
+    /// The job is over for this provider (it attested, claimed, or the job was settled or
+    /// expired): no more receipts.
+    #[error("the job is finished")]
+    Finished,
+    /// The escrow's deadline has passed: work after it is not paid (G1), so nothing more is
+    /// acknowledged.
+    #[error("past the job's deadline of {deadline_ms} ms")]
+    PastDeadline {
+        /// The escrow's deadline, POSIX ms.
+        deadline_ms: u64,
+    },
+    /// Fewer of the provider's ranks are running than it was assigned (by the heartbeat or by
+    /// the orchestrator's own view of the job).
+    #[error("{running} of {expected} ranks running")]
+    RanksNotRunning {
+        /// Ranks running.
+        running: u32,
+        /// Ranks assigned (GPUs of the assignment).
+        expected: u32,
+    },
+    /// The heartbeat's GPU time went back: it is below what an earlier heartbeat reported.
+    #[error("GPU time went back from {acknowledged_gpu_ms} to {reported_gpu_ms} GPU-ms")]
+    ProgressWentBack {
+        /// The GPU-ms of the last acknowledged heartbeat.
+        acknowledged_gpu_ms: u64,
+        /// The GPU-ms this heartbeat reports.
+        reported_gpu_ms: u64,
+    },
+    /// A receipt was given less than one receipt interval ago: ask again from `retry_at_ms`.
+    #[error("too early: ask again at {retry_at_ms} ms")]
+    TooEarly {
+        /// When a new receipt is due, POSIX ms.
+        retry_at_ms: u64,
+    },
+    /// A reason from a later revision of the protocol that this node does not know.
+    #[serde(other)]
+    #[error("a refusal this node does not know")]
+    Unrecognised,
+}
+
+/// The orchestrator's answer to a [`HeartbeatRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HeartbeatResponse {
+    /// The work is acknowledged: here is the signed receipt.
+    Receipt(SignedReceipt),
+    /// No receipt, and why.
+    Refused(HeartbeatRefusal),
+    /// Too many requests from this peer, or the job engine is busy or gone: nothing was
+    /// recorded; send again at the next interval.
+    RateLimited,
+}
+
+impl Bounded for HeartbeatRequest {}
+impl Bounded for HeartbeatResponse {}
+
+/// A `[u8; 64]` as a CBOR byte string of exactly 64 bytes (serde has no impl for arrays over
+/// 32 elements).
+mod signature_bytes {
+    use serde::de::{self, Deserializer, Visitor};
+    use serde::ser::Serializer;
+
+    pub(super) fn serialize<S: Serializer>(sig: &[u8; 64], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(sig)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 64], D::Error> {
+        struct Bytes64;
+        impl Visitor<'_> for Bytes64 {
+            type Value = [u8; 64];
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a 64-byte signature")
+            }
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<[u8; 64], E> {
+                <[u8; 64]>::try_from(v).map_err(|_| E::invalid_length(v.len(), &self))
+            }
+        }
+        d.deserialize_bytes(Bytes64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{DecodeError, decode, encode, read_frame, write_frame};
+    use super::*;
+    use ciborium::Value;
+    use ed25519_dalek::SigningKey;
+    use proptest::prelude::*;
+
+    fn request() -> HeartbeatRequest {
+        HeartbeatRequest {
+            job_id: JobId([7; 32]),
+            provider_index: 1,
+            ranks: RankSummary {
+                running: 4,
+                exited: 0,
+                gpu_ms: 3_600_000,
+                progress: Some(120),
+            },
+            sent_at_ms: 1_700_000_000_000,
+        }
+    }
+
+    fn receipt() -> Receipt {
+        Receipt {
+            job_id: JobId([7; 32]),
+            provider_index: 1,
+            acknowledged_until_ms: 1_700_000_030_000,
+        }
+    }
+
+    fn key(i: u8) -> SigningKey {
+        SigningKey::from_bytes(&[i; 32])
+    }
+
+    fn frame(body: Vec<u8>) -> Vec<u8> {
+        let mut out = Vec::new();
+        futures::executor::block_on(write_frame(
+            &mut futures::io::Cursor::new(&mut out),
+            body,
+            1 << 20,
+        ))
+        .expect("writes to a Vec");
+        out
+    }
+
+    fn read<T: serde::de::DeserializeOwned + Bounded>(bytes: &[u8]) -> std::io::Result<T> {
+        futures::executor::block_on(read_frame(
+            &mut futures::io::Cursor::new(bytes),
+            MAX_HEARTBEAT_BYTES,
+        ))
+    }
+
+    fn cbor(v: &Value) -> Vec<u8> {
+        let mut out = Vec::new();
+        ciborium::into_writer(v, &mut out).expect("writes to a Vec");
+        out
+    }
+
+    fn text(s: &str) -> Value {
+        Value::Text(s.into())
+    }
+
+    #[test]
+    fn requests_and_every_response_round_trip_through_frames() {
+        let req = request();
+        assert_eq!(read::<HeartbeatRequest>(&frame(encode(&req))).unwrap(), req);
+        let responses = [
+            HeartbeatResponse::Receipt(SignedReceipt::sign(&receipt(), &key(1))),
+            HeartbeatResponse::Refused(HeartbeatRefusal::UnknownJob),
+            HeartbeatResponse::Refused(HeartbeatRefusal::PastDeadline { deadline_ms: 9 }),
+            HeartbeatResponse::Refused(HeartbeatRefusal::RanksNotRunning {
+                running: 1,
+                expected: 4,
+            }),
+            HeartbeatResponse::Refused(HeartbeatRefusal::ProgressWentBack {
+                acknowledged_gpu_ms: u64::MAX,
+                reported_gpu_ms: 0,
+            }),
+            HeartbeatResponse::Refused(HeartbeatRefusal::TooEarly { retry_at_ms: 5 }),
+            HeartbeatResponse::RateLimited,
+        ];
+        for resp in responses {
+            assert_eq!(
+                read::<HeartbeatResponse>(&frame(encode(&resp))).unwrap(),
+                resp
+            );
+        }
+    }
+
+    #[test]
+    fn the_largest_messages_fit_the_cap_with_room_to_spare() {
+        let req = HeartbeatRequest {
+            job_id: JobId([0xff; 32]),
+            provider_index: u64::MAX,
+            ranks: RankSummary {
+                running: u32::MAX,
+                exited: u32::MAX,
+                gpu_ms: u64::MAX,
+                progress: Some(u64::MAX),
+            },
+            sent_at_ms: u64::MAX,
+        };
+        let resp = HeartbeatResponse::Receipt(SignedReceipt {
+            receipt: ReceiptBody {
+                job_id: JobId([0xff; 32]),
+                provider_index: u64::MAX,
+                acknowledged_until_ms: u64::MAX,
+            },
+            signature: [0xff; 64],
+        });
+        let refusal = HeartbeatResponse::Refused(HeartbeatRefusal::ProgressWentBack {
+            acknowledged_gpu_ms: u64::MAX,
+            reported_gpu_ms: u64::MAX,
+        });
+        for len in [
+            encode(&req).len(),
+            encode(&resp).len(),
+            encode(&refusal).len(),
+        ] {
+            assert!(len < 300, "{len} bytes");
+        }
+    }
+
+    #[test]
+    fn an_oversized_frame_is_refused() {
+        // A request padded with an unknown field past the cap: refused on its length prefix.
+        let padded = Value::Map(vec![
+            (text("job_id"), text(&"07".repeat(32))),
+            (text("provider_index"), Value::Integer(1.into())),
+            (text("padding"), Value::Bytes(vec![0; MAX_HEARTBEAT_BYTES])),
+        ]);
+        let err = read::<HeartbeatRequest>(&frame(cbor(&padded))).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("more than"), "{err}");
+        assert!(matches!(
+            decode::<HeartbeatRequest>(&cbor(&padded), MAX_HEARTBEAT_BYTES),
+            Err(DecodeError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn garbled_messages_are_refused() {
+        let bytes = encode(&request());
+        for cut in 0..bytes.len() {
+            assert!(decode::<HeartbeatRequest>(&bytes[..cut], MAX_HEARTBEAT_BYTES).is_err());
+        }
+        let mut trailing = bytes.clone();
+        trailing.push(0);
+        assert!(matches!(
+            decode::<HeartbeatRequest>(&trailing, MAX_HEARTBEAT_BYTES),
+            Err(DecodeError::Trailing(1))
+        ));
+        // A negative provider index, a text where a number goes.
+        let mut wrong = cbor_of(&request());
+        set(&mut wrong, "provider_index", Value::Integer((-1).into()));
+        assert!(decode::<HeartbeatRequest>(&cbor(&wrong), MAX_HEARTBEAT_BYTES).is_err());
+        set(&mut wrong, "provider_index", text("1"));
+        assert!(decode::<HeartbeatRequest>(&cbor(&wrong), MAX_HEARTBEAT_BYTES).is_err());
+        // A missing field.
+        let mut missing = cbor_of(&request());
+        if let Value::Map(m) = &mut missing {
+            m.retain(|(k, _)| k != &text("ranks"));
+        }
+        assert!(decode::<HeartbeatRequest>(&cbor(&missing), MAX_HEARTBEAT_BYTES).is_err());
+    }
+
+    #[test]
+    fn a_signature_of_the_wrong_length_is_refused() {
+        for len in [0, 63, 65] {
+            let mut resp = cbor_of(&HeartbeatResponse::Receipt(SignedReceipt::sign(
+                &receipt(),
+                &key(1),
+            )));
+            let Value::Map(outer) = &mut resp else {
+                panic!("a map")
+            };
+            set(&mut outer[0].1, "signature", Value::Bytes(vec![1; len]));
+            assert!(
+                matches!(
+                    decode::<HeartbeatResponse>(&cbor(&resp), MAX_HEARTBEAT_BYTES),
+                    Err(DecodeError::Cbor(_))
+                ),
+                "{len}-byte signature"
+            );
+        }
+    }
+
+    #[test]
+    fn later_revisions_decode_unknown_fields_ignored_and_unknown_refusals_as_unrecognised() {
+        let mut extended = cbor_of(&request());
+        set(&mut extended, "rank_temperatures_c", Value::Array(vec![]));
+        assert_eq!(
+            decode::<HeartbeatRequest>(&cbor(&extended), MAX_HEARTBEAT_BYTES).unwrap(),
+            request()
+        );
+        let mut no_progress = cbor_of(&request());
+        if let Value::Map(m) = &mut no_progress {
+            for (k, v) in m.iter_mut() {
+                if k == &text("ranks")
+                    && let Value::Map(r) = v
+                {
+                    r.retain(|(k, _)| k != &text("progress"));
+                }
+            }
+        }
+        let decoded = decode::<HeartbeatRequest>(&cbor(&no_progress), MAX_HEARTBEAT_BYTES).unwrap();
+        assert_eq!(decoded.ranks.progress, None);
+        let future = Value::Map(vec![(
+            text("Refused"),
+            Value::Map(vec![
+                (text("refusal"), text("GpuOnFire")),
+                (text("temperature_c"), Value::Integer(120.into())),
+            ]),
+        )]);
+        assert_eq!(
+            decode::<HeartbeatResponse>(&cbor(&future), MAX_HEARTBEAT_BYTES).unwrap(),
+            HeartbeatResponse::Refused(HeartbeatRefusal::Unrecognised)
+        );
+    }
+
+    #[test]
+    fn a_signed_receipt_verifies_for_its_job_and_index_only() {
+        let signed = SignedReceipt::sign(&receipt(), &key(1));
+        let receipt_key = key(1).verifying_key().to_bytes();
+        assert_eq!(
+            signed.verify(&receipt_key, JobId([7; 32]), 1).unwrap(),
+            receipt()
+        );
+        ganglion_contracts::v2::signed::verify(
+            &receipt_key,
+            &receipt().signed_bytes(),
+            &signed.signature,
+        )
+        .expect("the contracts' check agrees");
+        assert!(matches!(
+            signed.verify(&key(2).verifying_key().to_bytes(), JobId([7; 32]), 1),
+            Err(ReceiptError::BadSignature(_))
+        ));
+        assert!(matches!(
+            signed.verify(&receipt_key, JobId([8; 32]), 1),
+            Err(ReceiptError::WrongJob { .. })
+        ));
+        assert!(matches!(
+            signed.verify(&receipt_key, JobId([7; 32]), 0),
+            Err(ReceiptError::WrongProvider { asked: 0, got: 1 })
+        ));
+        let mut stretched = signed.clone();
+        stretched.receipt.acknowledged_until_ms += 1;
+        assert!(matches!(
+            stretched.verify(&receipt_key, JobId([7; 32]), 1),
+            Err(ReceiptError::BadSignature(_))
+        ));
+    }
+
+    fn cbor_of<T: Serialize>(msg: &T) -> Value {
+        ciborium::from_reader(encode(msg).as_slice()).expect("our own CBOR")
+    }
+
+    /// Sets (or adds) `key` in a CBOR map.
+    fn set(map: &mut Value, key: &str, value: Value) {
+        let Value::Map(entries) = map else {
+            panic!("not a map: {map:?}")
+        };
+        match entries.iter_mut().find(|(k, _)| k == &text(key)) {
+            Some((_, v)) => *v = value,
+            None => entries.push((text(key), value)),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn heartbeats_and_receipts_round_trip(
+            job in any::<[u8; 32]>(), index in any::<u64>(), running in any::<u32>(),
+            exited in any::<u32>(), gpu_ms in any::<u64>(), progress in any::<Option<u64>>(),
+            at in any::<u64>(), sig in proptest::collection::vec(any::<u8>(), 64),
+        ) {
+            let req = HeartbeatRequest {
+                job_id: JobId(job),
+                provider_index: index,
+                ranks: RankSummary { running, exited, gpu_ms, progress },
+                sent_at_ms: at,
+            };
+            prop_assert_eq!(decode::<HeartbeatRequest>(&encode(&req), MAX_HEARTBEAT_BYTES).unwrap(), req);
+            let mut signature = [0; 64];
+            signature.copy_from_slice(&sig);
+            let resp = HeartbeatResponse::Receipt(SignedReceipt {
+                receipt: ReceiptBody { job_id: JobId(job), provider_index: index, acknowledged_until_ms: at },
+                signature,
+            });
+            prop_assert_eq!(decode::<HeartbeatResponse>(&encode(&resp), MAX_HEARTBEAT_BYTES).unwrap(), resp);
+            let refusal = HeartbeatResponse::Refused(HeartbeatRefusal::ProgressWentBack {
+                acknowledged_gpu_ms: gpu_ms, reported_gpu_ms: at,
+            });
+            prop_assert_eq!(decode::<HeartbeatResponse>(&encode(&refusal), MAX_HEARTBEAT_BYTES).unwrap(), refusal);
+        }
+
+        #[test]
+        fn garbage_never_panics_the_heartbeat_decoders(bytes in proptest::collection::vec(any::<u8>(), 0..1024)) {
+            let _ = decode::<HeartbeatRequest>(&bytes, MAX_HEARTBEAT_BYTES);
+            let _ = decode::<HeartbeatResponse>(&bytes, MAX_HEARTBEAT_BYTES);
+            let _ = read::<HeartbeatRequest>(&bytes);
+            let _ = read::<HeartbeatResponse>(&bytes);
+        }
+    }
+}
