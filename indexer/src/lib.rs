@@ -36,6 +36,6 @@ pub mod watch;
 
 pub use apply::{Applied, Indexer, Notification, Point};
 pub use error::{Error, Result};
-pub use event::{Event, Meta, Payment, Record};
-pub use view::{JobStatus, JobView};
+pub use event::{ClaimOutcome, Event, Meta, Payment, ReceiptTerms, Record, Slash};
+pub use view::{ClaimView, JobStatus, JobView};
 pub use watch::Watch;
