@@ -3,8 +3,8 @@
 
 use ganglion_cardano::txo::TxoRef;
 use ganglion_contracts::datum::JobId;
-use ganglion_contracts::v2::datum::BondDatum;
 use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::v2::datum::BondDatum;
 use serde::{Deserialize, Serialize};
 
 use crate::apply::{Indexer, parse};

@@ -90,7 +90,7 @@ pub fn classify(watch: &Watch, reference: TxoRef, o: &Output) -> Result<Tracked,
     match &watch.params {
         Params::V1(p) => v1::classify(&watch.script_hash, p, reference, o),
         Params::V2(p) => match v2::classify(&watch.script_hash, p, reference, o)? {
-            v2::Found::Live(t) => Ok(t),
+            v2::Found::Live(t) => Ok(*t),
             v2::Found::Burnt { job_id, .. } => Err(format!(
                 "burnt slash of job {job_id}: never spendable, not tracked"
             )),

@@ -403,4 +403,37 @@ mod tests {
             .count();
         assert_eq!(cancels, 1, "one cancellation, not two: {:?}", fx.events);
     }
+
+    #[test]
+    fn records_stored_before_v2_still_read_with_v1_assignments_converted() {
+        let v1 = ganglion_contracts::datum::Assignment {
+            provider: [3; 28],
+            attest_key: [4; 32],
+            gpus: 2,
+            rate: 5,
+        };
+        let mut json = serde_json::json!({
+            "type": "JobAssigned",
+            "job_id": JobId([1; 32]),
+            "assignments": [v1],
+            "started_at_ms": 9,
+            "escrow": TxoRef { tx_hash: [2; 32], index: 0 },
+        });
+        let event: Event = serde_json::from_value(json.clone()).expect("a v1 record reads");
+        let Event::JobAssigned { assignments, .. } = &event else {
+            panic!("{event:?}")
+        };
+        assert_eq!(assignments, &vec![assignment(&v1)]);
+        assert_eq!(assignments[0].payout, Payout::enterprise([3; 28]));
+        // A record in v2's shape reads as written.
+        let v2 = v2::datum::Assignment {
+            accept_by_ms: 77,
+            ..assignment(&v1)
+        };
+        json["assignments"] = serde_json::json!([v2]);
+        let event: Event = serde_json::from_value(json).expect("a v2 record reads");
+        assert!(
+            matches!(&event, Event::JobAssigned { assignments, .. } if assignments == &vec![v2])
+        );
+    }
 }

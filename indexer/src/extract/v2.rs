@@ -20,7 +20,7 @@ use crate::watch::payment_key;
 /// An output at the script address that carries a well-formed v2 datum.
 pub(super) enum Found {
     /// An authentic escrow or bond.
-    Live(Tracked),
+    Live(Box<Tracked>),
     /// A `Burnt{job_id}` output: slashed NTX nobody may spend (counted only in the expire
     /// of `job_id`).
     Burnt {
@@ -61,13 +61,18 @@ pub(super) fn classify(
                 ));
             }
         }
-        GanglionDatum::Burnt(job_id) => return Ok(Found::Burnt { job_id: *job_id, ntx }),
+        GanglionDatum::Burnt(job_id) => {
+            return Ok(Found::Burnt {
+                job_id: *job_id,
+                ntx,
+            });
+        }
     }
-    Ok(Found::Live(Tracked {
+    Ok(Found::Live(Box::new(Tracked {
         reference,
         datum: Datum::V2(datum),
         ntx,
-    }))
+    })))
 }
 
 fn escrow(t: &Tracked) -> Option<&EscrowDatum> {
@@ -251,7 +256,7 @@ pub(super) fn extract(script_hash: &PolicyId, params: &Params, scan: &Scan) -> T
     for &i in &scan.ours {
         let reference = scan.reference(i);
         match classify(script_hash, params, reference, &scan.outputs[i]) {
-            Ok(Found::Live(t)) => fx.created.push(t),
+            Ok(Found::Live(t)) => fx.created.push(*t),
             Ok(Found::Burnt { job_id, ntx }) => burnt.push((reference, job_id, ntx)),
             Err(reason) => fx.events.push(Event::Ignored {
                 utxo: reference,
