@@ -505,3 +505,17 @@ fn rolling_back_a_claim_or_an_expire_undoes_it() {
     }
     assert_eq!(all(&ix), all(&replay(r, r.blocks.len())));
 }
+
+#[test]
+fn rolling_back_to_any_block_equals_replaying_up_to_it() {
+    let r = run();
+    for n in 0..r.blocks.len() {
+        let ix = replay(r, r.blocks.len());
+        let target = (n > 0).then(|| {
+            let t = replay(r, n).tip().expect("tip").expect("some");
+            (t.slot, t.hash)
+        });
+        ix.roll_back_to(target).expect("within the undo window");
+        assert_eq!(all(&ix), all(&replay(r, n)), "rolled back to block {n}");
+    }
+}
