@@ -96,10 +96,7 @@ fn main() {
             b.wrapped
         })
         .collect();
-    let watch = Watch {
-        script_hash: h.dep.script.hash,
-        params: h.dep.params.clone(),
-    };
+    let watch = Watch::v1(h.dep.script.hash, h.dep.params.clone());
 
     let r1 = report(
         "real fixtures (7 blocks)",

@@ -1,9 +1,11 @@
 //! Marketplace events extracted from the chain, each with where it happened.
 
 use ganglion_cardano::txo::TxoRef;
-use ganglion_contracts::datum::{Assignment, JobId};
+use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::redeemer::Attestation;
+use ganglion_contracts::v2::datum::Assignment;
+use ganglion_contracts::v2::payout::Payout;
 use serde::{Deserialize, Serialize};
 
 /// Where an event happened.
@@ -23,7 +25,7 @@ pub struct Meta {
     pub tx_index: u32,
 }
 
-/// NTX paid to a key by a settle or an expire.
+/// NTX paid to a key by a settle or an expire (v1) or a claim (v2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Payment {
     /// Payment key hash of the payee.
@@ -33,7 +35,52 @@ pub struct Payment {
     pub ntx: u64,
 }
 
+/// The receipt terms of a v2 escrow (`docs/escrow-v2.md`): who signs receipts and how often.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceiptTerms {
+    /// The orchestrator's ed25519 receipt key (32 bytes): signs `Receipt{job_id,
+    /// provider_index, acknowledged_until}`.
+    #[serde(with = "hex::serde")]
+    pub key: [u8; 32],
+    /// Milliseconds between two receipts: a claim counts at most one interval past its
+    /// receipt (DESIGN §3.1 G1).
+    pub interval_ms: u64,
+}
+
+/// What a v2 claim left of the escrow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+pub enum ClaimOutcome {
+    /// Other assignments are still unclaimed: the escrow continues here, less the pay.
+    Continues {
+        /// The continuing escrow UTxO.
+        escrow: TxoRef,
+    },
+    /// The last claim: the thread token is burnt and the rest refunded to the orchestrator.
+    Closed {
+        /// NTX base units refunded to the orchestrator (`outputs[1]`).
+        refund: u64,
+    },
+}
+
+/// One defaulter's bond slashed by a v2 expire (DESIGN §3.1 G4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Slash {
+    /// The defaulting provider's key hash.
+    #[serde(with = "hex::serde")]
+    pub provider: KeyHash,
+    /// Its index in the escrow's assignments.
+    pub index: u64,
+    /// NTX base units taken from its bond: `min(stake, gpus × rate × window / 3 600 000)`.
+    pub amount: u64,
+}
+
 /// One marketplace event. Amounts are NTX base units; times POSIX ms.
+///
+/// One enum serves both escrow protocols: where v2 widened a shape the event holds the v2
+/// type and v1 is converted into it (assignments: `extract::v1`), v2-only facts are
+/// optional or default to empty under v1, and [`Event::JobSettled`] is v1-only (v2 pays
+/// through [`Event::JobClaimed`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum Event {
@@ -54,6 +101,10 @@ pub enum Event {
         stake: u64,
         /// The bond UTxO.
         bond: TxoRef,
+        /// Where the provider's claims pay: its full payout address, payment key and stake
+        /// credential (v2; `None` under v1, whose bonds record none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        payout: Option<Payout>,
     },
     /// A bond started unbonding.
     BondUnbonding {
@@ -103,12 +154,21 @@ pub enum Event {
         deadline_ms: u64,
         /// The escrow UTxO.
         escrow: TxoRef,
+        /// Receipt key and interval (v2; `None` under v1).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        receipts: Option<ReceiptTerms>,
+        /// Milliseconds after the deadline during which claims stay possible, from the
+        /// deployment's parameters (v2; `None` under v1).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        claim_window_ms: Option<u64>,
     },
     /// The job was assigned to providers.
     JobAssigned {
         /// Job id.
         job_id: JobId,
-        /// Providers, GPUs, rates.
+        /// Providers, GPUs, rates, payout addresses and accept-by times (v1 assignments
+        /// converted: `extract::v1`).
+        #[serde(deserialize_with = "crate::extract::v1::assignments")]
         assignments: Vec<Assignment>,
         /// POSIX ms.
         started_at_ms: u64,
@@ -119,7 +179,29 @@ pub enum Event {
         #[serde(default, with = "hex_bytes_list")]
         acceptances: Vec<Vec<u8>>,
     },
-    /// The job settled: every attestation and every payment.
+    /// A v2 claim paid assignment `index` for its attested GPU time.
+    JobClaimed {
+        /// Job id.
+        job_id: JobId,
+        /// Index of the assignment paid.
+        index: u64,
+        /// The provider's key hash.
+        #[serde(with = "hex::serde")]
+        provider: KeyHash,
+        /// Where the pay went (the assignment's payout address).
+        payout: Payout,
+        /// GPU-milliseconds attested.
+        gpu_ms: u64,
+        /// NTX base units paid (`outputs[0]`): `⌊gpu_ms × rate / 3 600 000⌋`.
+        paid: u64,
+        /// POSIX ms the orchestrator's receipt acknowledged, if the claim carried one.
+        acknowledged_until_ms: Option<u64>,
+        /// The provider's signed attestation (result and log CIDs, exit code).
+        attestation: ganglion_contracts::v2::redeemer::Attestation,
+        /// Whether the escrow continues or closed (with the refund).
+        outcome: ClaimOutcome,
+    },
+    /// The job settled (v1 only): every attestation and every payment.
     JobSettled {
         /// Job id.
         job_id: JobId,
@@ -137,19 +219,33 @@ pub enum Event {
         /// NTX refunded.
         refund: u64,
     },
-    /// The job expired: attested providers paid, the rest refunded, defaulters slashed.
+    /// The job expired: the rest refunded, defaulters slashed; under v1 attested providers
+    /// are paid here too.
     JobExpired {
         /// Job id.
         job_id: JobId,
-        /// Attestations of the providers that finished.
+        /// Attestations of the providers that finished (v1; empty under v2, where they
+        /// claimed).
         attestations: Vec<Attestation>,
-        /// Payments to them.
+        /// Payments to them (v1; empty under v2).
         payments: Vec<Payment>,
-        /// Assigned providers that never attested.
+        /// Assigned providers that never attested (v1) or never claimed (v2), whether or not
+        /// their bond was slashed.
         #[serde(with = "hex_list")]
         defaulters: Vec<KeyHash>,
-        /// NTX refunded to the orchestrator (slashes included).
+        /// NTX refunded to the orchestrator (`outputs[0]`), slashes recovered included.
         refund: u64,
+        /// The bonds slashed, per defaulter (v2; v1 slashes are [`Event::BondSlashed`]
+        /// only).
+        #[serde(default)]
+        slashes: Vec<Slash>,
+        /// NTX base units of the slashes the orchestrator recovered: `min(Σ slashes, paid)`
+        /// (v2).
+        #[serde(default)]
+        recovered: u64,
+        /// NTX base units of the slashes locked for good in a `Burnt{job_id}` output (v2).
+        #[serde(default)]
+        burnt: u64,
     },
     /// An output at the script address that is not an authentic escrow or bond.
     Ignored {
@@ -166,6 +262,7 @@ impl Event {
         match self {
             Self::JobLocked { job_id, .. }
             | Self::JobAssigned { job_id, .. }
+            | Self::JobClaimed { job_id, .. }
             | Self::JobSettled { job_id, .. }
             | Self::JobCancelled { job_id, .. }
             | Self::JobExpired { job_id, .. }

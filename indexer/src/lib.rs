@@ -1,9 +1,10 @@
 //! # ganglion-indexer
 //!
-//! Learns Ganglion's on-chain state from blocks: provider bonds, job escrows, assignments,
-//! settlements, cancellations and expiries, each event with its slot, block and transaction;
-//! survives rollbacks (undo records for the last k blocks) and crashes (one atomic batch per
-//! block, a durable cursor); answers the node, the RPC and auditors.
+//! Learns Ganglion's on-chain state from blocks (escrow protocol v1 or v2): provider bonds,
+//! job escrows, assignments, claims, settlements, cancellations and expiries, each event with
+//! its slot, block and transaction; survives rollbacks (undo records for the last k blocks)
+//! and crashes (one atomic batch per block, a durable cursor); answers the node, the RPC and
+//! auditors.
 //!
 //! [`sync::run`] follows a node or relay ([`follow::Source`]: N2N, N2C socket, N2C TCP) into
 //! an [`Indexer`], which can also be fed directly with [`Indexer::apply_block`] and
@@ -12,8 +13,10 @@
 //!
 //! Modules:
 //! - [`event`]: the events and where they happened.
-//! - [`watch`]: which deployment (script hash, parameters) to look for.
-//! - [`extract`]: transaction → effects and events, pure; authentic UTxOs only.
+//! - [`watch`]: which deployment (script hash, parameters, and with them the protocol: v1 or
+//!   v2) to look for.
+//! - [`extract`]: transaction → effects and events, pure; authentic UTxOs only; a reader
+//!   per protocol.
 //! - [`follow`]: chainsync (+ blockfetch) clients as a stream of roll-forward/backward.
 //! - [`sync`]: the follow loop: intersect, apply, reconnect with backoff.
 //! - [`store`]: the ordered key space ([`store::MemoryKv`] spec, [`store::SledKv`] on disk).
@@ -36,6 +39,6 @@ pub mod watch;
 
 pub use apply::{Applied, Indexer, Notification, Point};
 pub use error::{Error, Result};
-pub use event::{Event, Meta, Payment, Record};
-pub use view::{JobStatus, JobView};
+pub use event::{ClaimOutcome, Event, Meta, Payment, ReceiptTerms, Record, Slash};
+pub use view::{ClaimView, JobStatus, JobView};
 pub use watch::Watch;

@@ -2,8 +2,9 @@
 //! state from blocks fewer than `depth` blocks deep is tentative (it may still roll back).
 
 use ganglion_cardano::txo::TxoRef;
-use ganglion_contracts::datum::{BondDatum, GanglionDatum, JobId};
+use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::v2::datum::BondDatum;
 use serde::{Deserialize, Serialize};
 
 use crate::apply::{Indexer, parse};
@@ -30,11 +31,12 @@ pub struct Confirmed<T> {
 pub struct ActiveBond {
     /// The bond UTxO.
     pub bond: TxoRef,
-    /// Its datum.
+    /// Its datum, in v2's shape (a v1 bond's payout is its provider's enterprise address).
     pub datum: BondDatum,
     /// NTX staked.
     pub stake: u64,
-    /// GPUs backed minus GPUs in jobs still assigned.
+    /// GPUs backed minus GPUs in assignments not finished: jobs still assigned, and under
+    /// v2 the unclaimed assignments of jobs being claimed.
     pub free_gpus: u64,
 }
 
@@ -45,9 +47,9 @@ pub struct ProviderSummary {
     pub bonds: Vec<ActiveBond>,
     /// Jobs it was assigned.
     pub jobs: Vec<JobId>,
-    /// NTX earned from settled and expired jobs.
+    /// NTX earned from settled and expired jobs (v1) and claims (v2).
     pub earnings: u64,
-    /// Jobs it was assigned and never attested.
+    /// Jobs it was assigned and never attested (v1) or claimed (v2) before they expired.
     pub defaults: Vec<JobId>,
     /// NTX slashed from its bonds.
     pub slashed: u64,
@@ -143,18 +145,23 @@ impl<S: Kv> Indexer<S> {
     /// # Errors
     /// Store errors.
     pub fn active_bonds(&self) -> Result<Vec<ActiveBond>> {
-        let assigned = self.jobs_by_status(JobStatus::Assigned)?;
+        let mut busy_jobs = self.jobs_by_status(JobStatus::Assigned)?;
+        busy_jobs.extend(self.jobs_by_status(JobStatus::Claiming)?);
         let mut out = Vec::new();
         for t in self.live_utxos()? {
-            if let GanglionDatum::Bond(b) = t.datum {
-                if b.unbonding_since_ms.is_some()
-                    || t.ntx < crate::extract::min_stake(self.watch(), b.gpus)
-                {
+            if let Some(b) = t.datum.bond() {
+                if b.unbonding_since_ms.is_some() || t.ntx < self.watch().min_stake(b.gpus) {
                     continue;
                 }
-                let busy: u64 = assigned
+                let busy: u64 = busy_jobs
                     .iter()
-                    .flat_map(|j| j.assignments.iter())
+                    .flat_map(|j| {
+                        j.assignments
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, _)| !j.has_claimed(*i))
+                            .map(|(_, a)| a)
+                    })
                     .filter(|a| a.provider == b.provider)
                     .map(|a| a.gpus)
                     .sum();

@@ -1,19 +1,24 @@
 //! Read models kept up to date by [`crate::Indexer`]: a job's view with its full history.
 
-use ganglion_contracts::datum::{Assignment, JobId};
+use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::v2::datum::Assignment;
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Event, Payment, Record};
+use crate::event::{ClaimOutcome, Event, Payment, ReceiptTerms, Record};
 
 /// Where a job stands, as the chain says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum JobStatus {
     /// Locked, not assigned.
     Locked,
-    /// Assigned to providers.
+    /// Assigned to providers; none has claimed yet (v2) or settled (v1).
     Assigned,
-    /// Settled: providers paid.
+    /// v2: some assignments claimed, the escrow continues for the others.
+    Claiming,
+    /// v2: every assignment claimed; the escrow closed and the rest was refunded.
+    Claimed,
+    /// v1: settled, providers paid.
     Settled,
     /// Cancelled by the orchestrator.
     Cancelled,
@@ -40,12 +45,40 @@ pub struct JobView {
     pub deadline_ms: u64,
     /// Current status.
     pub status: JobStatus,
-    /// Providers, once assigned.
+    /// Providers, once assigned (v1 assignments converted: their payout is the provider's
+    /// enterprise address, accept-by 0).
+    #[serde(deserialize_with = "crate::extract::v1::assignments")]
     pub assignments: Vec<Assignment>,
-    /// Payments to providers, once settled or expired.
+    /// Payments to providers: from the settle or expire (v1), from each claim (v2), in
+    /// chain order.
     pub payments: Vec<Payment>,
+    /// Receipt key and interval (v2; `None` under v1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipts: Option<ReceiptTerms>,
+    /// POSIX ms after which no claim is possible and the escrow may expire: the deadline
+    /// plus the deployment's claim window (v2; `None` under v1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_window_end_ms: Option<u64>,
+    /// Per assignment (same order as `assignments`), its claim once made (v2; empty until
+    /// assigned and under v1).
+    #[serde(default)]
+    pub claims: Vec<Option<ClaimView>>,
     /// Every event of the job, oldest first.
     pub history: Vec<Record>,
+}
+
+/// One assignment's claim (v2), as the view keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimView {
+    /// GPU-milliseconds attested.
+    pub gpu_ms: u64,
+    /// NTX base units paid.
+    pub paid: u64,
+    /// POSIX ms the orchestrator's receipt acknowledged, if the claim carried one.
+    pub acknowledged_until_ms: Option<u64>,
+    /// The claim transaction's id.
+    #[serde(with = "hex::serde")]
+    pub tx_hash: [u8; 32],
 }
 
 impl JobView {
@@ -59,6 +92,8 @@ impl JobView {
                 gpus,
                 budget,
                 deadline_ms,
+                receipts,
+                claim_window_ms,
                 ..
             } => Some(Self {
                 job_id: *job_id,
@@ -70,6 +105,9 @@ impl JobView {
                 status: JobStatus::Locked,
                 assignments: Vec::new(),
                 payments: Vec::new(),
+                receipts: *receipts,
+                claim_window_end_ms: claim_window_ms.map(|w| deadline_ms.saturating_add(w)),
+                claims: Vec::new(),
                 history: vec![record.clone()],
             }),
             _ => None,
@@ -82,6 +120,39 @@ impl JobView {
             Event::JobAssigned { assignments, .. } => {
                 self.status = JobStatus::Assigned;
                 self.assignments = assignments.clone();
+                if self.receipts.is_some() {
+                    self.claims = vec![None; assignments.len()];
+                }
+            }
+            Event::JobClaimed {
+                index,
+                provider,
+                gpu_ms,
+                paid,
+                acknowledged_until_ms,
+                outcome,
+                ..
+            } => {
+                self.status = match outcome {
+                    ClaimOutcome::Continues { .. } => JobStatus::Claiming,
+                    ClaimOutcome::Closed { .. } => JobStatus::Claimed,
+                };
+                let claim = ClaimView {
+                    gpu_ms: *gpu_ms,
+                    paid: *paid,
+                    acknowledged_until_ms: *acknowledged_until_ms,
+                    tx_hash: record.meta.tx_hash,
+                };
+                if let Some(slot) = usize::try_from(*index)
+                    .ok()
+                    .and_then(|i| self.claims.get_mut(i))
+                {
+                    *slot = Some(claim);
+                }
+                self.payments.push(Payment {
+                    to: *provider,
+                    ntx: *paid,
+                });
             }
             Event::JobSettled { payments, .. } => {
                 self.status = JobStatus::Settled;
@@ -90,14 +161,16 @@ impl JobView {
             Event::JobCancelled { .. } => self.status = JobStatus::Cancelled,
             Event::JobExpired { payments, .. } => {
                 self.status = JobStatus::Expired;
-                self.payments = payments.clone();
+                // v2 claims paid before; v1 pays here.
+                self.payments.extend(payments.iter().cloned());
             }
             _ => {}
         }
         self.history.push(record.clone());
     }
 
-    /// Providers that were assigned and never attested (from the `JobExpired` event).
+    /// Providers that were assigned and never attested (v1) or claimed (v2), from the
+    /// `JobExpired` event.
     pub fn defaulters(&self) -> Vec<KeyHash> {
         self.history
             .iter()
@@ -107,6 +180,24 @@ impl JobView {
             })
             .flatten()
             .collect()
+    }
+
+    /// NTX base units paid to providers so far (settle, expire or claims).
+    pub fn paid(&self) -> u64 {
+        self.payments.iter().map(|p| p.ntx).sum()
+    }
+
+    /// Whether assignment `index` has claimed (v2).
+    pub fn has_claimed(&self, index: usize) -> bool {
+        self.claims.get(index).is_some_and(Option::is_some)
+    }
+
+    /// Whether the escrow still holds funds on-chain (locked, assigned or claiming).
+    pub fn is_open(&self) -> bool {
+        matches!(
+            self.status,
+            JobStatus::Locked | JobStatus::Assigned | JobStatus::Claiming
+        )
     }
 
     /// Height of the latest event.

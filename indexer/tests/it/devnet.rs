@@ -148,10 +148,7 @@ pub(crate) async fn deploy(chain: &Chain) -> (Deployment, Watch) {
         .into_iter()
         .find(|u| u.reference.tx_hash == b.hash)
         .expect("reference script output");
-    let watch = Watch {
-        script_hash: script.hash,
-        params: params.clone(),
-    };
+    let watch = Watch::v1(script.hash, params.clone());
     (
         Deployment {
             params,

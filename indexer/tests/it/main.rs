@@ -9,3 +9,4 @@ mod follow;
 mod rollback;
 mod scenario;
 mod store;
+mod v2;

@@ -104,10 +104,7 @@ pub(crate) fn run() -> Run {
     );
     h.run(junk, &orch, &[]).expect("junk payment");
 
-    let watch = Watch {
-        script_hash: h.dep.script.hash,
-        params: h.dep.params.clone(),
-    };
+    let watch = Watch::v1(h.dep.script.hash, h.dep.params.clone());
     Run {
         watch,
         blocks: blocks_of(&h.world.applied),

@@ -185,8 +185,8 @@ pub(crate) fn on_attestation<S: Kv, E: Executor>(
 mod tests {
     use super::*;
     use ed25519_dalek::SigningKey;
-    use ganglion_contracts::datum::Assignment;
     use ganglion_contracts::signed::{AttestationBody, sign};
+    use ganglion_contracts::v2::datum::Assignment;
 
     fn key(i: u8) -> SigningKey {
         SigningKey::from_bytes(&[i; 32])
@@ -205,11 +205,16 @@ mod tests {
                 .map(|i| Assignment {
                     provider: [i; 28],
                     attest_key: key(i).verifying_key().to_bytes(),
+                    payout: ganglion_contracts::v2::payout::Payout::enterprise([i; 28]),
                     gpus: 1,
                     rate: 10,
+                    accept_by_ms: 0,
                 })
                 .collect(),
             payments: vec![],
+            receipts: None,
+            claim_window_end_ms: None,
+            claims: vec![],
             history: vec![],
         }
     }

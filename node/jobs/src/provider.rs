@@ -283,7 +283,7 @@ async fn step<S: Kv + 'static, E: Executor + 'static>(
                         Some(i) => {
                             let mut d = r.detail.clone();
                             d.index = Some(i as u64);
-                            d.assignments = v.assignments.clone();
+                            d.assignments = v.assignments.iter().map(v1_assignment).collect();
                             ctx.store.set_detail::<ProviderRole>(&job, d)?;
                             apply(ctx, &job, ProviderEvent::AssignmentSeen)?;
                         }
@@ -744,6 +744,17 @@ async fn settle_if_abandoned<S: Kv, E: Executor>(
         .await
 }
 
+/// An indexed assignment (v2's shape) in the v1 shape this node's records keep until the
+/// node moves to protocol v2.
+fn v1_assignment(a: &ganglion_contracts::v2::datum::Assignment) -> Assignment {
+    Assignment {
+        provider: a.provider,
+        attest_key: a.attest_key,
+        gpus: a.gpus,
+        rate: a.rate,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -874,11 +885,13 @@ mod tests {
     }
 
     fn assigned(budget: u64, deadline_ms: u64) -> ganglion_indexer::JobView {
-        let a = |p: u8| Assignment {
+        let a = |p: u8| ganglion_contracts::v2::datum::Assignment {
             provider: [p; 28],
             attest_key: [p; 32],
+            payout: ganglion_contracts::v2::payout::Payout::enterprise([p; 28]),
             gpus: 2,
             rate: 3_600_000,
+            accept_by_ms: 0,
         };
         ganglion_indexer::JobView {
             job_id: JobId([3; 32]),
@@ -890,6 +903,9 @@ mod tests {
             status: JobStatus::Assigned,
             assignments: vec![a(1), a(2)],
             payments: vec![],
+            receipts: None,
+            claim_window_end_ms: None,
+            claims: vec![],
             history: vec![],
         }
     }

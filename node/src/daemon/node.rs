@@ -200,7 +200,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> Result<(), 
     let (env, deployment) = chain::resolve(&settings, &preset, &endpoint).await?;
     let watch = Watch {
         script_hash: deployment.script.hash,
-        params: deployment.params.clone(),
+        params: deployment.params.clone().into(),
     };
     let indexer = Arc::new(Indexer::new(
         SledKv::open(&dir.indexer_db())?,

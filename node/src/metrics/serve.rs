@@ -201,7 +201,8 @@ mod tests {
                 min_bond_per_gpu: 1,
                 unbonding_delay_ms: 1,
                 slash_bps: 1,
-            },
+            }
+            .into(),
         };
         let collector = Arc::new(Collector::new(Sources {
             store: store.clone(),

@@ -56,7 +56,8 @@ pub(crate) fn with_offline_namespaces(api: ganglion_node::rpc::Api) -> ganglion_
             min_bond_per_gpu: 1,
             unbonding_delay_ms: 1,
             slash_bps: 1,
-        },
+        }
+        .into(),
     };
     let indexer = std::sync::Arc::new(ganglion_indexer::Indexer::new(
         ganglion_indexer::store::MemoryKv::new(),

@@ -153,7 +153,7 @@ impl Chain {
             },
             watch: Watch {
                 script_hash: script.hash,
-                params,
+                params: params.into(),
             },
             settle_grace_ms: 600_000,
         };

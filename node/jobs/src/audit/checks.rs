@@ -11,9 +11,9 @@
 
 use cid::Cid;
 use ganglion_contracts::build::pay_for;
-use ganglion_contracts::datum::Assignment;
 use ganglion_contracts::redeemer::Attestation;
 use ganglion_contracts::signed::{self, Acceptance, AttestationBody};
+use ganglion_contracts::v2::datum::Assignment;
 use ganglion_indexer::event::{Event, Payment};
 use ganglion_indexer::{JobStatus, Record};
 

@@ -6,6 +6,7 @@ use ganglion_contracts::datum::GanglionDatum;
 use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::tx::TxoRef;
 use ganglion_indexer::event::Event;
+use ganglion_indexer::extract::Datum;
 use ganglion_indexer::query::Confirmed;
 use ganglion_indexer::store::Kv;
 use ganglion_indexer::{Indexer, JobStatus, JobView};
@@ -38,6 +39,8 @@ fn status_text(s: JobStatus) -> &'static str {
     match s {
         JobStatus::Locked => "locked",
         JobStatus::Assigned => "assigned",
+        JobStatus::Claiming => "claiming",
+        JobStatus::Claimed => "claimed",
         JobStatus::Settled => "settled",
         JobStatus::Cancelled => "cancelled",
         JobStatus::Expired => "expired",
@@ -148,7 +151,7 @@ pub fn bonds_of<S: Kv>(
     let active = indexer.active_bonds()?;
     let mut out = Vec::new();
     for t in indexer.live_utxos()? {
-        if let GanglionDatum::Bond(b) = &t.datum
+        if let Datum::V1(GanglionDatum::Bond(b)) = &t.datum
             && b.provider == *provider
         {
             let free = active
@@ -187,7 +190,7 @@ pub fn provider_key<S: Kv>(indexer: &Indexer<S>, key: &str) -> Result<KeyHash, A
     })?;
     let bytes = peer.to_bytes();
     for t in indexer.live_utxos()? {
-        if let GanglionDatum::Bond(b) = t.datum
+        if let Datum::V1(GanglionDatum::Bond(b)) = t.datum
             && b.peer_id == bytes
         {
             return Ok(b.provider);

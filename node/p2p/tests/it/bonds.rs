@@ -97,7 +97,7 @@ async fn p2p_offers_are_checked_against_the_indexers_active_bonds() {
 
     let watch = Watch {
         script_hash: h.dep.script.hash,
-        params: h.dep.params.clone(),
+        params: h.dep.params.clone().into(),
     };
     let ix = Indexer::new(MemoryKv::new(), watch, 10);
     for b in &blocks[..bonded_txs] {

@@ -1,66 +1,83 @@
-//! Block → events: pure functions over pallas-traverse transactions and the set of live
-//! script UTxOs (escrows and bonds) the store already knows.
-//!
-//! Only authentic UTxOs count: an escrow must hold its thread token (policy = script hash,
-//! name = job id), a bond its bond token (name = provider key hash) and at least
-//! `min_bond_per_gpu × gpus` NTX, and both need a well-formed inline datum. Anything else at
-//! the script address becomes an [`Event::Ignored`] with the reason. Transactions whose
-//! scripts failed (`is_valid = false`) only consume collateral and yield nothing.
-
-use std::collections::BTreeMap;
+//! Protocol v1 (`ganglion`): its datums and redeemers read into events, and v1 shapes
+//! converted into the v2 shapes the events and views hold (deleted with v1).
 
 use ganglion_cardano::txo::TxoRef;
 use ganglion_contracts::datum::{BondDatum, EscrowDatum, GanglionDatum, JobId, JobState};
-use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::params::{KeyHash, Params, PolicyId};
 use ganglion_contracts::redeemer::SpendRedeemer;
 use ganglion_contracts::tx::Output;
-use pallas_primitives::conway::RedeemerTag;
-use pallas_traverse::{MultiEraOutput, MultiEraTx};
-use serde::{Deserialize, Serialize};
+use ganglion_contracts::v2;
+use ganglion_contracts::v2::payout::Payout;
+use serde::{Deserialize, Deserializer};
 
+use super::{Datum, Scan, Tracked, TxEffects, drop_ignored};
 use crate::event::{Event, Payment};
-use crate::watch::{Watch, payment_key};
+use crate::watch::payment_key;
 
-/// A live, authentic script UTxO.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tracked {
-    /// Where it is.
-    pub reference: TxoRef,
-    /// Its datum.
-    pub datum: GanglionDatum,
-    /// NTX base units it holds.
-    pub ntx: u64,
+/// A v1 assignment in v2's shape: paid at the provider's enterprise address (v1 pays the
+/// provider's payment key); accept-by 0 (v1 acceptances carry none).
+pub(crate) fn assignment(a: &ganglion_contracts::datum::Assignment) -> v2::datum::Assignment {
+    v2::datum::Assignment {
+        provider: a.provider,
+        attest_key: a.attest_key,
+        payout: Payout::enterprise(a.provider),
+        gpus: a.gpus,
+        rate: a.rate,
+        accept_by_ms: 0,
+    }
 }
 
-/// What one transaction does to the indexer's state.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TxEffects {
-    /// Script UTxOs it spent.
-    pub spent: Vec<TxoRef>,
-    /// Authentic script UTxOs it created.
-    pub created: Vec<Tracked>,
-    /// Events, in order.
-    pub events: Vec<Event>,
+/// A v1 bond in v2's shape: its payout is the provider's enterprise address.
+pub(crate) fn bond(b: &BondDatum) -> v2::datum::BondDatum {
+    v2::datum::BondDatum {
+        provider: b.provider,
+        attest_key: b.attest_key,
+        peer_id: b.peer_id.clone(),
+        payout: Payout::enterprise(b.provider),
+        gpus: b.gpus,
+        unbonding_since_ms: b.unbonding_since_ms,
+    }
 }
 
-/// NTX a bond backing `gpus` GPUs must hold.
-pub fn min_stake(watch: &Watch, gpus: u64) -> u64 {
-    watch.params.min_bond_per_gpu.saturating_mul(gpus)
+/// Serde: a list of assignments as stored, v2's shape or (records written before v2) v1's,
+/// converted by [`assignment`].
+///
+/// # Errors
+/// An entry of neither shape.
+pub(crate) fn assignments<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<v2::datum::Assignment>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Stored {
+        V2(v2::datum::Assignment),
+        V1(ganglion_contracts::datum::Assignment),
+    }
+    Ok(Vec::<Stored>::deserialize(d)?
+        .into_iter()
+        .map(|s| match s {
+            Stored::V2(a) => a,
+            Stored::V1(a) => assignment(&a),
+        })
+        .collect())
 }
 
-/// Classifies an output at the script address: authentic escrow or bond (token and
-/// well-formed datum), or why not. A bond's minimum stake is checked where it is posted
-/// ([`extract_tx`]); a slashed bond may continue below it and is then not active.
-pub fn classify(watch: &Watch, reference: TxoRef, o: &Output) -> Result<Tracked, String> {
+/// Classifies a v1 output at the script address (see [`super::classify`]).
+pub(crate) fn classify(
+    script_hash: &PolicyId,
+    params: &Params,
+    reference: TxoRef,
+    o: &Output,
+) -> Result<Tracked, String> {
     let datum = o
         .datum
         .as_ref()
         .ok_or_else(|| "no inline datum".to_string())?;
     let datum = GanglionDatum::from_plutus_data(datum).map_err(|e| e.to_string())?;
-    let ntx = o.value.quantity_of(&watch.params.ntx);
+    let ntx = o.value.quantity_of(&params.ntx);
     match &datum {
         GanglionDatum::Escrow(e) => {
-            if o.value.quantity(&watch.script_hash, &e.job_id.0) != 1 {
+            if o.value.quantity(script_hash, &e.job_id.0) != 1 {
                 return Err(format!(
                     "escrow of job {} without its thread token",
                     e.job_id
@@ -68,7 +85,7 @@ pub fn classify(watch: &Watch, reference: TxoRef, o: &Output) -> Result<Tracked,
             }
         }
         GanglionDatum::Bond(b) => {
-            if o.value.quantity(&watch.script_hash, &b.provider) != 1 {
+            if o.value.quantity(script_hash, &b.provider) != 1 {
                 return Err(format!(
                     "bond of {} without its bond token",
                     hex::encode(b.provider)
@@ -78,106 +95,56 @@ pub fn classify(watch: &Watch, reference: TxoRef, o: &Output) -> Result<Tracked,
     }
     Ok(Tracked {
         reference,
-        datum,
+        datum: Datum::V1(datum),
         ntx,
     })
 }
 
-/// The raw address bytes of an output without parsing them (Byron outputs: none).
-fn raw_address<'a>(o: &'a MultiEraOutput<'_>) -> Option<&'a [u8]> {
-    use pallas_primitives::{babbage, conway};
-    match o {
-        MultiEraOutput::AlonzoCompatible(x, _) => Some(&x.address),
-        MultiEraOutput::Babbage(x) => match &***x {
-            babbage::TransactionOutput::Legacy(x) => Some(&x.address),
-            babbage::TransactionOutput::PostAlonzo(x) => Some(&x.address),
-        },
-        MultiEraOutput::Conway(x) => match &***x {
-            conway::TransactionOutput::Legacy(x) => Some(&x.address),
-            conway::TransactionOutput::PostAlonzo(x) => Some(&x.address),
-        },
-        MultiEraOutput::Byron(_) => None,
-        _ => None,
+fn datum(t: &Tracked) -> Option<&GanglionDatum> {
+    match &t.datum {
+        Datum::V1(d) => Some(d),
+        Datum::V2(_) => None,
     }
 }
 
-fn spend_redeemers(tx: &MultiEraTx<'_>) -> BTreeMap<u32, SpendRedeemer> {
-    tx.redeemers()
-        .iter()
-        .filter(|r| r.tag() == RedeemerTag::Spend)
-        .filter_map(|r| Some((r.index(), SpendRedeemer::from_plutus_data(r.data()).ok()?)))
-        .collect()
-}
-
 fn escrow(t: &Tracked) -> Option<&EscrowDatum> {
-    match &t.datum {
+    match datum(t)? {
         GanglionDatum::Escrow(e) => Some(e),
         GanglionDatum::Bond(_) => None,
     }
 }
 
-fn bond(t: &Tracked) -> Option<&BondDatum> {
-    match &t.datum {
+fn bond_of(t: &Tracked) -> Option<&BondDatum> {
+    match datum(t)? {
         GanglionDatum::Bond(b) => Some(b),
         GanglionDatum::Escrow(_) => None,
     }
 }
 
 /// Payments in the first `n` outputs, and the NTX of the output after them (the refund).
-fn payouts(watch: &Watch, outputs: &[Output], n: usize) -> (Vec<Payment>, u64) {
+fn payouts(params: &Params, outputs: &[Output], n: usize) -> (Vec<Payment>, u64) {
     let payments = outputs
         .iter()
         .take(n)
         .map(|o| Payment {
             to: payment_key(&o.address).unwrap_or_default(),
-            ntx: o.value.quantity_of(&watch.params.ntx),
+            ntx: o.value.quantity_of(&params.ntx),
         })
         .collect();
     let refund = outputs
         .get(n)
-        .map(|o| o.value.quantity_of(&watch.params.ntx))
+        .map(|o| o.value.quantity_of(&params.ntx))
         .unwrap_or(0);
     (payments, refund)
 }
 
-/// The effects of one transaction. `live` answers whether an input is a live script UTxO.
-pub fn extract_tx(
-    watch: &Watch,
-    tx: &MultiEraTx<'_>,
-    live: &dyn Fn(&TxoRef) -> Option<Tracked>,
-) -> TxEffects {
+/// The effects of one transaction under v1.
+pub(crate) fn extract(script_hash: &PolicyId, params: &Params, scan: &Scan) -> TxEffects {
     let mut fx = TxEffects::default();
-    if !tx.is_valid() {
-        return fx;
-    }
-    let chain_outputs = tx.outputs();
-    let ours: Vec<usize> = chain_outputs
-        .iter()
-        .enumerate()
-        .filter(|(_, o)| raw_address(o).is_some_and(|a| watch.is_script_address(a)))
-        .map(|(i, _)| i)
-        .collect();
-    // Fast path: no script output and no live script input → nothing to do.
-    let inputs = tx.inputs();
-    let spends_ours = inputs.iter().any(|i| {
-        live(&TxoRef {
-            tx_hash: **i.hash(),
-            index: i.index(),
-        })
-        .is_some()
-    });
-    if ours.is_empty() && !spends_ours {
-        return fx;
-    }
-    let tx_hash = *tx.hash();
-    let outputs: Vec<Output> = chain_outputs.iter().map(Output::from_chain).collect();
-    for i in ours {
-        let o = &outputs[i];
-        let reference = TxoRef {
-            tx_hash,
-            index: i as u64,
-        };
-        match classify(watch, reference, o) {
+    let outputs = &scan.outputs;
+    for &i in &scan.ours {
+        let reference = scan.reference(i);
+        match classify(script_hash, params, reference, &outputs[i]) {
             Ok(t) => fx.created.push(t),
             Err(reason) => fx.events.push(Event::Ignored {
                 utxo: reference,
@@ -185,21 +152,17 @@ pub fn extract_tx(
             }),
         }
     }
-
-    let redeemers = spend_redeemers(tx);
-    let mut spent: Vec<(Tracked, Option<SpendRedeemer>)> = Vec::new();
-    // Inputs are a set: pallas' `inputs_sorted_set` sorts and drops repeats, so an input
-    // listed twice (refused by Conway's decoder, silently merged before protocol version 9)
-    // is counted once and redeemer indices point into the deduplicated set, as the ledger's.
-    for (i, input) in tx.inputs_sorted_set().iter().enumerate() {
-        let reference = TxoRef {
-            tx_hash: **input.hash(),
-            index: input.index(),
-        };
-        if let Some(t) = live(&reference) {
-            spent.push((t, redeemers.get(&(i as u32)).cloned()));
-        }
-    }
+    let spent: Vec<(&Tracked, Option<SpendRedeemer>)> = scan
+        .spent
+        .iter()
+        .map(|(t, r)| {
+            (
+                t,
+                r.as_ref()
+                    .and_then(|r| SpendRedeemer::from_plutus_data(r).ok()),
+            )
+        })
+        .collect();
     fx.spent = spent.iter().map(|(t, _)| t.reference).collect();
 
     let created_escrow = |id: &JobId| {
@@ -210,11 +173,12 @@ pub fn extract_tx(
     let created_bond = |p: &KeyHash| {
         fx.created
             .iter()
-            .find(|t| bond(t).is_some_and(|b| b.provider == *p))
+            .find(|t| bond_of(t).is_some_and(|b| b.provider == *p))
     };
     let mut events = Vec::new();
     for (t, redeemer) in &spent {
-        match (&t.datum, redeemer) {
+        let Some(d) = datum(t) else { continue };
+        match (d, redeemer) {
             (GanglionDatum::Escrow(e), Some(SpendRedeemer::Assign { acceptances, .. })) => {
                 if let Some(next) = created_escrow(&e.job_id)
                     && let Some(EscrowDatum {
@@ -228,7 +192,7 @@ pub fn extract_tx(
                 {
                     events.push(Event::JobAssigned {
                         job_id: e.job_id,
-                        assignments: assignments.clone(),
+                        assignments: assignments.iter().map(assignment).collect(),
                         started_at_ms: *started_at_ms,
                         escrow: next.reference,
                         acceptances: acceptances.clone(),
@@ -236,7 +200,7 @@ pub fn extract_tx(
                 }
             }
             (GanglionDatum::Escrow(e), Some(SpendRedeemer::Settle { attestations })) => {
-                let (payments, refund) = payouts(watch, &outputs, attestations.len());
+                let (payments, refund) = payouts(params, outputs, attestations.len());
                 events.push(Event::JobSettled {
                     job_id: e.job_id,
                     attestations: attestations.clone(),
@@ -248,7 +212,7 @@ pub fn extract_tx(
                 let refund = outputs
                     .iter()
                     .filter(|o| payment_key(&o.address) == Some(e.orchestrator))
-                    .map(|o| o.value.quantity_of(&watch.params.ntx))
+                    .map(|o| o.value.quantity_of(&params.ntx))
                     .sum();
                 events.push(Event::JobCancelled {
                     job_id: e.job_id,
@@ -256,7 +220,7 @@ pub fn extract_tx(
                 });
             }
             (GanglionDatum::Escrow(e), Some(SpendRedeemer::Expire { attestations })) => {
-                let (payments, refund) = payouts(watch, &outputs, attestations.len());
+                let (payments, refund) = payouts(params, outputs, attestations.len());
                 let defaulters = match &e.state {
                     JobState::Open => Vec::new(),
                     JobState::Assigned { assignments, .. } => assignments
@@ -274,11 +238,14 @@ pub fn extract_tx(
                     payments,
                     defaulters,
                     refund,
+                    slashes: Vec::new(),
+                    recovered: 0,
+                    burnt: 0,
                 });
             }
             (GanglionDatum::Bond(b), Some(SpendRedeemer::Unbond)) => {
                 if let Some(next) = created_bond(&b.provider)
-                    && let Some(since_ms) = bond(next).and_then(|n| n.unbonding_since_ms)
+                    && let Some(since_ms) = bond_of(next).and_then(|n| n.unbonding_since_ms)
                 {
                     events.push(Event::BondUnbonding {
                         provider: b.provider,
@@ -305,8 +272,8 @@ pub fn extract_tx(
         }
     }
     for t in &fx.created {
-        match &t.datum {
-            GanglionDatum::Escrow(e)
+        match datum(t) {
+            Some(GanglionDatum::Escrow(e))
                 if !spent
                     .iter()
                     .any(|(s, _)| escrow(s).is_some_and(|x| x.job_id == e.job_id)) =>
@@ -320,14 +287,16 @@ pub fn extract_tx(
                     budget: e.budget,
                     deadline_ms: e.deadline_ms,
                     escrow: t.reference,
+                    receipts: None,
+                    claim_window_ms: None,
                 })
             }
-            GanglionDatum::Bond(b)
+            Some(GanglionDatum::Bond(b))
                 if !spent
                     .iter()
-                    .any(|(s, _)| bond(s).is_some_and(|x| x.provider == b.provider)) =>
+                    .any(|(s, _)| bond_of(s).is_some_and(|x| x.provider == b.provider)) =>
             {
-                let min = min_stake(watch, b.gpus);
+                let min = params.min_bond_per_gpu.saturating_mul(b.gpus);
                 if t.ntx < min {
                     events.push(Event::Ignored {
                         utxo: t.reference,
@@ -345,30 +314,26 @@ pub fn extract_tx(
                     gpus: b.gpus,
                     stake: t.ntx,
                     bond: t.reference,
+                    payout: None,
                 })
             }
             _ => {}
         }
     }
-    let ignored: Vec<TxoRef> = events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Ignored { utxo, .. } => Some(*utxo),
-            _ => None,
-        })
-        .collect();
-    fx.created.retain(|t| !ignored.contains(&t.reference));
     fx.events.extend(events);
+    drop_ignored(&mut fx);
     fx
 }
 
 #[cfg(test)]
 mod tests {
-    use ganglion_contracts::datum::JobId;
-    use ganglion_contracts::params::{AssetClass, Params};
+    use ganglion_contracts::params::AssetClass;
     use pallas_codec::minicbor::{self, Encoder};
+    use pallas_traverse::MultiEraTx;
 
     use super::*;
+    use crate::extract::extract_tx;
+    use crate::watch::Watch;
 
     /// `[body {0: #6.258([x, x]), 1: [], 2: 200000}, {5: [[0, 0, Cancel, [1, 1]]]}, true, null]`.
     fn spending_twice(x: &TxoRef) -> Vec<u8> {
@@ -398,22 +363,22 @@ mod tests {
             policy: [0x4e; 28],
             name: b"NTX".to_vec(),
         };
-        let watch = Watch {
-            script_hash: [0x5c; 28],
-            params: Params {
+        let watch = Watch::v1(
+            [0x5c; 28],
+            Params {
                 ntx,
                 min_bond_per_gpu: 100,
                 unbonding_delay_ms: 1,
                 slash_bps: 0,
             },
-        };
+        );
         let escrow = TxoRef {
             tx_hash: [0xe5; 32],
             index: 0,
         };
         let tracked = Tracked {
             reference: escrow,
-            datum: GanglionDatum::Escrow(EscrowDatum {
+            datum: Datum::V1(GanglionDatum::Escrow(EscrowDatum {
                 job_id: JobId([1; 32]),
                 orchestrator: [2; 28],
                 spec: vec![1, 2, 3],
@@ -422,7 +387,7 @@ mod tests {
                 budget: 10,
                 deadline_ms: 1,
                 state: JobState::Open,
-            }),
+            })),
             ntx: 10,
         };
         let bytes = spending_twice(&escrow);
@@ -437,5 +402,38 @@ mod tests {
             .filter(|e| matches!(e, Event::JobCancelled { .. }))
             .count();
         assert_eq!(cancels, 1, "one cancellation, not two: {:?}", fx.events);
+    }
+
+    #[test]
+    fn records_stored_before_v2_still_read_with_v1_assignments_converted() {
+        let v1 = ganglion_contracts::datum::Assignment {
+            provider: [3; 28],
+            attest_key: [4; 32],
+            gpus: 2,
+            rate: 5,
+        };
+        let mut json = serde_json::json!({
+            "type": "JobAssigned",
+            "job_id": JobId([1; 32]),
+            "assignments": [v1],
+            "started_at_ms": 9,
+            "escrow": TxoRef { tx_hash: [2; 32], index: 0 },
+        });
+        let event: Event = serde_json::from_value(json.clone()).expect("a v1 record reads");
+        let Event::JobAssigned { assignments, .. } = &event else {
+            panic!("{event:?}")
+        };
+        assert_eq!(assignments, &vec![assignment(&v1)]);
+        assert_eq!(assignments[0].payout, Payout::enterprise([3; 28]));
+        // A record in v2's shape reads as written.
+        let v2 = v2::datum::Assignment {
+            accept_by_ms: 77,
+            ..assignment(&v1)
+        };
+        json["assignments"] = serde_json::json!([v2]);
+        let event: Event = serde_json::from_value(json).expect("a v2 record reads");
+        assert!(
+            matches!(&event, Event::JobAssigned { assignments, .. } if assignments == &vec![v2])
+        );
     }
 }

@@ -1,0 +1,215 @@
+//! Block → events: pure functions over pallas-traverse transactions and the set of live
+//! script UTxOs (escrows and bonds) the store already knows.
+//!
+//! Only authentic UTxOs count: an escrow must hold its thread token (policy = script hash,
+//! name = job id), a bond its bond token (name = provider key hash) and at least
+//! `min_bond_per_gpu × gpus` NTX, and both need a well-formed inline datum. Anything else at
+//! the script address becomes an [`Event::Ignored`] with the reason. Transactions whose
+//! scripts failed (`is_valid = false`) only consume collateral and yield nothing.
+//!
+//! This module finds the transaction's script outputs, the live script UTxOs it spends and
+//! their redeemers; the watched protocol's module reads them: `v1` (`ganglion`) or `v2`
+//! (`ganglion_v2`, `docs/escrow-v2.md`).
+
+pub(crate) mod v1;
+mod v2;
+
+use std::collections::BTreeMap;
+
+use ganglion_cardano::txo::TxoRef;
+use ganglion_contracts::tx::Output;
+use pallas_primitives::PlutusData;
+use pallas_primitives::conway::RedeemerTag;
+use pallas_traverse::{MultiEraOutput, MultiEraTx};
+use serde::{Deserialize, Serialize};
+
+use crate::event::Event;
+use crate::watch::{Params, Watch};
+
+/// The datum of a live script UTxO, in its protocol's types.
+///
+/// JSON: the datum itself (untagged); a v1 datum lacks fields every v2 datum has
+/// (`receipt_key`, `payout`), so the two never read as each other.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Datum {
+    /// A `ganglion_v2` datum.
+    V2(ganglion_contracts::v2::datum::GanglionDatum),
+    /// A v1 `ganglion` datum.
+    V1(ganglion_contracts::datum::GanglionDatum),
+}
+
+impl Datum {
+    /// The bond datum, in v2's shape (a v1 bond converted: its payout is the provider's
+    /// enterprise address, the key v1 pays).
+    pub fn bond(&self) -> Option<ganglion_contracts::v2::datum::BondDatum> {
+        use ganglion_contracts::{datum, v2};
+        match self {
+            Self::V2(v2::datum::GanglionDatum::Bond(b)) => Some(b.clone()),
+            Self::V1(datum::GanglionDatum::Bond(b)) => Some(v1::bond(b)),
+            _ => None,
+        }
+    }
+}
+
+/// A live, authentic script UTxO.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tracked {
+    /// Where it is.
+    pub reference: TxoRef,
+    /// Its datum.
+    pub datum: Datum,
+    /// NTX base units it holds.
+    pub ntx: u64,
+}
+
+/// What one transaction does to the indexer's state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TxEffects {
+    /// Script UTxOs it spent.
+    pub spent: Vec<TxoRef>,
+    /// Authentic script UTxOs it created.
+    pub created: Vec<Tracked>,
+    /// Events, in order.
+    pub events: Vec<Event>,
+}
+
+/// NTX base units a bond backing `gpus` GPUs must hold.
+pub fn min_stake(watch: &Watch, gpus: u64) -> u64 {
+    watch.min_stake(gpus)
+}
+
+/// Classifies an output at the script address: authentic escrow or bond (token and
+/// well-formed datum), or why not. A bond's minimum stake is checked where it is posted
+/// ([`extract_tx`]); a slashed bond may continue below it and is then not active. A v2
+/// `Burnt` output is no live UTxO (it can never be spent): it is refused here too.
+///
+/// # Errors
+/// The reason, in words, when the output is no authentic escrow or bond.
+pub fn classify(watch: &Watch, reference: TxoRef, o: &Output) -> Result<Tracked, String> {
+    match &watch.params {
+        Params::V1(p) => v1::classify(&watch.script_hash, p, reference, o),
+        Params::V2(p) => match v2::classify(&watch.script_hash, p, reference, o)? {
+            v2::Found::Live(t) => Ok(*t),
+            v2::Found::Burnt { job_id, .. } => Err(format!(
+                "burnt slash of job {job_id}: never spendable, not tracked"
+            )),
+        },
+    }
+}
+
+/// The raw address bytes of an output without parsing them (Byron outputs: none).
+fn raw_address<'a>(o: &'a MultiEraOutput<'_>) -> Option<&'a [u8]> {
+    use pallas_primitives::{babbage, conway};
+    match o {
+        MultiEraOutput::AlonzoCompatible(x, _) => Some(&x.address),
+        MultiEraOutput::Babbage(x) => match &***x {
+            babbage::TransactionOutput::Legacy(x) => Some(&x.address),
+            babbage::TransactionOutput::PostAlonzo(x) => Some(&x.address),
+        },
+        MultiEraOutput::Conway(x) => match &***x {
+            conway::TransactionOutput::Legacy(x) => Some(&x.address),
+            conway::TransactionOutput::PostAlonzo(x) => Some(&x.address),
+        },
+        MultiEraOutput::Byron(_) => None,
+        _ => None,
+    }
+}
+
+/// A transaction as the protocol modules read it.
+pub(crate) struct Scan {
+    /// Transaction id.
+    pub(crate) tx_hash: [u8; 32],
+    /// Every output, in order.
+    pub(crate) outputs: Vec<Output>,
+    /// Indices of the outputs at the script address.
+    pub(crate) ours: Vec<usize>,
+    /// The live script UTxOs spent, with their spend redeemer (undecoded), in input order.
+    pub(crate) spent: Vec<(Tracked, Option<PlutusData>)>,
+}
+
+impl Scan {
+    /// The reference of output `index`.
+    pub(crate) fn reference(&self, index: usize) -> TxoRef {
+        TxoRef {
+            tx_hash: self.tx_hash,
+            index: index as u64,
+        }
+    }
+}
+
+/// The effects of one transaction. `live` answers whether an input is a live script UTxO.
+pub fn extract_tx(
+    watch: &Watch,
+    tx: &MultiEraTx<'_>,
+    live: &dyn Fn(&TxoRef) -> Option<Tracked>,
+) -> TxEffects {
+    if !tx.is_valid() {
+        return TxEffects::default();
+    }
+    let chain_outputs = tx.outputs();
+    let ours: Vec<usize> = chain_outputs
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| raw_address(o).is_some_and(|a| watch.is_script_address(a)))
+        .map(|(i, _)| i)
+        .collect();
+    // Fast path: no script output and no live script input → nothing to do.
+    let spends_ours = tx.inputs().iter().any(|i| {
+        live(&TxoRef {
+            tx_hash: **i.hash(),
+            index: i.index(),
+        })
+        .is_some()
+    });
+    if ours.is_empty() && !spends_ours {
+        return TxEffects::default();
+    }
+    let redeemers: BTreeMap<u32, PlutusData> = tx
+        .redeemers()
+        .iter()
+        .filter(|r| r.tag() == RedeemerTag::Spend)
+        .map(|r| (r.index(), r.data().clone()))
+        .collect();
+    // Inputs are a set: pallas' `inputs_sorted_set` sorts and drops repeats, so an input
+    // listed twice (refused by Conway's decoder, silently merged before protocol version 9)
+    // is counted once and redeemer indices point into the deduplicated set, as the ledger's.
+    let spent = tx
+        .inputs_sorted_set()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, input)| {
+            let reference = TxoRef {
+                tx_hash: **input.hash(),
+                index: input.index(),
+            };
+            let redeemer = u32::try_from(i)
+                .ok()
+                .and_then(|i| redeemers.get(&i).cloned());
+            live(&reference).map(|t| (t, redeemer))
+        })
+        .collect();
+    let scan = Scan {
+        tx_hash: *tx.hash(),
+        outputs: chain_outputs.iter().map(Output::from_chain).collect(),
+        ours,
+        spent,
+    };
+    match &watch.params {
+        Params::V1(p) => v1::extract(&watch.script_hash, p, &scan),
+        Params::V2(p) => v2::extract(&watch.script_hash, p, &scan),
+    }
+}
+
+/// Moves the outputs named by `Ignored` events out of `fx.created`.
+fn drop_ignored(fx: &mut TxEffects) {
+    let ignored: Vec<TxoRef> = fx
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Ignored { utxo, .. } => Some(*utxo),
+            _ => None,
+        })
+        .collect();
+    fx.created.retain(|t| !ignored.contains(&t.reference));
+}

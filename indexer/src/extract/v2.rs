@@ -1,0 +1,402 @@
+//! Protocol v2 (`ganglion_v2`, `docs/escrow-v2.md`): its datums and redeemers read into
+//! events.
+//!
+//! The transaction is valid (phase 2 passed), so the validator's output positions hold:
+//! a claim pays at `outputs[0]` and continues the escrow or refunds at `outputs[1]`; an
+//! expire refunds at `outputs[0]` and burns at a script output with datum `Burnt{job_id}`.
+//! Amounts are read from those outputs, never recomputed.
+
+use ganglion_cardano::txo::TxoRef;
+use ganglion_contracts::params::{KeyHash, PolicyId};
+use ganglion_contracts::tx::Output;
+use ganglion_contracts::v2::datum::{BondDatum, EscrowDatum, GanglionDatum, JobId, JobState};
+use ganglion_contracts::v2::params::Params;
+use ganglion_contracts::v2::redeemer::SpendRedeemer;
+
+use super::{Datum, Scan, Tracked, TxEffects, drop_ignored};
+use crate::event::{ClaimOutcome, Event, ReceiptTerms, Slash};
+use crate::watch::payment_key;
+
+/// An output at the script address that carries a well-formed v2 datum.
+pub(super) enum Found {
+    /// An authentic escrow or bond.
+    Live(Box<Tracked>),
+    /// A `Burnt{job_id}` output: slashed NTX nobody may spend (counted only in the expire
+    /// of `job_id`).
+    Burnt {
+        /// The job whose expire burnt it.
+        job_id: JobId,
+        /// NTX base units it holds.
+        ntx: u64,
+    },
+}
+
+/// Classifies a v2 output at the script address (see [`super::classify`]).
+pub(super) fn classify(
+    script_hash: &PolicyId,
+    params: &Params,
+    reference: TxoRef,
+    o: &Output,
+) -> Result<Found, String> {
+    let datum = o
+        .datum
+        .as_ref()
+        .ok_or_else(|| "no inline datum".to_string())?;
+    let datum = GanglionDatum::from_plutus_data(datum).map_err(|e| e.to_string())?;
+    let ntx = o.value.quantity_of(&params.ntx);
+    match &datum {
+        GanglionDatum::Escrow(e) => {
+            if o.value.quantity(script_hash, &e.job_id.0) != 1 {
+                return Err(format!(
+                    "escrow of job {} without its thread token",
+                    e.job_id
+                ));
+            }
+        }
+        GanglionDatum::Bond(b) => {
+            if o.value.quantity(script_hash, &b.provider) != 1 {
+                return Err(format!(
+                    "bond of {} without its bond token",
+                    hex::encode(b.provider)
+                ));
+            }
+        }
+        GanglionDatum::Burnt(job_id) => {
+            return Ok(Found::Burnt {
+                job_id: *job_id,
+                ntx,
+            });
+        }
+    }
+    Ok(Found::Live(Box::new(Tracked {
+        reference,
+        datum: Datum::V2(datum),
+        ntx,
+    })))
+}
+
+fn escrow(t: &Tracked) -> Option<&EscrowDatum> {
+    match &t.datum {
+        Datum::V2(GanglionDatum::Escrow(e)) => Some(e),
+        _ => None,
+    }
+}
+
+fn bond(t: &Tracked) -> Option<&BondDatum> {
+    match &t.datum {
+        Datum::V2(GanglionDatum::Bond(b)) => Some(b),
+        _ => None,
+    }
+}
+
+/// What the protocol module needs while reading one transaction.
+struct Reading<'a> {
+    params: &'a Params,
+    scan: &'a Scan,
+    created: &'a [Tracked],
+    /// `Burnt` outputs: (output reference, job, NTX).
+    burnt: &'a [(TxoRef, JobId, u64)],
+    spent: &'a [(&'a Tracked, Option<SpendRedeemer>)],
+}
+
+impl Reading<'_> {
+    fn ntx_at(&self, index: usize) -> u64 {
+        self.scan
+            .outputs
+            .get(index)
+            .map(|o| o.value.quantity_of(&self.params.ntx))
+            .unwrap_or(0)
+    }
+
+    fn created_escrow(&self, id: &JobId) -> Option<&Tracked> {
+        self.created
+            .iter()
+            .find(|t| escrow(t).is_some_and(|e| e.job_id == *id))
+    }
+
+    fn created_bond(&self, p: &KeyHash) -> Option<&Tracked> {
+        self.created
+            .iter()
+            .find(|t| bond(t).is_some_and(|b| b.provider == *p))
+    }
+
+    fn spends_escrow(&self, id: &JobId) -> bool {
+        self.spent
+            .iter()
+            .any(|(s, _)| escrow(s).is_some_and(|x| x.job_id == *id))
+    }
+
+    fn expires(&self, id: &JobId) -> bool {
+        self.spent.iter().any(|(s, r)| {
+            matches!(r, Some(SpendRedeemer::Expire)) && escrow(s).is_some_and(|x| x.job_id == *id)
+        })
+    }
+
+    /// NTX the bond of `provider` (spent as `t`) lost: its stake less its continuation's.
+    fn bond_loss(&self, t: &Tracked, provider: &KeyHash) -> u64 {
+        let kept = self.created_bond(provider).map(|n| n.ntx).unwrap_or(0);
+        t.ntx.saturating_sub(kept)
+    }
+
+    fn assigned(&self, e: &EscrowDatum, next: &Tracked, acceptances: &[Vec<u8>]) -> Option<Event> {
+        let Some(EscrowDatum {
+            state:
+                JobState::Assigned {
+                    assignments,
+                    started_at_ms,
+                    ..
+                },
+            ..
+        }) = escrow(next)
+        else {
+            return None;
+        };
+        Some(Event::JobAssigned {
+            job_id: e.job_id,
+            assignments: assignments.clone(),
+            started_at_ms: *started_at_ms,
+            escrow: next.reference,
+            acceptances: acceptances.to_vec(),
+        })
+    }
+
+    fn claimed(&self, e: &EscrowDatum, redeemer: &SpendRedeemer) -> Option<Event> {
+        let SpendRedeemer::Claim {
+            index,
+            attestation,
+            receipt,
+        } = redeemer
+        else {
+            return None;
+        };
+        let JobState::Assigned { assignments, .. } = &e.state else {
+            return None;
+        };
+        let a = usize::try_from(*index)
+            .ok()
+            .and_then(|i| assignments.get(i))?;
+        let outcome = match self.created_escrow(&e.job_id) {
+            Some(next) => ClaimOutcome::Continues {
+                escrow: next.reference,
+            },
+            None => ClaimOutcome::Closed {
+                refund: self.ntx_at(1),
+            },
+        };
+        Some(Event::JobClaimed {
+            job_id: e.job_id,
+            index: *index,
+            provider: a.provider,
+            payout: a.payout,
+            gpu_ms: attestation.gpu_ms,
+            paid: self.ntx_at(0),
+            acknowledged_until_ms: receipt.as_ref().map(|r| r.acknowledged_until_ms),
+            attestation: attestation.clone(),
+            outcome,
+        })
+    }
+
+    fn expired(&self, e: &EscrowDatum) -> Event {
+        let (defaulters, slashes) = match &e.state {
+            JobState::Open => (Vec::new(), Vec::new()),
+            JobState::Assigned {
+                assignments,
+                claimed,
+                ..
+            } => {
+                let defaulters = assignments
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !claimed.contains(&(*i as u64)))
+                    .map(|(_, a)| a.provider)
+                    .collect();
+                let slashes = self
+                    .spent
+                    .iter()
+                    .filter(|(_, r)| {
+                        matches!(r, Some(SpendRedeemer::Slash { job_id }) if *job_id == e.job_id)
+                    })
+                    .filter_map(|(t, _)| {
+                        let b = bond(t)?;
+                        let index = assignments.iter().position(|a| a.provider == b.provider)?;
+                        Some(Slash {
+                            provider: b.provider,
+                            index: index as u64,
+                            amount: self.bond_loss(t, &b.provider),
+                        })
+                    })
+                    .collect();
+                (defaulters, slashes)
+            }
+        };
+        let burnt: u64 = self
+            .burnt
+            .iter()
+            .filter(|(_, id, _)| *id == e.job_id)
+            .map(|(_, _, ntx)| ntx)
+            .sum();
+        let slashed: u64 = slashes.iter().map(|s: &Slash| s.amount).sum();
+        Event::JobExpired {
+            job_id: e.job_id,
+            attestations: Vec::new(),
+            payments: Vec::new(),
+            defaulters,
+            refund: self.ntx_at(0),
+            slashes,
+            recovered: slashed.saturating_sub(burnt),
+            burnt,
+        }
+    }
+}
+
+/// The effects of one transaction under v2.
+pub(super) fn extract(script_hash: &PolicyId, params: &Params, scan: &Scan) -> TxEffects {
+    let mut fx = TxEffects::default();
+    let mut burnt = Vec::new();
+    for &i in &scan.ours {
+        let reference = scan.reference(i);
+        match classify(script_hash, params, reference, &scan.outputs[i]) {
+            Ok(Found::Live(t)) => fx.created.push(*t),
+            Ok(Found::Burnt { job_id, ntx }) => burnt.push((reference, job_id, ntx)),
+            Err(reason) => fx.events.push(Event::Ignored {
+                utxo: reference,
+                reason,
+            }),
+        }
+    }
+    let spent: Vec<(&Tracked, Option<SpendRedeemer>)> = scan
+        .spent
+        .iter()
+        .map(|(t, r)| {
+            (
+                t,
+                r.as_ref()
+                    .and_then(|r| SpendRedeemer::from_plutus_data(r).ok()),
+            )
+        })
+        .collect();
+    fx.spent = spent.iter().map(|(t, _)| t.reference).collect();
+    let r = Reading {
+        params,
+        scan,
+        created: &fx.created,
+        burnt: &burnt,
+        spent: &spent,
+    };
+    let mut events = Vec::new();
+    for (t, redeemer) in &spent {
+        let Datum::V2(d) = &t.datum else { continue };
+        let Some(redeemer) = redeemer else { continue };
+        match (d, redeemer) {
+            (GanglionDatum::Escrow(e), SpendRedeemer::Assign { acceptances, .. }) => {
+                if let Some(ev) = r
+                    .created_escrow(&e.job_id)
+                    .and_then(|next| r.assigned(e, next, acceptances))
+                {
+                    events.push(ev);
+                }
+            }
+            (GanglionDatum::Escrow(e), SpendRedeemer::Claim { .. }) => {
+                events.extend(r.claimed(e, redeemer));
+            }
+            (GanglionDatum::Escrow(e), SpendRedeemer::Cancel) => {
+                let refund = scan
+                    .outputs
+                    .iter()
+                    .filter(|o| payment_key(&o.address) == Some(e.orchestrator))
+                    .map(|o| o.value.quantity_of(&params.ntx))
+                    .sum();
+                events.push(Event::JobCancelled {
+                    job_id: e.job_id,
+                    refund,
+                });
+            }
+            (GanglionDatum::Escrow(e), SpendRedeemer::Expire) => events.push(r.expired(e)),
+            (GanglionDatum::Bond(b), SpendRedeemer::Unbond) => {
+                if let Some(next) = r.created_bond(&b.provider)
+                    && let Some(since_ms) = bond(next).and_then(|n| n.unbonding_since_ms)
+                {
+                    events.push(Event::BondUnbonding {
+                        provider: b.provider,
+                        since_ms,
+                        bond: next.reference,
+                    });
+                }
+            }
+            (GanglionDatum::Bond(b), SpendRedeemer::Withdraw) => {
+                events.push(Event::BondWithdrawn {
+                    provider: b.provider,
+                    stake: t.ntx,
+                })
+            }
+            (GanglionDatum::Bond(b), SpendRedeemer::Slash { job_id }) => {
+                events.push(Event::BondSlashed {
+                    provider: b.provider,
+                    job_id: *job_id,
+                    amount: r.bond_loss(t, &b.provider),
+                });
+            }
+            _ => {}
+        }
+    }
+    for t in r.created {
+        match &t.datum {
+            Datum::V2(GanglionDatum::Escrow(e)) if !r.spends_escrow(&e.job_id) => {
+                events.push(Event::JobLocked {
+                    job_id: e.job_id,
+                    orchestrator: e.orchestrator,
+                    spec: e.spec.clone(),
+                    gpus: e.gpus,
+                    max_rate: e.max_rate,
+                    budget: e.budget,
+                    deadline_ms: e.deadline_ms,
+                    escrow: t.reference,
+                    receipts: Some(ReceiptTerms {
+                        key: e.receipt_key,
+                        interval_ms: e.receipt_interval_ms,
+                    }),
+                    claim_window_ms: Some(params.claim_window_ms),
+                })
+            }
+            Datum::V2(GanglionDatum::Bond(b))
+                if !spent
+                    .iter()
+                    .any(|(s, _)| bond(s).is_some_and(|x| x.provider == b.provider)) =>
+            {
+                let min = params.min_bond_per_gpu.saturating_mul(b.gpus);
+                if t.ntx < min {
+                    events.push(Event::Ignored {
+                        utxo: t.reference,
+                        reason: format!(
+                            "bond holds {} NTX, below the minimum {min} for {} GPUs",
+                            t.ntx, b.gpus
+                        ),
+                    });
+                    continue;
+                }
+                events.push(Event::BondPosted {
+                    provider: b.provider,
+                    attest_key: b.attest_key,
+                    peer_id: b.peer_id.clone(),
+                    gpus: b.gpus,
+                    stake: t.ntx,
+                    bond: t.reference,
+                    payout: Some(b.payout),
+                })
+            }
+            _ => {}
+        }
+    }
+    // A `Burnt` output counts only in the expire of its job; anywhere else it is junk.
+    for (utxo, job_id, _) in &burnt {
+        if !r.expires(job_id) {
+            events.push(Event::Ignored {
+                utxo: *utxo,
+                reason: format!("a Burnt datum of job {job_id} outside that job's expire"),
+            });
+        }
+    }
+    fx.events.extend(events);
+    drop_ignored(&mut fx);
+    fx
+}
