@@ -19,8 +19,8 @@
 
 use ganglion_contracts::v2::datum::JobId;
 use ganglion_contracts::v2::rules;
-use ganglion_contracts::v2::signed::{self, Receipt};
-use serde::{Deserialize, Serialize};
+use ganglion_contracts::v2::signed::Receipt;
+pub use ganglion_p2p::protocols::{ReceiptError, SignedReceipt};
 
 use super::store::{JobStore, StoreError};
 
@@ -43,47 +43,6 @@ pub struct Terms {
     pub receipt_key: [u8; 32],
 }
 
-/// A receipt with its signature, as a provider keeps it and puts it in its claim.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HeldReceipt {
-    /// The job.
-    pub job_id: JobId,
-    /// Index of the provider's assignment.
-    pub provider_index: u64,
-    /// POSIX ms acknowledged.
-    pub acknowledged_until_ms: u64,
-    /// ed25519 signature (64 bytes) by the escrow's receipt key over [`Receipt::signed_bytes`].
-    #[serde(with = "hex::serde")]
-    pub signature: Vec<u8>,
-}
-
-impl HeldReceipt {
-    /// The signed message.
-    pub fn receipt(&self) -> Receipt {
-        Receipt {
-            job_id: self.job_id,
-            provider_index: self.provider_index,
-            acknowledged_until_ms: self.acknowledged_until_ms,
-        }
-    }
-}
-
-/// Why a receipt is not taken by the provider.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ReceiptError {
-    /// The receipt names another job or another assignment (a replay).
-    #[error("receipt for job {job}, index {index} does not belong to this assignment")]
-    Foreign {
-        /// The job it names.
-        job: JobId,
-        /// The index it names.
-        index: u64,
-    },
-    /// The signature does not verify with the escrow's receipt key.
-    #[error("receipt signature does not verify with the escrow's receipt key")]
-    BadSignature,
-}
-
 /// Why the orchestrator withholds a receipt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Withheld {
@@ -102,28 +61,22 @@ pub enum Withheld {
 /// receipt key and acknowledges more than `held`. Returns the receipt to keep from now on.
 ///
 /// # Errors
-/// [`ReceiptError`] for a foreign or forged receipt; `held` stays what it was.
+/// [`ReceiptError`] for a foreign (replayed) or forged receipt; `held` stays what it was.
 pub fn take(
     terms: &Terms,
-    held: Option<HeldReceipt>,
-    new: HeldReceipt,
-) -> Result<Option<HeldReceipt>, ReceiptError> {
-    if new.job_id != terms.job_id || new.provider_index != terms.provider_index {
-        return Err(ReceiptError::Foreign {
-            job: new.job_id,
-            index: new.provider_index,
-        });
-    }
-    signed::verify(
-        &terms.receipt_key,
-        &new.receipt().signed_bytes(),
-        &new.signature,
-    )
-    .map_err(|_| ReceiptError::BadSignature)?;
+    held: Option<SignedReceipt>,
+    new: SignedReceipt,
+) -> Result<Option<SignedReceipt>, ReceiptError> {
+    new.verify(&terms.receipt_key, terms.job_id, terms.provider_index)?;
     Ok(match held {
-        Some(h) if h.acknowledged_until_ms >= new.acknowledged_until_ms => Some(h),
+        Some(h) if acknowledged(&h) >= acknowledged(&new) => Some(h),
         _ => Some(new),
     })
+}
+
+/// The POSIX ms a receipt acknowledges.
+pub fn acknowledged(r: &SignedReceipt) -> u64 {
+    r.receipt.acknowledged_until_ms
 }
 
 /// When a provider stops working for a silent orchestrator, and before the deadline.
@@ -153,8 +106,8 @@ pub enum StopReason {
 impl Liveness {
     /// Whole intervals elapsed since the last acknowledged moment (the receipt's, or the
     /// assign's when there is none).
-    pub fn missed(terms: &Terms, held: Option<&HeldReceipt>, now_ms: u64) -> u64 {
-        let since = held.map_or(terms.started_at_ms, |h| h.acknowledged_until_ms);
+    pub fn missed(terms: &Terms, held: Option<&SignedReceipt>, now_ms: u64) -> u64 {
+        let since = held.map_or(terms.started_at_ms, acknowledged);
         now_ms.saturating_sub(since) / terms.receipt_interval_ms.max(1)
     }
 
@@ -162,7 +115,7 @@ impl Liveness {
     pub fn must_stop(
         &self,
         terms: &Terms,
-        held: Option<&HeldReceipt>,
+        held: Option<&SignedReceipt>,
         now_ms: u64,
     ) -> Option<StopReason> {
         if now_ms.saturating_add(self.deadline_margin_ms) >= terms.deadline_ms {
@@ -178,7 +131,7 @@ impl Liveness {
 /// Equal measured work gives equal claims (no rounding before the validator's own floor).
 pub fn claimable_gpu_ms(
     terms: &Terms,
-    held: Option<&HeldReceipt>,
+    held: Option<&SignedReceipt>,
     measured_gpu_ms: u64,
     lower_bound_ms: u64,
 ) -> u64 {
@@ -187,7 +140,7 @@ pub fn claimable_gpu_ms(
         terms.started_at_ms,
         terms.deadline_ms,
         terms.receipt_interval_ms,
-        held.map(|h| h.acknowledged_until_ms),
+        held.map(acknowledged),
         lower_bound_ms,
     ))
 }
@@ -214,16 +167,6 @@ pub fn acknowledge(terms: &Terms, running: bool, now_ms: u64) -> Result<Receipt,
     })
 }
 
-/// Signs `receipt` with the receipt signing key (the orchestrator's).
-pub fn sign(key: &ed25519_dalek::SigningKey, receipt: &Receipt) -> HeldReceipt {
-    HeldReceipt {
-        job_id: receipt.job_id,
-        provider_index: receipt.provider_index,
-        acknowledged_until_ms: receipt.acknowledged_until_ms,
-        signature: signed::sign(key, &receipt.signed_bytes()),
-    }
-}
-
 const TREE: &str = "receipts";
 
 impl JobStore {
@@ -232,9 +175,9 @@ impl JobStore {
     ///
     /// # Errors
     /// Store errors.
-    pub fn put_receipt(&self, receipt: &HeldReceipt) -> Result<(), StoreError> {
+    pub fn put_receipt(&self, receipt: &SignedReceipt) -> Result<(), StoreError> {
         let tree = self.db().open_tree(TREE)?;
-        tree.insert(receipt.job_id.0, serde_json::to_vec(receipt)?)?;
+        tree.insert(receipt.receipt.job_id.0, serde_json::to_vec(receipt)?)?;
         tree.flush()?;
         Ok(())
     }
@@ -243,7 +186,7 @@ impl JobStore {
     ///
     /// # Errors
     /// Store or decode errors.
-    pub fn receipt(&self, job: &JobId) -> Result<Option<HeldReceipt>, StoreError> {
+    pub fn receipt(&self, job: &JobId) -> Result<Option<SignedReceipt>, StoreError> {
         self.db()
             .open_tree(TREE)?
             .get(job.0)?
@@ -285,10 +228,10 @@ mod tests {
         }
     }
 
-    fn receipt_at(t: &Terms, at_ms: u64) -> HeldReceipt {
-        sign(
-            &orchestrator_key(),
+    fn receipt_at(t: &Terms, at_ms: u64) -> SignedReceipt {
+        SignedReceipt::sign(
             &acknowledge(t, true, at_ms).expect("acknowledged"),
+            &orchestrator_key(),
         )
     }
 
@@ -315,7 +258,7 @@ mod tests {
         let replay = receipt_at(&other_job, t.started_at_ms + 5 * INTERVAL);
         assert!(matches!(
             take(&t, Some(good.clone()), replay),
-            Err(ReceiptError::Foreign { .. })
+            Err(ReceiptError::WrongJob { .. })
         ));
         // Another provider's index in the same job.
         let other_index = Terms {
@@ -323,20 +266,26 @@ mod tests {
             ..t
         };
         let theirs = receipt_at(&other_index, t.started_at_ms + 5 * INTERVAL);
-        assert!(take(&t, Some(good.clone()), theirs).is_err());
+        assert!(matches!(
+            take(&t, Some(good.clone()), theirs),
+            Err(ReceiptError::WrongProvider { .. })
+        ));
         // Signed by someone else (a co-provider posing as the orchestrator).
-        let forged = sign(
-            &SigningKey::from_bytes(&[9; 32]),
+        let forged = SignedReceipt::sign(
             &acknowledge(&t, true, t.started_at_ms + 5 * INTERVAL).expect("ack"),
+            &SigningKey::from_bytes(&[9; 32]),
         );
-        assert_eq!(
+        assert!(matches!(
             take(&t, Some(good.clone()), forged),
-            Err(ReceiptError::BadSignature)
-        );
-        // A held receipt with its acknowledged time raised after signing.
+            Err(ReceiptError::BadSignature(_))
+        ));
+        // A receipt with its acknowledged time raised after signing.
         let mut raised = good.clone();
-        raised.acknowledged_until_ms += INTERVAL;
-        assert_eq!(take(&t, None, raised), Err(ReceiptError::BadSignature));
+        raised.receipt.acknowledged_until_ms += INTERVAL;
+        assert!(matches!(
+            take(&t, None, raised),
+            Err(ReceiptError::BadSignature(_))
+        ));
     }
 
     #[test]
@@ -367,7 +316,7 @@ mod tests {
             deadline_margin_ms: 5_000,
         };
         let r = receipt_at(&t, t.started_at_ms + 4 * INTERVAL);
-        let last = r.acknowledged_until_ms;
+        let last = acknowledged(&r);
         assert_eq!(l.must_stop(&t, Some(&r), last + 3 * INTERVAL - 1), None);
         assert_eq!(
             l.must_stop(&t, Some(&r), last + 3 * INTERVAL),
@@ -422,8 +371,8 @@ mod tests {
             let t = terms();
             let r = receipt_at(&t, t.started_at_ms + ack.min(599_999));
             let claim = claimable_gpu_ms(&t, Some(&r), measured, t.started_at_ms + lower);
-            let acknowledged = r.acknowledged_until_ms - t.started_at_ms;
-            prop_assert!(claim <= t.gpus * (acknowledged + INTERVAL));
+            let since_start = acknowledged(&r) - t.started_at_ms;
+            prop_assert!(claim <= t.gpus * (since_start + INTERVAL));
             prop_assert!(claim <= measured);
         }
     }

@@ -256,9 +256,10 @@ impl Bounded for HeartbeatRequest {}
 impl Bounded for HeartbeatResponse {}
 
 /// A `[u8; 64]` as a CBOR byte string of exactly 64 bytes (serde has no impl for arrays over
-/// 32 elements).
+/// 32 elements). Also read from a sequence of 64 numbers, how self-describing formats without
+/// byte strings (JSON, in the job store) write it.
 mod signature_bytes {
-    use serde::de::{self, Deserializer, Visitor};
+    use serde::de::{self, Deserializer, SeqAccess, Visitor};
     use serde::ser::Serializer;
 
     pub(super) fn serialize<S: Serializer>(sig: &[u8; 64], s: S) -> Result<S::Ok, S::Error> {
@@ -267,13 +268,25 @@ mod signature_bytes {
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 64], D::Error> {
         struct Bytes64;
-        impl Visitor<'_> for Bytes64 {
+        impl<'de> Visitor<'de> for Bytes64 {
             type Value = [u8; 64];
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a 64-byte signature")
             }
             fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<[u8; 64], E> {
                 <[u8; 64]>::try_from(v).map_err(|_| E::invalid_length(v.len(), &self))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<[u8; 64], A::Error> {
+                let mut sig = [0u8; 64];
+                for (i, b) in sig.iter_mut().enumerate() {
+                    *b = seq
+                        .next_element()?
+                        .ok_or_else(|| de::Error::invalid_length(i, &self))?;
+                }
+                if seq.next_element::<u8>()?.is_some() {
+                    return Err(de::Error::invalid_length(65, &self));
+                }
+                Ok(sig)
             }
         }
         d.deserialize_bytes(Bytes64)
