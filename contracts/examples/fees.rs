@@ -180,7 +180,7 @@ fn v2() -> bool {
     let until = h.world.slot + 60;
     let unbond = h
         .run(
-            v2b::unbond(&h.dep, h.env(), &bond, until).expect("unbond"),
+            v2b::unbond(&h.dep, h.env(), &bond, h.world.slot, until).expect("unbond"),
             &p,
             &[],
         )

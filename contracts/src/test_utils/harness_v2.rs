@@ -333,9 +333,17 @@ impl Harness {
 
     /// Posts a bond of exactly the minimum stake for each provider.
     pub fn post_bonds(&mut self) -> Vec<Balanced> {
+        self.post_bonds_for(1)
+    }
+
+    /// Posts, for each provider, a bond of the minimum stake for `jobs` times its GPUs: it
+    /// backs that many of its assignments at once (G5).
+    pub fn post_bonds_for(&mut self, jobs: u64) -> Vec<Balanced> {
         (0..self.providers.len())
             .map(|i| {
-                let req = self.bond_request(i);
+                let mut req = self.bond_request(i);
+                req.gpus *= jobs;
+                req.stake *= jobs;
                 self.post_bond_with(i, &req).expect("bond posts")
             })
             .collect()
@@ -464,13 +472,35 @@ impl Harness {
         self.assign_request_for(job, &all)
     }
 
-    /// Submits `req` (by the orchestrator); updates `job`.
+    /// Submits `req` (by the orchestrator); updates `job` and each assigned provider's bond
+    /// to its continuation (outputs 1.., in assignment order).
     pub fn assign_with(&mut self, job: &mut Job, req: &AssignRequest) -> Result<Balanced> {
         let draft = build::assign(&self.dep, self.env(), req)?;
         let orch = self.orch.clone();
         let b = self.run(draft, &orch, &[])?;
         job.escrow = self.output(&b, 0);
         job.started_at_ms = Some(self.ms(req.valid_from_slot));
+        for (k, a) in req.assignments.iter().enumerate() {
+            let continued = self.output(&b, 1 + k as u64);
+            if let Some(p) = self
+                .providers
+                .iter_mut()
+                .find(|p| p.party.hash == a.provider)
+            {
+                p.bond = Some(continued);
+            }
+        }
+        Ok(b)
+    }
+
+    /// Starts unbonding provider `i`'s bond now (valid for 60 slots); updates its bond.
+    pub fn unbond(&mut self, i: usize) -> Result<Balanced> {
+        let bond = self.providers[i].bond.clone().expect("bonded");
+        let p = self.providers[i].party.clone();
+        let slot = self.world.slot;
+        let draft = build::unbond(&self.dep, self.env(), &bond, slot, slot + 60)?;
+        let b = self.run(draft, &p, &[])?;
+        self.providers[i].bond = Some(self.output(&b, 0));
         Ok(b)
     }
 

@@ -139,6 +139,67 @@ pub struct BondDatum {
     pub gpus: u64,
     /// POSIX ms when unbonding started, if it did.
     pub unbonding_since_ms: Option<u64>,
+    /// The assignments this bond backs, newest first (DESIGN §3.1 G5). Assign adds one and
+    /// drops the lapsed ones.
+    pub commitments: Vec<Commitment>,
+}
+
+/// What a bond backs for one job (DESIGN §3.1 G5): `gpus` GPUs until `until_ms` (the
+/// escrow's deadline plus the claim window, POSIX ms: the earliest expire, which may slash
+/// the bond). PlutusData: constructor 0 `[job_id, gpus, until]`.
+///
+/// A commitment is *live* at a time `t` (a transaction's validity lower bound) while
+/// `until_ms >= t`: live ones count against the bond's `gpus` and keep it from unbonding.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Commitment {
+    /// The job.
+    pub job_id: JobId,
+    /// GPUs of the bond it holds.
+    pub gpus: u64,
+    /// POSIX ms: deadline + claim window.
+    pub until_ms: u64,
+}
+
+impl Commitment {
+    /// Live at `now_ms` (see the type's docs).
+    pub fn is_live(&self, now_ms: u64) -> bool {
+        self.until_ms >= now_ms
+    }
+
+    fn to_plutus_data(&self) -> PlutusData {
+        constr(
+            0,
+            vec![bytes(self.job_id.0), int(self.gpus), int(self.until_ms)],
+        )
+    }
+
+    fn from_plutus_data(d: &PlutusData) -> Result<Self> {
+        let (index, mut f) = data::fields("Commitment", d)?;
+        if index != 0 {
+            return Err(malformed("Commitment", format!("constructor {index}")));
+        }
+        Ok(Self {
+            job_id: JobId(f.fixed("job_id")?),
+            gpus: f.uint("gpus")?,
+            until_ms: f.uint("until")?,
+        })
+    }
+}
+
+impl BondDatum {
+    /// GPUs held by commitments live at `now_ms` (POSIX ms).
+    pub fn committed_gpus(&self, now_ms: u64) -> u64 {
+        self.commitments
+            .iter()
+            .filter(|c| c.is_live(now_ms))
+            .map(|c| c.gpus)
+            .sum()
+    }
+
+    /// GPUs free for a new assignment at `now_ms`: `gpus` less the live commitments.
+    pub fn free_gpus(&self, now_ms: u64) -> u64 {
+        self.gpus.saturating_sub(self.committed_gpus(now_ms))
+    }
 }
 
 /// Any datum at the Ganglion script address.
@@ -202,7 +263,7 @@ fn state_of(d: &PlutusData) -> Result<JobState> {
 impl GanglionDatum {
     /// PlutusData: `Escrow` = constructor 0 `[job_id, orchestrator, receipt_key, spec, gpus,
     /// max_rate, budget, deadline, receipt_interval, state]`; `Bond` = constructor 1
-    /// `[provider, attest_key, peer_id, payout, gpus, unbonding_since]`; `Burnt` =
+    /// `[provider, attest_key, peer_id, payout, gpus, unbonding_since, commitments]`; `Burnt` =
     /// constructor 2 `[job_id]`.
     pub fn to_plutus_data(&self) -> PlutusData {
         match self {
@@ -230,6 +291,12 @@ impl GanglionDatum {
                     b.payout.to_plutus_data(),
                     int(b.gpus),
                     option(b.unbonding_since_ms.map(int)),
+                    list(
+                        b.commitments
+                            .iter()
+                            .map(Commitment::to_plutus_data)
+                            .collect(),
+                    ),
                 ],
             ),
             Self::Burnt(job_id) => constr(2, vec![bytes(job_id.0)]),
@@ -267,6 +334,11 @@ impl GanglionDatum {
                     1 => None,
                     i => return Err(malformed("Option", format!("constructor {i}"))),
                 };
+                let commitments = f
+                    .list("commitments")?
+                    .iter()
+                    .map(Commitment::from_plutus_data)
+                    .collect::<Result<_>>()?;
                 Ok(Self::Bond(BondDatum {
                     provider,
                     attest_key,
@@ -274,6 +346,7 @@ impl GanglionDatum {
                     payout,
                     gpus,
                     unbonding_since_ms,
+                    commitments,
                 }))
             }
             2 => Ok(Self::Burnt(JobId(f.fixed("job_id")?))),
@@ -330,6 +403,18 @@ mod tests {
                 payout: Payout::enterprise([5; 28]),
                 gpus: 8,
                 unbonding_since_ms: Some(12),
+                commitments: vec![
+                    Commitment {
+                        job_id: JobId([1; 32]),
+                        gpus: 3,
+                        until_ms: 1_700_000_600_000,
+                    },
+                    Commitment {
+                        job_id: JobId([2; 32]),
+                        gpus: 5,
+                        until_ms: 9,
+                    },
+                ],
             }),
         ];
         for d in cases {
@@ -440,9 +525,19 @@ mod tests {
                 prop::collection::vec(any::<u8>(), 0..80),
                 any::<u64>(),
                 any::<Option<u64>>(),
+                prop::collection::vec(
+                    (any::<[u8; 32]>(), any::<u64>(), any::<u64>()).prop_map(
+                        |(id, gpus, until_ms)| Commitment {
+                            job_id: JobId(id),
+                            gpus,
+                            until_ms,
+                        },
+                    ),
+                    0..4,
+                ),
             )
                 .prop_map(
-                    |(provider, attest_key, peer_id, gpus, unbonding_since_ms)| {
+                    |(provider, attest_key, peer_id, gpus, unbonding_since_ms, commitments)| {
                         GanglionDatum::Bond(BondDatum {
                             provider,
                             attest_key,
@@ -450,6 +545,7 @@ mod tests {
                             payout: Payout::enterprise(provider),
                             gpus,
                             unbonding_since_ms,
+                            commitments,
                         })
                     },
                 );
@@ -472,5 +568,32 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod commitment_tests {
+    use super::*;
+
+    #[test]
+    fn only_live_commitments_hold_gpus() {
+        let c = |gpus, until_ms| Commitment {
+            job_id: JobId([gpus as u8; 32]),
+            gpus,
+            until_ms,
+        };
+        let b = BondDatum {
+            provider: [1; 28],
+            attest_key: [2; 32],
+            peer_id: vec![],
+            payout: Payout::enterprise([1; 28]),
+            gpus: 8,
+            unbonding_since_ms: None,
+            commitments: vec![c(2, 100), c(3, 50)],
+        };
+        assert_eq!(b.committed_gpus(50), 5, "live through `until` itself");
+        assert_eq!(b.committed_gpus(51), 2);
+        assert_eq!(b.free_gpus(51), 6);
+        assert_eq!(b.free_gpus(101), 8);
     }
 }

@@ -1,7 +1,7 @@
 //! Redeemers of the `ganglion_v2` validator, with exact PlutusData codecs.
 //!
 //! Spend (constructor index): `Assign` 0, `Claim` 1, `Cancel` 2, `Expire` 3, `Unbond` 4,
-//! `Withdraw` 5, `Slash` 6. Mint: `LockJob` 0, `PostBond` 1, `Burn` 2.
+//! `Withdraw` 5, `Slash` 6, `Commit` 7. Mint: `LockJob` 0, `PostBond` 1, `Burn` 2.
 
 use pallas_primitives::PlutusData;
 
@@ -131,6 +131,12 @@ pub enum SpendRedeemer {
         /// The expired job.
         job_id: JobId,
     },
+    /// Commit a bond to an assignment of job `job_id`, spent beside the escrow's `Assign`
+    /// (DESIGN §3.1 G5).
+    Commit {
+        /// The job being assigned.
+        job_id: JobId,
+    },
 }
 
 impl SpendRedeemer {
@@ -164,6 +170,7 @@ impl SpendRedeemer {
             Self::Unbond => constr(4, vec![]),
             Self::Withdraw => constr(5, vec![]),
             Self::Slash { job_id } => constr(6, vec![bytes(job_id.0)]),
+            Self::Commit { job_id } => constr(7, vec![bytes(job_id.0)]),
         }
     }
 
@@ -211,6 +218,9 @@ impl SpendRedeemer {
             6 => Self::Slash {
                 job_id: JobId(f.fixed("job_id")?),
             },
+            7 => Self::Commit {
+                job_id: JobId(f.fixed("job_id")?),
+            },
             i => return Err(malformed("SpendRedeemer", format!("constructor {i}"))),
         })
     }
@@ -256,6 +266,9 @@ mod tests {
             SpendRedeemer::Withdraw,
             SpendRedeemer::Slash {
                 job_id: JobId([4; 32]),
+            },
+            SpendRedeemer::Commit {
+                job_id: JobId([6; 32]),
             },
         ];
         let unreceipted = SpendRedeemer::Claim {

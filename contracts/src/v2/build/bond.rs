@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::time::slot_to_posix_ms;
 use crate::tx::{Draft, Utxo, Value};
 use crate::v2::build::{Deployment, bond_datum};
-use crate::v2::datum::{BondDatum, GanglionDatum};
+use crate::v2::datum::{BondDatum, Commitment, GanglionDatum, JobId};
 use crate::v2::params::KeyHash;
 use crate::v2::payout::Payout;
 use crate::v2::redeemer::{MintRedeemer, SpendRedeemer};
@@ -58,10 +58,21 @@ pub fn post_bond(dep: &Deployment, env: &Env, req: &BondRequest) -> Result<Draft
         payout: req.payout,
         gpus: req.gpus,
         unbonding_since_ms: None,
+        commitments: Vec::new(),
     });
     let value = Value::default()
         .with_class(&dep.params.ntx, req.stake)
         .with(dep.script.hash, &req.provider, 1);
+    // Lovelace for the largest datum the bond can carry after an assign (one commitment per
+    // GPU, every field at its widest): an assign never has to top the bond up, so the
+    // orchestrator pays nothing into a provider's bond.
+    let mut bond = funded(
+        env,
+        dep.address(env),
+        value,
+        Some(widest(&datum).to_plutus_data()),
+    )?;
+    bond.datum = Some(datum.to_plutus_data());
     let mut d = Draft::default();
     d.mint(
         dep.script.hash,
@@ -69,29 +80,64 @@ pub fn post_bond(dep: &Deployment, env: &Env, req: &BondRequest) -> Result<Draft
         1,
         MintRedeemer::PostBond.to_plutus_data(),
     )
-    .pay(funded(
-        env,
-        dep.address(env),
-        value,
-        Some(datum.to_plutus_data()),
-    )?)
+    .pay(bond)
     .reference(dep.reference.clone())
     .signer(req.provider);
     Ok(d)
 }
 
+/// `datum` with the widest commitments a bond of its GPUs can hold at once and the widest
+/// unbonding time: what its lovelace must cover.
+fn widest(datum: &GanglionDatum) -> GanglionDatum {
+    let GanglionDatum::Bond(b) = datum else {
+        return datum.clone();
+    };
+    let widest = Commitment {
+        job_id: JobId([0xff; 32]),
+        gpus: u64::MAX,
+        until_ms: u64::MAX,
+    };
+    let n = usize::try_from(b.gpus)
+        .unwrap_or(usize::MAX)
+        .min(MAX_COMMITMENTS);
+    GanglionDatum::Bond(BondDatum {
+        unbonding_since_ms: Some(u64::MAX),
+        commitments: vec![widest; n],
+        ..b.clone()
+    })
+}
+
+/// Commitments a bond's lovelace is sized for at most (one per GPU up to this many).
+const MAX_COMMITMENTS: usize = 64;
+
 /// Unbond: start the unbonding clock at the transaction's upper validity bound (the bond's
-/// lovelace is raised to the larger datum's min-UTxO when needed).
+/// lovelace is raised to the larger datum's min-UTxO when needed). Valid from
+/// `valid_from_slot`, whose start must lie after every commitment's `until` (DESIGN §3.1 G5:
+/// a bond cannot leave an assignment that may still be slashed).
 ///
 /// # Errors
-/// [`Error::InvalidRequest`] when the bond is already unbonding; [`Error::Time`] for a
-/// validity end outside the slot clock.
-pub fn unbond(dep: &Deployment, env: &Env, bond: &Utxo, valid_until_slot: u64) -> Result<Draft> {
+/// [`Error::InvalidRequest`] when the bond is already unbonding or still backs a live
+/// commitment at `valid_from_slot`; [`Error::Time`] for a validity bound outside the slot
+/// clock.
+pub fn unbond(
+    dep: &Deployment,
+    env: &Env,
+    bond: &Utxo,
+    valid_from_slot: u64,
+    valid_until_slot: u64,
+) -> Result<Draft> {
     let b = bond_datum(dep, env, bond)?;
     if b.unbonding_since_ms.is_some() {
         return Err(Error::InvalidRequest(
             "the bond is already unbonding".into(),
         ));
+    }
+    let from_ms = slot_to_posix_ms(&env.slot_config, valid_from_slot)?;
+    if let Some(c) = b.commitments.iter().find(|c| c.is_live(from_ms)) {
+        return Err(Error::InvalidRequest(format!(
+            "the bond backs job {} until {} ms: it cannot unbond before",
+            c.job_id, c.until_ms
+        )));
     }
     let since = slot_to_posix_ms(&env.slot_config, valid_until_slot)?;
     let next = GanglionDatum::Bond(BondDatum {
@@ -108,7 +154,7 @@ pub fn unbond(dep: &Deployment, env: &Env, bond: &Utxo, valid_until_slot: u64) -
         )?)
         .reference(dep.reference.clone())
         .signer(b.provider)
-        .validity(None, Some(valid_until_slot));
+        .validity(Some(valid_from_slot), Some(valid_until_slot));
     Ok(d)
 }
 

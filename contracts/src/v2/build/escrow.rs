@@ -7,8 +7,10 @@ use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::time::slot_to_posix_ms;
 use crate::tx::{Draft, Utxo, Value};
-use crate::v2::build::{Deployment, escrow_datum, refund};
-use crate::v2::datum::{Assignment, EscrowDatum, GanglionDatum, JobId, JobState};
+use crate::v2::build::{Deployment, bond_datum, escrow_datum, refund};
+use crate::v2::datum::{
+    Assignment, BondDatum, Commitment, EscrowDatum, GanglionDatum, JobId, JobState,
+};
 use crate::v2::params::KeyHash;
 use crate::v2::redeemer::{MintRedeemer, SpendRedeemer};
 use crate::v2::rules::budget_covers;
@@ -106,7 +108,7 @@ pub struct AssignRequest {
     pub assignments: Vec<Assignment>,
     /// Each provider's signature over its [`crate::v2::signed::Acceptance`].
     pub acceptances: Vec<Vec<u8>>,
-    /// The providers' bond UTxOs, read as reference inputs.
+    /// The providers' bond UTxOs, spent and continued with the job's commitment (G5).
     pub bonds: Vec<Utxo>,
     /// First valid slot; its start becomes `started_at`.
     pub valid_from_slot: u64,
@@ -114,15 +116,20 @@ pub struct AssignRequest {
     pub valid_until_slot: u64,
 }
 
-/// Assign: `Open` → `Assigned`, tokens unchanged, bonds as reference inputs, orchestrator
-/// signs. The escrow's lovelace is raised to the min-UTxO of its largest future datum
-/// (every assignment claimed), so a provider's claim never has to add ADA to the escrow.
+/// Assign: `Open` → `Assigned`, tokens unchanged, orchestrator signs. `outputs[0]` continues
+/// the escrow, its lovelace raised to the min-UTxO of its largest future datum (every
+/// assignment claimed), so a provider's claim never has to add ADA to the escrow. Each
+/// provider's bond is spent (`Commit`) and continues right after, in assignment order, with
+/// `Commitment{job_id, gpus, deadline + claim window}` added and its lapsed commitments
+/// dropped (DESIGN §3.1 G5).
 ///
 /// # Errors
 /// [`Error::InvalidRequest`] when the escrow is not open, the GPUs do not add up, the
-/// validity end lies after an assignment's accept-by, or the budget cannot pay every
-/// assignment for its whole window (DESIGN §3.1 G6); [`Error::MalformedData`] for a
-/// malformed escrow datum; [`Error::Time`] for a validity bound outside the slot clock.
+/// validity end lies after an assignment's accept-by, the budget cannot pay every
+/// assignment for its whole window (G6), a provider's bond is missing, unbonding, or would
+/// back more GPUs than it holds (or stake less than `min_bond_per_gpu` per committed GPU);
+/// [`Error::MalformedData`] for a malformed datum; [`Error::Time`] for a validity bound
+/// outside the slot clock.
 pub fn assign(dep: &Deployment, env: &Env, req: &AssignRequest) -> Result<Draft> {
     let e = escrow_datum(dep, env, &req.escrow)?;
     if e.state != JobState::Open {
@@ -136,6 +143,16 @@ pub fn assign(dep: &Deployment, env: &Env, req: &AssignRequest) -> Result<Draft>
         return Err(Error::InvalidRequest(format!(
             "assignments hold {total} GPUs, the job needs {}",
             e.gpus
+        )));
+    }
+    if let Some((i, a)) = req.assignments.iter().enumerate().find(|(i, a)| {
+        req.assignments[..*i]
+            .iter()
+            .any(|b| b.provider == a.provider)
+    }) {
+        return Err(Error::InvalidRequest(format!(
+            "provider {} is assigned twice (again at {i})",
+            hex::encode(a.provider)
         )));
     }
     let started_at_ms = slot_to_posix_ms(&env.slot_config, req.valid_from_slot)?;
@@ -189,10 +206,84 @@ pub fn assign(dep: &Deployment, env: &Env, req: &AssignRequest) -> Result<Draft>
     .reference(dep.reference.clone())
     .signer(e.orchestrator)
     .validity(Some(req.valid_from_slot), Some(req.valid_until_slot));
-    for b in &req.bonds {
-        d.reference(b.clone());
+    let until_ms = e.deadline_ms.saturating_add(dep.params.claim_window_ms);
+    for a in &req.assignments {
+        let (bond, next) = commit(dep, env, &req.bonds, a, e.job_id, started_at_ms, until_ms)?;
+        d.spend_script(
+            bond.clone(),
+            SpendRedeemer::Commit { job_id: e.job_id }.to_plutus_data(),
+        )
+        .pay(funded(
+            env,
+            bond.output.address.clone(),
+            bond.output.value.clone(),
+            Some(next.to_plutus_data()),
+        )?);
     }
     Ok(d)
+}
+
+/// `a`'s bond among `bonds` and the datum it continues with: the job's commitment added,
+/// lapsed ones dropped, checked as the validator will (live, same attest key and payout,
+/// capacity and stake).
+fn commit<'a>(
+    dep: &Deployment,
+    env: &Env,
+    bonds: &'a [Utxo],
+    a: &Assignment,
+    job_id: JobId,
+    now_ms: u64,
+    until_ms: u64,
+) -> Result<(&'a Utxo, GanglionDatum)> {
+    let (utxo, b) = bonds
+        .iter()
+        .find_map(|u| {
+            bond_datum(dep, env, u)
+                .ok()
+                .filter(|b| b.provider == a.provider)
+                .map(|b| (u, b))
+        })
+        .ok_or_else(|| {
+            Error::InvalidRequest(format!(
+                "no bond of provider {} was given",
+                hex::encode(a.provider)
+            ))
+        })?;
+    let refuse = |why: String| {
+        Err(Error::InvalidRequest(format!(
+            "bond {} of provider {} {why}",
+            utxo.reference,
+            hex::encode(a.provider)
+        )))
+    };
+    if b.unbonding_since_ms.is_some() {
+        return refuse("is unbonding".into());
+    }
+    if b.attest_key != a.attest_key || b.payout != a.payout {
+        return refuse("names another attest key or payout than its assignment".into());
+    }
+    let committed = b.committed_gpus(now_ms).saturating_add(a.gpus);
+    if committed > b.gpus {
+        return refuse(format!(
+            "backs {} GPUs and already {} of other jobs: it cannot take {} more",
+            b.gpus,
+            b.committed_gpus(now_ms),
+            a.gpus
+        ));
+    }
+    let stake = utxo.output.value.quantity_of(&dep.params.ntx);
+    if stake < dep.params.min_bond_per_gpu.saturating_mul(committed) {
+        return refuse(format!(
+            "holds {stake} NTX, less than the minimum for {committed} committed GPUs"
+        ));
+    }
+    let mut commitments = vec![Commitment {
+        job_id,
+        gpus: a.gpus,
+        until_ms,
+    }];
+    commitments.extend(b.commitments.iter().filter(|c| c.is_live(now_ms)).cloned());
+    Ok((utxo, GanglionDatum::Bond(BondDatum { commitments, ..b })))
 }
 
 /// Cancel: refund an open escrow to its orchestrator, who signs; burn the token.

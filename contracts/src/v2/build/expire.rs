@@ -4,6 +4,7 @@
 use crate::build::funded;
 use crate::env::Env;
 use crate::error::{Error, Result};
+use crate::time::slot_to_posix_ms;
 use crate::tx::{Draft, Output, Utxo, Value};
 use crate::v2::build::{Deployment, bond_datum, escrow_datum, refund};
 use crate::v2::datum::{GanglionDatum, JobState};
@@ -15,8 +16,9 @@ use crate::v2::rules::{slash_of, split_slashes};
 pub struct ExpireRequest {
     /// The escrow (open or assigned).
     pub escrow: Utxo,
-    /// Bonds of assigned providers that never claimed, to slash (may be empty: a defaulter
-    /// whose bond is not spent here is simply not slashed).
+    /// Bonds of assigned providers that never claimed, to slash: every defaulter's until
+    /// the deadline + claim window + unbonding delay (its commitment kept the bond there);
+    /// after that, those still found (a bond may have been withdrawn since).
     pub slash: Vec<Utxo>,
     /// First valid slot: must begin after the deadline plus the claim window.
     pub valid_from_slot: u64,
@@ -40,7 +42,8 @@ pub struct ExpireOutcome {
 ///
 /// # Errors
 /// [`Error::InvalidRequest`] for a bond that is not of an assigned provider, one that has
-/// claimed, or one listed twice.
+/// claimed, one listed twice, or a defaulter's bond missing before the unbonding delay has
+/// passed; [`Error::Time`] for a validity start outside the slot clock.
 pub fn expire(dep: &Deployment, env: &Env, req: &ExpireRequest) -> Result<(Draft, ExpireOutcome)> {
     let e = escrow_datum(dep, env, &req.escrow)?;
     let mut d = Draft::default();
@@ -85,6 +88,20 @@ pub fn expire(dep: &Deployment, env: &Env, req: &ExpireRequest) -> Result<(Draft
                 b.clone(),
                 SpendRedeemer::Slash { job_id: e.job_id }.to_plutus_data(),
             );
+        }
+        let from_ms = slot_to_posix_ms(&env.slot_config, req.valid_from_slot)?;
+        let bonds_may_be_gone = e
+            .deadline_ms
+            .saturating_add(dep.params.claim_window_ms)
+            .saturating_add(dep.params.unbonding_delay_ms)
+            < from_ms;
+        let missing =
+            (0..assignments.len()).find(|i| !e.state.has_claimed(*i as u64) && !seen.contains(i));
+        if let (Some(i), false) = (missing, bonds_may_be_gone) {
+            return Err(Error::InvalidRequest(format!(
+                "provider {i} of job {} never claimed: its bond must be slashed in the expire",
+                e.job_id
+            )));
         }
         let (o, burnt) = split_slashes(outcome.slashes.iter().sum(), *paid);
         to_orchestrator = o;

@@ -256,7 +256,7 @@ fn bond_post_unbond_withdraw() {
     let until = h.world.slot + 60;
     let unbond = h
         .run(
-            build::unbond(&h.dep, h.env(), &bond, until).expect("unbond draft"),
+            build::unbond(&h.dep, h.env(), &bond, h.world.slot, until).expect("unbond draft"),
             &p,
             &[],
         )

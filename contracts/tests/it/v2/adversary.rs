@@ -16,8 +16,12 @@ use ganglion_contracts::{Error, Result};
 
 use super::{
     Books, PAY_FOR_AN_HOUR, TWO_GPU_HOURS_MS, assert_outside_validity, assigned, books, faked,
-    passes_then_rejected, respend,
+    faked_bond, passes_then_rejected, respend,
 };
+
+fn datum_at(o: &ganglion_contracts::tx::Output) -> GanglionDatum {
+    GanglionDatum::from_plutus_data(o.datum.as_ref().expect("inline datum")).expect("decodes")
+}
 
 fn claim_draft(h: &Harness, req: &ClaimRequest) -> Draft {
     build::claim(&h.dep, h.env(), req).expect("claim draft")
@@ -221,7 +225,7 @@ fn provider_claims_twice() {
 #[test]
 fn provider_replays_another_jobs_receipt() {
     let mut h = Harness::new(2);
-    h.post_bonds();
+    h.post_bonds_for(2);
     let (mut j1, _) = h.lock(1_000 * NTX, 7200);
     let (mut j2, _) = h.lock(1_000 * NTX, 7200);
     h.assign(&mut j1);
@@ -397,7 +401,7 @@ fn orchestrator_omits_an_honest_providers_claim() {
         h.env(),
         &build::ExpireRequest {
             escrow: view,
-            ..h.expire_request(&job, &[1])
+            ..h.expire_request(&job, &[0, 1])
         },
     )
     .expect("draft")
@@ -864,7 +868,7 @@ fn equal_work_equal_pay() {
 #[test]
 fn double_satisfaction_two_escrows_claims_in_one_tx() {
     let mut h = Harness::new(2);
-    h.post_bonds();
+    h.post_bonds_for(2);
     let (mut j1, _) = h.lock(1_000 * NTX, 7200);
     let (mut j2, _) = h.lock(1_000 * NTX, 7200);
     h.assign(&mut j1);
@@ -989,40 +993,34 @@ fn last_claim_shorts_the_refund() {
 
 // ---- known gap of the v2 spec ----------------------------------------------------------
 
-/// NOT a guarantee, a documented gap (reported; G5's bond commitments are the fix): the
-/// spec lets anyone expire an assigned escrow and slashes only the defaulters whose bonds
-/// that transaction spends, so a defaulter can submit the expiry itself, without its bond,
-/// at the first valid slot; the thread token is burnt and its slash is impossible forever.
-/// If this test starts failing, the gap was closed: delete it and add the refusal instead.
+/// The defaulter submits the expire itself, without its bond, to keep its stake: refused
+/// while its bond must still exist (its commitment kept it from unbonding, G5), by the
+/// builder and by the validator; the honest expire then slashes it.
 #[test]
-fn spec_gap_a_defaulter_expires_first_and_keeps_its_bond() {
+fn a_defaulter_expires_first_without_its_bond() {
     let mut h = Harness::new(2);
     let (job, setup) = after_window_with_one_claim(&mut h);
     let defaulter = h.providers[1].party.clone();
-    let draft = expire_draft(&h, &job, &[]);
-    let b = h
-        .run(draft, &defaulter, &[])
-        .expect("the defaulter's expiry applies");
-    assert_eq!(h.token_holders(&job), 0);
+    assert_invalid_request(build::expire(&h.dep, h.env(), &h.expire_request(&job, &[])));
+    // Drafted as if past the unbonding delay, submitted now.
+    let mut req = h.expire_request(&job, &[]);
+    let now = req.valid_from_slot;
+    req.valid_from_slot = job.claim_end_slot() + h.dep.params.unbonding_delay_ms / 1000 + 2;
+    let (mut early, _) = build::expire(&h.dep, h.env(), &req).expect("draft");
+    early.valid_from_slot = Some(now);
+    let before = books(&h);
+    assert_script_fails(h.balance(early, &defaulter));
+    assert_eq!(books(&h), before);
+    // The honest expire slashes the defaulter: 8 NTX, 4 back to the orchestrator.
+    let (b, outcome) = h
+        .expire(&job, &[1])
+        .expect("expire with the defaulter's bond");
+    assert_eq!(outcome.slashes, vec![8 * NTX]);
+    let burnt = h.output(&b, 1).output.value.lovelace;
     assert_eq!(
-        h.providers[1]
-            .bond
-            .as_ref()
-            .expect("bond")
-            .output
-            .value
-            .quantity_of(&ntx()),
-        200 * NTX,
-        "never slashed"
+        books(&h),
+        setup.after_expire(b.fee + burnt, PAY_FOR_AN_HOUR)
     );
-    let orch = h.orch.clone();
-    let bond = h.providers[1].bond.clone().expect("bond");
-    assert_script_fails(h.balance(slash_again(&h, &job, &bond, 8 * NTX, false), &orch));
-    // The orchestrator got its refund but not the 4 NTX it paid back from the defaulter,
-    // who paid only the expiry's fee.
-    let mut expected = setup.after_expire(0, 0);
-    expected.providers[1].0 -= b.fee;
-    assert_eq!(books(&h), expected);
 }
 
 // ---- assign --------------------------------------------------------------------------
@@ -1041,8 +1039,13 @@ fn orchestrator_assigns_with_a_payout_other_than_the_bonds() {
     // The acceptance does not sign the payout: the bond's is the only one allowed.
     let (h, job, good) = open_job();
     let mut req = h.assign_request(&job);
-    req.assignments[1].payout = Payout::enterprise(h.orch.hash);
-    let broken = build::assign(&h.dep, h.env(), &req).expect("draft");
+    let elsewhere = Payout::enterprise(h.orch.hash);
+    req.assignments[1].payout = elsewhere;
+    assert_invalid_request(build::assign(&h.dep, h.env(), &req));
+    let real = req.bonds[1].clone();
+    req.bonds[1] = faked_bond(&real, |b| b.payout = elsewhere);
+    let mut broken = build::assign(&h.dep, h.env(), &req).expect("draft");
+    respend(&mut broken, &real);
     let orch = h.orch.clone();
     passes_then_rejected(&h, &orch, good, broken);
 }
@@ -1052,20 +1055,16 @@ fn orchestrator_assigns_an_unbonding_provider() {
     let (mut h, job, good) = open_job();
     let orch = h.orch.clone();
     h.judge(good, &orch, &[]).expect("passes while bonded");
-    let bond = h.providers[1].bond.clone().expect("bond");
-    let p = h.providers[1].party.clone();
-    let until = h.world.slot + 10;
-    let b = h
-        .run(
-            build::unbond(&h.dep, h.env(), &bond, until).expect("draft"),
-            &p,
-            &[],
-        )
-        .expect("unbond");
-    h.providers[1].bond = Some(h.output(&b, 0));
-    let req = h.assign_request(&job);
+    h.unbond(1).expect("unbond");
+    let unbonding = h.providers[1].bond.clone().expect("bond");
+    let mut req = h.assign_request(&job);
+    assert_invalid_request(build::assign(&h.dep, h.env(), &req));
+    // Drafted from a view of the bond as if live; the real, unbonding bond is spent.
+    req.bonds[1] = faked_bond(&unbonding, |b| b.unbonding_since_ms = None);
+    let mut broken = build::assign(&h.dep, h.env(), &req).expect("draft");
+    respend(&mut broken, &unbonding);
     let before = books(&h);
-    assert_script_fails(h.balance(build::assign(&h.dep, h.env(), &req).expect("draft"), &orch));
+    assert_script_fails(h.balance(broken, &orch));
     assert_eq!(books(&h), before);
 }
 
@@ -1086,7 +1085,31 @@ fn orchestrator_assigns_a_rate_above_max_rate() {
 fn orchestrator_assigns_the_same_provider_twice() {
     let (h, job, good) = open_job();
     let req = h.assign_request_for(&job, &[0, 0]);
-    let broken = build::assign(&h.dep, h.env(), &req).expect("draft");
+    assert_invalid_request(build::assign(&h.dep, h.env(), &req));
+    // By hand: the one bond continued once, with both commitments.
+    let mut broken = good.clone();
+    let GanglionDatum::Escrow(mut e) = datum_at(&broken.outputs[0]) else {
+        panic!("escrow first")
+    };
+    let JobState::Assigned { assignments, .. } = &mut e.state else {
+        panic!("assigned")
+    };
+    assignments[1] = assignments[0].clone();
+    broken.outputs[0].datum = Some(GanglionDatum::Escrow(e).to_plutus_data());
+    // Room for the (larger) datum's min-UTxO.
+    broken.outputs[0].value.lovelace += 1_000_000;
+    let (_, (_, redeemer)) = broken
+        .inputs
+        .iter_mut()
+        .find(|(_, (u, _))| u.reference == job.escrow.reference)
+        .expect("escrow spent");
+    *redeemer = Some(
+        SpendRedeemer::Assign {
+            assignments: vec![req.assignments[0].clone(), req.assignments[1].clone()],
+            acceptances: req.acceptances.clone(),
+        }
+        .to_plutus_data(),
+    );
     let orch = h.orch.clone();
     passes_then_rejected(&h, &orch, good, broken);
 }

@@ -6,6 +6,7 @@
 mod accept;
 mod adversary;
 mod bound;
+mod collateral;
 mod signed;
 
 use ganglion_contracts::Error;
@@ -69,6 +70,22 @@ pub(crate) fn faked(utxo: &Utxo, f: impl FnOnce(&mut EscrowDatum)) -> Utxo {
     f(&mut e);
     let mut u = utxo.clone();
     u.output.datum = Some(GanglionDatum::Escrow(e).to_plutus_data());
+    u
+}
+
+/// A copy of the bond `utxo` whose datum `f` rewrote (see [`faked`]).
+pub(crate) fn faked_bond(
+    utxo: &Utxo,
+    f: impl FnOnce(&mut ganglion_contracts::v2::datum::BondDatum),
+) -> Utxo {
+    let d = GanglionDatum::from_plutus_data(utxo.output.datum.as_ref().expect("inline datum"))
+        .expect("datum decodes");
+    let GanglionDatum::Bond(mut b) = d else {
+        panic!("not a bond: {d:?}")
+    };
+    f(&mut b);
+    let mut u = utxo.clone();
+    u.output.datum = Some(GanglionDatum::Bond(b).to_plutus_data());
     u
 }
 
