@@ -36,7 +36,10 @@ pub struct ActiveBond {
     /// NTX staked.
     pub stake: u64,
     /// GPUs backed minus GPUs in assignments not finished: jobs still assigned, and under
-    /// v2 the unclaimed assignments of jobs being claimed.
+    /// v2 the unclaimed assignments of jobs being claimed. Under v2 an assign is judged by
+    /// the bond's on-chain commitments instead (`datum.free_gpus(now_ms)`, DESIGN §3.1 G5),
+    /// which hold a claimed assignment's GPUs until its deadline + claim window: a matcher
+    /// takes the smaller of the two.
     pub free_gpus: u64,
 }
 

@@ -36,6 +36,7 @@ pub(crate) fn bond(b: &BondDatum) -> v2::datum::BondDatum {
         payout: Payout::enterprise(b.provider),
         gpus: b.gpus,
         unbonding_since_ms: b.unbonding_since_ms,
+        commitments: Vec::new(),
     }
 }
 
