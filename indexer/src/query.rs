@@ -35,11 +35,10 @@ pub struct ActiveBond {
     pub datum: BondDatum,
     /// NTX staked.
     pub stake: u64,
-    /// GPUs backed minus GPUs in assignments not finished: jobs still assigned, and under
-    /// v2 the unclaimed assignments of jobs being claimed. Under v2 an assign is judged by
-    /// the bond's on-chain commitments instead (`datum.free_gpus(now_ms)`, DESIGN §3.1 G5),
-    /// which hold a claimed assignment's GPUs until its deadline + claim window: a matcher
-    /// takes the smaller of the two.
+    /// GPUs backed minus GPUs held: under v2 by the bond's live on-chain commitments (DESIGN
+    /// §3.1 G5), which hold an assignment's GPUs, claimed or not, until its deadline + claim
+    /// window, exactly as an assign judges them; under v1 by the assignments of jobs still
+    /// assigned.
     pub free_gpus: u64,
 }
 
@@ -143,11 +142,23 @@ impl<S: Kv> Indexer<S> {
             .collect()
     }
 
-    /// Bonds that are not unbonding and hold their minimum stake, with their free capacity.
+    /// Bonds that are not unbonding and hold their minimum stake, with their free capacity
+    /// now (the wall clock: the devnet's and Cardano's slot clocks are POSIX time).
     ///
     /// # Errors
     /// Store errors.
     pub fn active_bonds(&self) -> Result<Vec<ActiveBond>> {
+        self.active_bonds_at(ganglion_cardano::time::now_posix_ms())
+    }
+
+    /// [`Self::active_bonds`] with the capacity as of `now_ms` (POSIX ms): a v2 bond's live
+    /// commitments (DESIGN §3.1 G5) hold GPUs until their job's deadline + claim window,
+    /// claimed or not, exactly as an assign judges them.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn active_bonds_at(&self, now_ms: u64) -> Result<Vec<ActiveBond>> {
+        let v2 = matches!(self.watch().params, crate::watch::Params::V2(_));
         let mut busy_jobs = self.jobs_by_status(JobStatus::Assigned)?;
         busy_jobs.extend(self.jobs_by_status(JobStatus::Claiming)?);
         let mut out = Vec::new();
@@ -156,18 +167,18 @@ impl<S: Kv> Indexer<S> {
                 if b.unbonding_since_ms.is_some() || t.ntx < self.watch().min_stake(b.gpus) {
                     continue;
                 }
-                let busy: u64 = busy_jobs
-                    .iter()
-                    .flat_map(|j| {
-                        j.assignments
-                            .iter()
-                            .enumerate()
-                            .filter(|(i, _)| !j.has_claimed(*i))
-                            .map(|(_, a)| a)
-                    })
-                    .filter(|a| a.provider == b.provider)
-                    .map(|a| a.gpus)
-                    .sum();
+                // v2: the bond's own commitments are what an assign judges; v1: the GPUs
+                // of assignments whose job is not finished.
+                let busy: u64 = if v2 {
+                    b.committed_gpus(now_ms)
+                } else {
+                    busy_jobs
+                        .iter()
+                        .flat_map(|j| &j.assignments)
+                        .filter(|a| a.provider == b.provider)
+                        .map(|a| a.gpus)
+                        .sum()
+                };
                 out.push(ActiveBond {
                     bond: t.reference,
                     stake: t.ntx,

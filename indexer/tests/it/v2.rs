@@ -63,7 +63,7 @@ fn run() -> &'static Run {
     static RUN: OnceLock<Run> = OnceLock::new();
     RUN.get_or_init(|| {
         let mut h = Harness::new(2);
-        h.post_bonds();
+        h.post_bonds_for(2);
 
         // Job A: both providers claim.
         let (mut a, _) = h.lock(BUDGET, 7200);
@@ -244,19 +244,23 @@ fn each_claim_pays_what_the_rules_compute_and_the_last_closes_the_escrow() {
             ntx: pay0
         }]
     );
-    let free = |p: usize| {
-        ix.active_bonds()
+    let free = |p: usize, at_ms: u64| {
+        ix.active_bonds_at(at_ms)
             .expect("bonds")
             .iter()
             .find(|b| b.datum.provider == r.h.providers[p].party.hash)
-            .map(|b| b.free_gpus)
+            .map(|b| (b.free_gpus, b.datum.gpus))
     };
-    assert_eq!(
-        free(0),
-        Some(r.h.providers[0].gpus),
-        "the claimant's GPUs are free"
-    );
-    assert_eq!(free(1), Some(0), "the other's are still committed");
+    let end = a.claim_window_end_ms.expect("v2 job");
+    for p in 0..2 {
+        let (free_now, bonded) = free(p, r.a_receipts.0).expect("bond");
+        assert_eq!(
+            free_now,
+            bonded - r.h.providers[p].gpus,
+            "claimed or not, an assignment holds its GPUs until deadline + claim window (G5)"
+        );
+        assert_eq!(free(p, end + 1), Some((bonded, bonded)), "then they free");
+    }
 
     // After provider 1's claim: fully claimed, the rest refunded.
     let ix = replay(r, r.claim_a1 + 1);
@@ -323,12 +327,18 @@ fn each_claim_pays_what_the_rules_compute_and_the_last_closes_the_escrow() {
             .all(|t| t.reference.tx_hash != claims[0].5),
         "the closed escrow is no longer live"
     );
+    let after_window = ix
+        .job(&r.a, 0)
+        .expect("job")
+        .and_then(|c| c.value.claim_window_end_ms)
+        .expect("v2 job")
+        + 1;
     assert!(
-        ix.active_bonds()
+        ix.active_bonds_at(after_window)
             .expect("bonds")
             .iter()
             .all(|b| b.free_gpus == b.datum.gpus),
-        "no assignment is unfinished"
+        "no assignment is unfinished and no commitment is live"
     );
     let earned = ix.provider(&p[1].party.hash).expect("provider").earnings;
     assert_eq!(earned, pay1);
