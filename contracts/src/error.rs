@@ -109,6 +109,14 @@ pub enum Error {
         rounds: usize,
     },
 
+    /// The draft spends an output it also lists as a reference input, which Conway refuses
+    /// at protocol versions 9 and 10 (`BabbageNonDisjointRefInputs`).
+    #[error("inputs also listed as reference inputs: {}", .inputs.join(", "))]
+    InputAlsoReferenced {
+        /// The inputs in both sets (`txid#index`).
+        inputs: Vec<String>,
+    },
+
     /// A request the protocol forbids before any transaction is built (e.g. gpus = 0).
     #[error("invalid request: {0}")]
     InvalidRequest(String),

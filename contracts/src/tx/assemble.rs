@@ -4,7 +4,7 @@
 //! and asset names are sorted, redeemers use the Conway map form keyed by (tag, index), and
 //! only inline datums are used, so the witness set never carries datums.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ed25519_dalek::{Signer, SigningKey};
 use pallas_codec::utils::{Bytes, CborWrap, KeepRaw, NonEmptySet, Nullable, Set};
@@ -271,10 +271,20 @@ pub(crate) fn dummy_witnesses(n: usize) -> Vec<VKeyWitness> {
 }
 
 /// Adds vkey witnesses by `keys` to a balanced transaction (replacing any) and returns the
-/// signed bytes. The body, hence the transaction id and fee, is unchanged.
+/// signed bytes, one witness per distinct key. The body, hence the transaction id and fee,
+/// is unchanged.
 ///
 /// # Errors
 /// [`Error::Cbor`] if the balanced transaction cannot be re-encoded.
 pub fn sign(balanced: &crate::tx::Balanced, keys: &[&SigningKey]) -> Result<Vec<u8>> {
-    balanced.with_witnesses(keys.iter().map(|k| witness(k, &balanced.hash)).collect())
+    // One witness per distinct key: the witness set is a set, and the fee was priced for
+    // one witness per distinct signer (a repeat would also make the transaction larger
+    // than its fee pays for).
+    let mut seen = BTreeSet::new();
+    let witnesses = keys
+        .iter()
+        .filter(|k| seen.insert(k.verifying_key().to_bytes()))
+        .map(|k| witness(k, &balanced.hash))
+        .collect();
+    balanced.with_witnesses(witnesses)
 }

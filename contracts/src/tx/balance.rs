@@ -201,10 +201,19 @@ fn selection_order<'a>(
     wallet: &'a Wallet<'_>,
     needed: &BTreeSet<(PolicyId, Vec<u8>)>,
 ) -> Vec<&'a Utxo> {
+    // Never an input the draft already spends (inputs are a set), nor one it references
+    // (Conway `BabbageNonDisjointRefInputs`, protocol versions 9–10), nor one carrying a
+    // reference script: its bytes would add to the fee (`txNonDistinctRefScriptsSize`
+    // counts the reference scripts of spent inputs) and `ref_script_bytes` prices the
+    // draft's only.
     let mut c: Vec<&Utxo> = wallet
         .utxos
         .iter()
-        .filter(|u| !draft.inputs.contains_key(&u.reference))
+        .filter(|u| {
+            !draft.inputs.contains_key(&u.reference)
+                && !draft.reference_inputs.contains_key(&u.reference)
+                && u.output.script_ref.is_none()
+        })
         .collect();
     c.sort_by_key(|u| {
         let useful = u
@@ -256,6 +265,17 @@ pub fn balance(draft: Draft, wallet: &Wallet<'_>, env: &Env) -> Result<Balanced>
                 provided: o.value.lovelace,
             });
         }
+    }
+    // Conway `disjointRefInputs` (protocol versions 9 and 10): no input is also a
+    // reference input.
+    let overlap: Vec<String> = draft
+        .inputs
+        .keys()
+        .filter(|r| draft.reference_inputs.contains_key(r))
+        .map(ToString::to_string)
+        .collect();
+    if !overlap.is_empty() {
+        return Err(Error::InputAlsoReferenced { inputs: overlap });
     }
     let ref_bytes = ref_script_bytes(&draft);
     let scripts = draft.has_scripts();

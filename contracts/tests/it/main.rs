@@ -7,5 +7,6 @@ mod blueprint;
 mod fees;
 mod lifecycle;
 mod reject;
+mod sets;
 mod signed;
 mod v2;

@@ -180,6 +180,9 @@ pub fn validate(
     phase1::check_body_network(&tx, rules.network_id)?;
     phase1::check_auxiliary_data(&tx)?;
 
+    // Conway's UTXO rule starts with `disjointRefInputs` (protocol versions 9 and 10).
+    phase1::check_disjoint_ref_inputs(params.protocol_version.0, &tx)?;
+
     // Inputs exist and are unspent.
     if body.inputs.is_empty() {
         return Err(Rejection::InputSetEmptyUTxO);
@@ -230,7 +233,11 @@ pub fn validate(
     let witnessed: HashMap<Hash<28>, Script> = phase1::witness_scripts(&tx);
     let mut by_reference: HashMap<Hash<28>, Script> = HashMap::new();
     let mut ref_script_bytes = 0u64;
-    for (_, _, f) in inputs.iter().chain(refs.iter()) {
+    // Over `referenceInputs ∪ inputs` (Conway `txNonDistinctRefScriptsSize`): a UTxO both
+    // spent and referenced (allowed from protocol version 11) counts once.
+    let spent: BTreeSet<TxoRef> = inputs.iter().map(|(r, _, _)| *r).collect();
+    let referenced_only = refs.iter().filter(|(r, _, _)| !spent.contains(r));
+    for (_, _, f) in inputs.iter().chain(referenced_only) {
         if let Some((h, s, size)) = &f.script_ref {
             ref_script_bytes += size;
             by_reference.entry(*h).or_insert_with(|| s.clone());
@@ -328,7 +335,7 @@ pub fn validate(
     // ExUnits, fee, collateral.
     let (declared, declared_each) = phase1::declared_ex_units(&tx);
     phase1::check_ex_units(params, declared)?;
-    let required_fee = fees::min_fee(params, ledger_size, declared, ref_script_bytes);
+    let required_fee = phase1::min_fee_of(params, &tx, ref_script_bytes);
     phase1::check_fee(required_fee, body.fee)?;
     let collateral_return = body.collateral_return.as_ref().map(phase1::facts_of);
     if runs_plutus {

@@ -212,7 +212,67 @@ pub fn check_sets(tx: &conway::Tx<'_>) -> Result<(), Rejection> {
         "required_signers",
         b.required_signers.iter().flat_map(|s| s.iter()).copied(),
         ToString::to_string,
+    )?;
+    // Witness set keys 3, 6, 7: `scriptDecoderV9` keys each script by its hash and refuses a
+    // repeat. Vkey witnesses, native scripts and datums are merged until protocol version 12
+    // (see [`Rejection::DuplicateSetElement`]), so they are not checked here.
+    let ws = &tx.transaction_witness_set;
+    distinct(
+        "plutus_v1_script",
+        ws.plutus_v1_script
+            .iter()
+            .flat_map(|s| s.iter())
+            .map(|p| plutus(0, p.as_ref()).0),
+        ToString::to_string,
+    )?;
+    distinct(
+        "plutus_v2_script",
+        ws.plutus_v2_script
+            .iter()
+            .flat_map(|s| s.iter())
+            .map(|p| plutus(1, p.as_ref()).0),
+        ToString::to_string,
+    )?;
+    distinct(
+        "plutus_v3_script",
+        ws.plutus_v3_script
+            .iter()
+            .flat_map(|s| s.iter())
+            .map(|p| plutus(2, p.as_ref()).0),
+        ToString::to_string,
     )
+}
+
+/// `BabbageNonDisjointRefInputs`: at protocol major versions 9 and 10 no input may also be
+/// a reference input (cardano-ledger `Babbage.Rules.Utxo.disjointRefInputs`, the first
+/// check of Conway's UTXO rule; lifted again from version 11). `protocol_major` is the
+/// ledger's protocol major version.
+///
+/// # Errors
+/// [`Rejection::BabbageNonDisjointRefInputs`] listing every input in both sets.
+pub fn check_disjoint_ref_inputs(
+    protocol_major: u64,
+    tx: &conway::Tx<'_>,
+) -> Result<(), Rejection> {
+    if !(9..11).contains(&protocol_major) {
+        return Ok(());
+    }
+    let b = &tx.transaction_body;
+    let inputs: BTreeSet<TxoRef> = b.inputs.iter().map(TxoRef::from).collect();
+    let common: BTreeSet<TxoRef> = b
+        .reference_inputs
+        .iter()
+        .flat_map(|s| s.iter())
+        .map(TxoRef::from)
+        .filter(|r| inputs.contains(r))
+        .collect();
+    if common.is_empty() {
+        Ok(())
+    } else {
+        Err(Rejection::BabbageNonDisjointRefInputs {
+            inputs: common.into_iter().collect(),
+        })
+    }
 }
 
 /// Conway's per-transaction limit on reference-script bytes (`maxRefScriptSizePerTx`).
@@ -456,14 +516,16 @@ pub fn witness_scripts(tx: &conway::Tx<'_>) -> HashMap<Hash<28>, Script> {
     out
 }
 
-/// Σ declared ExUnits of all redeemers.
+/// Σ declared ExUnits of the redeemers, and each redeemer's by pointer (`spend:0`).
+///
+/// Redeemers are a map from pointer to (data, ExUnits): a pointer listed twice counts once,
+/// with its last entry, as cardano-ledger's `RedeemersRaw` decoder builds it with
+/// `Map.fromList` (Alonzo `TxWits`, protocol versions 9–11; from 12 the list form is
+/// refused). The fee (`totExUnits`) and `maxTxExUnits` see that map.
 pub fn declared_ex_units(tx: &conway::Tx<'_>) -> (ExUnits, HashMap<String, ExUnits>) {
-    let mut total = ExUnits::default();
     let mut each = HashMap::new();
     if let Some(rs) = &tx.transaction_witness_set.redeemer {
         let mut add = |tag, index, eu: &pallas_primitives::ExUnits| {
-            total.mem = total.mem.saturating_add(eu.mem);
-            total.steps = total.steps.saturating_add(eu.steps);
             each.insert(
                 crate::ledger::phase2::pointer(tag, index),
                 ExUnits {
@@ -477,6 +539,10 @@ pub fn declared_ex_units(tx: &conway::Tx<'_>) -> (ExUnits, HashMap<String, ExUni
             Redeemers::Map(m) => m.iter().for_each(|(k, v)| add(k.tag, k.index, &v.ex_units)),
         }
     }
+    let total = each.values().fold(ExUnits::default(), |t, eu| ExUnits {
+        mem: t.mem.saturating_add(eu.mem),
+        steps: t.steps.saturating_add(eu.steps),
+    });
     (total, each)
 }
 
@@ -635,7 +701,17 @@ pub fn check_ex_units(params: &ProtocolParams, declared: ExUnits) -> Result<(), 
     Ok(())
 }
 
-/// `FeeTooSmallUTxO`.
+/// The minimum fee (lovelace) of `tx` as the ledger computes it (cardano-ledger `Conway.UTxO`
+/// `getConwayMinFeeTxUtxo`): `minFeeA ×` [`fees::size_for_fee`] (the size without
+/// `is_valid`) `+ minFeeB +` the price of the declared ExUnits ([`declared_ex_units`]) `+` the
+/// tiered fee of `ref_script_bytes`, the reference scripts of the UTxOs in
+/// `inputs ∪ reference inputs` (`txNonDistinctRefScriptsSize`).
+pub fn min_fee_of(params: &ProtocolParams, tx: &conway::Tx<'_>, ref_script_bytes: u64) -> u64 {
+    let (units, _) = declared_ex_units(tx);
+    fees::min_fee(params, fees::size_for_fee(tx), units, ref_script_bytes)
+}
+
+/// `FeeTooSmallUTxO`: `provided ≥ required` (lovelace; a fee equal to the minimum passes).
 ///
 /// # Errors
 /// [`Rejection::FeeTooSmallUTxO`].

@@ -36,7 +36,7 @@ pub enum Rejection {
         feature: &'static str,
     },
     /// A set in the body (inputs, collateral inputs, reference inputs, required signers)
-    /// lists one element more than once.
+    /// or a Plutus script set of the witness set lists one element more than once.
     ///
     /// Conway refuses this **while decoding**, before any ledger rule runs: from protocol
     /// version 9 cardano-ledger-binary's `decodeSet` is `decodeSetEnforceNoDuplicates`
@@ -45,6 +45,13 @@ pub enum Rejection {
     /// Before protocol version 9 the same bytes decoded as `Set.fromList`, silently counting
     /// the repeat once. A real node fails the transaction's deserialisation (no predicate
     /// failure exists for it); the devnet answers with this named rule instead.
+    ///
+    /// In the witness set (cardano-ledger `Alonzo.TxWits`), the Plutus script sets (keys 3,
+    /// 6, 7) are decoded by `scriptDecoderV9` (`decodeMapLikeEnforceNoDuplicates`, from
+    /// version 9): a repeated script is refused too. Vkey and bootstrap witnesses, native
+    /// scripts and datums are decoded with `Set.fromList` / `Map.fromList` until version 12,
+    /// so at the devnet's version 10 a repeat there is merged, not refused, and the devnet
+    /// merges it too.
     #[error("{field} lists {element} more than once (a set: Conway refuses it at decoding)")]
     DuplicateSetElement {
         /// The body field, e.g. `inputs`.
@@ -55,6 +62,15 @@ pub enum Rejection {
     /// The transaction spends no input.
     #[error("transaction has no inputs")]
     InputSetEmptyUTxO,
+    /// Inputs that are also reference inputs. Conway refuses the overlap at protocol
+    /// versions 9 and 10 (cardano-ledger `Babbage.Rules.Utxo.disjointRefInputs`:
+    /// `inputs ∩ refInputs = ∅` when `eraProtVerHigh @BabbageEra < pv < 11`, run first in
+    /// Conway's UTXO rule); from version 11 the overlap is allowed again.
+    #[error("inputs also listed as reference inputs: {}", fmt_refs(.inputs))]
+    BabbageNonDisjointRefInputs {
+        /// The inputs in both sets.
+        inputs: Vec<TxoRef>,
+    },
     /// Inputs that are unknown or already spent (includes double spends).
     #[error("inputs unknown or already spent: {}", fmt_refs(.inputs))]
     BadInputsUTxO {
@@ -330,6 +346,7 @@ impl Rejection {
             Self::MaxTxSizeUTxO { .. } => "MaxTxSizeUTxO",
             Self::Unsupported { .. } => "Unsupported",
             Self::DuplicateSetElement { .. } => "DuplicateSetElement",
+            Self::BabbageNonDisjointRefInputs { .. } => "BabbageNonDisjointRefInputs",
             Self::InputSetEmptyUTxO => "InputSetEmptyUTxO",
             Self::BadInputsUTxO { .. } => "BadInputsUTxO",
             Self::OutsideValidityIntervalUTxO { .. } => "OutsideValidityIntervalUTxO",

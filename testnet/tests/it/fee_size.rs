@@ -55,6 +55,56 @@ fn three_mainnet_transactions_give_their_minimum_fees() {
     }
 }
 
+/// `bytes` with the body's fee (key 2, a CBOR uint32 `1a xx xx xx xx`) rewritten to `fee`
+/// at the same width, so the size, hence the minimum, does not change.
+fn with_fee(bytes: &[u8], old: u64, fee: u64) -> Vec<u8> {
+    let field = |f: u64| {
+        let mut v = vec![0x02, 0x1a];
+        v.extend_from_slice(&u32::try_from(f).expect("a uint32 fee").to_be_bytes());
+        v
+    };
+    let (from, to) = (field(old), field(fee));
+    let at: Vec<usize> = (0..=bytes.len() - from.len())
+        .filter(|&i| bytes[i..].starts_with(&from))
+        .collect();
+    assert_eq!(at.len(), 1, "the fee field occurs once");
+    let mut out = bytes.to_vec();
+    out[at[0]..at[0] + to.len()].copy_from_slice(&to);
+    out
+}
+
+/// The devnet ledger's fee rule ([`phase1::min_fee_of`], the function `validate` calls, and
+/// [`phase1::check_fee`]) on the three mainnet transactions themselves, their fee set to
+/// mainnet's minimum and to one lovelace less. (The whole `validate` cannot run on them: their
+/// inputs are mainnet UTxOs the fixtures do not carry.)
+#[test]
+fn the_ledger_accepts_the_mainnet_minimum_on_the_real_transactions() {
+    let p = ProtocolParams::mainnet().expect("mainnet parameters");
+    for (name, _, _, _, minimum) in MAINNET {
+        let bytes = fixture(name);
+        let paid = decode_tx(&bytes).expect("decodes").transaction_body.fee;
+        assert!(
+            paid >= minimum && paid >= 1 << 16,
+            "{name}: a uint32 fee, at least the minimum"
+        );
+        for (fee, accepted) in [(minimum, true), (minimum - 1, false)] {
+            let patched = with_fee(&bytes, paid, fee);
+            let tx = decode_tx(&patched).expect("still decodes");
+            assert_eq!(tx.transaction_body.fee, fee);
+            let required = phase1::min_fee_of(&p, &tx, 0);
+            assert_eq!(required, minimum, "{name}: the ledger's minimum");
+            match phase1::check_fee(required, fee) {
+                Ok(()) => assert!(accepted, "{name}: fee {fee} accepted"),
+                Err(Rejection::FeeTooSmallUTxO { required, provided }) => {
+                    assert!(!accepted, "{name}: fee {fee} refused");
+                    assert_eq!((required, provided), (minimum, minimum - 1));
+                }
+                Err(other) => panic!("{name}: {other}"),
+            }
+        }
+    }
+}
+
 #[test]
 fn a_fee_equal_to_the_minimum_is_accepted_and_one_lovelace_less_refused() {
     let g = Genesis::devnet().expect("genesis");

@@ -495,3 +495,112 @@ fn a_plutus_ttl_past_the_forecast_horizon_is_outside_forecast() {
     });
     assert_eq!(rule(&limited, &payment), "accepted");
 }
+
+/// The reference-script world's holder `r(7)`: a key-locked output (the wallet's) carrying
+/// the script as a reference script.
+fn with_holder(w: &mut World) -> TxoRef {
+    let holder = r(7);
+    w.utxo = UtxoSet::from_entries(w.utxo.iter().map(|(k, v)| (*k, v.clone())).chain([(
+        holder,
+        txbuild::output_with_script_ref(&w.me, 20_000_000, &w.script),
+    )]));
+    holder
+}
+
+/// A Plutus spend of `r(0)` authorised by the holder's reference script, also spending
+/// `also_spent` (key-locked inputs of the world), paying everything back to the wallet.
+fn ref_spend(w: &World, holder: TxoRef, also_spent: &[TxoRef], ref_bytes: u64) -> Vec<u8> {
+    let redeemers = vec![RedeemerSpec {
+        tag: 0,
+        index: 0,
+        data: vec![0xd8, 0x79, 0x80],
+        ex_units: ExUnits {
+            mem: 100_000,
+            steps: 50_000_000,
+        },
+    }];
+    let mut inputs = vec![r(0)];
+    inputs.extend_from_slice(also_spent);
+    let coin = |raw: &[u8]| phase1::output_facts(raw).expect("output").value.coin as u64;
+    let total: u64 = inputs
+        .iter()
+        .map(|i| coin(w.utxo.get(i).expect("input in the world")))
+        .sum();
+    let mut spec = TxSpec {
+        inputs,
+        reference_inputs: vec![holder],
+        collateral: vec![r(1)],
+        script_data_hash: Some(phase1::integrity_hash(
+            Some(&txbuild::redeemers_cbor(&redeemers)),
+            None,
+            &w.g.protocol_params,
+            &BTreeSet::from([2u8]),
+        )),
+        redeemers,
+        ..Default::default()
+    };
+    let me = w.me.clone();
+    txbuild::build_balanced(
+        &w.g.protocol_params,
+        &mut spec,
+        &[&DevKey::from_seed(1)],
+        ref_bytes,
+        move |s, fee| s.outputs = vec![encode_output(&me, total - fee, &NO_POLICY, &[], 0)],
+    )
+}
+
+/// Conway's UTXO rule at protocol versions 9 and 10 refuses an input that is also a
+/// reference input (`disjointRefInputs`); from version 11 the overlap is allowed and the
+/// UTxO's reference script is priced once (`txNonDistinctRefScriptsSize` over
+/// `referenceInputs ∪ inputs`).
+#[test]
+fn an_input_that_is_also_a_reference_input_is_non_disjoint() {
+    let mut w = world();
+    assert_eq!(
+        w.g.protocol_params.protocol_version.0, 10,
+        "the devnet's version"
+    );
+    let holder = with_holder(&mut w);
+    let size = w.script.len() as u64;
+    // Valid: the holder referenced, r(2) spent beside it.
+    assert_eq!(
+        rule_of(&w, &ref_spend(&w, holder, &[r(2)], size)),
+        "accepted"
+    );
+    // Broken: the holder both referenced and spent.
+    let overlap = ref_spend(&w, holder, &[holder], size);
+    match validate(&w.rules, &w.utxo, &overlap, 1) {
+        Err(Rejection::BabbageNonDisjointRefInputs { inputs }) => assert_eq!(inputs, [holder]),
+        other => panic!("expected BabbageNonDisjointRefInputs, got {other:?}"),
+    }
+    // Protocol version 11: the overlap passes, its reference script priced once.
+    let mut p11 = w.g.protocol_params.clone();
+    p11.protocol_version = (11, 0);
+    let rules11 = Rules::new(p11, w.g.slot_config(), w.g.network_id);
+    let ok = validate(&rules11, &w.utxo, &overlap, 1).expect("allowed from version 11");
+    let tx = ganglion_testnet::ledger::decode_tx(&overlap).expect("decodes");
+    assert_eq!(
+        ok.fee,
+        phase1::min_fee_of(&w.g.protocol_params, &tx, size),
+        "the fee pays for the script once and is accepted"
+    );
+}
+
+/// Redeemers are a map keyed by pointer: a pointer listed twice counts once, with its last
+/// entry (cardano-ledger decodes them with `Map.fromList`), for the fee and the ExUnits
+/// limit alike.
+#[test]
+fn a_redeemer_pointer_listed_twice_counts_once() {
+    let w = world();
+    let units = |mem, steps| ExUnits { mem, steps };
+    let tx = spend(&w, |s| {
+        let mut again = s.redeemers[0].clone();
+        again.ex_units = units(200_000, 60_000_000);
+        s.redeemers.push(again);
+    });
+    let decoded = ganglion_testnet::ledger::decode_tx(&tx).expect("decodes");
+    let (total, each) = phase1::declared_ex_units(&decoded);
+    assert_eq!(total, units(200_000, 60_000_000), "the last entry, once");
+    assert_eq!(each.len(), 1);
+    assert_eq!(rule_of(&w, &tx), "accepted");
+}

@@ -287,3 +287,74 @@ fn withdrawals_votes_and_certificates_are_refused_by_name() {
         }
     }
 }
+
+/// `[body, witnesses, true, null]` with the witness set given as raw CBOR.
+fn with_witnesses(body: &[u8], witnesses: &[u8]) -> Vec<u8> {
+    let mut tx = vec![0x84];
+    tx.extend_from_slice(body);
+    tx.extend_from_slice(witnesses);
+    tx.extend_from_slice(&[0xf5, 0xf6]);
+    tx
+}
+
+/// `[vkey, signature]` by `key` over `body`'s hash.
+fn vkey_witness(body: &[u8], key: &DevKey) -> Vec<u8> {
+    let hash = Hasher::<256>::hash(body);
+    let mut buf = Vec::new();
+    Encoder::new(&mut buf)
+        .array(2)
+        .and_then(|e| e.bytes(&key.public_key()))
+        .and_then(|e| e.bytes(&key.sign(hash.as_ref())))
+        .expect("encode");
+    buf
+}
+
+/// In the witness set, Conway (protocol version ≥ 9) decodes each Plutus script set with
+/// `scriptDecoderV9`, which refuses a repeat; vkey witnesses are merged until version 12, so
+/// at the devnet's version 10 a signature given twice counts once and the transaction is
+/// valid.
+#[test]
+fn a_repeated_plutus_script_does_not_decode_and_a_repeated_signature_counts_once() {
+    use ganglion_testnet::genesis::Genesis;
+    use ganglion_testnet::ledger::utxo::UtxoSet;
+    use ganglion_testnet::ledger::{Rules, validate};
+
+    let key = DevKey::from_seed(1);
+    let me = key.address(Network::Testnet).to_vec();
+    let policy = Hash::<28>::new([0; 28]);
+    let spent = TxoRef {
+        tx_hash: [3; 32],
+        index: 0,
+    };
+    let fee = 300_000;
+    let out = encode_output(&me, 10 * ADA - fee, &policy, &[], 0);
+    let b = body(tagged_set(&[input(&spent)]), &[out], fee, &[]);
+    let wit = vkey_witness(&b, &key);
+    // A Plutus V3 script (the bytes need not run: decoding fails first).
+    let script = {
+        let mut buf = Vec::new();
+        Encoder::new(&mut buf)
+            .bytes(&[0x46, 0x01, 0x00, 0x00, 0x22, 0x49, 0x01])
+            .expect("encode");
+        buf
+    };
+    // {0: [w], 7: #6.258([s, s])}
+    let mut ws = vec![0xa2, 0x00, 0x81];
+    ws.extend_from_slice(&wit);
+    ws.push(0x07);
+    ws.extend_from_slice(&tagged_set(&[script.clone(), script]));
+    match decode_tx(&with_witnesses(&b, &ws)) {
+        Err(Rejection::DuplicateSetElement { field, .. }) => assert_eq!(field, "plutus_v3_script"),
+        other => panic!("expected DuplicateSetElement, got {other:?}"),
+    }
+
+    // {0: #6.258([w, w])}: decodes, the key signed once, the payment is valid.
+    let mut ws = vec![0xa1, 0x00];
+    ws.extend_from_slice(&tagged_set(&[wit.clone(), wit]));
+    let tx = with_witnesses(&b, &ws);
+    let g = Genesis::devnet().expect("genesis");
+    let rules = Rules::new(g.protocol_params.clone(), g.slot_config(), g.network_id);
+    let utxo = UtxoSet::from_entries([(spent, encode_output(&me, 10 * ADA, &policy, &[], 0))]);
+    let ok = validate(&rules, &utxo, &tx, 1).expect("a repeated vkey witness is merged");
+    assert_eq!(ok.delta.consumed.len(), 1);
+}
