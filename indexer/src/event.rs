@@ -194,8 +194,12 @@ pub enum Event {
         gpu_ms: u64,
         /// NTX base units paid (`outputs[0]`): `⌊gpu_ms × rate / 3 600 000⌋`.
         paid: u64,
-        /// POSIX ms the orchestrator's receipt acknowledged, if the claim carried one.
-        acknowledged_until_ms: Option<u64>,
+        /// The orchestrator's receipt the claim carried, if any: the POSIX ms acknowledged
+        /// and the receipt key's signature.
+        receipt: Option<ganglion_contracts::v2::redeemer::SignedReceipt>,
+        /// The claim transaction's validity lower bound, POSIX ms (the "time provably
+        /// elapsed" of DESIGN §3.1 G1), when the watch knows the slot clock.
+        lower_bound_ms: Option<u64>,
         /// The provider's signed attestation (result and log CIDs, exit code).
         attestation: ganglion_contracts::v2::redeemer::Attestation,
         /// Whether the escrow continues or closed (with the refund).

@@ -129,7 +129,7 @@ impl JobView {
                 provider,
                 gpu_ms,
                 paid,
-                acknowledged_until_ms,
+                receipt,
                 outcome,
                 ..
             } => {
@@ -140,7 +140,7 @@ impl JobView {
                 let claim = ClaimView {
                     gpu_ms: *gpu_ms,
                     paid: *paid,
-                    acknowledged_until_ms: *acknowledged_until_ms,
+                    acknowledged_until_ms: receipt.as_ref().map(|r| r.acknowledged_until_ms),
                     tx_hash: record.meta.tx_hash,
                 };
                 if let Some(slot) = usize::try_from(*index)

@@ -19,6 +19,11 @@ pub struct Watch {
     pub script_hash: PolicyId,
     /// Its parameters, and with them its protocol.
     pub params: Params,
+    /// The chain's slot clock, to turn validity bounds (slots) into POSIX ms as the
+    /// validator sees them (a v2 claim's lower bound). Absent in a `watch.json` written
+    /// before it; then those times are not reported.
+    #[serde(default)]
+    pub slot_config: Option<ganglion_cardano::time::SlotConfig>,
 }
 
 /// The parameters of the watched validator; the variant is the protocol.
@@ -77,6 +82,7 @@ impl Watch {
         Self {
             script_hash,
             params: Params::V1(params),
+            slot_config: None,
         }
     }
 
@@ -85,7 +91,14 @@ impl Watch {
         Self {
             script_hash,
             params: Params::V2(params),
+            slot_config: None,
         }
+    }
+
+    /// The same deployment on a chain whose slot clock is `slot_config`.
+    pub fn with_slot_config(mut self, slot_config: ganglion_cardano::time::SlotConfig) -> Self {
+        self.slot_config = Some(slot_config);
+        self
     }
 
     /// True when `address` (raw bytes) is locked by this script, whatever its stake part

@@ -126,6 +126,9 @@ pub(crate) struct Scan {
     pub(crate) ours: Vec<usize>,
     /// The live script UTxOs spent, with their spend redeemer (undecoded), in input order.
     pub(crate) spent: Vec<(Tracked, Option<PlutusData>)>,
+    /// The validity interval's lower bound as POSIX ms (what a validator sees as the
+    /// earliest possible time), when the tx has one and the watch knows the slot clock.
+    pub(crate) lower_bound_ms: Option<u64>,
 }
 
 impl Scan {
@@ -194,6 +197,9 @@ pub fn extract_tx(
         outputs: chain_outputs.iter().map(Output::from_chain).collect(),
         ours,
         spent,
+        lower_bound_ms: tx.validity_start().zip(watch.slot_config).and_then(|(slot, c)| {
+            ganglion_cardano::time::slot_to_posix_ms(&c, slot).ok()
+        }),
     };
     match &watch.params {
         Params::V1(p) => v1::extract(&watch.script_hash, p, &scan),

@@ -190,7 +190,8 @@ impl Reading<'_> {
             payout: a.payout,
             gpu_ms: attestation.gpu_ms,
             paid: self.ntx_at(0),
-            acknowledged_until_ms: receipt.as_ref().map(|r| r.acknowledged_until_ms),
+            receipt: receipt.clone(),
+            lower_bound_ms: self.scan.lower_bound_ms,
             attestation: attestation.clone(),
             outcome,
         })

@@ -198,10 +198,8 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> Result<(), 
         payment = %hex::encode(key_hash), "starting");
 
     let (env, deployment) = chain::resolve(&settings, &preset, &endpoint).await?;
-    let watch = Watch {
-        script_hash: deployment.script.hash,
-        params: deployment.params.clone().into(),
-    };
+    let watch = Watch::v1(deployment.script.hash, deployment.params.clone())
+        .with_slot_config(env.slot_config);
     let indexer = Arc::new(Indexer::new(
         SledKv::open(&dir.indexer_db())?,
         watch,

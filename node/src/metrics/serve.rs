@@ -191,9 +191,9 @@ mod tests {
         )
         .expect("swarm");
         let swarm = tokio::spawn(event_loop.run());
-        let watch = Watch {
-            script_hash: [1; 28],
-            params: Params {
+        let watch = Watch::v1(
+            [1; 28],
+            Params {
                 ntx: AssetClass {
                     policy: [2; 28],
                     name: b"NTX".to_vec(),
@@ -201,9 +201,8 @@ mod tests {
                 min_bond_per_gpu: 1,
                 unbonding_delay_ms: 1,
                 slash_bps: 1,
-            }
-            .into(),
-        };
+            },
+        );
         let collector = Arc::new(Collector::new(Sources {
             store: store.clone(),
             executor: None,

@@ -46,9 +46,9 @@ pub(crate) fn offline_bonds<S: ganglion_indexer::store::Kv + Send + Sync + 'stat
 /// `api` with the namespaces `node run` attaches besides the core ones: audit over an empty
 /// index and blockstore, and the bond methods ([`offline_bonds`]).
 pub(crate) fn with_offline_namespaces(api: ganglion_node::rpc::Api) -> ganglion_node::rpc::Api {
-    let watch = ganglion_indexer::watch::Watch {
-        script_hash: [0; 28],
-        params: ganglion_contracts::params::Params {
+    let watch = ganglion_indexer::watch::Watch::v1(
+        [0; 28],
+        ganglion_contracts::params::Params {
             ntx: ganglion_contracts::params::AssetClass {
                 policy: [0; 28],
                 name: b"NTX".to_vec(),
@@ -56,9 +56,8 @@ pub(crate) fn with_offline_namespaces(api: ganglion_node::rpc::Api) -> ganglion_
             min_bond_per_gpu: 1,
             unbonding_delay_ms: 1,
             slash_bps: 1,
-        }
-        .into(),
-    };
+        },
+    );
     let indexer = std::sync::Arc::new(ganglion_indexer::Indexer::new(
         ganglion_indexer::store::MemoryKv::new(),
         watch,

@@ -151,10 +151,7 @@ impl Chain {
                     output: ganglion_contracts::tx::Output::new(vec![], Default::default()),
                 },
             },
-            watch: Watch {
-                script_hash: script.hash,
-                params: params.into(),
-            },
+            watch: Watch::v1(script.hash, params),
             settle_grace_ms: 600_000,
         };
         let deployer = chain.access(dev_key(3));

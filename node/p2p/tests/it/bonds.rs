@@ -95,10 +95,7 @@ async fn p2p_offers_are_checked_against_the_indexers_active_bonds() {
     .expect("unbond");
     let blocks = blocks_of(&h.world.applied);
 
-    let watch = Watch {
-        script_hash: h.dep.script.hash,
-        params: h.dep.params.clone().into(),
-    };
+    let watch = Watch::v1(h.dep.script.hash, h.dep.params.clone());
     let ix = Indexer::new(MemoryKv::new(), watch, 10);
     for b in &blocks[..bonded_txs] {
         ix.apply_block(b).expect("block applies");
