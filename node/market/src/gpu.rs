@@ -31,8 +31,15 @@ pub struct Gpu {
     pub name: String,
     /// NVIDIA UUID (`GPU-…`), or a stable id for other sources.
     pub uuid: Option<String>,
-    /// Total VRAM, MiB.
+    /// Total VRAM, MiB (2^20 bytes), rounded down.
     pub vram_total_mib: u64,
+    /// The same total in exact bytes, when the source reads bytes (NVML `nvmlMemory_t.total`,
+    /// amdgpu's `mem_info_vram_total`); `None` for declared GPUs, whose size is given in GiB.
+    /// The offer carries it as [`crate::GpuModel::vram_bytes`], so fit checks see the bytes the
+    /// driver reported (an H100 NVL's 99 961 274 368 B is not a whole number of MiB) and only
+    /// the class comparison ([`crate::vram`]) applies a tolerance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vram_total_bytes: Option<u64>,
     /// Free VRAM, MiB, when the driver reports it.
     pub vram_free_mib: Option<u64>,
     /// CUDA compute capability (NVIDIA).
@@ -90,6 +97,7 @@ impl Gpu {
             name,
             uuid: None,
             vram_total_mib: 0,
+            vram_total_bytes: None,
             vram_free_mib: None,
             compute_capability: None,
             gfx_target: None,

@@ -254,7 +254,9 @@ impl ProviderLimits {
     /// [`ProviderLimits::pooled`]) grouped into identical models per fabric domain, those whose
     /// UUID is in `in_use` not free, priced and limited as configured. NVIDIA GPUs joined by
     /// active NVLinks (by PCI bus id, transitively) form one `nvlink` group; every other GPU
-    /// is PCIe (`any`). Declared GPUs stay marked declared.
+    /// is PCIe (`any`). Declared GPUs stay marked declared. Each model keeps the size the
+    /// driver reported: MiB, and the exact bytes when the inventory read them
+    /// ([`Gpu::vram_total_bytes`] → [`GpuModel::vram_bytes`]), for fit checks.
     ///
     /// MIG (field case "NVIDIA MIG with sparse indices"): a slice (UUID `MIG-…`) is offered as
     /// its own GPU, with its own memory, free unless its own UUID is in `in_use`, and with
@@ -273,6 +275,7 @@ impl ProviderLimits {
                 vendor: g.vendor,
                 name: g.name.clone(),
                 vram_mib: g.vram_total_mib,
+                vram_bytes: g.vram_total_bytes,
                 compute_capability: g.compute_capability,
                 gfx_target: g.gfx_target.clone(),
                 interconnect: if key.is_some() {
@@ -314,9 +317,11 @@ impl ProviderLimits {
     }
 }
 
-/// Whether `gpu` is a MIG slice: NVML names GPU instances by a `MIG-…` UUID.
+/// Whether `gpu` is a MIG slice: the inventory gave it a [`crate::gpu::MigSlice`] (it came from
+/// `nvmlDeviceGetMigDeviceHandleByIndex`), or NVML names it by a `MIG-…` UUID (R470+ drivers;
+/// older ones `MIG-GPU-…/gi/ci`, same prefix).
 pub fn is_mig_slice(gpu: &Gpu) -> bool {
-    gpu.uuid.as_deref().is_some_and(|u| u.starts_with("MIG-"))
+    gpu.mig.is_some() || gpu.uuid.as_deref().is_some_and(|u| u.starts_with("MIG-"))
 }
 
 /// The card a MIG slice is carved from, as [`GpuModel::mig_parent`]: the parent UUID NVML
@@ -456,6 +461,64 @@ deadline_ms: 99999999999999
         );
         slice.mig = None;
         assert_eq!(mig_parent(&slice, &[&slice]).as_deref(), Some("unknown"));
+    }
+
+    /// A MIG device NVML enumerated but whose UUID it could not read is still a slice of its
+    /// card (never counted as a whole GPU a collective job may pair with its siblings).
+    #[test]
+    fn a_slice_is_known_by_its_mig_record_without_a_uuid() {
+        use crate::gpu::{MigSlice, Source};
+        use crate::spec::Vendor;
+        let mut slice = Gpu::bare(
+            0,
+            Source::Nvml,
+            Vendor::Nvidia,
+            "NVIDIA A100 MIG 1g.5gb".into(),
+        );
+        assert!(!is_mig_slice(&slice));
+        slice.mig = Some(MigSlice {
+            parent_uuid: Some("GPU-3b722aa5-db24-5b93-84c8-e4e0efcef078".into()),
+            parent_index: 0,
+            slot: 2,
+            profile: Some("1g.5gb".into()),
+        });
+        assert!(is_mig_slice(&slice));
+        assert_eq!(
+            mig_parent(&slice, &[&slice]).as_deref(),
+            Some("GPU-3b722aa5-db24-5b93-84c8-e4e0efcef078")
+        );
+    }
+
+    /// The offer carries the exact bytes the inventory read (field case `vram/`: the H100 NVL's
+    /// 99 961 274 368 B), not the MiB rounded down; GPUs without bytes fall back to MiB.
+    #[test]
+    fn the_offer_keeps_the_exact_reported_bytes() {
+        use crate::gpu::Source;
+        use crate::spec::Vendor;
+        let mut nvl = Gpu::bare(0, Source::Nvml, Vendor::Nvidia, "NVIDIA H100 NVL".into());
+        nvl.uuid = Some("GPU-nvl".into());
+        nvl.vram_total_bytes = Some(99_961_274_368);
+        nvl.vram_total_mib = 99_961_274_368 >> 20;
+        let declared = two_declared();
+        let pooled: Vec<&Gpu> = std::iter::once(&nvl).chain(declared.iter()).collect();
+        let terms = OfferTerms {
+            provider: [5; 28],
+            bond_gpus: 3,
+            score: 1,
+            uplink_mbps: 1,
+            direct_capable: false,
+        };
+        let o = limits().offer(terms, &pooled, &[]);
+        let nvl_model = &o.gpus[0].model;
+        assert_eq!(nvl_model.vram_bytes, Some(99_961_274_368));
+        assert_eq!(nvl_model.vram_total_bytes(), 99_961_274_368);
+        assert!(nvl_model.vram_mib * crate::vram::MIB < nvl_model.vram_total_bytes());
+        let declared_model = &o.gpus[1].model;
+        assert_eq!(declared_model.vram_bytes, None);
+        assert_eq!(
+            declared_model.vram_total_bytes(),
+            declared_model.vram_mib * crate::vram::MIB
+        );
     }
 
     #[test]

@@ -3,14 +3,14 @@
 //!
 //! | GPU | attachment |
 //! |---|---|
-//! | NVIDIA (NVML), engine with CDI devices | `nvidia.com/gpu=<UUID>`, else `nvidia.com/gpu=<index>`, when listed |
+//! | NVIDIA (NVML), engine with CDI devices | `nvidia.com/gpu=<UUID>`, else `nvidia.com/gpu=<index>` (a MIG device: `<parent index>:<MIG index>`, never the parent's index), when listed |
 //! | NVIDIA (NVML), engine with the `nvidia` runtime | a device request for its UUID |
 //! | AMD (sysfs) | `/dev/kfd` and its render node |
 //! | declared (devnet) | none: only the rank env names it |
 
 use ganglion_dispatch::executor::engine::DockerEngine;
 use ganglion_dispatch::executor::plan::GpuAttachment;
-use ganglion_dispatch::gpu::docker::NvidiaAccess;
+use ganglion_dispatch::gpu::docker::{NvidiaAccess, cdi_index_name};
 use ganglion_dispatch::gpu::smoke::{self, GpuCheck};
 use ganglion_dispatch::gpu::{Gpu, Inventory, Source};
 
@@ -136,7 +136,7 @@ fn attachment(g: &Gpu, nvidia: &NvidiaAccess) -> Result<GpuAttachment, AttachErr
                 NvidiaAccess::Runtime => Ok(GpuAttachment::NvidiaRuntime { uuid }),
                 NvidiaAccess::Cdi { devices } => {
                     let by_uuid = format!("nvidia.com/gpu={uuid}");
-                    let by_index = format!("nvidia.com/gpu={}", g.index);
+                    let by_index = format!("nvidia.com/gpu={}", cdi_index_name(g));
                     [by_uuid, by_index]
                         .into_iter()
                         .find(|d| devices.contains(d))
@@ -214,6 +214,44 @@ mod tests {
         );
         assert!(matches!(
             attachments(&[&nv], &cdi(&["nvidia.com/gpu=0"])),
+            Err(AttachError::NotInCdi { .. })
+        ));
+    }
+
+    /// A MIG device on a CDI host that lists devices by index: its own `<parent>:<MIG index>`
+    /// name; where only the parent's index is listed, refused rather than given the whole card.
+    #[test]
+    fn cdi_names_a_mig_device_by_its_own_index_never_the_parents() {
+        let mut slice = gpu(
+            Source::Nvml,
+            0,
+            Some("MIG-5f16849a-8ae9-571a-bc2c-486916c4a324"),
+            None,
+        );
+        slice.mig = Some(ganglion_dispatch::gpu::MigSlice {
+            parent_uuid: Some("GPU-3b722aa5-db24-5b93-84c8-e4e0efcef078".into()),
+            parent_index: 0,
+            slot: 2,
+            profile: Some("1g.5gb".into()),
+        });
+        let cdi = |devices: &[&str]| NvidiaAccess::Cdi {
+            devices: devices.iter().map(|d| d.to_string()).collect(),
+        };
+        assert_eq!(
+            attachments(
+                &[&slice],
+                &cdi(&[
+                    "nvidia.com/gpu=0",
+                    "nvidia.com/gpu=0:0",
+                    "nvidia.com/gpu=0:2"
+                ])
+            ),
+            Ok(vec![GpuAttachment::NvidiaCdi {
+                device: "nvidia.com/gpu=0:2".into()
+            }])
+        );
+        assert!(matches!(
+            attachments(&[&slice], &cdi(&["nvidia.com/gpu=0"])),
             Err(AttachError::NotInCdi { .. })
         ));
     }

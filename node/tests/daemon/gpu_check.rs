@@ -77,7 +77,7 @@ async fn smoke_container_on_an_engine_without_gpu_support_reports_not_usable_wit
         return;
     }
     let image = probe_image();
-    let targets = [(UUID.to_string(), 0)];
+    let targets = [(UUID.to_string(), "0".to_string())];
     let check = smoke::check(&e.docker, &e.nvidia, &image, &targets).await;
     assert_eq!(check.request.device_ids, [UUID], "only the granted GPU");
     let SmokeOutcome::EngineError { message } = &check.smoke else {

@@ -99,6 +99,7 @@ pub fn detect(root: &Path) -> Result<Vec<Gpu>, Error> {
         );
         g.uuid = read_trim(&dev.join("unique_id"));
         g.vram_total_mib = vram_bytes >> 20;
+        g.vram_total_bytes = Some(vram_bytes);
         g.vram_free_mib = read_trim(&dev.join("mem_info_vram_used"))
             .and_then(|s| s.parse::<u64>().ok())
             .map(|used| vram_bytes.saturating_sub(used) >> 20);
@@ -260,6 +261,11 @@ mod tests {
         assert_eq!(mi.index, 0);
         assert_eq!(mi.name, "0x1002:0x740f");
         assert_eq!(mi.vram_total_mib, 65520, "64 GiB class, not 256 MiB");
+        assert_eq!(
+            mi.vram_total_bytes,
+            Some(68_702_699_520),
+            "exact bytes kept"
+        );
         assert_eq!(mi.vram_free_mib, Some(65520 - 1024));
         assert_eq!(mi.gfx_target.as_deref(), Some("gfx90a"));
         assert_eq!(mi.render_node.as_deref(), Some("/dev/dri/renderD128"));

@@ -284,12 +284,26 @@ pub struct GpuRequest {
     pub capabilities: Vec<Vec<String>>,
 }
 
-/// The request the smoke container makes for the pooled NVIDIA GPUs `gpus` (UUID, NVML index):
+/// The name `nvidia-ctk cdi generate` gives `gpu` in the `nvidia.com/gpu` CDI kind under its
+/// index strategy: `<index>` for a whole GPU, `<parent index>:<MIG index>` for a MIG device,
+/// the MIG index being the one `nvmlDeviceGetMigDeviceHandleByIndex` answered for (source:
+/// nvidia-container-toolkit `pkg/nvcdi`, `deviceNameIndex.GetMigDeviceName` = `%d:%d`, over
+/// go-nvlib's `VisitMigDevices`, which skips NotFound indices without renumbering). A slice
+/// never gets its parent's bare index: `nvidia.com/gpu=0` is the whole card, slices in use or not.
+pub fn cdi_index_name(gpu: &super::Gpu) -> String {
+    match &gpu.mig {
+        Some(m) => format!("{}:{}", m.parent_index, m.slot),
+        None => gpu.index.to_string(),
+    }
+}
+
+/// The request the smoke container makes for the pooled NVIDIA GPUs `gpus` (UUID, CDI index
+/// name from [`cdi_index_name`]):
 /// CDI → driver `cdi` with each GPU's listed name (`nvidia.com/gpu=<UUID>`, else `=<index>`);
 /// runtime → driver `nvidia` with the UUIDs; missing → what would be tried (a CDI request on a
 /// CDI-capable engine, else driver `""`), so the engine's own refusal is quoted. Only the granted
 /// GPUs are named: never `nvidia.com/gpu=all` nor `Count: -1` for a subset.
-pub fn smoke_request(access: &NvidiaAccess, gpus: &[(String, u32)]) -> GpuRequest {
+pub fn smoke_request(access: &NvidiaAccess, gpus: &[(String, String)]) -> GpuRequest {
     let gpu_caps = || vec![vec!["gpu".to_string()]];
     let uuids = || gpus.iter().map(|(u, _)| u.clone()).collect::<Vec<_>>();
     match access {
@@ -409,7 +423,7 @@ mod tests {
                 h["engine_error_contains"].as_str().expect("error text")
             );
             assert_eq!(classify_engine_error(&said), Some(reason), "{id}: {said}");
-            let req = smoke_request(&from_info, &[("GPU-aa".into(), 0)]);
+            let req = smoke_request(&from_info, &[("GPU-aa".into(), "0".into())]);
             let confirmed = confirm(
                 &from_info,
                 &req,
@@ -429,12 +443,12 @@ mod tests {
         // The smoke on H3 asks by CDI name (a CDI-capable engine), on H1 the classic way.
         let h3: EngineInfo = serde_json::from_value(hosts[2]["info"].clone()).expect("info");
         assert_eq!(
-            smoke_request(&nvidia_access(&h3), &[("GPU-aa".into(), 0)]).driver,
+            smoke_request(&nvidia_access(&h3), &[("GPU-aa".into(), "0".into())]).driver,
             "cdi"
         );
         let h1: EngineInfo = serde_json::from_value(hosts[0]["info"].clone()).expect("info");
         assert_eq!(
-            smoke_request(&nvidia_access(&h1), &[("GPU-aa".into(), 0)]).driver,
+            smoke_request(&nvidia_access(&h1), &[("GPU-aa".into(), "0".into())]).driver,
             ""
         );
     }
@@ -446,7 +460,10 @@ mod tests {
         let good = v["good_host_examples"].as_array().expect("good hosts");
         let g1: EngineInfo = serde_json::from_value(good[0]["info"].clone()).expect("G1");
         let g2: EngineInfo = serde_json::from_value(good[1]["info"].clone()).expect("G2");
-        let granted = [("GPU-8d2c0000-0000-0000-0000-000000000000".to_string(), 0)];
+        let granted = [(
+            "GPU-8d2c0000-0000-0000-0000-000000000000".to_string(),
+            "0".to_string(),
+        )];
         let r1 = smoke_request(&nvidia_access(&g1), &granted);
         assert_eq!(r1.driver, good[0]["request"]["Driver"]);
         assert_eq!(
@@ -466,8 +483,30 @@ mod tests {
         let two = info(
             r#"{"CDISpecDirs":["/etc/cdi"],"DiscoveredDevices":[{"Source":"cdi","ID":"nvidia.com/gpu=0"},{"Source":"cdi","ID":"nvidia.com/gpu=1"},{"Source":"cdi","ID":"nvidia.com/gpu=all"}]}"#,
         );
-        let r = smoke_request(&nvidia_access(&two), &[("GPU-bb".into(), 1)]);
+        let r = smoke_request(&nvidia_access(&two), &[("GPU-bb".into(), "1".into())]);
         assert_eq!(r.device_ids, ["nvidia.com/gpu=1"]);
+        // A MIG device on a CDI host listed by index only: its own `<parent>:<MIG index>`,
+        // never the parent's `nvidia.com/gpu=0` (the whole card).
+        let mig = info(
+            r#"{"CDISpecDirs":["/etc/cdi"],"DiscoveredDevices":[{"Source":"cdi","ID":"nvidia.com/gpu=0"},{"Source":"cdi","ID":"nvidia.com/gpu=0:1"},{"Source":"cdi","ID":"nvidia.com/gpu=all"}]}"#,
+        );
+        let mut slice = super::super::Gpu::bare(
+            0,
+            super::super::Source::Nvml,
+            ganglion_market::spec::Vendor::Nvidia,
+            "NVIDIA A100-PCIE-40GB MIG 2g.10gb".into(),
+        );
+        slice.uuid = Some("MIG-9d822d55-dc61-5acb-8c24-544828b47b03".into());
+        slice.mig = Some(super::super::MigSlice {
+            parent_uuid: Some("GPU-3b722aa5-db24-5b93-84c8-e4e0efcef078".into()),
+            parent_index: 0,
+            slot: 1,
+            profile: Some("2g.10gb".into()),
+        });
+        let targets = crate::gpu::smoke::nvidia_targets(std::slice::from_ref(&slice));
+        assert_eq!(targets[0].1, "0:1");
+        let r = smoke_request(&nvidia_access(&mig), &targets);
+        assert_eq!(r.device_ids, ["nvidia.com/gpu=0:1"]);
         // A passing smoke confirms the path.
         assert_eq!(
             confirm(&NvidiaAccess::Runtime, &r2, &SmokeOutcome::Passed),

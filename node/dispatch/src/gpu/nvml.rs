@@ -22,7 +22,10 @@
 //!   skipped; each MIG device found is its own entry with its own UUID (`MIG-…`) and the memory of
 //!   its MIG handle, and the parent is listed but not offered whole;
 //! - a device whose name is empty or unreadable, or whose memory is 0 or unreadable, is listed
-//!   as unidentified with the failing query and never offered.
+//!   as unidentified with the failing query and never offered; so is a MIG device without a
+//!   readable UUID (a MIG device is scheduled by its `MIG-…` UUID and nothing else);
+//! - memory is kept in exact bytes (`nvmlMemory_t.total`, [`Gpu::vram_total_bytes`]) beside the
+//!   MiB, for fit checks (field case `vram/`: an H100 NVL reports 99 961 274 368 B).
 
 use std::ffi::OsStr;
 
@@ -435,6 +438,20 @@ fn describe(api: &dyn NvmlApi, h: Handle, index: u32) -> Gpu {
             None
         }
     };
+    // A MIG device is only ever scheduled by its own UUID (device requests, `[provider] pool`,
+    // the busy list): without one it cannot be given to a container, so it is unidentified too.
+    let uuid = match (api.uuid(h), h) {
+        (Ok(u), _) if !u.trim().is_empty() => Some(u),
+        (Ok(_), Handle::Mig { .. }) => {
+            failed.push("nvmlDeviceGetUUID returned an empty UUID for a MIG device".to_string());
+            None
+        }
+        (Err(e), Handle::Mig { .. }) => {
+            failed.push(format!("nvmlDeviceGetUUID (MIG device): {e}"));
+            None
+        }
+        (_, Handle::Gpu(_)) => None,
+    };
     let cc = api.compute_capability(h).ok().and_then(|(major, minor)| {
         Some(ComputeCapability {
             major: u8::try_from(major).ok()?,
@@ -442,8 +459,9 @@ fn describe(api: &dyn NvmlApi, h: Handle, index: u32) -> Gpu {
         })
     });
     let mut g = Gpu::bare(index, Source::Nvml, Vendor::Nvidia, name);
-    g.uuid = api.uuid(h).ok();
+    g.uuid = uuid;
     g.vram_total_mib = mem.map_or(0, |m| m.total >> 20);
+    g.vram_total_bytes = mem.map(|m| m.total);
     g.vram_free_mib = mem.map(|m| m.free >> 20);
     g.compute_capability = cc;
     if let Handle::Gpu(_) = h {

@@ -134,11 +134,16 @@ async fn start_and_wait(docker: &Docker, id: &str) -> SmokeOutcome {
     }
 }
 
-/// The (UUID, NVML index) of each NVIDIA GPU or MIG device of `gpus` that would be offered.
-pub fn nvidia_targets(gpus: &[Gpu]) -> Vec<(String, u32)> {
+/// The (UUID, CDI index name, [`super::docker::cdi_index_name`]) of each NVIDIA GPU or MIG
+/// device of `gpus` that would be offered.
+pub fn nvidia_targets(gpus: &[Gpu]) -> Vec<(String, String)> {
     gpus.iter()
         .filter(|g| g.source == Source::Nvml && g.not_offered.is_none())
-        .filter_map(|g| g.uuid.clone().map(|u| (u, g.index)))
+        .filter_map(|g| {
+            g.uuid
+                .clone()
+                .map(|u| (u, super::docker::cdi_index_name(g)))
+        })
         .collect()
 }
 
@@ -149,7 +154,7 @@ pub async fn check(
     docker: &Docker,
     from_info: &NvidiaAccess,
     image: &str,
-    targets: &[(String, u32)],
+    targets: &[(String, String)],
 ) -> GpuCheck {
     let request = smoke_request(from_info, targets);
     let smoke = run(docker, image, &request).await;

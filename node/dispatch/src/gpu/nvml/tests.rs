@@ -191,6 +191,111 @@ fn mig_a100_with_sparse_indices_gives_three_slices_and_no_whole_parent() {
     );
 }
 
+/// A MIG device whose UUID NVML cannot read cannot be scheduled (device requests name MIG
+/// devices by UUID): listed as unidentified with the failing query, never offered, and its
+/// siblings are unaffected.
+#[test]
+fn a_mig_device_without_a_uuid_is_unidentified_and_never_offered() {
+    let mut f = mig_a100();
+    f.uuids.remove(&Handle::Mig { parent: 0, slot: 1 });
+    let found = enumerate(&f).expect("enumerates");
+    assert_eq!(found.gpus.len(), 4, "parent + 3 MIG devices, all listed");
+    let nameless = &found.gpus[2];
+    assert!(nameless.mig.is_some(), "still known as a slice of its card");
+    assert!(
+        matches!(
+            &nameless.not_offered,
+            Some(NotOffered::Unidentified { query }) if query.starts_with("nvmlDeviceGetUUID (MIG device): ")
+        ),
+        "{:?}",
+        nameless.not_offered
+    );
+    let inv = Inventory {
+        gpus: found.gpus,
+        notes: vec![],
+    };
+    let offered: Vec<_> = inv.offerable().into_iter().filter_map(|g| g.uuid).collect();
+    assert_eq!(
+        offered,
+        vec![SLICES[0].0.to_string(), SLICES[2].0.to_string()]
+    );
+    // A whole GPU without a readable UUID is still identified by name and memory.
+    let mut g = FakeNvml {
+        count: 1,
+        ..FakeNvml::default()
+    };
+    g.names.insert(Handle::Gpu(0), "NVIDIA L4".into());
+    g.memory.insert(
+        Handle::Gpu(0),
+        Memory {
+            total: 23034 * MIB,
+            free: 0,
+        },
+    );
+    let found = enumerate(&g).expect("enumerates");
+    assert_eq!(found.gpus[0].not_offered, None);
+}
+
+/// Field case `vram/`: the H100 NVL reports 99 961 274 368 B, not a whole number of MiB. The
+/// inventory keeps the bytes, the offer built from it carries them, and the matcher reads the
+/// marketed class from them (94 and 90 met).
+#[test]
+fn exact_reported_bytes_reach_the_offer_and_the_class_check() {
+    use ganglion_market::limits::OfferTerms;
+    use ganglion_market::test_utils::req;
+    use ganglion_market::{MarketSnapshot, ProviderLimits, SnapshotOptions, match_gang};
+    const NVL_BYTES: u64 = 99_961_274_368;
+    let mut f = FakeNvml {
+        count: 1,
+        ..FakeNvml::default()
+    };
+    f.names.insert(Handle::Gpu(0), "NVIDIA H100 NVL".into());
+    f.uuids.insert(Handle::Gpu(0), "GPU-h100-nvl".into());
+    f.memory.insert(
+        Handle::Gpu(0),
+        Memory {
+            total: NVL_BYTES,
+            free: NVL_BYTES,
+        },
+    );
+    let found = enumerate(&f).expect("enumerates");
+    let g = &found.gpus[0];
+    assert_eq!(g.vram_total_bytes, Some(NVL_BYTES));
+    assert_eq!(g.vram_total_mib, 95_330, "MiB rounded down");
+    let limits = ProviderLimits {
+        pool: None,
+        price_ntx_per_gpu_hour: 10,
+        max_concurrent_jobs: 1,
+        max_job_duration_s: None,
+        max_job_nodes: None,
+        allow_images: vec![],
+        refuse_images: vec![],
+        fabric: None,
+    };
+    let terms = OfferTerms {
+        provider: [1; 28],
+        bond_gpus: 1,
+        score: 1,
+        uplink_mbps: 1_000,
+        direct_capable: false,
+    };
+    let pooled: Vec<&Gpu> = found.gpus.iter().collect();
+    let offer = limits.offer(terms, &pooled, &[]);
+    assert_eq!(offer.gpus[0].model.vram_total_bytes(), NVL_BYTES);
+    let market =
+        MarketSnapshot::build(&[offer], &[], SnapshotOptions::default()).expect("one provider");
+    let mut r = req(1);
+    for (class, met) in [(90, true), (94, true), (100, false)] {
+        r.min_vram_gib = class;
+        assert_eq!(match_gang(&r, &market).is_ok(), met, "min_vram_gib {class}");
+    }
+    // The slices of a MIG card carry their own handle's bytes.
+    let found = enumerate(&mig_a100()).expect("enumerates");
+    for (g, (_, _, mib)) in found.gpus[1..].iter().zip(SLICES) {
+        assert_eq!(g.vram_total_bytes, Some(mib * MIB));
+    }
+}
+
 #[test]
 fn a_mig_index_error_other_than_not_found_is_noted_and_the_rest_kept() {
     let mut f = mig_a100();
