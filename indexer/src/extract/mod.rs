@@ -197,9 +197,10 @@ pub fn extract_tx(
         outputs: chain_outputs.iter().map(Output::from_chain).collect(),
         ours,
         spent,
-        lower_bound_ms: tx.validity_start().zip(watch.slot_config).and_then(|(slot, c)| {
-            ganglion_cardano::time::slot_to_posix_ms(&c, slot).ok()
-        }),
+        lower_bound_ms: tx
+            .validity_start()
+            .zip(watch.slot_config)
+            .and_then(|(slot, c)| ganglion_cardano::time::slot_to_posix_ms(&c, slot).ok()),
     };
     match &watch.params {
         Params::V1(p) => v1::extract(&watch.script_hash, p, &scan),

@@ -21,7 +21,7 @@ use super::dag;
 use super::evidence::Evidence;
 use super::{Check, Report};
 
-fn pass(name: impl Into<String>, detail: impl Into<String>) -> Check {
+pub(super) fn pass(name: impl Into<String>, detail: impl Into<String>) -> Check {
     Check {
         name: name.into(),
         pass: true,
@@ -29,7 +29,7 @@ fn pass(name: impl Into<String>, detail: impl Into<String>) -> Check {
     }
 }
 
-fn fail(name: impl Into<String>, detail: impl Into<String>) -> Check {
+pub(super) fn fail(name: impl Into<String>, detail: impl Into<String>) -> Check {
     Check {
         name: name.into(),
         pass: false,
@@ -37,7 +37,7 @@ fn fail(name: impl Into<String>, detail: impl Into<String>) -> Check {
     }
 }
 
-fn from(name: String, r: Result<String, String>) -> Check {
+pub(super) fn from(name: String, r: Result<String, String>) -> Check {
     match r {
         Ok(d) => pass(name, d),
         Err(d) => fail(name, d),
@@ -45,14 +45,14 @@ fn from(name: String, r: Result<String, String>) -> Check {
 }
 
 /// The lock's terms, the assignment and the end of the job, as the events say.
-struct Trail<'a> {
-    max_rate: Option<u64>,
-    assigned: Option<Assigned<'a>>,
+pub(super) struct Trail<'a> {
+    pub(super) max_rate: Option<u64>,
+    pub(super) assigned: Option<Assigned<'a>>,
     end: Option<End<'a>>,
 }
 
 /// The assign event: assignments, start (POSIX ms), acceptance signatures, where.
-type Assigned<'a> = (&'a [Assignment], u64, &'a [Vec<u8>], &'a Record);
+pub(super) type Assigned<'a> = (&'a [Assignment], u64, &'a [Vec<u8>], &'a Record);
 
 struct End<'a> {
     kind: &'static str,
@@ -63,7 +63,7 @@ struct End<'a> {
     record: &'a Record,
 }
 
-fn trail(e: &Evidence) -> Trail<'_> {
+pub(super) fn trail(e: &Evidence) -> Trail<'_> {
     let mut t = Trail {
         max_rate: None,
         assigned: None,
@@ -134,7 +134,7 @@ fn check_status(e: &Evidence, t: &Trail<'_>) -> Check {
     }
 }
 
-fn check_spec(e: &Evidence) -> (Check, Option<Vec<u8>>) {
+pub(super) fn check_spec(e: &Evidence) -> (Check, Option<Vec<u8>>) {
     let name = "spec_cid";
     let Ok(root) = Cid::try_from(e.job.spec.as_slice()) else {
         return (
@@ -175,7 +175,7 @@ fn check_spec(e: &Evidence) -> (Check, Option<Vec<u8>>) {
     }
 }
 
-fn check_spec_terms(e: &Evidence, content: Option<&[u8]>) -> Check {
+pub(super) fn check_spec_terms(e: &Evidence, content: Option<&[u8]>) -> Check {
     let name = "spec_terms";
     let Some(content) = content else {
         return fail(name, "the spec could not be read (see spec_cid)");
@@ -208,7 +208,7 @@ fn check_spec_terms(e: &Evidence, content: Option<&[u8]>) -> Check {
     }
 }
 
-fn check_assignment(e: &Evidence, t: &Trail<'_>) -> Check {
+pub(super) fn check_assignment(e: &Evidence, t: &Trail<'_>) -> Check {
     let name = "assignment";
     let Some((assignments, started, acceptances, rec)) = t.assigned else {
         return fail(name, "no assign transaction on chain");
@@ -253,7 +253,7 @@ fn check_assignment(e: &Evidence, t: &Trail<'_>) -> Check {
     )
 }
 
-fn check_bond_key(e: &Evidence, i: usize, a: &Assignment) -> Check {
+pub(super) fn check_bond_key(e: &Evidence, i: usize, a: &Assignment) -> Check {
     let name = format!("bond_key[{i}]");
     match e.bonded_keys.get(&a.provider) {
         Some(keys) if keys.contains(&a.attest_key) => pass(
@@ -360,7 +360,7 @@ fn check_gpu_seconds(
     }
 }
 
-fn check_artifact(e: &Evidence, name: String, cid: &[u8]) -> Check {
+pub(super) fn check_artifact(e: &Evidence, name: String, cid: &[u8]) -> Check {
     if cid.is_empty() {
         return pass(name, "none attested");
     }
@@ -460,6 +460,9 @@ fn check_refund(e: &Evidence, end: &End<'_>) -> Check {
 
 /// Runs every check on `e`. See the module docs for the names and the rules.
 pub fn check(e: &Evidence) -> Report {
+    if let Some(terms) = &e.job.receipts {
+        return super::claims::check(e, terms);
+    }
     let t = trail(e);
     let mut checks = vec![check_status(e, &t)];
     let (spec, content) = check_spec(e);

@@ -37,17 +37,20 @@ pub struct Evidence {
 pub fn roots(job: &JobView) -> Vec<Cid> {
     let mut out: Vec<Cid> = Cid::try_from(job.spec.as_slice()).into_iter().collect();
     for r in &job.history {
-        if let Event::JobSettled { attestations, .. } | Event::JobExpired { attestations, .. } =
-            &r.event
-        {
-            for a in attestations {
-                for c in [&a.result, &a.logs] {
-                    if let Ok(c) = Cid::try_from(c.as_slice()) {
-                        out.push(c);
-                    }
-                }
+        let cids: Vec<&Vec<u8>> = match &r.event {
+            Event::JobSettled { attestations, .. } | Event::JobExpired { attestations, .. } => {
+                attestations
+                    .iter()
+                    .flat_map(|a| [&a.result, &a.logs])
+                    .collect()
             }
-        }
+            Event::JobClaimed { attestation, .. } => vec![&attestation.result, &attestation.logs],
+            _ => Vec::new(),
+        };
+        out.extend(
+            cids.into_iter()
+                .filter_map(|c| Cid::try_from(c.as_slice()).ok()),
+        );
     }
     out
 }

@@ -1,0 +1,425 @@
+//! The audit of an escrow v2 job (DESIGN §3.1 G8, `docs/escrow-v2.md`): every claim's pay and
+//! every slash re-derived from the chain's events and the signed messages they carry, each
+//! check naming the rule behind it.
+//!
+//! Order: `status`, `spec_cid`, `spec_terms`, `assignment`, `budget`, then for each provider
+//! `i` in assignment order `bond_key[i]`, `acceptance[i]`, and either its claim —
+//! `attestation[i]`, `receipt[i]`, `claim_bound[i]`, `payment[i]`, `result_cid[i]`,
+//! `logs_cid[i]` — or, unclaimed, `default[i]` (and `slash[i]` when the expire slashed it);
+//! last `refund` once the escrow closed.
+//!
+//! The rules (the validator's, mirrored by `ganglion_contracts::v2::rules`):
+//! - G1 `claim_bound`: `gpu_ms ≤ gpus × max(0, min(acknowledged + receipt_interval,
+//!   lower_bound, deadline) − started_at)`, `acknowledged` the receipt's time or the start;
+//! - `payment`: `⌊gpu_ms × rate / 3 600 000⌋` to the assignment's whole payout address;
+//! - G3 `default`: only an assigned provider with no claim by deadline + claim window;
+//! - G4 `slash`: at most the assignment's window value, the orchestrator recovering at most
+//!   what it paid (`min(Σ slashes, paid)`), the rest burnt;
+//! - G6 `budget`: the budget pays every assignment for its whole window;
+//! - `refund`: the budget less every claim, plus the recovered slashes.
+
+use ganglion_contracts::v2::datum::Assignment;
+use ganglion_contracts::v2::redeemer::{Attestation, SignedReceipt};
+use ganglion_contracts::v2::rules;
+use ganglion_contracts::v2::signed::{self, Acceptance, AttestationBody, Receipt};
+use ganglion_indexer::event::{ClaimOutcome, Event, ReceiptTerms, Slash};
+use ganglion_indexer::{JobStatus, Record};
+
+use super::checks::{
+    Trail, check_artifact, check_assignment, check_bond_key, check_spec, check_spec_terms, fail,
+    from, pass, trail,
+};
+use super::evidence::Evidence;
+use super::{Check, Report};
+
+/// One claim as its event says it.
+struct Claim<'a> {
+    gpu_ms: u64,
+    paid: u64,
+    payout: &'a ganglion_contracts::v2::payout::Payout,
+    receipt: Option<&'a SignedReceipt>,
+    lower_bound_ms: Option<u64>,
+    attestation: &'a Attestation,
+    record: &'a Record,
+}
+
+/// The expire, as its event says it.
+struct Expiry<'a> {
+    slashes: &'a [Slash],
+    recovered: u64,
+    burnt: u64,
+    refund: u64,
+    record: &'a Record,
+}
+
+fn claim_of(e: &Evidence, index: usize) -> Option<Claim<'_>> {
+    e.job.history.iter().find_map(|r| match &r.event {
+        Event::JobClaimed {
+            index: i,
+            gpu_ms,
+            paid,
+            payout,
+            receipt,
+            lower_bound_ms,
+            attestation,
+            ..
+        } if *i == index as u64 => Some(Claim {
+            gpu_ms: *gpu_ms,
+            paid: *paid,
+            payout,
+            receipt: receipt.as_ref(),
+            lower_bound_ms: *lower_bound_ms,
+            attestation,
+            record: r,
+        }),
+        _ => None,
+    })
+}
+
+fn expiry(e: &Evidence) -> Option<Expiry<'_>> {
+    e.job.history.iter().find_map(|r| match &r.event {
+        Event::JobExpired {
+            slashes,
+            recovered,
+            burnt,
+            refund,
+            ..
+        } => Some(Expiry {
+            slashes,
+            recovered: *recovered,
+            burnt: *burnt,
+            refund: *refund,
+            record: r,
+        }),
+        _ => None,
+    })
+}
+
+/// The refund of the last claim, if the escrow closed by claims.
+fn closing_refund(e: &Evidence) -> Option<(u64, &Record)> {
+    e.job.history.iter().find_map(|r| match &r.event {
+        Event::JobClaimed {
+            outcome: ClaimOutcome::Closed { refund },
+            ..
+        } => Some((*refund, r)),
+        _ => None,
+    })
+}
+
+fn check_status(e: &Evidence) -> Check {
+    let last = e.job.history.last().map(|r| r.meta);
+    let at = last
+        .map(|m| format!(" (tx {} at slot {})", hex::encode(m.tx_hash), m.slot))
+        .unwrap_or_default();
+    match e.job.status {
+        JobStatus::Claimed | JobStatus::Expired => {
+            pass("status", format!("{:?}{at}", e.job.status))
+        }
+        s => fail(
+            "status",
+            format!("the job is {s:?}: nothing to verify before every claim is in or it expired"),
+        ),
+    }
+}
+
+fn check_budget(e: &Evidence, t: &Trail<'_>) -> Check {
+    let name = "budget";
+    let Some((assignments, started, _, _)) = t.assigned else {
+        return fail(name, "no assign transaction on chain");
+    };
+    let need: u128 = assignments
+        .iter()
+        .map(|a| rules::window_value(a, started, e.job.deadline_ms))
+        .sum();
+    let detail = format!(
+        "G6: the budget {} NTX pays every assignment for its window ({started}..{} ms): \
+         Σ gpus × rate × window / 3 600 000 = {need}",
+        e.job.budget, e.job.deadline_ms
+    );
+    if rules::budget_covers(assignments, started, e.job.deadline_ms, e.job.budget) {
+        pass(name, detail)
+    } else {
+        fail(name, format!("not: {detail}"))
+    }
+}
+
+fn check_acceptance(
+    e: &Evidence,
+    terms: &ReceiptTerms,
+    i: usize,
+    a: &Assignment,
+    sig: Option<&Vec<u8>>,
+) -> Check {
+    let name = format!("acceptance[{i}]");
+    let Some(sig) = sig else {
+        return fail(name, "no acceptance signature on chain");
+    };
+    let msg = Acceptance {
+        job_id: e.job.job_id,
+        spec: e.job.spec.clone(),
+        gpus: a.gpus,
+        rate: a.rate,
+        deadline_ms: e.job.deadline_ms,
+        accept_by_ms: a.accept_by_ms,
+        receipt_interval_ms: terms.interval_ms,
+    };
+    from(
+        name,
+        signed::verify(&a.attest_key, &msg.signed_bytes(), sig)
+            .map(|()| {
+                format!(
+                    "{} GPUs at {} NTX/GPU-h for this spec, accept-by {} ms, receipts every {} ms, \
+                     signed by the attest key",
+                    a.gpus, a.rate, a.accept_by_ms, terms.interval_ms
+                )
+            })
+            .map_err(|err| err.to_string()),
+    )
+}
+
+fn check_attestation(e: &Evidence, i: usize, a: &Assignment, c: &Claim<'_>) -> Check {
+    let body = AttestationBody {
+        job_id: e.job.job_id,
+        provider: a.provider,
+        result: c.attestation.result.clone(),
+        logs: c.attestation.logs.clone(),
+        gpu_ms: c.attestation.gpu_ms,
+        exit_code: c.attestation.exit_code,
+    };
+    from(
+        format!("attestation[{i}]"),
+        signed::verify(
+            &a.attest_key,
+            &body.signed_bytes(),
+            &c.attestation.signature,
+        )
+        .map(|()| {
+            format!(
+                "{} GPU-ms, exit {}, signed by the attest key (claim tx {})",
+                c.gpu_ms,
+                c.attestation.exit_code,
+                hex::encode(c.record.meta.tx_hash)
+            )
+        })
+        .map_err(|err| err.to_string()),
+    )
+}
+
+fn check_receipt(e: &Evidence, terms: &ReceiptTerms, i: usize, c: &Claim<'_>) -> Check {
+    let name = format!("receipt[{i}]");
+    let Some(r) = c.receipt else {
+        return pass(
+            name,
+            "no receipt: the claim counts at most one interval from the start (G1, G2)",
+        );
+    };
+    let msg = Receipt {
+        job_id: e.job.job_id,
+        provider_index: i as u64,
+        acknowledged_until_ms: r.acknowledged_until_ms,
+    };
+    from(
+        name,
+        signed::verify(&terms.key, &msg.signed_bytes(), &r.signature)
+            .map(|()| {
+                format!(
+                    "acknowledged until {} ms, signed by the escrow's receipt key",
+                    r.acknowledged_until_ms
+                )
+            })
+            .map_err(|err| format!("not by the escrow's receipt key: {err}")),
+    )
+}
+
+fn check_claim_bound(
+    e: &Evidence,
+    terms: &ReceiptTerms,
+    started: u64,
+    i: usize,
+    a: &Assignment,
+    c: &Claim<'_>,
+) -> Check {
+    let name = format!("claim_bound[{i}]");
+    let acknowledged = c.receipt.map(|r| r.acknowledged_until_ms);
+    // Without the claim's lower bound (a watch without the slot clock) only the receipt and
+    // the deadline bound it here; the validator checked the elapsed time when it ran.
+    let lower = c.lower_bound_ms.unwrap_or(u64::MAX);
+    let bound = rules::claim_bound_gpu_ms(
+        a.gpus,
+        started,
+        e.job.deadline_ms,
+        terms.interval_ms,
+        acknowledged,
+        lower,
+    );
+    let elapsed = c
+        .lower_bound_ms
+        .map(|l| format!("lower bound {l} ms"))
+        .unwrap_or_else(|| "lower bound not known here".into());
+    let detail = format!(
+        "G1: {} GPU-ms ≤ {} GPUs × (min(acknowledged {} + interval {}, {elapsed}, deadline {}) \
+         − start {started}) = {bound}",
+        c.gpu_ms,
+        a.gpus,
+        acknowledged.unwrap_or(started),
+        terms.interval_ms,
+        e.job.deadline_ms
+    );
+    if c.gpu_ms <= bound {
+        pass(name, detail)
+    } else {
+        fail(name, format!("not: {detail}"))
+    }
+}
+
+fn check_payment(i: usize, a: &Assignment, c: &Claim<'_>) -> Check {
+    let name = format!("payment[{i}]");
+    let due = rules::pay_for(c.gpu_ms, a.rate);
+    if *c.payout != a.payout {
+        return fail(
+            name,
+            format!(
+                "paid to {:?}, the assignment's payout is {:?}",
+                c.payout, a.payout
+            ),
+        );
+    }
+    let detail = format!(
+        "{} NTX = ⌊{} GPU-ms × {} / 3 600 000⌋ to the assignment's payout",
+        c.paid, c.gpu_ms, a.rate
+    );
+    if c.paid == due {
+        pass(name, detail)
+    } else {
+        fail(name, format!("paid {}; the rule gives {due}", c.paid))
+    }
+}
+
+fn check_default(
+    e: &Evidence,
+    t: &Trail<'_>,
+    x: Option<&Expiry<'_>>,
+    i: usize,
+    a: &Assignment,
+) -> Vec<Check> {
+    let name = format!("default[{i}]");
+    let Some(x) = x else {
+        let window = e
+            .job
+            .claim_window_end_ms
+            .map(|end| format!(" (claims close at {end} ms)"))
+            .unwrap_or_default();
+        return vec![fail(
+            name,
+            format!("no claim yet and the job has not expired{window}"),
+        )];
+    };
+    let mut out = vec![pass(
+        name,
+        format!(
+            "G3: no claim by deadline + claim window; expired in tx {} at slot {}",
+            hex::encode(x.record.meta.tx_hash),
+            x.record.meta.slot
+        ),
+    )];
+    if let Some(s) = x.slashes.iter().find(|s| s.index == i as u64) {
+        let started = t.assigned.map(|(_, s, _, _)| s).unwrap_or(0);
+        let value = rules::window_value(a, started, e.job.deadline_ms);
+        let detail = format!(
+            "G4: {} NTX from {}'s bond ≤ its assignment's window value {value}",
+            s.amount,
+            hex::encode(s.provider)
+        );
+        out.push(
+            if u128::from(s.amount) <= value && s.provider == a.provider {
+                pass(format!("slash[{i}]"), detail)
+            } else {
+                fail(format!("slash[{i}]"), format!("not: {detail}"))
+            },
+        );
+    }
+    out
+}
+
+fn check_refund(e: &Evidence, x: Option<&Expiry<'_>>) -> Option<Check> {
+    let name = "refund";
+    let paid: u64 = e.job.claims.iter().flatten().map(|c| c.paid).sum();
+    let Some(rest) = e.job.budget.checked_sub(paid) else {
+        return Some(fail(
+            name,
+            format!("Σpay {paid} NTX exceeds the budget {}", e.job.budget),
+        ));
+    };
+    if let Some(x) = x {
+        let slashed: u64 = x.slashes.iter().map(|s| s.amount).sum();
+        let (recover, burn) = rules::split_slashes(slashed, paid);
+        let detail = format!(
+            "G4: refund {} NTX = budget {} − Σpay {paid} + recovered {}; of Σslashes {slashed} \
+             the orchestrator recovers min(Σslashes, Σpay) = {recover}, {burn} burnt",
+            x.refund, e.job.budget, x.recovered
+        );
+        let ok = x.refund == rest + x.recovered && x.recovered == recover && x.burnt == burn;
+        return Some(if ok {
+            pass(name, detail)
+        } else {
+            fail(name, format!("not: {detail} (burnt {})", x.burnt))
+        });
+    }
+    let (refund, _) = closing_refund(e)?;
+    let detail = format!(
+        "refund {refund} NTX = budget {} − Σpay {paid} = {rest} (the last claim)",
+        e.job.budget
+    );
+    Some(if refund == rest {
+        pass(name, detail)
+    } else {
+        fail(name, format!("not: {detail}"))
+    })
+}
+
+/// Runs every check of a v2 job (`terms`: its receipt key and interval, from the lock).
+pub(super) fn check(e: &Evidence, terms: &ReceiptTerms) -> Report {
+    let t = trail(e);
+    let x = expiry(e);
+    let mut checks = vec![check_status(e)];
+    let (spec, content) = check_spec(e);
+    checks.push(spec);
+    checks.push(check_spec_terms(e, content.as_deref()));
+    checks.push(check_assignment(e, &t));
+    checks.push(check_budget(e, &t));
+    if let Some((assignments, started, acceptances, _)) = t.assigned {
+        for (i, a) in assignments.iter().enumerate() {
+            checks.push(check_bond_key(e, i, a));
+            checks.push(check_acceptance(e, terms, i, a, acceptances.get(i)));
+            match claim_of(e, i) {
+                Some(c) => {
+                    checks.push(check_attestation(e, i, a, &c));
+                    checks.push(check_receipt(e, terms, i, &c));
+                    checks.push(check_claim_bound(e, terms, started, i, a, &c));
+                    checks.push(check_payment(i, a, &c));
+                    checks.push(check_artifact(
+                        e,
+                        format!("result_cid[{i}]"),
+                        &c.attestation.result,
+                    ));
+                    checks.push(check_artifact(
+                        e,
+                        format!("logs_cid[{i}]"),
+                        &c.attestation.logs,
+                    ));
+                }
+                None => checks.extend(check_default(e, &t, x.as_ref(), i, a)),
+            }
+        }
+    }
+    checks.extend(check_refund(e, x.as_ref()));
+    Report {
+        job_id: hex::encode(e.job.job_id.0),
+        pass: checks.iter().all(|c| c.pass),
+        checks,
+    }
+}
+
+#[cfg(test)]
+#[path = "claims_tests.rs"]
+mod tests;
