@@ -33,8 +33,9 @@ pub struct Acceptance {
 
 /// An orchestrator's receipt: it saw provider `provider_index`'s ranks alive up to
 /// `acknowledged_until_ms`. Signed by the escrow's receipt key. PlutusData: constructor 0
-/// `[job_id, provider_index, acknowledged_until]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `[job_id, provider_index, acknowledged_until]`. Serde: the same fields by name (the
+/// heartbeat protocol carries it as is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Receipt {
     /// The job.
     pub job_id: JobId,

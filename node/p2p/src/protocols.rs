@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 pub mod heartbeat;
 pub use heartbeat::{
     HEARTBEAT_PROTOCOL, HeartbeatRefusal, HeartbeatRequest, HeartbeatResponse, MAX_HEARTBEAT_BYTES,
-    RankSummary, ReceiptBody, ReceiptError, SignedReceipt,
+    RankSummary, ReceiptError, SignedReceipt,
 };
 
 /// The `accept` protocol: orchestrator → provider.

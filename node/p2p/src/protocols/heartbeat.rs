@@ -67,42 +67,11 @@ pub struct RankSummary {
     pub progress: Option<u64>,
 }
 
-/// The fields of a `ganglion_contracts::v2::signed::Receipt` on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReceiptBody {
-    /// The job.
-    pub job_id: JobId,
-    /// Index of the provider in the escrow's assignments.
-    pub provider_index: u64,
-    /// The orchestrator saw the provider's ranks alive up to here, POSIX ms.
-    pub acknowledged_until_ms: u64,
-}
-
-impl From<ReceiptBody> for Receipt {
-    fn from(b: ReceiptBody) -> Self {
-        Receipt {
-            job_id: b.job_id,
-            provider_index: b.provider_index,
-            acknowledged_until_ms: b.acknowledged_until_ms,
-        }
-    }
-}
-
-impl From<&Receipt> for ReceiptBody {
-    fn from(r: &Receipt) -> Self {
-        ReceiptBody {
-            job_id: r.job_id,
-            provider_index: r.provider_index,
-            acknowledged_until_ms: r.acknowledged_until_ms,
-        }
-    }
-}
-
 /// A receipt and its signature, as the escrow's `Claim` takes them (`SignedReceipt`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignedReceipt {
     /// What was signed.
-    pub receipt: ReceiptBody,
+    pub receipt: Receipt,
     /// ed25519 signature (CBOR byte string of exactly 64 bytes) by the escrow's `receipt_key`
     /// over `Receipt::signed_bytes()`.
     #[serde(with = "signature_bytes")]
@@ -139,14 +108,14 @@ impl SignedReceipt {
     pub fn sign(receipt: &Receipt, receipt_key: &ed25519_dalek::SigningKey) -> Self {
         use ed25519_dalek::Signer;
         SignedReceipt {
-            receipt: receipt.into(),
+            receipt: *receipt,
             signature: receipt_key.sign(&receipt.signed_bytes()).to_bytes(),
         }
     }
 
     /// The contracts' receipt.
     pub fn to_receipt(&self) -> Receipt {
-        self.receipt.into()
+        self.receipt
     }
 
     /// Checks that this receipt is for `job_id`'s assignment `provider_index` and is signed by
@@ -396,7 +365,7 @@ mod tests {
             sent_at_ms: u64::MAX,
         };
         let resp = HeartbeatResponse::Receipt(SignedReceipt {
-            receipt: ReceiptBody {
+            receipt: Receipt {
                 job_id: JobId([0xff; 32]),
                 provider_index: u64::MAX,
                 acknowledged_until_ms: u64::MAX,
@@ -579,7 +548,7 @@ mod tests {
             let mut signature = [0; 64];
             signature.copy_from_slice(&sig);
             let resp = HeartbeatResponse::Receipt(SignedReceipt {
-                receipt: ReceiptBody { job_id: JobId(job), provider_index: index, acknowledged_until_ms: at },
+                receipt: Receipt { job_id: JobId(job), provider_index: index, acknowledged_until_ms: at },
                 signature,
             });
             prop_assert_eq!(decode::<HeartbeatResponse>(&encode(&resp), MAX_HEARTBEAT_BYTES).unwrap(), resp);
