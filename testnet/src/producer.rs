@@ -117,6 +117,42 @@ pub fn body_hash(segments: &[Vec<u8>; 4]) -> Hash<32> {
     Hasher::<256>::hash(&cat)
 }
 
+/// Each transaction in its own Conway block (wrapped, as chain-sync serves it), chained from
+/// block 1 at slots 100, 102, 104, …: how tests feed a ledger-accepted history to a follower.
+///
+/// # Errors
+/// [`ProduceError`] for a transaction that does not decode.
+pub fn chain_of(txs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, ProduceError> {
+    let mut prev = None;
+    let mut out = Vec::with_capacity(txs.len());
+    for (i, tx) in (0u64..).zip(txs) {
+        let b = assemble(i + 1, 100 + 2 * i, prev, (10, 0), &[tx.as_slice()])?;
+        prev = Some(b.hash);
+        out.push(b.wrapped);
+    }
+    Ok(out)
+}
+
+/// The four raw body segments (headers' bodies, witnesses, auxiliary data, invalid indices)
+/// of a wrapped block, as its body hash covers them.
+///
+/// # Errors
+/// The decoder's error when `raw` is not a wrapped block.
+pub fn raw_body_segments(raw: &[u8]) -> Result<[Vec<u8>; 4], minicbor::decode::Error> {
+    let mut d = minicbor::Decoder::new(raw);
+    d.array()?;
+    d.u16()?;
+    d.array()?;
+    d.skip()?;
+    let mut segs: [Vec<u8>; 4] = Default::default();
+    for s in &mut segs {
+        let start = d.position();
+        d.skip()?;
+        *s = raw[start..d.position()].to_vec();
+    }
+    Ok(segs)
+}
+
 /// Assemble a Conway block.
 ///
 /// # Errors
@@ -232,7 +268,11 @@ mod tests {
             let segs = body_segments(&txs.iter().map(Vec::as_slice).collect::<Vec<_>>())
                 .expect("segments");
             assert_eq!(body_hash(&segs), declared, "{name}");
-            assert_eq!(body_hash(&raw_block_segments(&raw)), declared, "{name} raw");
+            assert_eq!(
+                body_hash(&raw_body_segments(&raw).expect("segments")),
+                declared,
+                "{name} raw"
+            );
         }
     }
 
@@ -280,23 +320,10 @@ mod tests {
             .header
             .header_body
             .block_body_hash;
-        assert_eq!(body_hash(&raw_block_segments(&b.wrapped)), declared);
+        assert_eq!(
+            body_hash(&raw_body_segments(&b.wrapped).expect("segments")),
+            declared
+        );
         assert_eq!(m.header().previous_hash(), Some(Hash::new([1; 32])));
-    }
-
-    /// Split a wrapped block into its four raw body segments.
-    fn raw_block_segments(raw: &[u8]) -> [Vec<u8>; 4] {
-        let mut d = minicbor::Decoder::new(raw);
-        d.array().expect("wrapper");
-        d.u16().expect("era");
-        d.array().expect("block");
-        d.skip().expect("header");
-        let mut segs: [Vec<u8>; 4] = Default::default();
-        for s in &mut segs {
-            let start = d.position();
-            d.skip().expect("segment");
-            *s = raw[start..d.position()].to_vec();
-        }
-        segs
     }
 }

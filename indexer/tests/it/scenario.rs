@@ -18,24 +18,9 @@ pub(crate) struct Run {
     pub cancelled: ganglion_contracts::datum::JobId,
 }
 
-/// Wraps each transaction in its own Conway block, chained from height 1.
+/// Each transaction in its own Conway block, chained from block 1.
 pub(crate) fn blocks_of(txs: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let mut prev = None;
-    txs.iter()
-        .enumerate()
-        .map(|(i, tx)| {
-            let b = ganglion_testnet::producer::assemble(
-                i as u64 + 1,
-                100 + 2 * i as u64,
-                prev,
-                (10, 0),
-                &[tx.as_slice()],
-            )
-            .expect("block assembles");
-            prev = Some(b.hash);
-            b.wrapped
-        })
-        .collect()
+    ganglion_testnet::producer::chain_of(txs).expect("blocks assemble")
 }
 
 pub(crate) fn run() -> Run {

@@ -1,7 +1,6 @@
 //! pallas `PeerClient` (N2N) and `NodeClient` (N2C) follow the devnet from origin.
 
 use ganglion_testnet::producer::body_hash;
-use pallas_codec::minicbor;
 use pallas_crypto::hash::Hash;
 use pallas_network::facades::{NodeClient, PeerClient};
 use pallas_network::miniprotocols::Point;
@@ -18,22 +17,6 @@ async fn produce_blocks(h: &ganglion_testnet::devnet::DevnetHandle, n: usize) {
         let id = h.submit(tx).await.expect("accepted");
         wait_included(&mut events, id).await;
     }
-}
-
-/// Split a wrapped block into its four raw body segments.
-fn raw_segments(raw: &[u8]) -> [Vec<u8>; 4] {
-    let mut d = minicbor::Decoder::new(raw);
-    d.array().expect("wrapper");
-    d.u16().expect("era");
-    d.array().expect("block");
-    d.skip().expect("header");
-    let mut segs: [Vec<u8>; 4] = Default::default();
-    for s in &mut segs {
-        let start = d.position();
-        d.skip().expect("segment");
-        *s = raw[start..d.position()].to_vec();
-    }
-    segs
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,7 +55,10 @@ async fn peer_client_follows_headers_and_fetches_blocks_from_origin() {
                         .header_body
                         .block_body_hash;
                     assert_eq!(
-                        body_hash(&raw_segments(&body)),
+                        body_hash(
+                            &ganglion_testnet::producer::raw_body_segments(&body)
+                                .expect("segments")
+                        ),
                         declared,
                         "body hash verifies"
                     );

@@ -14,24 +14,9 @@ use libp2p::identity::Keypair;
 
 const MAGIC: u64 = 42;
 
-/// Wraps each transaction in its own Conway block, chained from height 1.
+/// Each transaction in its own Conway block, chained from block 1.
 fn blocks_of(txs: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let mut prev = None;
-    txs.iter()
-        .enumerate()
-        .map(|(i, tx)| {
-            let b = ganglion_testnet::producer::assemble(
-                i as u64 + 1,
-                100 + 2 * i as u64,
-                prev,
-                (10, 0),
-                &[tx.as_slice()],
-            )
-            .expect("block assembles");
-            prev = Some(b.hash);
-            b.wrapped
-        })
-        .collect()
+    ganglion_testnet::producer::chain_of(txs).expect("blocks assemble")
 }
 
 fn offer(h: &Harness, i: usize, peer: PeerId, now_ms: u64) -> OfferBody {
