@@ -1,4 +1,5 @@
-//! The attestations this node received for jobs it takes part in, in the job store's database.
+//! The attestations this node received for jobs it takes part in, in the job store's
+//! `attestations` tree (key: job id ‖ provider key hash; value: the message's JSON).
 //!
 //! An orchestrator settles with them, and a provider holds its co-providers' to settle itself
 //! when the orchestrator is gone. What is kept follows DESIGN §3.1 G7: an attestation is taken
@@ -38,10 +39,13 @@ impl JobStore {
     /// # Errors
     /// Store errors.
     pub fn put_attestation(&self, msg: &AttestMessage) -> Result<(), StoreError> {
-        let tree = self.db().open_tree(TREE)?;
-        tree.insert(key(&msg.job_id, &msg.provider), serde_json::to_vec(msg)?)?;
-        tree.flush()?;
-        Ok(())
+        let b = self.backend();
+        b.insert(
+            TREE,
+            &key(&msg.job_id, &msg.provider),
+            serde_json::to_vec(msg)?,
+        )?;
+        b.flush()
     }
 
     /// The attestations held for `job`, in no particular order.
@@ -49,10 +53,10 @@ impl JobStore {
     /// # Errors
     /// Store or decode errors.
     pub fn attestations(&self, job: &JobId) -> Result<Vec<AttestMessage>, StoreError> {
-        self.db()
-            .open_tree(TREE)?
-            .scan_prefix(job.0)
-            .map(|kv| Ok(serde_json::from_slice(&kv?.1)?))
+        self.backend()
+            .scan_prefix(TREE, &job.0)?
+            .iter()
+            .map(|(_, v)| Ok(serde_json::from_slice(v)?))
             .collect()
     }
 
@@ -61,9 +65,9 @@ impl JobStore {
     /// # Errors
     /// Store errors.
     pub fn forget_attestations(&self, job: &JobId) -> Result<(), StoreError> {
-        let tree = self.db().open_tree(TREE)?;
-        for kv in tree.scan_prefix(job.0) {
-            tree.remove(kv?.0)?;
+        let b = self.backend();
+        for (k, _) in b.scan_prefix(TREE, &job.0)? {
+            b.remove(TREE, &k)?;
         }
         Ok(())
     }
@@ -188,6 +192,8 @@ mod tests {
     use ganglion_contracts::signed::{AttestationBody, sign};
     use ganglion_contracts::v2::datum::Assignment;
 
+    use crate::store::conformance::{Backing, on_both_backends};
+
     fn key(i: u8) -> SigningKey {
         SigningKey::from_bytes(&[i; 32])
     }
@@ -282,10 +288,10 @@ mod tests {
         );
     }
 
-    #[test]
-    fn stored_attestations_are_on_disk_when_put_returns_and_nothing_is_evicted() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = JobStore::open(&dir.path().join("jobs")).expect("store");
+    on_both_backends!(stored_attestations_are_on_disk_when_put_returns_and_nothing_is_evicted);
+
+    fn stored_attestations_are_on_disk_when_put_returns_and_nothing_is_evicted(b: Backing) {
+        let store = b.open();
         // Far more jobs than the old in-memory book kept (1024): none is dropped.
         for j in 0..1_100u32 {
             let mut m = msg(0, 0);

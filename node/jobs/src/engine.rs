@@ -190,7 +190,7 @@ impl Default for EngineConfig {
 
 /// What the engine runs on. See the module docs for how a node builds these.
 pub struct Parts<S: Kv, E: Executor> {
-    /// The job store (its own sled DB in the data dir).
+    /// The job store (a node's: its own sled DB in the data dir, [`JobStore::open`]).
     pub store: JobStore,
     /// An indexer kept following the chain by the caller (`ganglion_indexer::sync::run`).
     pub indexer: Arc<Indexer<S>>,

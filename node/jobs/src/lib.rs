@@ -4,8 +4,10 @@
 //!
 //! - [`state`]: the orchestrator and provider state machines and their pure, idempotent
 //!   transition function.
-//! - [`store`]: the sled job store: one record per (job, role), history, the transaction
-//!   intent log and the dispatch intent that make restarts safe.
+//! - [`store`]: the job store: one record per (job, role), history, the transaction intent
+//!   log and the dispatch intent that make restarts safe; over a [`store::Backend`], sled on
+//!   disk ([`store::JobStore::open`]) or its in-memory twin ([`store::JobStore::in_memory`]),
+//!   one conformance suite run on both.
 //! - [`chain`]: UTxOs, submission, slot clock, transactions balanced and signed.
 //! - [`cluster`]: [`cluster::ClusterSetup`], the job's network agreed with the other assigned
 //!   providers before dispatch (the node implements it with its overlay).

@@ -1,6 +1,7 @@
 //! Receipts under escrow v2 (DESIGN §3.1 G1–G3, §3.2 "Receipts"; `docs/escrow-v2.md`): the
 //! orchestrator's signed acknowledgements of a provider's work, the rules both sides follow
-//! with them, and the provider's best receipt in the job store.
+//! with them, and the provider's best receipt in the job store (its `receipts` tree, keyed by
+//! job id, the signed receipt's JSON).
 //!
 //! - The **orchestrator** signs `Receipt{job_id, provider_index, acknowledged_until}` with the
 //!   escrow's receipt key once per receipt interval while it sees that provider's ranks alive
@@ -176,10 +177,13 @@ impl JobStore {
     /// # Errors
     /// Store errors.
     pub fn put_receipt(&self, receipt: &SignedReceipt) -> Result<(), StoreError> {
-        let tree = self.db().open_tree(TREE)?;
-        tree.insert(receipt.receipt.job_id.0, serde_json::to_vec(receipt)?)?;
-        tree.flush()?;
-        Ok(())
+        let b = self.backend();
+        b.insert(
+            TREE,
+            &receipt.receipt.job_id.0,
+            serde_json::to_vec(receipt)?,
+        )?;
+        b.flush()
     }
 
     /// The best receipt held for `job`.
@@ -187,9 +191,8 @@ impl JobStore {
     /// # Errors
     /// Store or decode errors.
     pub fn receipt(&self, job: &JobId) -> Result<Option<SignedReceipt>, StoreError> {
-        self.db()
-            .open_tree(TREE)?
-            .get(job.0)?
+        self.backend()
+            .get(TREE, &job.0)?
             .map(|v| Ok(serde_json::from_slice(&v)?))
             .transpose()
     }
@@ -199,7 +202,7 @@ impl JobStore {
     /// # Errors
     /// Store errors.
     pub fn forget_receipt(&self, job: &JobId) -> Result<(), StoreError> {
-        self.db().open_tree(TREE)?.remove(job.0)?;
+        self.backend().remove(TREE, &job.0)?;
         Ok(())
     }
 }
@@ -209,6 +212,8 @@ mod tests {
     use super::*;
     use ed25519_dalek::SigningKey;
     use proptest::prelude::*;
+
+    use crate::store::conformance::{Backing, on_both_backends};
 
     const INTERVAL: u64 = 10_000;
 
@@ -377,16 +382,16 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_best_receipt_survives_a_reopened_store() {
-        let dir = tempfile::tempdir().expect("tempdir");
+    on_both_backends!(the_best_receipt_survives_a_reopened_store);
+
+    fn the_best_receipt_survives_a_reopened_store(b: Backing) {
         let t = terms();
         let r = receipt_at(&t, t.started_at_ms + INTERVAL);
         {
-            let store = JobStore::open(dir.path()).expect("open");
+            let store = b.open();
             store.put_receipt(&r).expect("put");
         }
-        let store = JobStore::open(dir.path()).expect("reopen");
+        let store = b.open();
         assert_eq!(store.receipt(&t.job_id).expect("get"), Some(r));
         store.forget_receipt(&t.job_id).expect("forget");
         assert_eq!(store.receipt(&t.job_id).expect("get"), None);

@@ -1,5 +1,14 @@
-//! The durable job store (sled): one record per (job id, role) with its state, the history of
+//! The durable job store: one record per (job id, role) with its state, the history of
 //! its transitions, an *intent log* of the transactions it submitted and its dispatch intent.
+//!
+//! Records are JSON in a [`Backend`]'s named trees, one tree per role ([`Role::NAME`]), keyed by
+//! the job id; [`super::attestations`] and [`super::receipts`] keep their own trees in the same
+//! backend. A node runs [`SledBackend`] ([`JobStore::open`], its data dir's `jobs.sled`); tests
+//! and tools can run [`MemoryBackend`] ([`JobStore::in_memory`]), its twin, held to the same
+//! semantics by one conformance suite run on both.
+//!
+//! - [`backend`]: the [`Backend`] trait, bytes in and out.
+//! - [`SledBackend`]: on disk; [`MemoryBackend`]: in memory, the readable spec.
 //!
 //! Crash safety ("never submits the same logical transaction twice, never dispatches
 //! twice"): before a transaction is submitted its kind, hash and signed bytes are written and
@@ -11,6 +20,7 @@
 //! its `recover` adopts the running containers.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use ganglion_contracts::datum::JobId;
 use serde::de::DeserializeOwned;
@@ -18,13 +28,23 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{IllegalTransition, Machine, OrchestratorState, ProviderState, transition};
 
+pub mod backend;
+#[cfg(test)]
+pub(crate) mod conformance;
+mod memory;
+mod sled;
+
+pub use self::sled::{SledBackend, SledError};
+pub use backend::{Backend, Entry, Swap};
+pub use memory::MemoryBackend;
+
 /// Job store failures.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// sled failed.
+    /// The sled backend failed.
     #[error("job store: {0}")]
-    Sled(#[from] sled::Error),
+    Sled(#[from] SledError),
     /// A record did not (de)serialise.
     #[error("job store record: {0}")]
     Codec(#[from] serde_json::Error),
@@ -177,10 +197,11 @@ impl<D: Serialize + DeserializeOwned + Clone> Role for Providing<D> {
 /// The record type of role `R`.
 pub type RecordOf<R> = JobRecord<<R as Role>::State, <R as Role>::Detail>;
 
-/// The sled-backed job store. Cheap to clone (sled handles).
+/// The job store over a [`Backend`]: sled on disk ([`JobStore::open`]) or its in-memory twin
+/// ([`JobStore::in_memory`]). Cheap to clone (the clones share the backend).
 #[derive(Clone)]
 pub struct JobStore {
-    db: sled::Db,
+    backend: Arc<dyn Backend>,
 }
 
 impl std::fmt::Debug for JobStore {
@@ -190,30 +211,36 @@ impl std::fmt::Debug for JobStore {
 }
 
 impl JobStore {
-    /// Opens (or creates) the store at `path`.
+    /// Opens (or creates) the sled store in folder `path`.
     ///
     /// # Errors
     /// [`StoreError::Sled`] (e.g. another process holds it).
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        Ok(Self {
-            db: sled::open(path)?,
-        })
+        Ok(Self::with_backend(SledBackend::open(path)?))
     }
 
-    /// The sled database, for the store's other trees (e.g. [`super::attestations`]).
-    pub(crate) fn db(&self) -> &sled::Db {
-        &self.db
+    /// An empty store in memory ([`MemoryBackend`]): the same semantics as [`JobStore::open`]'s,
+    /// nothing kept past the last clone.
+    pub fn in_memory() -> Self {
+        Self::with_backend(MemoryBackend::new())
     }
 
-    fn tree<R: Role>(&self) -> Result<sled::Tree, StoreError> {
-        Ok(self.db.open_tree(R::NAME)?)
+    /// The store over `backend` (e.g. one that wraps a real backend to inject faults).
+    pub fn with_backend(backend: impl Backend + 'static) -> Self {
+        Self {
+            backend: Arc::new(backend),
+        }
+    }
+
+    /// The backend, for the store's other trees ([`super::attestations`], [`super::receipts`]).
+    pub(crate) fn backend(&self) -> &dyn Backend {
+        &*self.backend
     }
 
     fn save<R: Role>(&self, record: &RecordOf<R>) -> Result<(), StoreError> {
-        self.tree::<R>()?
-            .insert(record.job_id.0, serde_json::to_vec(record)?)?;
-        self.db.flush()?;
-        Ok(())
+        self.backend
+            .insert(R::NAME, &record.job_id.0, serde_json::to_vec(record)?)?;
+        self.backend.flush()
     }
 
     /// Creates the record of a new job.
@@ -223,14 +250,11 @@ impl JobStore {
     pub fn create<R: Role>(&self, record: &RecordOf<R>) -> Result<(), StoreError> {
         let value = serde_json::to_vec(record)?;
         match self
-            .tree::<R>()?
-            .compare_and_swap(record.job_id.0, None::<&[u8]>, Some(value))?
+            .backend
+            .compare_and_swap(R::NAME, &record.job_id.0, None, Some(value))?
         {
-            Ok(()) => {
-                self.db.flush()?;
-                Ok(())
-            }
-            Err(_) => Err(StoreError::Exists {
+            Swap::Swapped => self.backend.flush(),
+            Swap::Conflict { .. } => Err(StoreError::Exists {
                 role: R::NAME,
                 job: record.job_id,
             }),
@@ -242,7 +266,7 @@ impl JobStore {
     /// # Errors
     /// Store or decode errors.
     pub fn get<R: Role>(&self, job: &JobId) -> Result<Option<RecordOf<R>>, StoreError> {
-        Ok(match self.tree::<R>()?.get(job.0)? {
+        Ok(match self.backend.get(R::NAME, &job.0)? {
             Some(v) => Some(serde_json::from_slice(&v)?),
             None => None,
         })
@@ -260,9 +284,10 @@ impl JobStore {
     /// # Errors
     /// Store or decode errors.
     pub fn all<R: Role>(&self) -> Result<Vec<RecordOf<R>>, StoreError> {
-        self.tree::<R>()?
+        self.backend
+            .iter(R::NAME)?
             .iter()
-            .map(|kv| Ok(serde_json::from_slice(&kv?.1)?))
+            .map(|(_, v)| Ok(serde_json::from_slice(v)?))
             .collect()
     }
 
@@ -304,20 +329,25 @@ impl JobStore {
         keep: impl Fn(&RecordOf<R>) -> bool,
         change: impl Fn(&mut RecordOf<R>),
     ) -> Result<bool, StoreError> {
-        let tree = self.tree::<R>()?;
         loop {
-            let old = tree.get(job.0)?.ok_or(StoreError::Unknown {
-                role: R::NAME,
-                job: *job,
-            })?;
+            let old = self
+                .backend
+                .get(R::NAME, &job.0)?
+                .ok_or(StoreError::Unknown {
+                    role: R::NAME,
+                    job: *job,
+                })?;
             let mut r: RecordOf<R> = serde_json::from_slice(&old)?;
             if !keep(&r) {
                 return Ok(false);
             }
             change(&mut r);
             let new = serde_json::to_vec(&r)?;
-            if tree.compare_and_swap(job.0, Some(old), Some(new))?.is_ok() {
-                self.db.flush()?;
+            let swap = self
+                .backend
+                .compare_and_swap(R::NAME, &job.0, Some(&old), Some(new))?;
+            if swap == Swap::Swapped {
+                self.backend.flush()?;
                 return Ok(true);
             }
         }
@@ -368,8 +398,11 @@ impl JobStore {
 
 #[cfg(test)]
 mod tests {
+    //! Run on both backends (`sled::…`, `memory::…`).
+
     use super::*;
     use crate::state::{OrchestratorEvent, ProviderEvent};
+    use crate::store::conformance::{Backing, on_both_backends};
 
     type O = Orchestrating<Vec<u8>>;
     type P = Providing<()>;
@@ -384,10 +417,15 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_conditional_update_changes_only_a_record_that_still_qualifies() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let s = JobStore::open(&dir.path().join("jobs")).expect("open");
+    on_both_backends!(
+        a_conditional_update_changes_only_a_record_that_still_qualifies,
+        records_survive_a_reopen_with_history_and_intents,
+        a_second_create_and_illegal_events_are_refused,
+        the_first_dispatch_intent_holds,
+    );
+
+    fn a_conditional_update_changes_only_a_record_that_still_qualifies(b: Backing) {
+        let s = b.open();
         let job = JobId([3; 32]);
         s.create::<O>(&JobRecord::new(job, OrchestratorState::Locked, vec![1], 10))
             .expect("create");
@@ -412,12 +450,10 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn records_survive_a_reopen_with_history_and_intents() {
-        let dir = tempfile::tempdir().expect("tmp");
+    fn records_survive_a_reopen_with_history_and_intents(b: Backing) {
         let job = JobId([7; 32]);
         {
-            let s = JobStore::open(&dir.path().join("jobs")).expect("open");
+            let s = b.open();
             s.create::<O>(&JobRecord::new(job, OrchestratorState::Locked, vec![1], 10))
                 .expect("create");
             s.record_intent::<O>(&job, intent(TxKind::Lock, 1))
@@ -435,7 +471,7 @@ mod tests {
             s.create::<P>(&JobRecord::new(job, ProviderState::Reserved, (), 10))
                 .expect("the same job in the other role");
         }
-        let s = JobStore::open(&dir.path().join("jobs")).expect("reopen");
+        let s = b.open();
         let r = s.get::<O>(&job).expect("get").expect("known");
         assert_eq!(r.state, OrchestratorState::Matching);
         assert_eq!(r.history.len(), 2);
@@ -450,10 +486,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_second_create_and_illegal_events_are_refused() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let s = JobStore::open(dir.path()).expect("open");
+    fn a_second_create_and_illegal_events_are_refused(b: Backing) {
+        let s = b.open();
         let job = JobId([1; 32]);
         s.create::<P>(&JobRecord::new(job, ProviderState::Reserved, (), 0))
             .expect("create");
@@ -471,10 +505,8 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn the_first_dispatch_intent_holds() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let s = JobStore::open(dir.path()).expect("open");
+    fn the_first_dispatch_intent_holds(b: Backing) {
+        let s = b.open();
         let job = JobId([3; 32]);
         s.create::<P>(&JobRecord::new(job, ProviderState::Assigned, (), 0))
             .expect("create");
