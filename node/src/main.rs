@@ -34,6 +34,10 @@ enum Command {
     Provider(cli::provider::Args),
     /// Jobs of a running node: `ganglion job submit|status|cancel|logs|outputs`.
     Job(cli::job::Args),
+    /// The rendezvous environment the executor gives one container of a job (for
+    /// `scripts/gpu-check`).
+    #[command(name = "rendezvous-env", hide = true)]
+    RendezvousEnv(cli::rendezvous::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -47,5 +51,6 @@ fn main() -> anyhow::Result<()> {
         Command::Market(args) => cli::market::run(args),
         Command::Provider(args) => cli::provider::run(args),
         Command::Job(args) => cli::job::run(args),
+        Command::RendezvousEnv(args) => cli::rendezvous::run(args),
     }
 }

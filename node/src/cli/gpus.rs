@@ -15,6 +15,11 @@ pub(crate) struct Args {
     /// Also run the onboarding benchmark (CPU on machines without a usable GPU).
     #[arg(long)]
     pub bench: bool,
+    /// Also show the offer `ganglion node run` would advertise for these GPUs (needs
+    /// `[provider]`; runs the benchmark, whose CUDA score the offer carries). The bond is
+    /// assumed to cover every pooled GPU and the provider key is left zero: no chain is read.
+    #[arg(long)]
+    pub offer: bool,
     /// Node config (TOML) with `[[gpus.declared]]` and `network`: the same file `node`,
     /// `wallet` and `doctor` read; `GANGLION_*` variables override it.
     #[arg(long, env = "GANGLION_CONFIG")]
@@ -48,21 +53,45 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     for note in &inv.notes {
         eprintln!("note: {note}");
     }
-    if let Err(e) = ganglion_node::config::offerable_on(&inv, cfg.network) {
+    let offerable = ganglion_node::config::offerable_on(&inv, cfg.network);
+    if let Err(e) = &offerable {
         eprintln!("warning: {e}");
     }
-    let bench = args.bench.then(|| {
+    let bench = (args.bench || args.offer).then(|| {
         let (results, note) = gpu::bench::measure_onboarding(gpu::cuda::CudaSizes::ONBOARDING);
         if let Some(note) = note {
             eprintln!("note: {note}");
         }
         results
     });
+    let offer = if args.offer {
+        let limits = cfg
+            .provider
+            .as_ref()
+            .context("--offer needs a [provider] section in the config")?;
+        let offerable = offerable.context("no offer on this network")?;
+        let pooled = limits.pooled(&offerable).context("[provider] pool")?;
+        let measured = bench.as_deref().unwrap_or_default();
+        Some(limits.offer(
+            ganglion_market::limits::OfferTerms {
+                provider: [0; 28],
+                bond_gpus: u32::try_from(pooled.len()).unwrap_or(u32::MAX),
+                score: ganglion_node::daemon::gpus::offer_score(&pooled, measured),
+                uplink_mbps: ganglion_node::daemon::node::UPLINK_MBPS,
+                direct_capable: cfg.overlay.direct,
+            },
+            &pooled,
+            &[],
+        ))
+    } else {
+        None
+    };
     if args.json {
         let out = serde_json::json!({
             "inventory": inv,
             "containers": containers,
             "benchmark": bench,
+            "offer": offer,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -85,6 +114,21 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                     m.score
                 ),
             }
+        }
+        if let Some(o) = &offer {
+            let gpus: Vec<String> = (o.gpus.iter())
+                .map(|g| format!("{} × {} ({} MiB)", g.free, g.model.name, g.model.vram_mib))
+                .collect();
+            println!(
+                "offer (as `ganglion node run` would advertise it): score {}, {} NTX base units per GPU-hour, GPUs: {}",
+                o.score,
+                o.price_per_gpu_hour,
+                if gpus.is_empty() {
+                    "none".to_string()
+                } else {
+                    gpus.join(", ")
+                }
+            );
         }
     }
     Ok(())

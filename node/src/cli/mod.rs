@@ -10,4 +10,5 @@ pub(crate) mod market;
 pub(crate) mod node;
 pub(crate) mod provider;
 pub(crate) mod remote;
+pub(crate) mod rendezvous;
 pub(crate) mod wallet;

@@ -155,6 +155,34 @@ fn attachment(g: &Gpu, nvidia: &NvidiaAccess) -> Result<GpuAttachment, AttachErr
     }
 }
 
+/// Benchmark score advertised when no GPU of the offer was measured on CUDA: declared GPUs
+/// (no benchmark) and NVIDIA GPUs whose CUDA benchmark could not run (a neutral value).
+pub const UNMEASURED_SCORE: u32 = 100;
+
+/// Whether the onboarding benchmark should run for `pooled`: only NVIDIA GPUs found by NVML
+/// can be measured (declared GPUs are never measured, AMD kernels are not written).
+pub fn wants_benchmark(pooled: &[&Gpu]) -> bool {
+    pooled.iter().any(|g| g.source == Source::Nvml)
+}
+
+/// The score an offer of `pooled` advertises, given the onboarding benchmark's results
+/// (`gpu::bench::measure_onboarding`): when NVML GPUs are pooled and CUDA devices were
+/// measured, the lowest CUDA score (one score stands for every GPU of the offer, so the
+/// slowest one sets it); otherwise [`UNMEASURED_SCORE`] — a CPU fallback's figures are never
+/// advertised for a GPU.
+pub fn offer_score(pooled: &[&Gpu], bench: &[ganglion_dispatch::gpu::bench::Measured]) -> u32 {
+    use ganglion_dispatch::gpu::bench::Device;
+    if !wants_benchmark(pooled) {
+        return UNMEASURED_SCORE;
+    }
+    bench
+        .iter()
+        .filter(|m| matches!(m.device, Device::Cuda(_)))
+        .map(|m| m.score)
+        .min()
+        .unwrap_or(UNMEASURED_SCORE)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,5 +314,27 @@ mod tests {
             attachments(&[&declared], &missing),
             Ok(vec![GpuAttachment::Declared { id: "d-0".into() }])
         );
+    }
+
+    #[test]
+    fn offer_score_is_the_slowest_cuda_score_of_nvml_gpus_never_a_cpu_one() {
+        use ganglion_dispatch::gpu::bench::{Device, Measured};
+        let m = |device, score| Measured {
+            device,
+            fp32_tflops: 1.0,
+            fp16_tflops: None,
+            bf16_tflops: None,
+            mem_gbps: 1.0,
+            h2d_gbps: None,
+            score,
+        };
+        let nv = gpu(Source::Nvml, 0, Some("GPU-1"), None);
+        let declared = gpu(Source::Declared, 0, None, None);
+        let cuda = [m(Device::Cuda(0), 1210), m(Device::Cuda(1), 1190)];
+        assert_eq!(offer_score(&[&nv], &cuda), 1190);
+        assert_eq!(offer_score(&[&nv], &[m(Device::Cpu, 2)]), UNMEASURED_SCORE);
+        assert_eq!(offer_score(&[&nv], &[]), UNMEASURED_SCORE);
+        assert_eq!(offer_score(&[&declared], &cuda), UNMEASURED_SCORE);
+        assert!(wants_benchmark(&[&declared, &nv]) && !wants_benchmark(&[&declared]));
     }
 }

@@ -45,10 +45,8 @@ pub const NODE_INFO: &str = "node.json";
 const RESERVATION_TTL_MS: u64 = 60_000;
 /// Furthest deadline a provider accepts, ms from now (one day).
 const MAX_DEADLINE_AHEAD_MS: u64 = 86_400_000;
-/// Benchmark score advertised for declared GPUs, which have no benchmark (a neutral value).
-const DECLARED_SCORE: u32 = 100;
 /// Advertised uplink, Mbit/s (not measured yet).
-const UPLINK_MBPS: u32 = 1000;
+pub const UPLINK_MBPS: u32 = 1000;
 
 /// What a running node writes to `<data dir>/node.json` once everything is up (replaced
 /// atomically at each start; read by `ganglion devnet demo` and tests).
@@ -328,11 +326,27 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         .await?;
         bond_ref = Some(bond);
         let min = r.deployment.params.min_bond_per_gpu.max(1);
+        // The onboarding benchmark of the NVML GPUs: its CUDA score is what the offer advertises.
+        let bench = if super::gpus::wants_benchmark(&pooled) {
+            let (results, note) = tokio::task::spawn_blocking(|| {
+                gpu::bench::measure_onboarding(gpu::cuda::CudaSizes::ONBOARDING)
+            })
+            .await
+            .unwrap_or_else(|e| (vec![], Some(format!("the benchmark task failed: {e}"))));
+            if let Some(note) = note {
+                tracing::warn!(%note, "onboarding benchmark: no CUDA score, offering the neutral one");
+            }
+            results
+        } else {
+            vec![]
+        };
+        let score = super::gpus::offer_score(&pooled, &bench);
+        tracing::info!(score, measured = bench.len(), "offer score");
         let offer = limits.offer(
             OfferTerms {
                 provider: key_hash,
                 bond_gpus: u32::try_from(stake / min).unwrap_or(u32::MAX),
-                score: DECLARED_SCORE,
+                score,
                 uplink_mbps: UPLINK_MBPS,
                 direct_capable: r.settings.overlay.direct,
             },
