@@ -286,19 +286,21 @@ pub fn compare(
     bytes: &[u8],
     slot: u64,
     devnet: &Result<Validated, Rejection>,
-) -> Result<Agreement, Disagreement> {
+) -> Result<Agreement, Box<Disagreement>> {
     let devnet_text = match devnet {
         Ok(v) if v.is_valid => "accepted".to_string(),
         Ok(_) => "accepted as phase-2 invalid (collateral taken)".to_string(),
         Err(r) => format!("{} ({r})", r.rule()),
     };
-    let disagreement = |tx: String, what: String, pallas: PallasVerdict| Disagreement {
-        tx,
-        slot,
-        what,
-        devnet: devnet_text.clone(),
-        pallas,
-        cbor: hex::encode(bytes),
+    let disagreement = |tx: String, what: String, pallas: PallasVerdict| {
+        Box::new(Disagreement {
+            tx,
+            slot,
+            what,
+            devnet: devnet_text.clone(),
+            pallas,
+            cbor: hex::encode(bytes),
+        })
     };
 
     let tx: conway::Tx<'_> = match minicbor::decode(bytes) {
