@@ -4,6 +4,7 @@
 //! hand-made context. Reject tests show the unbroken transaction passing that ledger first.
 
 mod blueprint;
+mod differential;
 mod fees;
 mod lifecycle;
 mod reject;

@@ -12,6 +12,8 @@
 //! `outputs.len()`). `is_valid = false` with passing scripts is rejected
 //! ([`Rejection::PassedUnexpectedly`]).
 
+#[cfg(feature = "differential")]
+pub mod differential;
 pub mod phase1;
 pub mod phase2;
 pub mod rejection;
@@ -161,9 +163,26 @@ fn resolve(
 
 /// Validate `bytes` against `view` for inclusion at `slot`.
 ///
+/// With the cargo feature `differential` (tests only), pallas-validate's Conway phase-1
+/// rules judge the same transaction too, and an unexplained disagreement aborts the
+/// process ([`differential`]).
+///
 /// # Errors
 /// The [`Rejection`] of the first broken rule.
 pub fn validate(
+    rules: &Rules,
+    view: &impl UtxoView,
+    bytes: &[u8],
+    slot: u64,
+) -> Result<Validated, Rejection> {
+    let verdict = validate_ledger(rules, view, bytes, slot);
+    #[cfg(feature = "differential")]
+    differential::enforce(rules, view, bytes, slot, &verdict);
+    verdict
+}
+
+/// This ledger's verdict alone (see [`validate`]).
+fn validate_ledger(
     rules: &Rules,
     view: &impl UtxoView,
     bytes: &[u8],

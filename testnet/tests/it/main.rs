@@ -2,6 +2,7 @@
 
 mod cli;
 mod common;
+mod differential;
 mod fee_size;
 mod fixtures;
 mod follow;

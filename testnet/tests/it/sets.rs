@@ -23,7 +23,7 @@ const ADA: u64 = 1_000_000;
 type EncResult = Result<(), minicbor::encode::Error<std::convert::Infallible>>;
 
 /// One encoded input `[txid, index]`.
-fn input(r: &TxoRef) -> Vec<u8> {
+pub(crate) fn input(r: &TxoRef) -> Vec<u8> {
     let mut buf = Vec::new();
     let mut e = Encoder::new(&mut buf);
     e.array(2)
@@ -34,7 +34,7 @@ fn input(r: &TxoRef) -> Vec<u8> {
 }
 
 /// `#6.258([items…])`, items given as raw CBOR (so a repeat can be written).
-fn tagged_set(items: &[Vec<u8>]) -> Vec<u8> {
+pub(crate) fn tagged_set(items: &[Vec<u8>]) -> Vec<u8> {
     let mut buf = Vec::new();
     let mut e = Encoder::new(&mut buf);
     e.tag(minicbor::data::Tag::new(258))
@@ -47,7 +47,12 @@ fn tagged_set(items: &[Vec<u8>]) -> Vec<u8> {
 }
 
 /// A body `{0: inputs, 1: outputs, 2: fee, extra…}` from raw CBOR parts, keys ascending.
-fn body(inputs: Vec<u8>, outputs: &[Vec<u8>], fee: u64, extra: &[(u8, Vec<u8>)]) -> Vec<u8> {
+pub(crate) fn body(
+    inputs: Vec<u8>,
+    outputs: &[Vec<u8>],
+    fee: u64,
+    extra: &[(u8, Vec<u8>)],
+) -> Vec<u8> {
     let mut buf = Vec::new();
     let mut e = Encoder::new(&mut buf);
     e.map(3 + extra.len() as u64)
@@ -72,7 +77,7 @@ fn body(inputs: Vec<u8>, outputs: &[Vec<u8>], fee: u64, extra: &[(u8, Vec<u8>)])
 }
 
 /// `[body, {0: [[vkey, sig]]}, true, null]` signed by `key`.
-fn signed(body: &[u8], key: &DevKey) -> Vec<u8> {
+pub(crate) fn signed(body: &[u8], key: &DevKey) -> Vec<u8> {
     let hash = Hasher::<256>::hash(body);
     let mut tx = vec![0x84];
     tx.extend_from_slice(body);
