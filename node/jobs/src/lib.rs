@@ -15,7 +15,8 @@
 //!   [`attestations`]: the attestations received, checked against the job's assignment and
 //!   kept in the store until the job is finished; [`receipts`]: escrow v2 receipts, what the
 //!   orchestrator acknowledges and what the provider keeps, stops on and claims.
-//! - [`orchestrator`], [`provider`]: the drivers, one step per job per pass; [`terms`]: the
+//! - [`orchestrator`], [`provider`]: the drivers, one step per job per pass; [`gpu_pick`]:
+//!   which pooled GPUs run a provider's share (meeting the spec, free, MIG rules); [`terms`]: the
 //!   terms a job must meet before anything is locked or started; [`retry`]: how refused
 //!   transactions are classified and backed off.
 //! - [`engine`]: [`Engine`], the task running the drivers; how a node starts it.
@@ -32,6 +33,7 @@ pub mod cluster;
 pub mod control;
 pub mod engine;
 pub mod external;
+pub mod gpu_pick;
 pub mod orchestrator;
 pub mod provider;
 pub mod receipts;

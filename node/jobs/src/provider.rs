@@ -20,12 +20,14 @@ use serde::{Deserialize, Serialize};
 
 use super::cluster::{ClusterPeers, ClusterSetup, peers_of};
 use super::engine::{Ctx, EngineError, ProviderRecord, ProviderRole};
+use super::gpu_pick::{self, PooledGpu};
 use super::orchestrator;
 use super::state::{ProviderEvent, ProviderState};
-use super::store::{DispatchIntent, TxKind};
+use super::store::{DispatchIntent, JobStore, TxKind};
 use super::terms;
 use ganglion_dispatch::executor::plan::{ContainerSlot, GpuAttachment, JobPlan};
 use ganglion_dispatch::executor::{Executor, JobReport, Phase};
+use ganglion_market::matching::Requirements;
 use ganglion_market::snapshot::Offer as MarketOffer;
 use ganglion_market::spec::Ensemble;
 use ganglion_p2p::offers::OfferBody;
@@ -41,8 +43,10 @@ pub struct ProviderSide<E> {
     pub bond: TxoRef,
     /// This node's libp2p peer id (the bond's `peer_id`).
     pub peer_id: PeerId,
-    /// How this node's GPUs reach a container, first `gpus` of an assignment used.
-    pub gpus: Vec<GpuAttachment>,
+    /// The pooled GPUs: how each reaches a container and the model it is offered as
+    /// ([`gpu_pick::pool`]). A job's share runs on those [`gpu_pick::pick`] chooses (meeting
+    /// its spec, not held by this node's other jobs, the MIG rules), recorded with its dispatch.
+    pub gpus: Vec<PooledGpu>,
     /// What is advertised (re-published every `EngineConfig::offer_every`).
     pub offer: MarketOffer,
     /// What this provider accepts (price, deadline, capacity, reservation TTL).
@@ -163,20 +167,71 @@ pub(crate) fn holds_gpus(state: ProviderState) -> bool {
     )
 }
 
+/// The GPUs this provider's jobs hold, but `except`'s ([`holds_gpus`]): the ids recorded with
+/// their dispatch, and the count of those not dispatched yet (assigned, GPUs not chosen).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Held {
+    /// Pooled GPU ids ([`PooledGpu::id`]) recorded by dispatched jobs.
+    pub ids: Vec<String>,
+    /// GPUs of jobs holding GPUs not chosen yet.
+    pub unplanned: u64,
+}
+
+/// [`Held`] by `records` of this provider with `pool`.
+pub(crate) fn held_gpus(
+    pool: &[PooledGpu],
+    records: &[ProviderRecord],
+    except: Option<&JobId>,
+) -> Held {
+    let mut held = Held::default();
+    for r in records
+        .iter()
+        .filter(|r| holds_gpus(r.state) && Some(&r.job_id) != except)
+    {
+        match &r.dispatch {
+            Some(d) => held.ids.extend(recorded_gpus(pool, r, d)),
+            None => held.unplanned += share(r),
+        }
+    }
+    held
+}
+
+/// The GPUs of this node's share of `r` (its assignment at its index; 0 before one).
+fn share(r: &ProviderRecord) -> u64 {
+    r.detail
+        .index
+        .and_then(|i| r.detail.assignments.get(usize::try_from(i).ok()?))
+        .map_or(0, |a| a.gpus)
+}
+
+/// The GPU ids `r`'s dispatch `d` runs on: those recorded, or for a dispatch written before
+/// they were (no `gpus`), the first of the pool, as that node version gave them.
+fn recorded_gpus(pool: &[PooledGpu], r: &ProviderRecord, d: &DispatchIntent) -> Vec<String> {
+    if d.gpus.is_empty() {
+        let n = usize::try_from(share(r)).unwrap_or(usize::MAX);
+        return pool.iter().take(n).map(|g| g.id.clone()).collect();
+    }
+    d.gpus.clone()
+}
+
 /// Publishes this provider's offer (fresh timestamps, GPUs of unfinished jobs taken out).
 /// Publishing before any peer joined the topic fails; that is only logged.
 pub(crate) async fn publish_offer<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
     let Some(side) = &ctx.provider else { return };
     let now = ctx.now();
     let records = ctx.store.all::<ProviderRole>().unwrap_or_default();
-    let busy = busy_gpus(&records);
+    let held = held_gpus(&side.gpus, &records, None);
     let nat = ctx.p2p.nat_status().await.ok();
     let body = OfferBody {
         network_magic: ctx.chain_magic(),
         bond: side.bond,
         peer_id: side.peer_id.to_bytes(),
         addrs: vec![],
-        market: advertised(&side.offer, busy, nat.as_ref()),
+        market: advertised(
+            &gpu_pick::with_held(&side.offer, &side.gpus, &held.ids),
+            held.unplanned,
+            nat.as_ref(),
+        ),
         issued_ms: now,
         expires_ms: now + ctx.config.offer_ttl_ms,
     };
@@ -335,15 +390,57 @@ async fn fetch_spec<S: Kv, E: Executor>(
         .map_err(|e| EngineError::Spec(e.to_string()))
 }
 
-/// The executor plan of this node's share of the job.
-async fn plan_for<S: Kv, E: Executor>(
-    ctx: &Ctx<S, E>,
-    side: &ProviderSide<E>,
+/// Why this node's share of a job cannot be planned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Unplannable {
+    /// Its GPUs: too few pooled GPUs meeting the spec are free ([`gpu_pick::PickRefusal`]), or a
+    /// GPU recorded with its dispatch is no longer pooled.
+    Gpus(String),
+    /// The executor plan.
+    Plan(String),
+}
+
+/// The GPUs (indices into `pool`) of this node's share of `r`, `n` GPUs: those recorded with
+/// its dispatch ([`recorded_gpus`]), else [`gpu_pick::pick`]'s among those the other jobs of
+/// `records` do not hold.
+fn gpus_for(
+    pool: &[PooledGpu],
+    records: &[ProviderRecord],
+    r: &ProviderRecord,
+    spec: &Ensemble,
+    n: u64,
+) -> Result<Vec<usize>, String> {
+    if let Some(d) = &r.dispatch {
+        return recorded_gpus(pool, r, d)
+            .iter()
+            .map(|id| {
+                pool.iter().position(|g| g.id == *id).ok_or_else(|| {
+                    format!("GPU {id}, recorded for this job at its dispatch, is no longer pooled")
+                })
+            })
+            .collect();
+    }
+    let held = held_gpus(pool, records, Some(&r.job_id));
+    let n = u32::try_from(n).unwrap_or(u32::MAX);
+    gpu_pick::pick(pool, &Requirements::from_ensemble(spec), &held.ids, n)
+        .map_err(|e| format!("refused: {e}"))
+}
+
+/// The executor plan of this node's share of the job (node rank `index`) and the ids of the
+/// GPUs it runs on ([`gpus_for`]).
+fn plan_on(
+    pool: &[PooledGpu],
+    peer: &PeerId,
+    records: &[ProviderRecord],
     r: &ProviderRecord,
     index: u64,
-    spec_cid: &[u8],
-) -> Result<Result<JobPlan, String>, EngineError> {
-    let spec = fetch_spec(ctx, r, spec_cid).await?;
+    spec: &Ensemble,
+) -> Result<(JobPlan, Vec<String>), Unplannable> {
+    let n = usize::try_from(index)
+        .ok()
+        .and_then(|i| r.detail.assignments.get(i))
+        .map_or(0, |a| a.gpus);
+    let mine = gpus_for(pool, records, r, spec, n).map_err(Unplannable::Gpus)?;
     let world: Vec<ContainerSlot> = r
         .detail
         .assignments
@@ -352,7 +449,7 @@ async fn plan_for<S: Kv, E: Executor>(
         .map(|(i, a)| ContainerSlot {
             node_rank: i as u32,
             gpus: if i as u64 == index {
-                side.gpus.iter().take(a.gpus as usize).cloned().collect()
+                mine.iter().map(|&g| pool[g].attachment.clone()).collect()
             } else {
                 (0..a.gpus)
                     .map(|g| GpuAttachment::Declared {
@@ -362,12 +459,77 @@ async fn plan_for<S: Kv, E: Executor>(
             },
         })
         .collect();
-    let exec_id =
-        ganglion_dispatch::executor::RunId::new(executor_job(&r.job_id, index, &side.peer_id))?;
-    Ok(
-        JobPlan::from_ensemble(exec_id, &spec, world, vec![index as u32])
-            .map_err(|e| format!("cannot plan the job: {e}")),
-    )
+    let exec_id = ganglion_dispatch::executor::RunId::new(executor_job(&r.job_id, index, peer))
+        .map_err(|e| Unplannable::Plan(format!("cannot plan the job: {e}")))?;
+    let plan = JobPlan::from_ensemble(exec_id, spec, world, vec![index as u32])
+        .map_err(|e| Unplannable::Plan(format!("cannot plan the job: {e}")))?;
+    Ok((plan, mine.iter().map(|&g| pool[g].id.clone()).collect()))
+}
+
+/// What [`prepare`] decided for an assigned job.
+#[derive(Debug)]
+enum Prepared {
+    /// Run `plan`: its dispatch intent, with the GPUs chosen, is written.
+    Run {
+        /// The plan, cut to end before the deadline.
+        plan: Box<JobPlan>,
+        /// The intent as written.
+        intent: DispatchIntent,
+    },
+    /// Refused before any container: the terms, or too few free GPUs meeting the spec.
+    Refuse(String),
+    /// Cannot be planned.
+    Fail(String),
+}
+
+/// The dispatch decision for this node's share (node rank `r.detail.index`) of the assigned
+/// job `r` with `spec`: its GPUs chosen among those this node's other jobs do not hold
+/// ([`gpu_pick::pick`]), the terms checked and the run cut to the deadline, then the dispatch
+/// intent, with the GPU ids, written durably before the executor sees the job (a restart
+/// re-plans onto the same GPUs; later picks see them held). Synchronous from reading the
+/// records to writing the intent, so no other dispatch of this engine picks in between.
+fn prepare(
+    store: &JobStore,
+    side_pool: &[PooledGpu],
+    peer: &PeerId,
+    r: &ProviderRecord,
+    spec: &Ensemble,
+    view: &ganglion_indexer::JobView,
+    now_ms: u64,
+) -> Result<Prepared, EngineError> {
+    let Some(index) = r.detail.index else {
+        return Ok(Prepared::Fail("assigned without an index".into()));
+    };
+    let records = store.all::<ProviderRole>()?;
+    let (mut plan, gpus) = match plan_on(side_pool, peer, &records, r, index, spec) {
+        Ok(p) => p,
+        Err(Unplannable::Gpus(why)) => return Ok(Prepared::Refuse(why)),
+        Err(Unplannable::Plan(why)) => return Ok(Prepared::Fail(why)),
+    };
+    // Before any container: terms no run can meet are refused, and the run is cut to end
+    // before the deadline (DESIGN §3.1 G3: the provider stops in time and attests what ran).
+    let limit_s = match admitted_run_s(view, plan.max_duration_s, now_ms) {
+        Ok(s) => s,
+        Err(why) => return Ok(Prepared::Refuse(why)),
+    };
+    if limit_s < plan.max_duration_s {
+        tracing::info!(job = %r.job_id, max_duration_s = plan.max_duration_s, limit_s,
+            "the run is cut to stop before the deadline");
+        plan.max_duration_s = limit_s;
+    }
+    // Written before the executor sees the job: a restart finds it and never starts a second.
+    let intent = store.record_dispatch::<ProviderRole>(
+        &r.job_id,
+        DispatchIntent {
+            executor_job: plan.job.to_string(),
+            written_ms: now_ms,
+            gpus,
+        },
+    )?;
+    Ok(Prepared::Run {
+        plan: Box::new(plan),
+        intent,
+    })
 }
 
 async fn dispatch<S: Kv + 'static, E: Executor + 'static>(
@@ -380,32 +542,26 @@ async fn dispatch<S: Kv + 'static, E: Executor + 'static>(
     let Some(index) = r.detail.index else {
         return fail(ctx, r, "assigned without an index".into());
     };
-    let mut plan = match plan_for(ctx, side, r, index, &view.spec).await? {
-        Ok(p) => p,
-        Err(why) => return fail(ctx, r, why),
-    };
-    // Before any container: terms no run can meet are refused, and the run is cut to end
-    // before the deadline (DESIGN §3.1 G3: the provider stops in time and attests what ran).
-    let limit_s = match admitted_run_s(view, plan.max_duration_s, ctx.now()) {
-        Ok(s) => s,
-        Err(why) => return refuse(ctx, r, why),
-    };
-    if limit_s < plan.max_duration_s {
-        tracing::info!(job = %job, max_duration_s = plan.max_duration_s, limit_s,
-            "the run is cut to stop before the deadline");
-        plan.max_duration_s = limit_s;
-    }
-    // Written before the executor sees the job: a restart finds it and never starts a second.
-    let intent = ctx.store.record_dispatch::<ProviderRole>(
-        &job,
-        DispatchIntent {
-            executor_job: plan.job.to_string(),
-            written_ms: ctx.now(),
-        },
+    let spec = fetch_spec(ctx, r, &view.spec).await?;
+    let prepared = prepare(
+        &ctx.store,
+        &side.gpus,
+        &side.peer_id,
+        r,
+        &spec,
+        view,
+        ctx.now(),
     )?;
-    apply(ctx, &job, ProviderEvent::Dispatched)?;
-    spawn_run(ctx, side, r, index, intent.executor_job, plan);
-    Ok(())
+    match prepared {
+        Prepared::Run { plan, intent } => {
+            tracing::info!(job = %job, gpus = ?intent.gpus, "dispatching");
+            apply(ctx, &job, ProviderEvent::Dispatched)?;
+            spawn_run(ctx, side, r, index, intent.executor_job, *plan);
+            Ok(())
+        }
+        Prepared::Refuse(why) => refuse(ctx, r, why),
+        Prepared::Fail(why) => fail(ctx, r, why),
+    }
 }
 
 /// How long this node's share of `view` may run when started at `now_ms` (POSIX ms):
@@ -594,11 +750,18 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .contains(&d.executor_job);
-            if !spawned
-                && let Some(v) = view
-                && let Ok(plan) = plan_for(ctx, side, r, index, &v.spec).await?
-            {
-                spawn_run(ctx, side, r, index, d.executor_job.clone(), plan);
+            if !spawned && let Some(v) = view {
+                // Onto the GPUs recorded with the dispatch.
+                let spec = fetch_spec(ctx, r, &v.spec).await?;
+                let records = ctx.store.all::<ProviderRole>()?;
+                match plan_on(&side.gpus, &side.peer_id, &records, r, index, &spec) {
+                    Ok((plan, _)) => {
+                        spawn_run(ctx, side, r, index, d.executor_job.clone(), plan);
+                    }
+                    Err(why) => {
+                        tracing::warn!(job = %r.job_id, ?why, "the dispatched job cannot be re-planned");
+                    }
+                }
             }
             Ok(())
         }
@@ -954,5 +1117,145 @@ mod tests {
         for id in [a, b, other] {
             ganglion_dispatch::executor::RunId::new(id).expect("a valid executor job id");
         }
+    }
+
+    /// A job of `count` GPUs over two nodes, `min_vram_gib` each (0 = any), torch ranks.
+    fn spec(count: u32, min_vram_gib: u32) -> Ensemble {
+        let json = serde_json::json!({
+            "image": { "local": "pytorch/pytorch:2.3.1" },
+            "command": ["python", "train.py"],
+            "gpus": { "count": count, "min_vram_gib": min_vram_gib },
+            "distributed": { "framework": "torch" },
+            "limits": { "max_duration_s": 60, "max_rate_ntx_per_gpu_hour": 3_600_000 },
+            "budget_ntx": 1_000_000_000,
+            "deadline_ms": 99_999_999_999_999_u64,
+        });
+        Ensemble::from_json_str(&json.to_string()).expect("spec parses")
+    }
+
+    /// An assigned provider record: node rank 0 of two, `gpus` GPUs here.
+    fn assigned_record(job: u8, gpus: u64) -> ProviderRecord {
+        let a = |p: u8| Assignment {
+            provider: [p; 28],
+            attest_key: [p; 32],
+            gpus,
+            rate: 3_600_000,
+        };
+        let detail = ProviderDetail {
+            index: Some(0),
+            assignments: vec![a(1), a(2)],
+            ..ProviderDetail::default()
+        };
+        crate::store::JobRecord::new(JobId([job; 32]), ProviderState::Assigned, detail, 0)
+    }
+
+    /// The slot-0 GPUs of a prepared run, and its intent's.
+    fn ran_on(p: Prepared) -> (Vec<String>, Vec<String>) {
+        let Prepared::Run { plan, intent } = p else {
+            panic!("not run: {p:?}")
+        };
+        let slot = plan.slot(0).expect("slot 0");
+        (
+            slot.gpus.iter().map(|g| g.id().to_string()).collect(),
+            intent.gpus,
+        )
+    }
+
+    /// The store at `path` reopened once the dropped one let go of sled's file lock (its
+    /// flusher thread may still hold it for a moment), within 10 s.
+    fn reopen(path: &std::path::Path) -> JobStore {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match JobStore::open(path) {
+                Ok(s) => return s,
+                Err(e) if std::time::Instant::now() > deadline => panic!("reopen: {e}"),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            }
+        }
+    }
+
+    #[test]
+    fn a_second_concurrent_job_is_planned_onto_other_gpus_and_a_restart_keeps_them() {
+        use crate::gpu_pick::tests::{H100, RTX4090, mixed_pool};
+        let dir = tempfile::tempdir().expect("tmp");
+        let pool = mixed_pool(Some(true));
+        let peer = PeerId::random();
+        let view = assigned(u64::MAX, u64::MAX / 2);
+        let now = 1_000_000;
+        let (first, second, third) = (
+            assigned_record(1, 2),
+            assigned_record(2, 1),
+            assigned_record(3, 1),
+        );
+        {
+            let store = JobStore::open(dir.path()).expect("open");
+            for r in [&first, &second, &third] {
+                store.create::<ProviderRole>(r).expect("create");
+            }
+            // Two GPUs of a 4-GPU job: the first two whole GPUs (`take(2)` gave the same
+            // first GPUs to every job).
+            let p = prepare(&store, &pool, &peer, &first, &spec(4, 0), &view, now).expect("1");
+            let (a, recorded) = ran_on(p);
+            assert_eq!(recorded, [RTX4090, H100]);
+            let attached: Vec<String> = recorded
+                .iter()
+                .map(|id| pool.iter().find(|g| g.id == *id).expect("pooled"))
+                .map(|g| g.attachment.id().to_string())
+                .collect();
+            assert_eq!(a, attached, "the plan attaches the recorded GPUs");
+            // The second job, running next to it: a GPU the first does not hold.
+            let p = prepare(&store, &pool, &peer, &second, &spec(2, 0), &view, now).expect("2");
+            let (_, b) = ran_on(p);
+            assert_eq!(b.len(), 1);
+            assert!(!recorded.contains(&b[0]), "{b:?} overlaps {recorded:?}");
+            // A third asking for an 80 GB GPU: the H100 is held, refused before any container,
+            // naming the requirement and the numbers (not run on a smaller GPU).
+            let p = prepare(&store, &pool, &peer, &third, &spec(2, 80), &view, now).expect("3");
+            let Prepared::Refuse(why) = p else {
+                panic!("not refused: {p:?}")
+            };
+            assert!(
+                why.contains(
+                    "not enough GPUs meeting the spec free: 1 needed (gpus.min_vram_gib 80"
+                ),
+                "{why}"
+            );
+            assert!(why.contains("1 meet it, 1 of them held"), "{why}");
+        }
+        // A restart: the store reopened, the first job re-planned from its record onto the
+        // same GPUs, whatever is free now; the second still sees them held.
+        let store = reopen(dir.path());
+        let records = store.all::<ProviderRole>().expect("records");
+        let mine = |job: u8| {
+            records
+                .iter()
+                .find(|r| r.job_id == JobId([job; 32]))
+                .expect("record")
+                .clone()
+        };
+        let (plan, ids) =
+            plan_on(&pool, &peer, &records, &mine(1), 0, &spec(4, 0)).expect("re-planned");
+        assert_eq!(ids, [RTX4090, H100]);
+        assert_eq!(plan.slot(0).map(|s| s.gpus.len()), Some(2));
+        let held = held_gpus(&pool, &records, Some(&JobId([3; 32])));
+        assert_eq!(held.ids.len(), 3);
+        assert_eq!(held.unplanned, 0);
+        // A dispatch written before GPU ids were recorded holds the first GPUs of the pool,
+        // as the node that wrote it gave them.
+        let mut legacy = mine(2);
+        if let Some(d) = legacy.dispatch.as_mut() {
+            d.gpus.clear();
+        }
+        let (_, ids) = plan_on(&pool, &peer, &records, &legacy, 0, &spec(2, 0)).expect("legacy");
+        assert_eq!(ids, [RTX4090]);
+        let records = vec![mine(1), legacy, mine(3)];
+        let held = held_gpus(&pool, &records, None);
+        assert_eq!(held.ids, [RTX4090, H100, RTX4090]);
+        // A recorded GPU gone from the pool is named, never swapped silently.
+        let smaller: Vec<PooledGpu> = pool.iter().filter(|g| g.id != H100).cloned().collect();
+        assert!(matches!(
+            plan_on(&smaller, &peer, &records, &mine(1), 0, &spec(4, 0)),
+            Err(Unplannable::Gpus(why)) if why.contains(H100)
+        ));
     }
 }

@@ -33,7 +33,7 @@ pub mod synthetic;
 pub mod test_utils;
 pub mod vram;
 
-pub use limits::{ProviderLimits, Refusal};
+pub use limits::{PoolModel, ProviderLimits, Refusal};
 pub use matching::{Binding, Constraint, NoFit, Plan, Requirements, match_gang};
 pub use snapshot::{
     GpuModel, MarketSnapshot, Offer, OfferedGpus, ProviderLoad, RttSample, SnapshotOptions,

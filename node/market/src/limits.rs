@@ -262,30 +262,20 @@ impl ProviderLimits {
     /// its own GPU, with its own memory, free unless its own UUID is in `in_use`, and with
     /// [`GpuModel::mig_parent`] set ([`mig_parent`]); a whole GPU with MIG mode enabled is never
     /// offered (its capacity is its slices'), so the parent is not offered next to them.
+    ///
+    /// Each GPU's model and domain are [`ProviderLimits::pool_models`]'s: the provider's job
+    /// engine picks a job's GPUs by the same description.
     pub fn offer(&self, terms: OfferTerms, pooled: &[&Gpu], in_use: &[String]) -> Offer {
-        let domain = nvlink_domains(pooled);
         let mut gpus: Vec<OfferedGpus> = Vec::new();
         // Parallel to `gpus`: the NVLink domain of each group (None = PCIe).
         let mut keys: Vec<Option<usize>> = Vec::new();
-        for (g, &key) in pooled.iter().zip(&domain) {
-            if g.mig_enabled == Some(true) && !is_mig_slice(g) {
+        for (g, offered) in pooled.iter().zip(self.pool_models(pooled)) {
+            let Some(PoolModel {
+                model,
+                nvlink_domain: key,
+            }) = offered
+            else {
                 continue;
-            }
-            let model = GpuModel {
-                vendor: g.vendor,
-                name: g.name.clone(),
-                vram_mib: g.vram_total_mib,
-                vram_bytes: g.vram_total_bytes,
-                compute_capability: g.compute_capability,
-                gfx_target: g.gfx_target.clone(),
-                interconnect: if key.is_some() {
-                    Interconnect::Nvlink
-                } else {
-                    Interconnect::Any
-                },
-                mig_parent: mig_parent(g, pooled),
-                fabric: self.fabric.clone(),
-                ..GpuModel::default()
             };
             let free = u32::from(!g.uuid.as_ref().is_some_and(|u| in_use.contains(u)));
             let declared = g.source == Source::Declared;
@@ -315,6 +305,55 @@ impl ProviderLimits {
             direct_capable: terms.direct_capable,
         }
     }
+
+    /// How each GPU of `pooled` is offered, in order: its [`GpuModel`] exactly as
+    /// [`ProviderLimits::offer`] groups it, and its NVLink domain; `None` for a GPU that is never
+    /// offered (a whole GPU with MIG mode enabled: its capacity is its slices'). The provider's
+    /// job engine judges each pooled GPU against a spec with this same description
+    /// ([`crate::Requirements::rejects_model`]), so it never runs a job on a GPU the matcher
+    /// would not have counted.
+    pub fn pool_models(&self, pooled: &[&Gpu]) -> Vec<Option<PoolModel>> {
+        let domain = nvlink_domains(pooled);
+        pooled
+            .iter()
+            .zip(domain)
+            .map(|(g, key)| {
+                if g.mig_enabled == Some(true) && !is_mig_slice(g) {
+                    return None;
+                }
+                let model = GpuModel {
+                    vendor: g.vendor,
+                    name: g.name.clone(),
+                    vram_mib: g.vram_total_mib,
+                    vram_bytes: g.vram_total_bytes,
+                    compute_capability: g.compute_capability,
+                    gfx_target: g.gfx_target.clone(),
+                    interconnect: if key.is_some() {
+                        Interconnect::Nvlink
+                    } else {
+                        Interconnect::Any
+                    },
+                    mig_parent: mig_parent(g, pooled),
+                    fabric: self.fabric.clone(),
+                    ..GpuModel::default()
+                };
+                Some(PoolModel {
+                    model,
+                    nvlink_domain: key,
+                })
+            })
+            .collect()
+    }
+}
+
+/// One pooled GPU as offered ([`ProviderLimits::pool_models`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolModel {
+    /// The model it is offered as (the group it counts in).
+    pub model: GpuModel,
+    /// Its NVLink domain: the pool index of the first GPU joined to it by active NVLinks
+    /// (transitively); `None` = no pooled NVLink peer (PCIe).
+    pub nvlink_domain: Option<usize>,
 }
 
 /// Whether `gpu` is a MIG slice: the inventory gave it a [`crate::gpu::MigSlice`] (it came from

@@ -310,6 +310,10 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             }));
         }
         let attached = super::gpus::attachments(&pooled, &docker.nvidia)?;
+        // Each pooled GPU with its attachment and the model it is offered as: a job's share
+        // runs on GPUs meeting its spec, free, within the MIG rules (`job::gpu_pick`).
+        let pool = crate::job::gpu_pick::pool(limits, &pooled, attached);
+        let schedulable = pool.iter().filter(|g| g.offered.is_some()).count() as u64;
         let (bond, stake) = chain::ensure_bond(
             &r.indexer,
             &access(),
@@ -382,10 +386,11 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             attest: r.attest.clone(),
             bond,
             peer_id: peer,
-            gpus: attached,
+            gpus: pool,
             offer,
             policy: AcceptPolicy {
-                gpus: pooled.len() as u64,
+                // What can be given to jobs: a MIG-enabled card counts as its slices only.
+                gpus: schedulable,
                 min_rate: limits.price_ntx_per_gpu_hour,
                 reservation_ttl_ms: RESERVATION_TTL_MS,
                 max_deadline_ahead_ms: MAX_DEADLINE_AHEAD_MS,

@@ -24,6 +24,8 @@ use ganglion_indexer::sync::{self, SyncConfig};
 use ganglion_indexer::{Indexer, Watch};
 use ganglion_jobs::accept::AcceptPolicy;
 use ganglion_jobs::engine::InboundRx;
+use ganglion_jobs::gpu_pick::PooledGpu;
+use ganglion_market::limits::PoolModel;
 use ganglion_market::snapshot::{GpuModel, Offer as MarketOffer, OfferedGpus};
 use ganglion_market::spec::{Ensemble, Interconnect, Vendor};
 use ganglion_node::job::chain::ChainAccess;
@@ -317,7 +319,7 @@ struct SideParts<E> {
     attest: SigningKey,
     bond: TxoRef,
     peer_id: PeerId,
-    gpus: Vec<GpuAttachment>,
+    gpus: Vec<PooledGpu>,
     offer: MarketOffer,
     policy: AcceptPolicy,
 }
@@ -626,8 +628,15 @@ pub(crate) async fn provider_with(
         attest: id.attest.clone(),
         bond: id.bond,
         peer_id: peer,
-        gpus: vec![GpuAttachment::Declared {
+        gpus: vec![PooledGpu {
             id: format!("declared-{}", hex::encode(&provider_hash[..4])),
+            attachment: GpuAttachment::Declared {
+                id: format!("declared-{}", hex::encode(&provider_hash[..4])),
+            },
+            offered: Some(PoolModel {
+                model: declared_model(),
+                nvlink_domain: None,
+            }),
         }],
         offer: MarketOffer {
             provider: provider_hash,
@@ -638,15 +647,7 @@ pub(crate) async fn provider_with(
             max_job_duration_s: None,
             max_job_nodes: None,
             gpus: vec![OfferedGpus {
-                model: GpuModel {
-                    vendor: Vendor::Any,
-                    name: "declared".into(),
-                    vram_mib: 0,
-                    compute_capability: None,
-                    gfx_target: None,
-                    interconnect: Interconnect::Any,
-                    ..GpuModel::default()
-                },
+                model: declared_model(),
                 free: 1,
                 declared: true,
             }],
@@ -685,6 +686,19 @@ pub(crate) async fn provider_with(
         blocks: c.blocks,
         payment: id.payment.clone(),
         side: Some(parts),
+    }
+}
+
+/// The one declared GPU each test provider pools and offers.
+fn declared_model() -> GpuModel {
+    GpuModel {
+        vendor: Vendor::Any,
+        name: "declared".into(),
+        vram_mib: 0,
+        compute_capability: None,
+        gfx_target: None,
+        interconnect: Interconnect::Any,
+        ..GpuModel::default()
     }
 }
 

@@ -109,6 +109,13 @@ pub struct DispatchIntent {
     pub executor_job: String,
     /// When it was written, POSIX ms.
     pub written_ms: u64,
+    /// The pooled GPUs this node's share runs on ([`crate::gpu_pick::PooledGpu::id`]: UUIDs),
+    /// chosen by [`crate::gpu_pick::pick`] and written here before the executor sees the job:
+    /// a restart re-plans onto them, and this node's other jobs see them as held until the
+    /// record stops holding GPUs. Empty in records written before it existed (and for jobs
+    /// with no GPU on this node).
+    #[serde(default)]
+    pub gpus: Vec<String>,
 }
 
 /// One transition in a record's history.
@@ -513,15 +520,31 @@ mod tests {
         let first = DispatchIntent {
             executor_job: "a".into(),
             written_ms: 1,
+            gpus: vec!["GPU-a".into()],
         };
         let second = DispatchIntent {
             executor_job: "b".into(),
             written_ms: 2,
+            gpus: vec!["GPU-b".into()],
         };
         assert_eq!(
             s.record_dispatch::<P>(&job, first.clone()).expect("1"),
             first
         );
         assert_eq!(s.record_dispatch::<P>(&job, second).expect("2"), first);
+    }
+
+    #[test]
+    fn a_dispatch_intent_written_before_its_gpus_were_recorded_still_loads() {
+        let old = r#"{"executor_job":"a","written_ms":1}"#;
+        let d: DispatchIntent = serde_json::from_str(old).expect("loads");
+        assert_eq!(
+            d,
+            DispatchIntent {
+                executor_job: "a".into(),
+                written_ms: 1,
+                gpus: vec![],
+            }
+        );
     }
 }
