@@ -152,6 +152,10 @@ pub enum NotOffered {
     /// An APU: its memory is the host's (KFD `local_mem_size` 0), so there is no dedicated
     /// VRAM of any size to offer.
     SharedSystemMemory,
+    /// An AMD card with no node in the KFD topology (`/sys/class/kfd/kfd/topology/nodes`):
+    /// ROCm reaches a GPU only through `/dev/kfd` and its KFD node, so no container could
+    /// compute on it (amdkfd not loaded, or the card unsupported by it).
+    NoKfdNode,
     /// The Docker Engine cannot give this GPU to a container (decided at start-up, see
     /// `ganglion-dispatch`'s `gpu::docker`).
     NotUsableInContainers {
@@ -171,6 +175,11 @@ impl std::fmt::Display for NotOffered {
             Self::SharedSystemMemory => {
                 write!(f, "APU: shared system memory, not dedicated VRAM")
             }
+            Self::NoKfdNode => write!(
+                f,
+                "no KFD topology node: ROCm cannot use it (load amdgpu with KFD: `modprobe \
+                 amdgpu`, check `ls /sys/class/kfd/kfd/topology/nodes` and `/dev/kfd`)"
+            ),
             Self::NotUsableInContainers { reason } => {
                 write!(f, "present but not usable in containers: {reason}")
             }

@@ -325,7 +325,8 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
                 peer,
             },
             r.settings.bond.as_ref(),
-            pooled.len() as u64,
+            // The GPUs jobs can be given: a MIG-enabled card counts as its slices only.
+            schedulable,
         )
         .await?;
         bond_ref = Some(bond);

@@ -108,9 +108,14 @@ pub fn detect(root: &Path) -> Result<Vec<Gpu>, Error> {
         g.pci_bus_id = pci;
         g.pcie_width = read_trim(&dev.join("current_link_width")).and_then(|s| s.parse().ok());
         g.utilization_pct = read_trim(&dev.join("gpu_busy_percent")).and_then(|s| s.parse().ok());
-        if node.is_some_and(|n| n.apu) {
-            g.shared_memory = true;
-            g.not_offered = Some(NotOffered::SharedSystemMemory);
+        match node {
+            Some(n) if n.apu => {
+                g.shared_memory = true;
+                g.not_offered = Some(NotOffered::SharedSystemMemory);
+            }
+            Some(_) => {}
+            // Listed, never offered: without its KFD node no ROCm container can compute on it.
+            None => g.not_offered = Some(NotOffered::NoKfdNode),
         }
         gpus.push(g);
     }
@@ -350,6 +355,37 @@ mod tests {
         // A discrete card (local memory present) is not an APU.
         let discrete = props.replace("local_mem_size 0", "local_mem_size 25753026560");
         assert!(!kfd_node(&discrete).expect("GPU node").apu);
+    }
+
+    /// A card amdgpu lists but the KFD topology does not (amdkfd not loaded, or the card not
+    /// supported by it): listed with the reason and its fix, never offered.
+    #[test]
+    fn a_card_without_a_kfd_node_is_listed_but_not_offered() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let w = |rel: &str, text: &str| write_file(t.path(), rel, text);
+        w("class/drm/card0/device/vendor", "0x1002\n");
+        w("class/drm/card0/device/device", "0x744c\n");
+        w(
+            "class/drm/card0/device/mem_info_vram_total",
+            "25753026560\n",
+        );
+        w("class/drm/card0/device/drm/renderD128/dev", "226:128\n");
+        let gpus = detect(t.path()).expect("scan");
+        assert_eq!(gpus.len(), 1, "listed");
+        assert_eq!(gpus[0].not_offered, Some(NotOffered::NoKfdNode));
+        assert!(
+            gpus[0]
+                .not_offered
+                .as_ref()
+                .expect("reason")
+                .to_string()
+                .contains("modprobe")
+        );
+        let inv = crate::gpu::Inventory {
+            gpus,
+            notes: vec![],
+        };
+        assert!(inv.offerable().is_empty(), "never offered");
     }
 
     #[test]
