@@ -26,6 +26,13 @@ fn amd_sysfs(root: &std::path::Path) {
         "DRIVER=amdgpu\nPCI_CLASS=38000\nPCI_SLOT_NAME=0000:41:00.0\n",
     );
     w("class/drm/card0/device/drm/renderD128/dev", "226:128\n");
+    // Its KFD compute node (an MI210, gfx90a, 64 GiB of its own memory): without one ROCm
+    // could not use the card and it would not be offered.
+    w(
+        "class/kfd/kfd/topology/nodes/1/properties",
+        "cpu_cores_count 0\nsimd_count 416\ngfx_target_version 90010\n\
+         drm_render_minor 128\nlocal_mem_size 68702699520\n",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
