@@ -17,6 +17,7 @@ mod v2;
 use std::collections::BTreeMap;
 
 use ganglion_cardano::txo::TxoRef;
+use ganglion_contracts::params::PolicyId;
 use ganglion_contracts::tx::Output;
 use pallas_primitives::PlutusData;
 use pallas_primitives::conway::RedeemerTag;
@@ -205,6 +206,21 @@ pub fn extract_tx(
     match &watch.params {
         Params::V1(p) => v1::extract(&watch.script_hash, p, &scan),
         Params::V2(p) => v2::extract(&watch.script_hash, p, &scan),
+    }
+}
+
+/// An escrow or bond output holds its own token of this script (`name`: the job id or the
+/// provider key hash); `what` names it in the refusal.
+pub(crate) fn holds_own_token(
+    o: &Output,
+    script_hash: &PolicyId,
+    name: &[u8],
+    what: impl FnOnce() -> String,
+) -> Result<(), String> {
+    if o.value.quantity(script_hash, name) == 1 {
+        Ok(())
+    } else {
+        Err(what())
     }
 }
 

@@ -45,22 +45,12 @@ pub(super) fn classify(
     let datum = GanglionDatum::from_plutus_data(datum).map_err(|e| e.to_string())?;
     let ntx = o.value.quantity_of(&params.ntx);
     match &datum {
-        GanglionDatum::Escrow(e) => {
-            if o.value.quantity(script_hash, &e.job_id.0) != 1 {
-                return Err(format!(
-                    "escrow of job {} without its thread token",
-                    e.job_id
-                ));
-            }
-        }
-        GanglionDatum::Bond(b) => {
-            if o.value.quantity(script_hash, &b.provider) != 1 {
-                return Err(format!(
-                    "bond of {} without its bond token",
-                    hex::encode(b.provider)
-                ));
-            }
-        }
+        GanglionDatum::Escrow(e) => super::holds_own_token(o, script_hash, &e.job_id.0, || {
+            format!("escrow of job {} without its thread token", e.job_id)
+        })?,
+        GanglionDatum::Bond(b) => super::holds_own_token(o, script_hash, &b.provider, || {
+            format!("bond of {} without its bond token", hex::encode(b.provider))
+        })?,
         GanglionDatum::Burnt(job_id) => {
             return Ok(Found::Burnt {
                 job_id: *job_id,

@@ -113,11 +113,6 @@ impl SignedReceipt {
         }
     }
 
-    /// The contracts' receipt.
-    pub fn to_receipt(&self) -> Receipt {
-        self.receipt
-    }
-
     /// Checks that this receipt is for `job_id`'s assignment `provider_index` and is signed by
     /// `receipt_key` (32 bytes, the escrow datum's `receipt_key`); returns the receipt.
     ///
@@ -142,7 +137,7 @@ impl SignedReceipt {
                 got: self.receipt.provider_index,
             });
         }
-        let receipt = self.to_receipt();
+        let receipt = self.receipt;
         ganglion_contracts::v2::signed::verify(
             receipt_key,
             &receipt.signed_bytes(),
