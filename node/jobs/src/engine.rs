@@ -487,12 +487,19 @@ async fn run<S: Kv + 'static, E: Executor + 'static>(
             () = cancel.cancelled() => return,
             _ = offer.tick() => provider::publish_offer(&ctx).await,
             _ = tick.tick() => {
-                if let Err(e) = p2p::bonds::refresh(&ctx.indexer, &ctx.p2p).await {
-                    tracing::warn!(error = %e, "bond snapshot refresh failed");
+                // A stop cuts a pass where it is: every step is safe to cut (intents are
+                // written before their transaction leaves; the next start re-reads them).
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = async {
+                        if let Err(e) = p2p::bonds::refresh(&ctx.indexer, &ctx.p2p).await {
+                            tracing::warn!(error = %e, "bond snapshot refresh failed");
+                        }
+                        let _guard = ctx.actions.lock().await;
+                        orchestrator::pass(&ctx).await;
+                        provider::pass(&ctx).await;
+                    } => {}
                 }
-                let _guard = ctx.actions.lock().await;
-                orchestrator::pass(&ctx).await;
-                provider::pass(&ctx).await;
             }
         }
     }

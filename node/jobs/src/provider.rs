@@ -652,6 +652,9 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
     let p2p = ctx.p2p.clone();
     let stopping = ctx.stopping.clone();
     let run_id = id.clone();
+    // Set once the executor has the plan: from then on its set-up is not cut half-way.
+    let handed_over = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = (side.executor.clone(), handed_over.clone(), plan.job.clone());
     let run = async move {
         if let Some((setup, peers)) = &cluster {
             let ready = match peers {
@@ -669,6 +672,7 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
                 return;
             }
         }
+        handed_over.store(true, std::sync::atomic::Ordering::SeqCst);
         match exec.run(plan).await {
             Ok(report) => {
                 tracing::info!(job = %report.job, outcome = ?report.outcome, "executor finished")
@@ -682,14 +686,42 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
     // Tracked: the engine's shutdown stops supervising the run (the container keeps running
     // and is adopted by the executor's recovery at the next start) and waits for this task.
     ctx.tasks.spawn(async move {
+        tokio::pin!(run);
         tokio::select! {
-            () = stopping.cancelled() => {
-                tracing::info!(job = %run_id, "engine stopping: the run's containers are left to the executor's recovery");
-            }
-            () = run => {}
+            () = stopping.cancelled() => {}
+            () = &mut run => return,
         }
+        // The executor's set-up (network, containers) is never cut half-way: Docker finishes a
+        // request whose client went away, so a create dropped in flight lands *after* the next
+        // start's recovery undid the set-up — two networks of one name, and the re-dispatched
+        // run fails on them (and is paid nothing). Supervision ends once the containers are
+        // started (or the set-up failed), at most [`SETUP_GRACE`] later.
+        let (exec, handed_over, job) = watcher;
+        if handed_over.load(std::sync::atomic::Ordering::SeqCst) {
+            let set_up = async {
+                loop {
+                    match exec.record(&job) {
+                        Ok(Some(r)) if r.phase != Phase::Preparing => return,
+                        Err(_) => return,
+                        _ => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+                    }
+                }
+            };
+            tokio::select! {
+                () = &mut run => return,
+                () = set_up => {}
+                () = tokio::time::sleep(SETUP_GRACE) => {
+                    tracing::warn!(job = %run_id, "the executor's set-up outlasted the stop's grace");
+                }
+            }
+        }
+        tracing::info!(job = %run_id, "engine stopping: the run's containers are left to the executor's recovery");
     });
 }
+
+/// How long an engine's stop waits for a run's executor set-up (network, containers created
+/// and started) to finish before it stops supervising the run anyway.
+const SETUP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The whole GPU-seconds an attestation claims for `gpu_ms` measured GPU-milliseconds: the
 /// nearest whole second (half up), and at least one for any GPU time at all.
@@ -766,7 +798,9 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
             Ok(())
         }
         Some(rec) if rec.phase == Phase::Running => {
-            apply(ctx, &r.job_id, ProviderEvent::Started)?;
+            if r.state == ProviderState::Preparing {
+                apply(ctx, &r.job_id, ProviderEvent::Started)?;
+            }
             Ok(())
         }
         Some(rec) if rec.phase.is_terminal() => {

@@ -107,6 +107,14 @@ pub(crate) struct Chain {
 
 impl Chain {
     pub(crate) async fn start() -> Self {
+        // The nodes' logs (all in this process), printed by the test runner with a failure.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info,libp2p=warn,bollard=warn".into()),
+            )
+            .with_test_writer()
+            .try_init();
         let dir = tempfile::Builder::new()
             .prefix("ganglion-life-")
             .tempdir_in("/var/tmp")
