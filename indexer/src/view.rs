@@ -187,7 +187,16 @@ impl JobView {
         self.payments.iter().map(|p| p.ntx).sum()
     }
 
-    /// Whether assignment `index` has claimed (v2).
+    /// When the assignment started, POSIX ms: the assign's validity lower bound (`None`
+    /// before the assign).
+    pub fn started_at_ms(&self) -> Option<u64> {
+        self.history.iter().rev().find_map(|r| match &r.event {
+            Event::JobAssigned { started_at_ms, .. } => Some(*started_at_ms),
+            _ => None,
+        })
+    }
+
+    /// Whether assignment `index` has claimed its pay (v2).
     pub fn has_claimed(&self, index: usize) -> bool {
         self.claims.get(index).is_some_and(Option::is_some)
     }

@@ -9,8 +9,9 @@
 //! config file must supply `[deployment]`, and [`NetworkPreset::require_deployment`] refuses to
 //! go on without it.
 
-use ganglion_contracts::params::{AssetClass, Params};
+use ganglion_contracts::params::AssetClass;
 use ganglion_contracts::time::SlotConfig;
+use ganglion_contracts::v2::params::Params;
 use ganglion_testnet::genesis::Genesis;
 
 use crate::config::Network;
@@ -42,7 +43,7 @@ pub enum Error {
     /// No deployment parameters are known for a public network and the config sets none.
     #[error(
         "no Ganglion deployment is known on {network}: set [deployment] (ntx, min_bond_per_gpu, \
-         unbonding_delay_ms, slash_bps) in the config file"
+         unbonding_delay_ms, claim_window_ms) in the config file"
     )]
     UnsetDeployment {
         /// The network.
@@ -54,10 +55,10 @@ pub enum Error {
 }
 
 /// Devnet validator parameters besides the NTX asset: 100 NTX bond per GPU (NTX has 6
-/// decimals), a 7-day unbonding delay, 20 % slash — the values of the contracts test harness.
+/// decimals), a 7-day unbonding delay, a 2-minute claim window after each job's deadline.
 const DEVNET_MIN_BOND_PER_GPU: u64 = 100_000_000;
 const DEVNET_UNBONDING_DELAY_MS: u64 = 7 * 86_400_000;
-const DEVNET_SLASH_BPS: u16 = 2_000;
+const DEVNET_CLAIM_WINDOW_MS: u64 = 120_000;
 
 impl NetworkPreset {
     /// The preset of `network`.
@@ -88,7 +89,7 @@ impl NetworkPreset {
                         },
                         min_bond_per_gpu: DEVNET_MIN_BOND_PER_GPU,
                         unbonding_delay_ms: DEVNET_UNBONDING_DELAY_MS,
-                        slash_bps: DEVNET_SLASH_BPS,
+                        claim_window_ms: DEVNET_CLAIM_WINDOW_MS,
                     }),
                 }
             }

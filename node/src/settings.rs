@@ -17,7 +17,7 @@
 //! ntx = { policy = "<56 hex>", name = "<hex>" }
 //! min_bond_per_gpu = 100000000
 //! unbonding_delay_ms = 604800000
-//! slash_bps = 2000
+//! claim_window_ms = 3600000
 //!
 //! [gpus]                              # ... the sections of config.rs
 //!
@@ -58,7 +58,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use ganglion_contracts::params::Params;
+use ganglion_contracts::v2::params::Params;
 use serde::{Deserialize, Serialize};
 
 pub use ganglion_wallet::chain::N2cEndpoint;
@@ -549,7 +549,7 @@ listen = "127.0.0.1:9000"
 ntx = { policy = "00000000000000000000000000000000000000000000000000000001", name = "4e5458" }
 min_bond_per_gpu = 5
 unbonding_delay_ms = 6
-slash_bps = 7
+claim_window_ms = 7
 [gpus]
 sysfs_root = "/sys"
 "#;
@@ -566,7 +566,7 @@ sysfs_root = "/sys"
         assert_eq!(s.rpc.listen.port(), 9000);
         let d = s.deployment.expect("deployment");
         assert_eq!(d.ntx.name, b"NTX".to_vec());
-        assert_eq!(d.slash_bps, 7);
+        assert_eq!(d.claim_window_ms, 7);
     }
 
     #[test]

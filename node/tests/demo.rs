@@ -61,16 +61,22 @@ fn audit_passes(s: &serde_json::Value) {
     let failed: Vec<_> = checks.iter().filter(|c| c["pass"] != true).collect();
     assert!(failed.is_empty(), "audit checks failed: {failed:?}");
     assert_eq!(s["audit"]["pass"], true, "{}", s["audit"]);
-    for name in [
-        "spec_cid",
-        "assignment",
-        "attestation[0]",
-        "attestation[1]",
-        "refund",
-    ] {
+    for name in ["spec_cid", "assignment", "budget", "refund"] {
         assert!(
             checks.iter().any(|c| c["name"] == name),
             "no {name} check in {checks:?}"
+        );
+    }
+    // Each assignment: its claim checked (signature, receipt, bound, payment), or its
+    // default and slash (provider-loss).
+    for i in 0..2 {
+        let has = |n: String| checks.iter().any(|c| c["name"] == n.as_str());
+        assert!(
+            (has(format!("attestation[{i}]"))
+                && has(format!("claim_bound[{i}]"))
+                && has(format!("payment[{i}]")))
+                || (has(format!("default[{i}]")) && has(format!("slash[{i}]"))),
+            "assignment {i} neither claimed nor defaulted in {checks:?}"
         );
     }
 }
@@ -99,8 +105,9 @@ fn ran_behind_nat_and_cleaned_up(s: &serde_json::Value) {
     );
 }
 
-/// Every transaction landed in a block with a fee, and the job's fees stay within the issue's
-/// 1.2 ADA.
+/// Every transaction landed in a block with a fee, and the job's fees (lock, assign, each
+/// provider's claim or the expire) stay within 1.6 ADA (issue #17 aims at 1.5 for the
+/// protocol's own cost; `cargo run -p ganglion-contracts --example fees` prints it).
 fn fees_within_target(s: &serde_json::Value) {
     let mut sum = 0;
     for t in s["txs"].as_array().expect("txs") {
@@ -109,8 +116,8 @@ fn fees_within_target(s: &serde_json::Value) {
     }
     assert_eq!(s["numbers"]["fees_lovelace"].as_u64(), Some(sum));
     assert!(
-        sum > 0 && sum <= 1_200_000,
-        "fees {sum} lovelace over 1.2 ADA"
+        sum > 0 && sum <= 1_600_000,
+        "fees {sum} lovelace over 1.6 ADA"
     );
 }
 
@@ -128,7 +135,7 @@ fn the_devnet_demo_trains_torch_ddp_across_two_providers_and_settles() {
     assert_eq!(s["state"], "settled", "{s}");
     audit_passes(&s);
     ran_behind_nat_and_cleaned_up(&s);
-    assert_eq!(kinds(&s), ["lock", "assign", "settle"]);
+    assert_eq!(kinds(&s), ["lock", "assign", "claim", "claim"]);
     let paid = paid(&s);
     assert_eq!(
         paid.iter().filter(|(_, p, _)| *p > 0).count(),
@@ -188,7 +195,7 @@ fn the_devnet_demo_provider_loss_expires_pays_the_attested_and_slashes_the_defau
     if unsafe { libc::geteuid() } == 0 {
         ran_behind_nat_and_cleaned_up(&s);
     }
-    assert_eq!(kinds(&s), ["lock", "assign", "expire"]);
+    assert_eq!(kinds(&s), ["lock", "assign", "claim", "expire"]);
     let paid = paid(&s);
     let killed: Vec<_> = paid.iter().filter(|(_, _, k)| *k).collect();
     assert_eq!(killed.len(), 1, "one provider killed: {paid:?}");
@@ -201,8 +208,10 @@ fn the_devnet_demo_provider_loss_expires_pays_the_attested_and_slashes_the_defau
     );
     // 2 GPUs × about 10 s at 1000 NTX base units per GPU-second.
     assert!((10_000..=60_000).contains(&survivors[0].1), "{paid:?}");
-    // The demo deployment slashes 10% (slash_bps 1000) of the 5 NTX bond, to the orchestrator.
-    assert_eq!(s["slashed_ntx"], 500_000, "{s}");
+    // The defaulter's slash is at most its assignment's value (2 GPUs × the job's window at
+    // 1000 NTX base units per GPU-second, under its 5 NTX bond); the orchestrator recovers
+    // from it at most what it paid (the survivor's pay), the rest is burnt (DESIGN §3.1 G4).
+    assert_eq!(s["slashed_ntx"], survivors[0].1, "{s}");
     fees_within_target(&s);
     assert!(stderr.contains("killed (SIGKILL)"), "{stderr}");
 }
@@ -234,7 +243,11 @@ fn the_devnet_demo_settles_a_job_across_two_providers() {
         .iter()
         .filter_map(|t| t["kind"].as_str())
         .collect();
-    assert_eq!(kinds, ["lock", "assign", "settle"], "one transaction each");
+    assert_eq!(
+        kinds,
+        ["lock", "assign", "claim", "claim"],
+        "one transaction each; each paid provider claims its own pay"
+    );
     let payments = s["payments"].as_array().expect("payments");
     assert_eq!(payments.len(), 3, "{s}");
     let paid: Vec<(&str, u64, u64)> = payments
@@ -272,4 +285,40 @@ fn the_devnet_demo_settles_a_job_across_two_providers() {
             "no '{step}' in the progress:\n{stderr}"
         );
     }
+}
+
+#[test]
+fn the_devnet_demo_silent_orchestrator_stops_the_providers_and_pays_what_was_acknowledged() {
+    // Loopback: with the orchestrator gone, NATed providers would lose its relay too.
+    let (s, stderr) = demo(&[
+        "--workload",
+        "smoke",
+        "--scenario",
+        "silent-orchestrator",
+        "--network",
+        "loopback",
+    ]);
+    assert_eq!(s["state"], "settled", "{s}");
+    audit_passes(&s);
+    let checks = s["audit"]["checks"].as_array().expect("checks");
+    for i in 0..2 {
+        assert!(
+            checks
+                .iter()
+                .any(|c| c["name"] == format!("receipt[{i}]").as_str() && c["pass"] == true),
+            "each claim carried the last receipt it was given: {checks:?}"
+        );
+    }
+    assert_eq!(kinds(&s), ["lock", "assign", "claim", "claim"]);
+    let paid = paid(&s);
+    let earners: Vec<_> = paid.iter().filter(|(_, p, _)| *p > 0).collect();
+    assert_eq!(earners.len(), 2, "both providers paid: {paid:?}");
+    // The smoke containers would run 300 s: the providers stopped within the intervals
+    // (3 × 10 s after their last receipt), so each is paid for far less (2 GPUs at 1000 NTX
+    // base units per GPU-second).
+    for (name, p, _) in earners {
+        assert!(*p < 2 * 1000 * 120, "{name} paid {p}: not stopped in time");
+    }
+    assert!(stderr.contains("orchestrator killed (SIGKILL)"), "{stderr}");
+    fees_within_target(&s);
 }

@@ -58,8 +58,8 @@ pub struct AuditAttestation {
     pub result: String,
     /// CID of the pinned logs (empty when none).
     pub logs: String,
-    /// GPU-seconds claimed.
-    pub gpu_seconds: u64,
+    /// GPU-milliseconds attested (a v1 settle's whole seconds × 1000).
+    pub gpu_ms: u64,
     /// The container's exit code.
     pub exit_code: i64,
 }
@@ -67,7 +67,7 @@ pub struct AuditAttestation {
 /// One transaction of a job's chain trail.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditTx {
-    /// `lock`, `assign`, `settle`, `cancel`, `expire` or `slash`.
+    /// `lock`, `assign`, `claim`, `settle` (v1), `cancel`, `expire` or `slash`.
     pub kind: String,
     /// Transaction id, hex.
     pub tx_id: String,

@@ -19,7 +19,8 @@
 //!                                           refunded, defaulters slashed proportionally
 //! ```
 //!
-//! The node still speaks v1 ([`crate::build`]); it moves to these modules next, and v1 goes.
+//! The node (`ganglion-jobs`) speaks this protocol; v1 ([`crate::build`]) stays until its
+//! modules are deleted.
 //!
 //! Modules: [`params`], [`payout`], [`datum`], [`redeemer`], [`signed`], [`rules`] (the
 //! validator's arithmetic off-chain), [`build`] (one builder per action).

@@ -7,9 +7,9 @@
 //! reservations of other jobs are held — so nothing has to be pushed back into the p2p layer,
 //! a restart keeps every reservation, and an accepted job can never lack its record.
 
-use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
-use ganglion_contracts::signed::{Acceptance, sign};
+use ganglion_contracts::v2::datum::JobId;
+use ganglion_contracts::v2::signed::{Acceptance, sign};
 use ganglion_dispatch::executor::Executor;
 use ganglion_indexer::store::Kv;
 use ganglion_p2p::protocols::{AcceptRequest, AcceptResponse, RefusalReason};
@@ -35,7 +35,14 @@ pub struct AcceptPolicy {
     /// Jobs held at once, reserved or assigned and unfinished (`[provider]
     /// max_concurrent_jobs`, ≥ 1).
     pub max_concurrent_jobs: u32,
+    /// Longest receipt interval accepted, ms: the work a silent orchestrator can leave unpaid
+    /// is at most [`super::EngineConfig::missed_receipts`] such intervals (DESIGN §3.1 G2).
+    pub max_receipt_interval_ms: u64,
 }
+
+/// Shortest receipt interval a provider accepts, ms: a heartbeat and its receipt must make
+/// the round trip well inside one interval.
+pub const MIN_RECEIPT_INTERVAL_MS: u64 = 2_000;
 
 /// The outcome of [`decide`]: a reservation to record and sign, or a refusal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,17 +67,17 @@ fn reserved(r: &ProviderRecord, now_ms: u64) -> bool {
 /// A repeated request for a job still `Reserved` here replaces that reservation; a job this
 /// provider tracks past its reservation (assigned, running, ended) is refused
 /// ([`RefusalReason::AlreadyTracked`]).
+///
+/// `bond_free_gpus`: the GPUs the provider's bond can still be committed to (its `gpus` less
+/// its live commitments, escrow v2 G5); an assign committing more would be refused on chain.
 pub fn decide(
     policy: &AcceptPolicy,
-    bond: &ganglion_contracts::tx::TxoRef,
     req: &AcceptRequest,
     now_ms: u64,
     records: &[ProviderRecord],
+    bond_free_gpus: u64,
 ) -> Decision {
     use Decision::Refuse;
-    if req.bond != *bond {
-        return Refuse(RefusalReason::UnknownBond);
-    }
     if req.gpus == 0 {
         return Refuse(RefusalReason::ZeroGpus);
     }
@@ -81,6 +88,23 @@ pub fn decide(
     }
     if req.deadline_ms <= now_ms || req.deadline_ms - now_ms > policy.max_deadline_ahead_ms {
         return Refuse(RefusalReason::Deadline);
+    }
+    // The GPUs stay reserved until accept-by: never past the provider's reservation limit.
+    if req.accept_by_ms <= now_ms
+        || req.accept_by_ms - now_ms > policy.reservation_ttl_ms
+        || req.accept_by_ms >= req.deadline_ms
+    {
+        return Refuse(RefusalReason::AcceptBy {
+            max_ms: policy.reservation_ttl_ms,
+        });
+    }
+    if !(MIN_RECEIPT_INTERVAL_MS..=policy.max_receipt_interval_ms)
+        .contains(&req.receipt_interval_ms)
+    {
+        return Refuse(RefusalReason::ReceiptInterval {
+            min_ms: MIN_RECEIPT_INTERVAL_MS,
+            max_ms: policy.max_receipt_interval_ms,
+        });
     }
     if records
         .iter()
@@ -112,13 +136,19 @@ pub fn decide(
     if req.gpus > free {
         return Refuse(RefusalReason::NoCapacity { free });
     }
+    // Reservations of other jobs will commit the bond too.
+    let bond_free = bond_free_gpus.saturating_sub(held);
+    if req.gpus > bond_free {
+        return Refuse(RefusalReason::NoCapacity { free: bond_free });
+    }
     Decision::Reserve {
         gpus: req.gpus,
-        until_ms: now_ms.saturating_add(policy.reservation_ttl_ms),
+        until_ms: req.accept_by_ms,
     }
 }
 
-/// The signed acceptance of `req` for a reservation ending at `until_ms`.
+/// The signed acceptance of `req` (every term the escrow's `Assign` checks it against) for a
+/// reservation ending at `until_ms`.
 pub fn accepted<E>(
     side: &ProviderSide<E>,
     provider: KeyHash,
@@ -127,9 +157,12 @@ pub fn accepted<E>(
 ) -> AcceptResponse {
     let msg = Acceptance {
         job_id: req.job_id,
+        spec: req.spec.clone(),
         gpus: req.gpus,
         rate: req.rate,
         deadline_ms: req.deadline_ms,
+        accept_by_ms: req.accept_by_ms,
+        receipt_interval_ms: req.receipt_interval_ms,
     }
     .signed_bytes();
     AcceptResponse::Accepted {
@@ -159,7 +192,22 @@ pub(crate) fn on_request<S: Kv, E: Executor>(
             return AcceptResponse::Refused(RefusalReason::RateLimited);
         }
     };
-    let (gpus, until_ms) = match decide(&side.policy, &side.bond, req, now, &records) {
+    let me = ctx.chain.key_hash();
+    let attest = side.attest.verifying_key().to_bytes();
+    let bond_free = match ctx.indexer.provider(&me) {
+        Ok(p) => p
+            .bonds
+            .iter()
+            .filter(|b| b.datum.attest_key == attest)
+            .map(|b| b.free_gpus)
+            .max()
+            .unwrap_or(0),
+        Err(e) => {
+            tracing::error!(error = %e, "indexer unreadable; accept request refused");
+            return AcceptResponse::Refused(RefusalReason::RateLimited);
+        }
+    };
+    let (gpus, until_ms) = match decide(&side.policy, req, now, &records, bond_free) {
         Decision::Refuse(reason) => {
             tracing::info!(job = %req.job_id, %peer, %reason, "accept request refused");
             return AcceptResponse::Refused(reason);
@@ -243,6 +291,7 @@ mod tests {
             reservation_ttl_ms: 1_000,
             max_deadline_ahead_ms: 10_000,
             max_concurrent_jobs: 2,
+            max_receipt_interval_ms: 60_000,
         }
     }
 
@@ -253,6 +302,9 @@ mod tests {
             gpus,
             rate: 100,
             deadline_ms: 5_000,
+            spec: vec![7; 36],
+            accept_by_ms: 900,
+            receipt_interval_ms: MIN_RECEIPT_INTERVAL_MS,
         }
     }
 
@@ -269,11 +321,13 @@ mod tests {
         );
         if state != ProviderState::Reserved {
             r.detail.index = Some(0);
-            r.detail.assignments = vec![ganglion_contracts::datum::Assignment {
+            r.detail.assignments = vec![ganglion_contracts::v2::datum::Assignment {
                 provider: [2; 28],
                 attest_key: [3; 32],
+                payout: ganglion_contracts::v2::payout::Payout::enterprise([2; 28]),
                 gpus: reserved_gpus,
                 rate: 100,
+                accept_by_ms: 1_000,
             }];
         }
         r
@@ -284,24 +338,28 @@ mod tests {
         let p = policy();
         let held = [record(1, ProviderState::Reserved, 3, 2_000)];
         assert_eq!(
-            decide(&p, &BOND, &req(2, 2), 0, &held),
+            decide(&p, &req(2, 2), 0, &held, 99),
             Decision::Refuse(RefusalReason::NoCapacity { free: 1 })
         );
         // The reservation lapsed: its GPUs are free again.
+        let later = AcceptRequest {
+            accept_by_ms: 2_500,
+            ..req(2, 2)
+        };
         assert!(matches!(
-            decide(&p, &BOND, &req(2, 2), 2_000, &held),
+            decide(&p, &later, 2_000, &held, 99),
             Decision::Reserve { gpus: 2, .. }
         ));
         // Assigned and running: busy whatever the reservation said.
         let running = [record(1, ProviderState::Running, 3, 0)];
         assert_eq!(
-            decide(&p, &BOND, &req(2, 2), 5_000 - 1, &running),
+            decide(&p, &req(2, 2), 100, &running, 99),
             Decision::Refuse(RefusalReason::NoCapacity { free: 1 })
         );
         // Ended: nothing held.
         let ended = [record(1, ProviderState::Paid, 3, 0)];
         assert!(matches!(
-            decide(&p, &BOND, &req(2, 4), 0, &ended),
+            decide(&p, &req(2, 4), 0, &ended, 99),
             Decision::Reserve { gpus: 4, .. }
         ));
     }
@@ -311,18 +369,37 @@ mod tests {
         let p = policy();
         let own = [record(1, ProviderState::Reserved, 4, 500)];
         assert_eq!(
-            decide(&p, &BOND, &req(1, 4), 100, &own),
+            decide(&p, &req(1, 4), 100, &own, 99),
             Decision::Reserve {
                 gpus: 4,
-                until_ms: 1_100
+                until_ms: 900
             }
         );
         for state in [ProviderState::Running, ProviderState::Failed] {
             assert_eq!(
-                decide(&p, &BOND, &req(1, 1), 100, &[record(1, state, 1, 0)]),
+                decide(&p, &req(1, 1), 100, &[record(1, state, 1, 0)], 99),
                 Decision::Refuse(RefusalReason::AlreadyTracked)
             );
         }
+    }
+
+    #[test]
+    fn the_bond_backs_no_more_gpus_than_it_has_free() {
+        let p = policy();
+        assert_eq!(
+            decide(&p, &req(1, 2), 0, &[], 1),
+            Decision::Refuse(RefusalReason::NoCapacity { free: 1 })
+        );
+        // Another job's reservation will commit the bond too.
+        let held = [record(2, ProviderState::Reserved, 1, 1_000)];
+        assert_eq!(
+            decide(&p, &req(1, 2), 0, &held, 2),
+            Decision::Refuse(RefusalReason::NoCapacity { free: 1 })
+        );
+        assert!(matches!(
+            decide(&p, &req(1, 2), 0, &held, 3),
+            Decision::Reserve { gpus: 2, .. }
+        ));
     }
 
     #[test]
@@ -331,27 +408,48 @@ mod tests {
         let mut cheap = req(1, 1);
         cheap.rate = 99;
         assert_eq!(
-            decide(&p, &BOND, &cheap, 0, &[]),
+            decide(&p, &cheap, 0, &[], 99),
             Decision::Refuse(RefusalReason::RateTooLow { price: 100 })
         );
         let mut far = req(1, 1);
         far.deadline_ms = 20_000;
         assert_eq!(
-            decide(&p, &BOND, &far, 0, &[]),
+            decide(&p, &far, 0, &[], 99),
             Decision::Refuse(RefusalReason::Deadline)
         );
-        let mut other = req(1, 1);
-        other.bond.index = 1;
-        assert_eq!(
-            decide(&p, &BOND, &other, 0, &[]),
-            Decision::Refuse(RefusalReason::UnknownBond)
-        );
+        // Accept-by in the past, past the reservation limit or at the deadline.
+        for accept_by_ms in [0, 1_101, 5_000] {
+            let r = AcceptRequest {
+                accept_by_ms,
+                ..req(1, 1)
+            };
+            assert_eq!(
+                decide(&p, &r, 100, &[], 99),
+                Decision::Refuse(RefusalReason::AcceptBy { max_ms: 1_000 }),
+                "accept-by {accept_by_ms}"
+            );
+        }
+        // Receipt intervals a heartbeat cannot keep, or that risk too much unpaid work.
+        for receipt_interval_ms in [0, MIN_RECEIPT_INTERVAL_MS - 1, 60_001] {
+            let r = AcceptRequest {
+                receipt_interval_ms,
+                ..req(1, 1)
+            };
+            assert_eq!(
+                decide(&p, &r, 0, &[], 99),
+                Decision::Refuse(RefusalReason::ReceiptInterval {
+                    min_ms: MIN_RECEIPT_INTERVAL_MS,
+                    max_ms: 60_000
+                }),
+                "interval {receipt_interval_ms}"
+            );
+        }
         let two = [
             record(2, ProviderState::Reserved, 1, 1_000),
             record(3, ProviderState::Running, 1, 0),
         ];
         assert_eq!(
-            decide(&p, &BOND, &req(1, 1), 0, &two),
+            decide(&p, &req(1, 1), 0, &two, 99),
             Decision::Refuse(RefusalReason::TooManyJobs { active: 2, max: 2 })
         );
     }

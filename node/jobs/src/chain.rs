@@ -11,10 +11,10 @@ use std::sync::Mutex;
 
 use ed25519_dalek::SigningKey;
 use ganglion_contracts::blueprint::{key_address, key_hash};
-use ganglion_contracts::build::Deployment;
 use ganglion_contracts::env::Env;
 use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::tx::{Draft, TxoRef, Utxo, Wallet, balance, sign};
+use ganglion_contracts::v2::build::Deployment;
 
 use ganglion_wallet::N2cEndpoint;
 use ganglion_wallet::chain::{self, ChainClient};
@@ -189,7 +189,9 @@ impl ChainAccess {
         })
     }
 
-    /// Submits signed bytes; the wallet inputs they spend are held back from coin selection.
+    /// Submits signed bytes; the wallet inputs they spend are held back from coin selection
+    /// — released again when the ledger rejects the transaction (its inputs stay unspent;
+    /// after a transport failure it may still land, so they stay held).
     ///
     /// # Errors
     /// [`ChainError::Client`] with the ledger's reason.
@@ -203,6 +205,14 @@ impl ChainAccess {
         let mut c = self.connect().await?;
         let r = c.submit(&tx.bytes).await;
         c.close().await;
+        if let Err(chain::Error::Submit(ganglion_wallet::rejection::SubmitFailure::Rejected(_))) =
+            &r
+        {
+            let mut held = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+            for s in &tx.spends {
+                held.remove(s);
+            }
+        }
         Ok(r?)
     }
 

@@ -6,7 +6,7 @@
 //! Docker host) the executor's own network needs no set-up.
 
 use async_trait::async_trait;
-use ganglion_contracts::datum::{Assignment, JobId};
+use ganglion_contracts::v2::datum::{Assignment, JobId};
 use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 use libp2p::PeerId;

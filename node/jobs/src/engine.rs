@@ -43,7 +43,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::datum::JobId;
 use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 use ganglion_storage::blockstore::Blockstore;
@@ -93,7 +93,7 @@ pub enum EngineError {
     Spec(String),
     /// Terms no honest run can meet (budget below the window, run past the deadline): refused
     /// before the lock.
-    #[error("terms: {0}")]
+    #[error(transparent)]
     Terms(#[from] super::terms::TermsError),
     /// A settle or expire try failed; reported once per backoff step
     /// ([`super::retry::Retries`]).
@@ -153,10 +153,12 @@ pub struct EngineConfig {
     /// A provider record still `Reserved` this long after its reservation ended fails
     /// (default 60 s).
     pub reservation_grace_ms: u64,
-    /// A provider holding every attestation of a job still assigned on chain this long after
-    /// it attested submits the settle itself (the provider at assignment index `i` waits
-    /// `(i + 1) ×` this), in case the orchestrator is gone (default 30 s).
-    pub settle_grace_ms: u64,
+    /// The receipt interval this node's locks ask for, ms (escrow v2: the orchestrator
+    /// acknowledges each provider's work at least this often; default 10 s).
+    pub receipt_interval_ms: u64,
+    /// A provider stops its containers after this many receipt intervals without a new
+    /// receipt (the orchestrator is silent or gone; DESIGN §3.1 G2; default 3, at least 1).
+    pub missed_receipts: u32,
     /// A provider that refused for want of free GPUs, or did not answer, is left out of this
     /// job's matching for this long, then considered again (default 10 s): busy is transient.
     /// Other refusals (price, deadline, bond) exclude it for the job's life.
@@ -179,7 +181,8 @@ impl Default for EngineConfig {
             validity_slots: 120,
             allow_declared_gpus: false,
             reservation_grace_ms: 60_000,
-            settle_grace_ms: 30_000,
+            receipt_interval_ms: 10_000,
+            missed_receipts: 3,
             retry_excluded_ms: 10_000,
             offer_every: Duration::from_secs(2),
             offer_ttl_ms: 60_000,
@@ -197,7 +200,7 @@ pub struct Parts<S: Kv, E: Executor> {
     /// The p2p client.
     pub p2p: p2p::Client,
     /// The inbound requests the swarm hands over (the engine is their only reader): accept
-    /// requests (answered by [`super::accept`]) and attestations ([`super::attestations`]).
+    /// requests (answered by [`super::accept`]) and heartbeats ([`super::heartbeat`]).
     pub inbound: InboundRx,
     /// Chain access with the node's payment key.
     pub chain: ChainAccess,
@@ -206,6 +209,9 @@ pub struct Parts<S: Kv, E: Executor> {
     pub blockstore: Arc<dyn Blockstore>,
     /// Set on a provider node.
     pub provider: Option<ProviderSide<E>>,
+    /// The key signing this node's receipts as an orchestrator (escrow v2: its verification
+    /// key is the escrow's `receipt_key`; the daemon keeps it in `keys/receipt.key`).
+    pub receipt_key: ed25519_dalek::SigningKey,
 }
 
 /// An executor that cannot exist: the type of an orchestrator-only engine's executor.
@@ -225,6 +231,9 @@ impl Executor for NoExecutor {
     ) -> Result<Option<ExecRecord>, ExecError> {
         match *self {}
     }
+    async fn stop(&self, _: &ganglion_dispatch::executor::RunId, _: &str) -> Result<(), ExecError> {
+        match *self {}
+    }
 }
 
 /// Shared by the loop and the handle.
@@ -242,8 +251,16 @@ pub(crate) struct Ctx<S: Kv, E: Executor> {
     pub submitted: std::sync::Mutex<HashMap<[u8; 32], u64>>,
     /// Executor jobs this process runs (in memory; the executor's table is the durable side).
     pub running: std::sync::Mutex<HashSet<String>>,
-    /// Backoff of failed settle and expire tries.
+    /// Backoff of failed claim and expire tries.
     pub retries: super::retry::Retries,
+    /// The orchestrator's receipt key ([`Parts::receipt_key`]).
+    pub receipt_key: ed25519_dalek::SigningKey,
+    /// Orchestrator: the last receipt given per (job, assignment index): when (POSIX ms) and
+    /// the GPU-ms the heartbeat reported (in memory; a restart only lets one receipt come
+    /// early).
+    pub receipts_given: std::sync::Mutex<HashMap<(JobId, u64), (u64, u64)>>,
+    /// Provider: the last heartbeat sent per job, POSIX ms (in memory).
+    pub heartbeats_sent: std::sync::Mutex<HashMap<JobId, u64>>,
     /// The background work of this engine (job runs, the executor's recovery): closed and
     /// waited for by [`Engine::shutdown`].
     pub tasks: TaskTracker,
@@ -301,6 +318,7 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
             chain,
             blockstore,
             provider,
+            receipt_key,
         } = parts;
         let ctx = Arc::new(Ctx {
             store,
@@ -314,6 +332,9 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
             submitted: std::sync::Mutex::new(HashMap::new()),
             running: std::sync::Mutex::new(HashSet::new()),
             retries: super::retry::Retries::default(),
+            receipt_key,
+            receipts_given: std::sync::Mutex::new(HashMap::new()),
+            heartbeats_sent: std::sync::Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),
         });
@@ -452,19 +473,19 @@ async fn answer_inbound<S: Kv + 'static, E: Executor + 'static>(
                 let answer = super::accept::on_request(&ctx, peer, &request);
                 ctx.p2p.respond_accept(responder, answer).await
             }
-            Inbound::Attest {
+            // Escrow v2 carries each attestation in its provider's own claim: nothing is
+            // collected over p2p any more.
+            Inbound::Attest { responder, .. } => {
+                ctx.p2p
+                    .respond_attest(responder, p2p::protocols::AttestResponse::UnknownJob)
+                    .await
+            }
+            Inbound::Heartbeat {
                 peer,
                 request,
                 responder,
-            } => match super::attestations::on_attestation(&ctx, peer, &request) {
-                Some(answer) => ctx.p2p.respond_attest(responder, answer).await,
-                None => Ok(()),
-            },
-            // Escrow v1 has no receipts: this engine orchestrates no job a heartbeat is for.
-            Inbound::Heartbeat { responder, .. } => {
-                let answer = p2p::protocols::HeartbeatResponse::Refused(
-                    p2p::protocols::HeartbeatRefusal::UnknownJob,
-                );
+            } => {
+                let answer = super::heartbeat::on_heartbeat(&ctx, peer, &request);
                 ctx.p2p.respond_heartbeat(responder, answer).await
             }
         };

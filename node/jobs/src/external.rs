@@ -16,10 +16,10 @@
 //! the paying one. Any other signed transaction is submitted as it is and reported, not adopted
 //! (its job, if any, is visible through the indexer).
 
-use ganglion_contracts::build::{self, LockRequest};
-use ganglion_contracts::datum::{EscrowDatum, GanglionDatum, JobId};
 use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::tx::{Output, TxoRef, Utxo, Wallet, balance};
+use ganglion_contracts::v2::build::{self, LockRequest};
+use ganglion_contracts::v2::datum::{EscrowDatum, GanglionDatum, JobId, JobState};
 use ganglion_indexer::store::Kv;
 use pallas_addresses::{Address, ShelleyPaymentPart};
 use pallas_codec::minicbor::Decoder;
@@ -242,11 +242,13 @@ async fn build_lock<S: Kv, E: Executor>(
         env,
         &LockRequest {
             orchestrator,
+            receipt_key: ctx.receipt_key.verifying_key().to_bytes(),
             spec: spec_cid,
             gpus: terms.gpus,
             max_rate: terms.max_rate,
             budget: terms.budget,
             deadline_ms: terms.deadline_ms,
+            receipt_interval_ms: ctx.config.receipt_interval_ms,
             seed,
             valid_until_slot: until,
         },
@@ -282,7 +284,7 @@ fn escrow_created<S: Kv, E: Executor>(ctx: &Ctx<S, E>, tx: &MultiEraTx<'_>) -> O
         }
         match GanglionDatum::from_plutus_data(o.datum.as_ref()?).ok()? {
             GanglionDatum::Escrow(e) => Some(e),
-            GanglionDatum::Bond(_) => None,
+            GanglionDatum::Bond(_) | GanglionDatum::Burnt(_) => None,
         }
     })
 }
@@ -317,8 +319,14 @@ async fn submit_signed<S: Kv, E: Executor>(
     drop(decoded);
     let adopt = escrow.and_then(|e| {
         let spec = pinned_spec(ctx, &e.spec)?;
+        let t = spec.escrow_terms();
+        // Exactly the lock `build_lock` built: this node's keys, the spec's terms, open.
         let ours = e.orchestrator == ctx.chain.key_hash()
-            && spec.escrow_datum(e.job_id, e.orchestrator, e.spec.clone()) == e;
+            && e.receipt_key == ctx.receipt_key.verifying_key().to_bytes()
+            && (e.gpus, e.max_rate, e.budget, e.deadline_ms)
+                == (t.gpus, t.max_rate, t.budget, t.deadline_ms)
+            && e.receipt_interval_ms > 0
+            && e.state == JobState::Open;
         ours.then_some((e, spec))
     });
     let signed_tx = SignedTx {

@@ -12,9 +12,8 @@
 //! - [`cluster`]: [`cluster::ClusterSetup`], the job's network agreed with the other assigned
 //!   providers before dispatch (the node implements it with its overlay).
 //! - [`accept`]: a provider's accept decision and its `Reserved` record, one step;
-//!   [`attestations`]: the attestations received, checked against the job's assignment and
-//!   kept in the store until the job is finished; [`receipts`]: escrow v2 receipts, what the
-//!   orchestrator acknowledges and what the provider keeps, stops on and claims.
+//!   [`receipts`]: escrow v2 receipts, what the orchestrator acknowledges and what the provider
+//!   keeps, stops on and claims; [`heartbeat`]: the heartbeats that carry them while a job runs.
 //! - [`orchestrator`], [`provider`]: the drivers, one step per job per pass; [`gpu_pick`]:
 //!   which pooled GPUs run a provider's share (meeting the spec, free, MIG rules); [`terms`]: the
 //!   terms a job must meet before anything is locked or started; [`retry`]: how refused
@@ -26,7 +25,6 @@
 //! - [`audit`]: `audit verify`, every signature, CID and payment of a job re-checked.
 
 pub mod accept;
-pub mod attestations;
 pub mod audit;
 pub mod chain;
 pub mod cluster;
@@ -34,6 +32,7 @@ pub mod control;
 pub mod engine;
 pub mod external;
 pub mod gpu_pick;
+pub mod heartbeat;
 pub mod orchestrator;
 pub mod provider;
 pub mod receipts;

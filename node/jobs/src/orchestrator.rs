@@ -1,18 +1,20 @@
-//! The orchestrator's driver: lock → confirmation depth → match over the live market → ask
-//! acceptances over p2p → assign (re-match without a refusing or silent provider) → collect
-//! attestations → settle; cancel while open; expire after the deadline, slashing the bonds of
-//! assigned providers that never attested (DESIGN §1, §3).
+//! The orchestrator's driver (escrow v2): lock → confirmation depth → match over the live
+//! market → ask acceptances over p2p → assign (re-match without a refusing or silent provider),
+//! spending each provider's bond to commit its GPUs → while the job runs, acknowledge each
+//! provider's work with receipts ([`super::heartbeat`]) → each provider claims its own pay; the
+//! last claim closes the escrow (`Settled`). Cancel while open (also an escrow still open at
+//! its deadline); expire after the deadline and the claim window, slashing the bonds of
+//! assigned providers that never claimed (DESIGN §1, §3).
 //!
 //! Every step is a pure function of the record and the chain: `pass` runs them for each
 //! unfinished job. A step that submits a transaction first writes it to the intent log; while
 //! an intent of a kind is pending, the step only waits for it on chain (re-submitting the same
 //! bytes every [`super::EngineConfig::resubmit_after_ms`]).
 
-use ganglion_contracts::build::{self, AssignRequest, ExpireRequest, LockRequest, SettleRequest};
-use ganglion_contracts::datum::{Assignment, JobId};
 use ganglion_contracts::params::KeyHash;
-use ganglion_contracts::redeemer::Attestation;
 use ganglion_contracts::tx::TxoRef;
+use ganglion_contracts::v2::build::{self, AssignRequest, ExpireRequest, LockRequest};
+use ganglion_contracts::v2::datum::{Assignment, JobId};
 use ganglion_indexer::event::Event;
 use ganglion_indexer::store::Kv;
 use ganglion_indexer::{JobStatus, JobView};
@@ -29,7 +31,7 @@ use ganglion_dispatch::executor::Executor;
 use ganglion_market::matching::{Requirements, match_gang};
 use ganglion_market::snapshot::{MarketSnapshot, SnapshotOptions};
 use ganglion_market::spec::Ensemble;
-use ganglion_p2p::protocols::{AcceptRequest, AcceptResponse, AttestMessage, RefusalReason};
+use ganglion_p2p::protocols::{AcceptRequest, AcceptResponse, RefusalReason};
 
 /// A provider the matcher chose, with what the accept request and the assignment need.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,10 +95,15 @@ fn state_err(job: JobId, reason: impl Into<String>) -> EngineError {
     }
 }
 
-/// The escrow UTxO now: the newest escrow the job's events name.
+/// The escrow UTxO now: the newest escrow the job's events name (the lock's, the assign's or
+/// the last claim's continuing output).
 pub fn escrow_ref(view: &JobView) -> Option<TxoRef> {
     view.history.iter().rev().find_map(|r| match &r.event {
         Event::JobLocked { escrow, .. } | Event::JobAssigned { escrow, .. } => Some(*escrow),
+        Event::JobClaimed {
+            outcome: ganglion_indexer::event::ClaimOutcome::Continues { escrow },
+            ..
+        } => Some(*escrow),
         _ => None,
     })
 }
@@ -159,7 +166,7 @@ pub(crate) async fn nudge<S: Kv, E: Executor>(ctx: &Ctx<S, E>, intent: &TxIntent
 }
 
 /// Whether an intent can no longer land: past its validity.
-fn lapsed<S: Kv, E: Executor>(ctx: &Ctx<S, E>, intent: &TxIntent) -> bool {
+pub(crate) fn lapsed<S: Kv, E: Executor>(ctx: &Ctx<S, E>, intent: &TxIntent) -> bool {
     intent
         .valid_until_slot
         .is_some_and(|u| ctx.chain.slot_at(ctx.now()) >= u)
@@ -245,11 +252,13 @@ pub(crate) async fn submit<S: Kv, E: Executor>(
         ctx.chain.env(),
         &LockRequest {
             orchestrator: ctx.chain.key_hash(),
+            receipt_key: ctx.receipt_key.verifying_key().to_bytes(),
             spec: spec_cid.clone(),
             gpus: terms.gpus,
             max_rate: terms.max_rate,
             budget: terms.budget,
             deadline_ms: terms.deadline_ms,
+            receipt_interval_ms: ctx.config.receipt_interval_ms,
             seed,
             valid_until_slot: until,
         },
@@ -303,7 +312,16 @@ pub(crate) async fn cancel<S: Kv, E: Executor>(
             format!("escrow is {:?}", view.value.status),
         ));
     }
-    let escrow_at = escrow_ref(&view.value).ok_or_else(|| state_err(*job, "no escrow"))?;
+    cancel_open(ctx, job, &view.value).await
+}
+
+/// Builds and submits the cancel of the open escrow of `v` (refund, token burnt).
+async fn cancel_open<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    job: &JobId,
+    v: &JobView,
+) -> Result<(), EngineError> {
+    let escrow_at = escrow_ref(v).ok_or_else(|| state_err(*job, "no escrow"))?;
     let escrow = ctx.chain.script_utxos(&[escrow_at]).await?;
     let draft = build::cancel(ctx.chain.deployment(), ctx.chain.env(), &escrow[0])
         .map_err(super::chain::ChainError::from)?;
@@ -342,9 +360,6 @@ fn apply<S: Kv, E: Executor>(
         .store
         .apply::<OrchestratorRole>(job, event, ctx.now(), slot)?;
     tracing::info!(job = %job, ?event, state = ?to, "orchestrator");
-    if to.is_terminal() {
-        super::attestations::forget_when_done(ctx, job)?;
-    }
     Ok(to)
 }
 
@@ -362,10 +377,12 @@ async fn step<S: Kv, E: Executor>(
     // The chain's word is final: terminal statuses end the record whoever caused them.
     if let Some(v) = view {
         let event = match v.status {
-            JobStatus::Settled => Some(OrchestratorEvent::SettleConfirmed),
+            JobStatus::Claimed | JobStatus::Settled => Some(OrchestratorEvent::SettleConfirmed),
             JobStatus::Cancelled => Some(OrchestratorEvent::CancelConfirmed),
             JobStatus::Expired => Some(OrchestratorEvent::ExpireConfirmed),
-            JobStatus::Assigned if r.state.is_open() => Some(OrchestratorEvent::AssignConfirmed),
+            JobStatus::Assigned | JobStatus::Claiming if r.state.is_open() => {
+                Some(OrchestratorEvent::AssignConfirmed)
+            }
             JobStatus::Locked if r.state == OrchestratorState::Locked => {
                 Some(OrchestratorEvent::LockConfirmed)
             }
@@ -376,10 +393,38 @@ async fn step<S: Kv, E: Executor>(
             return Ok(());
         }
     }
-    // Past the deadline nothing but an expire can land.
+    if let Some(i) = r.intent(TxKind::Cancel) {
+        if !on_chain(view, &i.tx_hash) {
+            nudge(ctx, i).await;
+        }
+        return Ok(());
+    }
+    let now = ctx.now();
+    let chain_now_ms = ctx.chain.slot_start_ms(ctx.chain.slot_at(now));
     let deadline = r.detail.spec.deadline_ms;
-    if view.is_some() && ctx.chain.slot_start_ms(ctx.chain.slot_at(ctx.now())) > deadline {
-        let now = ctx.now();
+    // An escrow still open at its deadline can no longer be assigned: refunded at once.
+    if let Some(v) = view
+        && v.status == JobStatus::Locked
+        && chain_now_ms > deadline
+    {
+        if r.intent(TxKind::Assign).is_some_and(|i| !lapsed(ctx, i)) {
+            return Ok(());
+        }
+        tracing::info!(job = %job, "the deadline passed before an assignment: cancelling");
+        return retry::governed(
+            &ctx.retries,
+            &job,
+            TxKind::Cancel,
+            now,
+            cancel_open(ctx, &job, v),
+        )
+        .await;
+    }
+    // Past the deadline and the claim window nothing but an expire can land: it refunds the
+    // rest and slashes the assigned providers that never claimed.
+    if let Some(v) = view
+        && v.claim_window_end_ms.is_some_and(|end| chain_now_ms > end)
+    {
         return retry::governed(
             &ctx.retries,
             &job,
@@ -388,14 +433,6 @@ async fn step<S: Kv, E: Executor>(
             expire(ctx, &r, view),
         )
         .await;
-    }
-    for kind in [TxKind::Cancel, TxKind::Settle] {
-        if let Some(i) = r.intent(kind) {
-            if !on_chain(view, &i.tx_hash) {
-                nudge(ctx, i).await;
-            }
-            return Ok(());
-        }
     }
     match r.state {
         OrchestratorState::Locked => {
@@ -409,20 +446,10 @@ async fn step<S: Kv, E: Executor>(
             }
             Ok(())
         }
-        OrchestratorState::Matching => do_match(ctx, &r).await,
-        OrchestratorState::Assigning => assign(ctx, &r, view).await,
-        OrchestratorState::Assigned => {
-            let now = ctx.now();
-            retry::governed(
-                &ctx.retries,
-                &job,
-                TxKind::Settle,
-                now,
-                settle(ctx, &r, view),
-            )
-            .await
-        }
-        OrchestratorState::Settling => Ok(()),
+        OrchestratorState::Matching if chain_now_ms <= deadline => do_match(ctx, &r).await,
+        OrchestratorState::Assigning if chain_now_ms <= deadline => assign(ctx, &r, view).await,
+        // Assigned: the providers run, claim their pay; receipts are answered as heartbeats
+        // come (`heartbeat::on_heartbeat`).
         _ => Ok(()),
     }
 }
@@ -535,6 +562,26 @@ fn rematch<S: Kv, E: Executor>(
     Ok(())
 }
 
+/// How long a provider's acceptance lets this node assign, ms: the acceptances' `accept_by`
+/// is this far from the request (within a provider's reservation; the assign's validity ends
+/// by then, checked on chain).
+pub const ACCEPT_WINDOW_MS: u64 = 45_000;
+
+/// The live bond of `provider` signed by `attest_key`, as this node's indexer sees it now (a
+/// bond moves to a new UTxO at every assign that commits it).
+fn live_bond<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    provider: &KeyHash,
+    attest_key: Option<&[u8; 32]>,
+) -> Result<Option<ganglion_indexer::query::ActiveBond>, EngineError> {
+    Ok(ctx
+        .indexer
+        .provider(provider)?
+        .bonds
+        .into_iter()
+        .find(|b| attest_key.is_none_or(|k| b.datum.attest_key == *k)))
+}
+
 async fn assign<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     r: &OrchestratorRecord,
@@ -549,9 +596,14 @@ async fn assign<S: Kv, E: Executor>(
         return Ok(());
     }
     let Some(v) = view else { return Ok(()) };
-    let deadline_ms = v.deadline_ms;
+    let Some(receipts) = v.receipts else {
+        return Err(state_err(job, "the escrow carries no receipt terms"));
+    };
+    let now = ctx.now();
+    let accept_by_ms = (now + ACCEPT_WINDOW_MS).min(v.deadline_ms.saturating_sub(1));
     let mut assignments = Vec::new();
     let mut acceptances = Vec::new();
+    let mut bonds = Vec::new();
     for c in &r.detail.chosen {
         let peer = match PeerId::from_bytes(&c.peer) {
             Ok(p) => p,
@@ -559,12 +611,18 @@ async fn assign<S: Kv, E: Executor>(
                 return rematch(ctx, r, c, format!("bad peer id: {e}"), Exclusion::ForGood);
             }
         };
+        let Some(bond) = live_bond(ctx, &c.provider, None)? else {
+            return rematch(ctx, r, c, "no live bond".into(), Exclusion::Transient);
+        };
         let req = AcceptRequest {
             job_id: job,
-            bond: c.bond,
+            bond: bond.bond,
             gpus: c.gpus,
             rate: c.rate,
-            deadline_ms,
+            deadline_ms: v.deadline_ms,
+            spec: v.spec.clone(),
+            accept_by_ms,
+            receipt_interval_ms: receipts.interval_ms,
         };
         match ctx.p2p.accept(peer, req).await {
             Ok(AcceptResponse::Accepted {
@@ -573,13 +631,26 @@ async fn assign<S: Kv, E: Executor>(
                 provider,
                 ..
             }) if provider == c.provider => {
+                // The bond the acceptance's key belongs to: the assign spends it.
+                let Some(bond) = live_bond(ctx, &provider, Some(&attest_key))? else {
+                    return rematch(
+                        ctx,
+                        r,
+                        c,
+                        "accepted under a key no live bond names".into(),
+                        Exclusion::ForGood,
+                    );
+                };
                 assignments.push(Assignment {
                     provider,
                     attest_key,
+                    payout: bond.datum.payout,
                     gpus: c.gpus,
                     rate: c.rate,
+                    accept_by_ms,
                 });
                 acceptances.push(signature);
+                bonds.push(bond.bond);
             }
             Ok(AcceptResponse::Accepted { .. }) => {
                 return rematch(
@@ -603,10 +674,11 @@ async fn assign<S: Kv, E: Executor>(
     }
     let escrow_at = escrow_ref(v).ok_or_else(|| state_err(job, "no escrow"))?;
     let mut refs = vec![escrow_at];
-    refs.extend(r.detail.chosen.iter().map(|c| c.bond));
+    refs.extend(bonds);
     let utxos = ctx.chain.script_utxos(&refs).await?;
     let now_slot = ctx.chain.slot_at(ctx.now());
-    let until = now_slot + ctx.config.validity_slots;
+    // The assign's upper bound may not lie after any acceptance's accept-by (checked on chain).
+    let until = (now_slot + ctx.config.validity_slots).min(ctx.chain.slot_at(accept_by_ms));
     let draft = build::assign(
         ctx.chain.deployment(),
         ctx.chain.env(),
@@ -624,79 +696,9 @@ async fn assign<S: Kv, E: Executor>(
     submit_new(ctx, &job, TxKind::Assign, tx, Some(until)).await
 }
 
-/// The attestations held for `v`'s assignments (received over p2p, plus `own`), by
-/// assignment index; `None` where missing.
-pub(crate) async fn attestations<S: Kv, E: Executor>(
-    ctx: &Ctx<S, E>,
-    v: &JobView,
-    own: Option<&AttestMessage>,
-) -> Result<Vec<Option<Attestation>>, EngineError> {
-    let mut held = ctx.store.attestations(&v.job_id)?;
-    held.extend(own.cloned());
-    Ok(v.assignments
-        .iter()
-        .enumerate()
-        .map(|(i, a)| {
-            held.iter()
-                .find(|m| m.provider == a.provider)
-                .map(|m| Attestation {
-                    provider_index: i as u64,
-                    result: m.result.clone(),
-                    logs: m.logs.clone(),
-                    gpu_seconds: m.gpu_seconds,
-                    exit_code: m.exit_code,
-                    signature: m.signature.clone(),
-                })
-        })
-        .collect())
-}
-
-async fn settle<S: Kv, E: Executor>(
-    ctx: &Ctx<S, E>,
-    r: &OrchestratorRecord,
-    view: Option<&JobView>,
-) -> Result<(), EngineError> {
-    let Some(v) = view else { return Ok(()) };
-    let atts = attestations(ctx, v, None).await?;
-    if atts.iter().any(Option::is_none) || atts.is_empty() {
-        return Ok(());
-    }
-    let (tx, until) = settle_tx(ctx, v, atts.into_iter().flatten().collect()).await?;
-    submit_new(ctx, &r.job_id, TxKind::Settle, tx, Some(until)).await?;
-    apply(
-        ctx,
-        &r.job_id,
-        OrchestratorEvent::AttestationsComplete,
-        None,
-    )?;
-    Ok(())
-}
-
-/// The settle of `v` with `attestations` (one per assignment, in order), balanced and signed
-/// by this node's wallet (which also funds the payouts' min-UTxO); with its validity end.
-pub(crate) async fn settle_tx<S: Kv, E: Executor>(
-    ctx: &Ctx<S, E>,
-    v: &JobView,
-    attestations: Vec<Attestation>,
-) -> Result<(SignedTx, u64), EngineError> {
-    let escrow_at = escrow_ref(v).ok_or_else(|| state_err(v.job_id, "no escrow"))?;
-    let escrow = ctx.chain.script_utxos(&[escrow_at]).await?;
-    let now_slot = ctx.chain.slot_at(ctx.now());
-    let until = (now_slot + ctx.config.validity_slots).min(ctx.chain.slot_at(v.deadline_ms));
-    let draft = build::settle(
-        ctx.chain.deployment(),
-        ctx.chain.env(),
-        &SettleRequest {
-            escrow: escrow[0].clone(),
-            attestations,
-            valid_from_slot: None,
-            valid_until_slot: until,
-        },
-    )
-    .map_err(super::chain::ChainError::from)?;
-    Ok((ctx.chain.build(draft, ctx.now()).await?, until))
-}
-
+/// Expires `view`'s escrow after its deadline and claim window: an open escrow is refunded;
+/// an assigned one refunds the unpaid rest and slashes the bond of every assigned provider
+/// that never claimed (each slash at most its assignment's value, DESIGN §3.1 G4).
 async fn expire<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     r: &OrchestratorRecord,
@@ -709,16 +711,19 @@ async fn expire<S: Kv, E: Executor>(
         return Ok(());
     }
     let Some(v) = view else { return Ok(()) };
-    let atts = if v.status == JobStatus::Assigned {
-        attestations(ctx, v, None).await?
-    } else {
-        Vec::new()
-    };
     let mut slash = Vec::new();
-    for (a, att) in v.assignments.iter().zip(&atts) {
-        if att.is_none() {
+    if matches!(v.status, JobStatus::Assigned | JobStatus::Claiming) {
+        for (i, a) in v.assignments.iter().enumerate() {
+            if v.has_claimed(i) {
+                continue;
+            }
+            // The defaulter's bond that carries this job's commitment.
             let bonds = ctx.indexer.provider(&a.provider)?.bonds;
-            if let Some(b) = bonds.first() {
+            let committed = bonds
+                .iter()
+                .find(|b| b.datum.commitments.iter().any(|c| c.job_id == v.job_id))
+                .or(bonds.first());
+            if let Some(b) = committed {
                 slash.push(b.bond);
             }
         }
@@ -727,17 +732,18 @@ async fn expire<S: Kv, E: Executor>(
     let mut refs = vec![escrow_at];
     refs.extend(slash.iter().copied());
     let utxos = ctx.chain.script_utxos(&refs).await?;
-    let draft = build::expire(
+    let (draft, outcome) = build::expire(
         ctx.chain.deployment(),
         ctx.chain.env(),
         &ExpireRequest {
             escrow: utxos[0].clone(),
-            attestations: atts.into_iter().flatten().collect(),
             slash: utxos[1..].to_vec(),
             valid_from_slot: ctx.chain.slot_at(ctx.now()),
         },
     )
     .map_err(super::chain::ChainError::from)?;
+    tracing::info!(job = %r.job_id, refund = outcome.refund, slashes = ?outcome.slashes,
+        burnt = outcome.burnt, "expiring");
     let tx = ctx.chain.build(draft, ctx.now()).await?;
     submit_new(ctx, &r.job_id, TxKind::Expire, tx, None).await
 }

@@ -1,8 +1,11 @@
 //! The provider's driver: an accepted request becomes a `Reserved` record; the assignment seen
-//! on chain is dispatched through the executor (spec fetched by CID over bitswap); when the
-//! containers end, the outputs and logs are pinned (by the executor), the attestation is
-//! signed with the bond's attest key and sent to the job's peers; the payment (or slash) seen
-//! on chain ends the record (DESIGN §1).
+//! on chain is dispatched through the executor (spec fetched by CID over bitswap); while the
+//! containers run it sends heartbeats and keeps the orchestrator's best receipt, and stops
+//! them when the orchestrator goes silent or the deadline comes ([`super::heartbeat`]); when
+//! they end, the outputs and logs are pinned (by the executor), the attestation is signed with
+//! the bond's attest key and the provider **claims its own pay** on chain with it and its best
+//! receipt (escrow v2 `Claim`, the GPU time bounded as the validator bounds it); its claim
+//! seen on chain (or a slash) ends the record (DESIGN §1, §3).
 //!
 //! Accept/refuse is decided and recorded in one step by [`super::accept`] (capacity, price,
 //! deadline, reservations with a TTL, all read from these records).
@@ -10,9 +13,11 @@
 use std::sync::Arc;
 
 use ed25519_dalek::SigningKey;
-use ganglion_contracts::datum::{Assignment, JobId};
-use ganglion_contracts::signed::{AttestationBody, sign};
 use ganglion_contracts::tx::TxoRef;
+use ganglion_contracts::v2::build::{self as v2build, ClaimRequest};
+use ganglion_contracts::v2::datum::{Assignment, JobId};
+use ganglion_contracts::v2::redeemer::{Attestation, SignedReceipt as ClaimReceipt};
+use ganglion_contracts::v2::signed::{AttestationBody, sign};
 use ganglion_indexer::JobStatus;
 use ganglion_indexer::store::Kv;
 use libp2p::PeerId;
@@ -31,7 +36,6 @@ use ganglion_market::matching::Requirements;
 use ganglion_market::snapshot::Offer as MarketOffer;
 use ganglion_market::spec::Ensemble;
 use ganglion_p2p::offers::OfferBody;
-use ganglion_p2p::protocols::AttestMessage;
 
 /// A provider node's part of the engine.
 pub struct ProviderSide<E> {
@@ -65,9 +69,10 @@ pub struct Finished {
     /// Binary CID of the pinned logs (empty when none).
     #[serde(with = "hex::serde")]
     pub logs: Vec<u8>,
-    /// Billable GPU-seconds, [`attested_gpu_seconds`] of the report's
-    /// [`JobReport::billable_gpu_ms`] (0 when this node failed to deliver).
-    pub gpu_seconds: u64,
+    /// Billable GPU-milliseconds as measured: the report's [`JobReport::billable_gpu_ms`]
+    /// (0 when this node failed to deliver), at most the run limit's GPU time. The claim
+    /// attests the smaller of this and the on-chain bound ([`super::receipts::claimable_gpu_ms`]).
+    pub gpu_ms: u64,
     /// Exit code of this node's container (−1 when unknown).
     pub exit_code: i64,
 }
@@ -75,7 +80,7 @@ pub struct Finished {
 /// What the provider keeps per job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct ProviderDetail {
-    /// The orchestrator's peer id bytes (spec fetched from it, attestation sent to it).
+    /// The orchestrator's peer id bytes (spec fetched from it, heartbeats sent to it).
     #[serde(with = "hex::serde")]
     pub orchestrator_peer: Vec<u8>,
     /// Reservation end, POSIX ms.
@@ -89,8 +94,6 @@ pub struct ProviderDetail {
     pub assignments: Vec<Assignment>,
     /// The run's result.
     pub finished: Option<Finished>,
-    /// The attestation sent.
-    pub attestation: Option<AttestMessage>,
     /// Why it failed, if it did.
     pub error: Option<String>,
 }
@@ -141,7 +144,7 @@ pub fn with_busy(offer: &MarketOffer, busy: u64) -> MarketOffer {
     o
 }
 
-/// GPUs held by this provider's jobs assigned on chain and not yet attested. Reservations do
+/// GPUs held by this provider's jobs assigned on chain and not yet finished. Reservations do
 /// not count: the accept protocol enforces them (a provider without room refuses and the
 /// orchestrator re-matches), and counting them would hide a provider from the re-match of the
 /// very job it reserved for.
@@ -156,7 +159,8 @@ pub(crate) fn busy_gpus(records: &[ProviderRecord]) -> u64 {
         .sum()
 }
 
-/// Whether a job in `state` holds this provider's GPUs: assigned on chain, not yet attested.
+/// Whether a job in `state` holds this provider's GPUs: assigned on chain, containers not yet
+/// ended.
 pub(crate) fn holds_gpus(state: ProviderState) -> bool {
     matches!(
         state,
@@ -214,6 +218,23 @@ fn recorded_gpus(pool: &[PooledGpu], r: &ProviderRecord, d: &DispatchIntent) -> 
     d.gpus.clone()
 }
 
+/// This provider's bond UTxO now: every assign that commits the bond continues it at a new
+/// UTxO (escrow v2), so the offer names the live one the indexer sees (the one the node
+/// started with until then).
+fn current_bond<S: Kv, E: Executor>(ctx: &Ctx<S, E>, side: &ProviderSide<E>) -> TxoRef {
+    let attest = side.attest.verifying_key().to_bytes();
+    let peer = side.peer_id.to_bytes();
+    ctx.indexer
+        .provider(&ctx.chain.key_hash())
+        .ok()
+        .and_then(|p| {
+            p.bonds
+                .into_iter()
+                .find(|b| b.datum.attest_key == attest && b.datum.peer_id == peer)
+        })
+        .map_or(side.bond, |b| b.bond)
+}
+
 /// Publishes this provider's offer (fresh timestamps, GPUs of unfinished jobs taken out).
 /// Publishing before any peer joined the topic fails; that is only logged.
 pub(crate) async fn publish_offer<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
@@ -224,7 +245,7 @@ pub(crate) async fn publish_offer<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
     let nat = ctx.p2p.nat_status().await.ok();
     let body = OfferBody {
         network_magic: ctx.chain_magic(),
-        bond: side.bond,
+        bond: current_bond(ctx, side),
         peer_id: side.peer_id.to_bytes(),
         addrs: vec![],
         market: advertised(
@@ -270,7 +291,7 @@ fn apply<S: Kv, E: Executor>(
         .apply::<ProviderRole>(job, event, ctx.now(), None)?;
     tracing::info!(job = %job, ?event, state = ?to, "provider");
     if to.is_terminal() {
-        super::attestations::forget_when_done(ctx, job)?;
+        ctx.store.forget_receipt(job)?;
     }
     Ok(to)
 }
@@ -301,22 +322,30 @@ async fn step<S: Kv + 'static, E: Executor + 'static>(
         .job(&job, ctx.config.depth)?
         .filter(|c| !c.tentative)
         .map(|c| c.value);
+    // This provider's claim on chain: paid, whoever submitted it.
+    if let (Some(v), Some(i)) = (&view, r.detail.index)
+        && v.has_claimed(usize::try_from(i).unwrap_or(usize::MAX))
+    {
+        if matches!(r.state, ProviderState::Finished | ProviderState::Claiming) {
+            apply(ctx, &job, ProviderEvent::PaymentSeen)?;
+        }
+        return Ok(());
+    }
     // Endings on chain.
     if let Some(v) = &view
         && matches!(
             v.status,
-            JobStatus::Settled | JobStatus::Expired | JobStatus::Cancelled
+            JobStatus::Claimed | JobStatus::Settled | JobStatus::Expired | JobStatus::Cancelled
         )
     {
-        if v.payments.iter().any(|p| p.to == me) {
-            apply(ctx, &job, ProviderEvent::PaymentSeen)?;
-        } else if v.defaulters().contains(&me)
+        if v.defaulters().contains(&me)
             && matches!(
                 r.state,
                 ProviderState::Assigned
                     | ProviderState::Preparing
                     | ProviderState::Running
                     | ProviderState::Finished
+                    | ProviderState::Claiming
             )
         {
             apply(ctx, &job, ProviderEvent::SlashSeen)?;
@@ -333,12 +362,13 @@ async fn step<S: Kv + 'static, E: Executor + 'static>(
     match r.state {
         ProviderState::Reserved => {
             match &view {
-                Some(v) if v.status == JobStatus::Assigned => {
+                // Another provider may have claimed already (`Claiming`).
+                Some(v) if matches!(v.status, JobStatus::Assigned | JobStatus::Claiming) => {
                     match v.assignments.iter().position(|a| a.provider == me) {
                         Some(i) => {
                             let mut d = r.detail.clone();
                             d.index = Some(i as u64);
-                            d.assignments = v.assignments.iter().map(v1_assignment).collect();
+                            d.assignments = v.assignments.clone();
                             ctx.store.set_detail::<ProviderRole>(&job, d)?;
                             apply(ctx, &job, ProviderEvent::AssignmentSeen)?;
                         }
@@ -359,19 +389,127 @@ async fn step<S: Kv + 'static, E: Executor + 'static>(
         ProviderState::Preparing | ProviderState::Running => {
             watch(ctx, side, &r, view.as_ref()).await
         }
-        ProviderState::Finished => {
-            attest(ctx, side, &r).await?;
-            // An orchestrator that never takes the attestation (its node is gone) does not
-            // keep this provider from its pay: past the grace, it settles itself.
-            if r.detail.attestation.is_some() {
-                settle_abandoned_governed(ctx, &r, view.as_ref()).await?;
-            }
-            Ok(())
+        ProviderState::Finished | ProviderState::Claiming => {
+            let now = ctx.now();
+            super::retry::governed(
+                &ctx.retries,
+                &job,
+                TxKind::Claim,
+                now,
+                claim(ctx, side, &r, view.as_ref()),
+            )
+            .await
         }
-        ProviderState::Attested => settle_abandoned_governed(ctx, &r, view.as_ref()).await,
         _ => Ok(()),
     }
 }
+
+/// Claims this provider's pay for `r` (escrow v2 `Claim`): its attestation of the run's GPU
+/// time — at most what the validator pays with its best receipt at this claim's validity lower
+/// bound ([`super::receipts::claimable_gpu_ms`]), so the claim never fails on the bound — and
+/// that receipt. A claim in flight is re-submitted until its short validity ends, then built
+/// again on the escrow as it is then (another provider's claim may have spent the one it named).
+async fn claim<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    side: &ProviderSide<E>,
+    r: &ProviderRecord,
+    view: Option<&ganglion_indexer::JobView>,
+) -> Result<(), EngineError> {
+    let job = r.job_id;
+    if let Some(i) = r.intent(TxKind::Claim)
+        && !orchestrator::lapsed(ctx, i)
+    {
+        orchestrator::nudge(ctx, i).await;
+        return Ok(());
+    }
+    let Some(v) = view else { return Ok(()) };
+    let (Some(index), Some(f)) = (r.detail.index, &r.detail.finished) else {
+        return fail(ctx, r, "finished without a result".into());
+    };
+    let Some(terms) = super::receipts::Terms::of(v, index) else {
+        return Ok(());
+    };
+    let now = ctx.now();
+    let window_end = v.claim_window_end_ms.unwrap_or(v.deadline_ms);
+    let from_slot = ctx.chain.slot_at(now);
+    // The claim's upper bound may not lie past the deadline plus the claim window.
+    let until = (from_slot + CLAIM_VALIDITY_SLOTS).min(ctx.chain.slot_at(window_end));
+    if until <= from_slot {
+        return fail(ctx, r, "the claim window ended before the claim".into());
+    }
+    let lower_bound_ms = ctx.chain.slot_start_ms(from_slot);
+    let held = ctx.store.receipt(&job)?;
+    let gpu_ms = super::receipts::claimable_gpu_ms(&terms, held.as_ref(), f.gpu_ms, lower_bound_ms);
+    if gpu_ms < f.gpu_ms {
+        tracing::info!(job = %job, measured = f.gpu_ms, claimed = gpu_ms,
+            "claiming what the receipts and the elapsed time allow");
+    }
+    let me = ctx.chain.key_hash();
+    let body = AttestationBody {
+        job_id: job,
+        provider: me,
+        result: f.result.clone(),
+        logs: f.logs.clone(),
+        gpu_ms,
+        exit_code: f.exit_code,
+    };
+    // The result and log blocks on disk before a signature names them: after a crash the
+    // auditor must still find them here.
+    ctx.blockstore.flush()?;
+    let attestation = Attestation {
+        result: body.result.clone(),
+        logs: body.logs.clone(),
+        gpu_ms,
+        exit_code: f.exit_code,
+        signature: sign(&side.attest, &body.signed_bytes()),
+    };
+    let escrow_at = orchestrator::escrow_ref(v).ok_or_else(|| EngineError::State {
+        job,
+        reason: "no escrow".into(),
+    })?;
+    let escrow = ctx.chain.script_utxos(&[escrow_at]).await?;
+    let draft = v2build::claim(
+        ctx.chain.deployment(),
+        ctx.chain.env(),
+        &ClaimRequest {
+            escrow: escrow[0].clone(),
+            index,
+            attestation,
+            receipt: held.map(|h| ClaimReceipt {
+                acknowledged_until_ms: h.receipt.acknowledged_until_ms,
+                signature: h.signature.to_vec(),
+            }),
+            valid_from_slot: from_slot,
+            valid_until_slot: until,
+        },
+    )
+    .map_err(super::chain::ChainError::from)?;
+    let tx = ctx.chain.build(draft, now).await?;
+    // Submitted before its intent is written: a claim the ledger refuses (another provider's
+    // claim spent the escrow UTxO first) leaves nothing to wait for, and the next try builds
+    // on the escrow's new UTxO. A crash in between is harmless: a second claim of the same
+    // assignment is refused on chain.
+    ctx.chain.submit(&tx, now).await?;
+    ctx.store.record_intent::<ProviderRole>(
+        &job,
+        super::store::TxIntent {
+            kind: TxKind::Claim,
+            tx_hash: tx.hash,
+            signed: tx.bytes.clone(),
+            written_ms: now,
+            valid_until_slot: Some(until),
+        },
+    )?;
+    tracing::info!(job = %job, gpu_ms, tx = %hex::encode(tx.hash), "claim submitted");
+    if r.state == ProviderState::Finished {
+        apply(ctx, &job, ProviderEvent::ClaimSubmitted)?;
+    }
+    Ok(())
+}
+
+/// Validity of a claim transaction, slots: short, so that a claim that lost the race for the
+/// escrow UTxO to another provider's claim is built again soon on the escrow's next UTxO.
+const CLAIM_VALIDITY_SLOTS: u64 = 15;
 
 /// Fetches the spec by CID (bitswap, from the orchestrator) and reads it from the blockstore.
 async fn fetch_spec<S: Kv, E: Executor>(
@@ -596,8 +734,8 @@ fn admitted_run_s(
 }
 
 /// Refuses an assignment before any container exists: records why and goes straight to
-/// `Finished` with nothing run (0 GPU-seconds, exit code −1), so the attestation says so and
-/// this provider is no defaulter (an assigned provider that never attests is slashed).
+/// `Finished` with nothing run (0 GPU-ms, exit code −1), so the claim says so and this
+/// provider is no defaulter (an assigned provider that never claims is slashed).
 fn refuse<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     r: &ProviderRecord,
@@ -609,11 +747,13 @@ fn refuse<S: Kv, E: Executor>(
     d.finished = Some(Finished {
         result: vec![],
         logs: vec![],
-        gpu_seconds: 0,
+        gpu_ms: 0,
         exit_code: -1,
     });
     ctx.store.set_detail::<ProviderRole>(&r.job_id, d)?;
-    apply(ctx, &r.job_id, ProviderEvent::Dispatched)?;
+    if r.state == ProviderState::Assigned {
+        apply(ctx, &r.job_id, ProviderEvent::Dispatched)?;
+    }
     apply(ctx, &r.job_id, ProviderEvent::Exited)?;
     Ok(())
 }
@@ -652,6 +792,7 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
     let p2p = ctx.p2p.clone();
     let stopping = ctx.stopping.clone();
     let run_id = id.clone();
+    let job_id = r.job_id;
     // Set once the executor has the plan: from then on its set-up is not cut half-way.
     let handed_over = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = (side.executor.clone(), handed_over.clone(), plan.job.clone());
@@ -677,7 +818,19 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
             Ok(report) => {
                 tracing::info!(job = %report.job, outcome = ?report.outcome, "executor finished")
             }
-            Err(e) => tracing::warn!(job = %id, error = %e, "executor refused the job"),
+            // Known already: its record is followed by `watch`. Anything else never started a
+            // container: the share ends claiming that nothing ran (no default, no re-plan spin).
+            Err(ganglion_dispatch::executor::ExecError::AlreadyKnown { .. }) => {}
+            Err(e) => {
+                tracing::warn!(job = %id, error = %e, "executor refused the job");
+                if let Some(ctx) = weak.upgrade()
+                    && let Ok(Some(rec)) = ctx.store.get::<ProviderRole>(&job_id)
+                    && rec.state == ProviderState::Preparing
+                    && let Err(e) = refuse(&ctx, &rec, format!("the executor refused the job: {e}"))
+                {
+                    tracing::error!(job = %job_id, error = %e, "cannot record the refusal");
+                }
+            }
         }
         if let Some((setup, Ok(peers))) = &cluster {
             setup.forget(&peers.job);
@@ -723,28 +876,11 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
 /// and started) to finish before it stops supervising the run anyway.
 const SETUP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The whole GPU-seconds an attestation claims for `gpu_ms` measured GPU-milliseconds: the
-/// nearest whole second (half up), and at least one for any GPU time at all.
-///
-/// The escrow counts whole `gpu_seconds` (`pay = ⌊gpu_seconds × rate / 3600⌋`, validator
-/// `attested_pay`), so equal work can only be paid equally up to that unit. Flooring paid two
-/// ranks of the same job 4 and 5 s when their containers ran 4.98 and 5.01 s (start skew
-/// between providers), and a rank under a second 0: the nearest second has no bias, pays
-/// ranks whose times differ by less than the skew the same unless they straddle a half
-/// second, and never pays work 0. What remains until the claim is in milliseconds (DESIGN
-/// §3.1 G1, a validator change): two ranks can still differ by one second of pay, and a claim
-/// is at most 0.5 s (a sub-second rank: under 1 s) above the measured time.
-pub fn attested_gpu_seconds(gpu_ms: u64) -> u64 {
-    if gpu_ms == 0 {
-        return 0;
-    }
-    (gpu_ms.saturating_add(500) / 1000).max(1)
-}
-
-/// What `report` attests for node rank `index`, the GPU-seconds at most `cap_gpu_seconds`
-/// (the rank's GPUs × its run limit: the engine's times may overrun the kill at the limit by
-/// its latency, and the budget was checked against the limit).
-fn finished_of(report: &JobReport, index: u64, cap_gpu_seconds: u64) -> Finished {
+/// What `report` attests for node rank `index`: the billable GPU-ms measured, at most
+/// `cap_gpu_ms` (the rank's GPUs × its run limit: the engine's times may overrun the kill at the
+/// limit by its latency, and the budget was checked against the limit). Milliseconds, not
+/// rounded: equal work, equal pay, to the base unit (DESIGN §3.1 G1).
+fn finished_of(report: &JobReport, index: u64, cap_gpu_ms: u64) -> Finished {
     let rank = report
         .ranks
         .iter()
@@ -757,7 +893,7 @@ fn finished_of(report: &JobReport, index: u64, cap_gpu_seconds: u64) -> Finished
     Finished {
         result: cid_bytes(rank.and_then(|r| r.outputs.as_ref())),
         logs: cid_bytes(rank.and_then(|r| r.logs.as_ref())),
-        gpu_seconds: attested_gpu_seconds(report.billable_gpu_ms()).min(cap_gpu_seconds),
+        gpu_ms: report.billable_gpu_ms().min(cap_gpu_ms),
         exit_code: rank.and_then(|r| r.exit_code).unwrap_or(-1),
     }
 }
@@ -790,8 +926,13 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
                     Ok((plan, _)) => {
                         spawn_run(ctx, side, r, index, d.executor_job.clone(), plan);
                     }
-                    Err(why) => {
-                        tracing::warn!(job = %r.job_id, ?why, "the dispatched job cannot be re-planned");
+                    // Nothing was started: claim that nothing ran (no default, no spin).
+                    Err(Unplannable::Gpus(why) | Unplannable::Plan(why)) => {
+                        return refuse(
+                            ctx,
+                            r,
+                            format!("the dispatched job cannot be re-planned: {why}"),
+                        );
                     }
                 }
             }
@@ -800,6 +941,9 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
         Some(rec) if rec.phase == Phase::Running => {
             if r.state == ProviderState::Preparing {
                 apply(ctx, &r.job_id, ProviderEvent::Started)?;
+            }
+            if let Some(v) = view {
+                super::heartbeat::beat(ctx, &side.executor, r, v, Some(&rec)).await?;
             }
             Ok(())
         }
@@ -811,7 +955,7 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
                 .plan
                 .slot(u32::try_from(index).unwrap_or(u32::MAX))
                 .map_or(0, |s| s.gpus.len() as u64);
-            let cap = gpus.saturating_mul(rec.plan.max_duration_s);
+            let cap = gpus.saturating_mul(rec.plan.max_duration_s.saturating_mul(1000));
             let mut det = r.detail.clone();
             det.finished = Some(finished_of(&report, index, cap));
             ctx.store.set_detail::<ProviderRole>(&r.job_id, det)?;
@@ -819,136 +963,6 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
             Ok(())
         }
         Some(_) => Ok(()),
-    }
-}
-
-async fn attest<S: Kv, E: Executor>(
-    ctx: &Ctx<S, E>,
-    side: &ProviderSide<E>,
-    r: &ProviderRecord,
-) -> Result<(), EngineError> {
-    let Some(f) = &r.detail.finished else {
-        return fail(ctx, r, "finished without a result".into());
-    };
-    let me = ctx.chain.key_hash();
-    let msg = match &r.detail.attestation {
-        Some(m) => m.clone(),
-        None => {
-            // The result and log blocks on disk before a signature names them: after a crash
-            // the auditor and the orchestrator must still find them here.
-            ctx.blockstore.flush()?;
-            let body = AttestationBody {
-                job_id: r.job_id,
-                provider: me,
-                result: f.result.clone(),
-                logs: f.logs.clone(),
-                gpu_seconds: f.gpu_seconds,
-                exit_code: f.exit_code,
-            };
-            let m = AttestMessage {
-                job_id: r.job_id,
-                provider: me,
-                result: body.result.clone(),
-                logs: body.logs.clone(),
-                gpu_seconds: body.gpu_seconds,
-                exit_code: body.exit_code,
-                signature: sign(&side.attest, &body.signed_bytes()),
-            };
-            let mut d = r.detail.clone();
-            d.attestation = Some(m.clone());
-            ctx.store.set_detail::<ProviderRole>(&r.job_id, d)?;
-            m
-        }
-    };
-    // The job's peers: the orchestrator and the other assigned providers (their bonds name
-    // their peer ids).
-    let mut peers = Vec::new();
-    if let Ok(p) = PeerId::from_bytes(&r.detail.orchestrator_peer) {
-        peers.push(p);
-    }
-    for a in r.detail.assignments.iter().filter(|a| a.provider != me) {
-        for b in ctx.indexer.provider(&a.provider)?.bonds {
-            if let Ok(p) = PeerId::from_bytes(&b.datum.peer_id)
-                && !peers.contains(&p)
-            {
-                peers.push(p);
-            }
-        }
-    }
-    let answers = ctx.p2p.attest_all(&peers, &msg).await;
-    let orchestrator_has_it = matches!(
-        answers.first(),
-        Some(Ok(ganglion_p2p::protocols::AttestResponse::Stored))
-    );
-    if orchestrator_has_it {
-        apply(ctx, &r.job_id, ProviderEvent::AttestationSent)?;
-    } else {
-        tracing::debug!(job = %r.job_id, ?answers, "attestation not stored by the orchestrator yet");
-    }
-    Ok(())
-}
-
-/// [`settle_if_abandoned`] under the settle's retry backoff ([`super::retry::governed`]).
-async fn settle_abandoned_governed<S: Kv, E: Executor>(
-    ctx: &Ctx<S, E>,
-    r: &ProviderRecord,
-    view: Option<&ganglion_indexer::JobView>,
-) -> Result<(), EngineError> {
-    let now = ctx.now();
-    let attempt = settle_if_abandoned(ctx, r, view);
-    super::retry::governed(&ctx.retries, &r.job_id, TxKind::Settle, now, attempt).await
-}
-
-/// Any peer holding all the attestations may settle: when the job is still assigned on chain
-/// well after this provider finished (`settle_grace_ms × (index + 1)`), whether or not its
-/// orchestrator took the attestation (the orchestrator's node may be gone), it settles with
-/// its own wallet, given every co-provider's attestation.
-async fn settle_if_abandoned<S: Kv, E: Executor>(
-    ctx: &Ctx<S, E>,
-    r: &ProviderRecord,
-    view: Option<&ganglion_indexer::JobView>,
-) -> Result<(), EngineError> {
-    let Some(v) = view.filter(|v| v.status == JobStatus::Assigned) else {
-        return Ok(());
-    };
-    if let Some(i) = r.intent(TxKind::Settle) {
-        if !v.history.iter().any(|h| h.meta.tx_hash == i.tx_hash) {
-            orchestrator::nudge(ctx, i).await;
-        }
-        return Ok(());
-    }
-    // Since it finished: attested or not, the grace runs from the end of the work.
-    let attested_at = r
-        .history
-        .iter()
-        .rev()
-        .find(|t| t.state == ProviderState::Finished)
-        .map_or(0, |t| t.at_ms);
-    let wait = ctx
-        .config
-        .settle_grace_ms
-        .saturating_mul(r.detail.index.unwrap_or(0) + 1);
-    if ctx.now() < attested_at.saturating_add(wait) {
-        return Ok(());
-    }
-    let atts = orchestrator::attestations(ctx, v, r.detail.attestation.as_ref()).await?;
-    if atts.is_empty() || atts.iter().any(Option::is_none) {
-        return Ok(());
-    }
-    let (tx, until) = orchestrator::settle_tx(ctx, v, atts.into_iter().flatten().collect()).await?;
-    tracing::info!(job = %r.job_id, "the orchestrator has not settled: settling as a provider");
-    orchestrator::submit_as::<ProviderRole, S, E>(ctx, &r.job_id, TxKind::Settle, tx, Some(until))
-        .await
-}
-
-/// An indexed assignment (v2's shape) in the v1 shape this node's records keep until the
-/// node moves to protocol v2.
-fn v1_assignment(a: &ganglion_contracts::v2::datum::Assignment) -> Assignment {
-    Assignment {
-        provider: a.provider,
-        attest_key: a.attest_key,
-        gpus: a.gpus,
-        rate: a.rate,
     }
 }
 
@@ -1013,22 +1027,6 @@ mod tests {
         assert_eq!(frees(with_busy(&offer(&[2, 3]), 9)), [0, 0]);
     }
 
-    #[test]
-    fn equal_work_is_attested_equally_and_no_work_is_attested_as_zero() {
-        // The demo's two ranks of one job: 4.98 s and 5.01 s (start skew). Flooring attested
-        // 4 and 5 s, paid 4000 and 5000 at 3 600 000 per GPU-hour.
-        assert_eq!(attested_gpu_seconds(4_980), attested_gpu_seconds(5_010));
-        assert_eq!(attested_gpu_seconds(4_980), 5);
-        // A rank under a second is paid a second, not 0; no GPU time is never paid.
-        assert_eq!(attested_gpu_seconds(1), 1);
-        assert_eq!(attested_gpu_seconds(400), 1);
-        assert_eq!(attested_gpu_seconds(0), 0);
-        // The nearest second, half up: never more than 0.5 s over the measurement above 1 s.
-        assert_eq!(attested_gpu_seconds(1_499), 1);
-        assert_eq!(attested_gpu_seconds(1_500), 2);
-        assert_eq!(attested_gpu_seconds(u64::MAX), u64::MAX / 1000);
-    }
-
     fn report(outcome: ganglion_dispatch::executor::Outcome, run_seconds: f64) -> JobReport {
         use ganglion_dispatch::executor::report::{RankReport, Timings, Usage};
         JobReport {
@@ -1065,8 +1063,9 @@ mod tests {
             },
             2.9,
         );
-        let f = finished_of(&gloo, 1, 120);
-        assert_eq!((f.gpu_seconds, f.exit_code), (3, 1));
+        let f = finished_of(&gloo, 1, 120_000);
+        // Milliseconds as measured, not rounded: equal work, equal pay, to the base unit.
+        assert_eq!((f.gpu_ms, f.exit_code), (2_900, 1));
         // The node's own failure to deliver (outputs not pinned) bills nothing.
         let lost = report(
             Outcome::Failed {
@@ -1076,9 +1075,9 @@ mod tests {
             },
             2.9,
         );
-        assert_eq!(finished_of(&lost, 1, 120).gpu_seconds, 0);
+        assert_eq!(finished_of(&lost, 1, 120_000).gpu_ms, 0);
         // Never more than the rank's GPUs × its run limit (the kill's latency overruns it).
-        assert_eq!(finished_of(&gloo, 1, 2).gpu_seconds, 2);
+        assert_eq!(finished_of(&gloo, 1, 2_000).gpu_ms, 2_000);
     }
 
     fn assigned(budget: u64, deadline_ms: u64) -> ganglion_indexer::JobView {
@@ -1172,8 +1171,10 @@ mod tests {
         let a = |p: u8| Assignment {
             provider: [p; 28],
             attest_key: [p; 32],
+            payout: ganglion_contracts::v2::payout::Payout::enterprise([p; 28]),
             gpus,
             rate: 3_600_000,
+            accept_by_ms: 0,
         };
         let detail = ProviderDetail {
             index: Some(0),

@@ -44,6 +44,26 @@ pub struct Terms {
     pub receipt_key: [u8; 32],
 }
 
+impl Terms {
+    /// The terms of assignment `provider_index` of the assigned v2 escrow `view`; `None` before
+    /// the assign, under v1 (no receipt terms) or for an index it does not have.
+    pub fn of(view: &ganglion_indexer::JobView, provider_index: u64) -> Option<Self> {
+        let a = view
+            .assignments
+            .get(usize::try_from(provider_index).ok()?)?;
+        let r = view.receipts?;
+        Some(Self {
+            job_id: view.job_id,
+            provider_index,
+            gpus: a.gpus,
+            started_at_ms: view.started_at_ms()?,
+            deadline_ms: view.deadline_ms,
+            receipt_interval_ms: r.interval_ms,
+            receipt_key: r.key,
+        })
+    }
+}
+
 /// Why the orchestrator withholds a receipt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Withheld {

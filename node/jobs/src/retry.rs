@@ -187,8 +187,8 @@ mod tests {
     fn an_impossible_settle_is_fatal_and_never_tried_again() {
         let r = Retries::default();
         let job = JobId([7; 32]);
-        assert!(r.due(&job, TxKind::Settle, 0));
-        let e = r.failed(&job, TxKind::Settle, 0, over_budget());
+        assert!(r.due(&job, TxKind::Claim, 0));
+        let e = r.failed(&job, TxKind::Claim, 0, over_budget());
         assert!(
             matches!(
                 e,
@@ -202,9 +202,9 @@ mod tests {
             "{e}"
         );
         assert!(e.to_string().contains("escrow holds 1"), "{e}");
-        assert!(!r.due(&job, TxKind::Settle, u64::MAX), "stopped for good");
+        assert!(!r.due(&job, TxKind::Claim, u64::MAX), "stopped for good");
         assert!(r.due(&job, TxKind::Expire, 0), "per kind");
-        assert!(r.due(&JobId([8; 32]), TxKind::Settle, 0), "per job");
+        assert!(r.due(&JobId([8; 32]), TxKind::Claim, 0), "per job");
     }
 
     #[test]
@@ -218,7 +218,7 @@ mod tests {
             .into_iter()
             .enumerate()
         {
-            match r.failed(&job, TxKind::Settle, now, down()) {
+            match r.failed(&job, TxKind::Claim, now, down()) {
                 EngineError::Deferred {
                     retry_in_ms: Some(d),
                     failures,
@@ -226,12 +226,12 @@ mod tests {
                 } => assert_eq!((d, failures), (expect, i as u32 + 1)),
                 other => panic!("{other}"),
             }
-            assert!(!r.due(&job, TxKind::Settle, now + expect - 1));
+            assert!(!r.due(&job, TxKind::Claim, now + expect - 1));
             now += expect;
-            assert!(r.due(&job, TxKind::Settle, now));
+            assert!(r.due(&job, TxKind::Claim, now));
         }
-        r.succeeded(&job, TxKind::Settle);
-        assert!(r.due(&job, TxKind::Settle, 0));
+        r.succeeded(&job, TxKind::Claim);
+        assert!(r.due(&job, TxKind::Claim, 0));
     }
 
     #[test]
@@ -250,7 +250,7 @@ mod tests {
             // 15 minutes of 250 ms polls.
             let mut reported = 0;
             for poll in 0..3_600u64 {
-                if governed(&r, &job, TxKind::Settle, poll * 250, attempt())
+                if governed(&r, &job, TxKind::Claim, poll * 250, attempt())
                     .await
                     .is_err()
                 {

@@ -14,8 +14,9 @@ use serde::{Deserialize, Serialize};
 
 /// Where the orchestrator's side of a job is.
 ///
-/// `Locked → Matching → Assigning → Assigned → Settling → Settled`, or `Cancelled` (before
-/// assignment) / `Expired` (after the deadline).
+/// `Locked → Matching → Assigning → Assigned → Settled` (every provider claimed its pay on
+/// chain), or `Cancelled` (before assignment) / `Expired` (after the deadline and the claim
+/// window).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OrchestratorState {
@@ -25,11 +26,11 @@ pub enum OrchestratorState {
     Matching,
     /// Asking the matched providers to accept, then submitting the assign transaction.
     Assigning,
-    /// The assignment is on chain; providers are running the job.
+    /// The assignment is on chain; providers are running the job, this node acknowledges
+    /// their work with receipts, and each provider claims its own pay.
     Assigned,
-    /// Every attestation is in; the settle transaction was submitted.
-    Settling,
-    /// Settled on chain: providers paid, the rest refunded (terminal).
+    /// Every assignment claimed on chain: providers paid, the last claim refunded the rest
+    /// (terminal).
     Settled,
     /// Cancelled on chain before assignment: budget refunded (terminal).
     Cancelled,
@@ -49,9 +50,7 @@ pub enum OrchestratorEvent {
     Rematch,
     /// The assignment was seen on chain (indexer).
     AssignConfirmed,
-    /// Every assigned provider's attestation is held (p2p); settle submitted.
-    AttestationsComplete,
-    /// The settle was seen on chain (by whoever submitted it).
+    /// Every assignment's claim was seen on chain (the escrow closed).
     SettleConfirmed,
     /// The cancel was seen on chain.
     CancelConfirmed,
@@ -84,8 +83,7 @@ impl OrchestratorEvent {
             Self::Matched => (S::Assigning, from == S::Matching),
             Self::Rematch => (S::Matching, from == S::Assigning),
             Self::AssignConfirmed => (S::Assigned, from.is_open()),
-            Self::AttestationsComplete => (S::Settling, from == S::Assigned),
-            Self::SettleConfirmed => (S::Settled, matches!(from, S::Assigned | S::Settling)),
+            Self::SettleConfirmed => (S::Settled, from == S::Assigned),
             Self::CancelConfirmed => (S::Cancelled, from.is_open()),
             Self::ExpireConfirmed => (S::Expired, !from.is_terminal()),
             Self::LockLapsed => (S::Cancelled, from == S::Locked),
@@ -95,7 +93,7 @@ impl OrchestratorEvent {
 
 /// Where one provider's side of a job is.
 ///
-/// `Reserved → Assigned → Preparing → Running → Finished → Attested → Paid`, or `Failed` /
+/// `Reserved → Assigned → Preparing → Running → Finished → Claiming → Paid`, or `Failed` /
 /// `Slashed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -110,9 +108,9 @@ pub enum ProviderState {
     Running,
     /// Containers exited; outputs and logs pinned.
     Finished,
-    /// The signed attestation was sent to the job's peers.
-    Attested,
-    /// Payment seen on chain (settle or expire) (terminal).
+    /// The claim (with the signed attestation and the best receipt) was submitted.
+    Claiming,
+    /// This provider's claim seen on chain (terminal).
     Paid,
     /// Never assigned, never ran, or the job ended without paying this provider (terminal).
     Failed,
@@ -132,9 +130,9 @@ pub enum ProviderEvent {
     Started,
     /// Every local container exited and the artifacts are pinned.
     Exited,
-    /// The attestation was signed and sent.
-    AttestationSent,
-    /// A payment to this provider was seen on chain.
+    /// The claim was signed and submitted.
+    ClaimSubmitted,
+    /// This provider's claim was seen on chain.
     PaymentSeen,
     /// The job cannot go on here (reservation lapsed, job cancelled, dispatch refused).
     Failed,
@@ -158,13 +156,16 @@ impl ProviderEvent {
             Self::Started => (S::Running, from == S::Preparing),
             // A job may end before the executor reported it running (fast containers).
             Self::Exited => (S::Finished, matches!(from, S::Preparing | S::Running)),
-            Self::AttestationSent => (S::Attested, from == S::Finished),
-            // Another peer may settle with our attestation before we record having sent it.
-            Self::PaymentSeen => (S::Paid, matches!(from, S::Finished | S::Attested)),
+            Self::ClaimSubmitted => (S::Claiming, from == S::Finished),
+            // A claim submitted before a crash may land before the record says so.
+            Self::PaymentSeen => (S::Paid, matches!(from, S::Finished | S::Claiming)),
             Self::Failed => (S::Failed, !from.is_terminal()),
             Self::SlashSeen => (
                 S::Slashed,
-                matches!(from, S::Assigned | S::Preparing | S::Running | S::Finished),
+                matches!(
+                    from,
+                    S::Assigned | S::Preparing | S::Running | S::Finished | S::Claiming
+                ),
             ),
         }
     }
@@ -241,12 +242,11 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const O_EVENTS: [OrchestratorEvent; 9] = [
+    const O_EVENTS: [OrchestratorEvent; 8] = [
         OrchestratorEvent::LockConfirmed,
         OrchestratorEvent::Matched,
         OrchestratorEvent::Rematch,
         OrchestratorEvent::AssignConfirmed,
-        OrchestratorEvent::AttestationsComplete,
         OrchestratorEvent::SettleConfirmed,
         OrchestratorEvent::CancelConfirmed,
         OrchestratorEvent::ExpireConfirmed,
@@ -257,7 +257,7 @@ mod tests {
         ProviderEvent::Dispatched,
         ProviderEvent::Started,
         ProviderEvent::Exited,
-        ProviderEvent::AttestationSent,
+        ProviderEvent::ClaimSubmitted,
         ProviderEvent::PaymentSeen,
         ProviderEvent::Failed,
         ProviderEvent::SlashSeen,
@@ -274,7 +274,6 @@ mod tests {
             (E::Rematch, S::Matching),
             (E::Matched, S::Assigning),
             (E::AssignConfirmed, S::Assigned),
-            (E::AttestationsComplete, S::Settling),
             (E::SettleConfirmed, S::Settled),
         ] {
             s = transition(s, e).expect("legal");
@@ -301,7 +300,7 @@ mod tests {
             (E::Dispatched, S::Preparing),
             (E::Started, S::Running),
             (E::Exited, S::Finished),
-            (E::AttestationSent, S::Attested),
+            (E::ClaimSubmitted, S::Claiming),
             (E::PaymentSeen, S::Paid),
         ] {
             s = transition(s, e).expect("legal");
@@ -319,7 +318,11 @@ mod tests {
         assert_eq!(e.from, "assigned");
         assert_eq!(e.event, "cancel_confirmed");
         assert!(transition(ProviderState::Reserved, ProviderEvent::PaymentSeen).is_err());
-        assert!(transition(ProviderState::Attested, ProviderEvent::SlashSeen).is_err());
+        assert!(
+            transition(ProviderState::Paid, ProviderEvent::SlashSeen)
+                .is_ok_and(|s| s == ProviderState::Paid)
+        );
+        assert!(transition(ProviderState::Reserved, ProviderEvent::SlashSeen).is_err());
     }
 
     #[test]
@@ -331,13 +334,7 @@ mod tests {
                 Ok(S::Cancelled)
             );
         }
-        for s in [
-            S::Locked,
-            S::Matching,
-            S::Assigning,
-            S::Assigned,
-            S::Settling,
-        ] {
+        for s in [S::Locked, S::Matching, S::Assigning, S::Assigned] {
             assert_eq!(
                 transition(s, OrchestratorEvent::ExpireConfirmed),
                 Ok(S::Expired)
@@ -352,7 +349,6 @@ mod tests {
             S::Matching,
             S::Assigning,
             S::Assigned,
-            S::Settling,
             S::Settled,
             S::Cancelled,
             S::Expired,
@@ -367,7 +363,7 @@ mod tests {
             S::Preparing,
             S::Running,
             S::Finished,
-            S::Attested,
+            S::Claiming,
             S::Paid,
             S::Failed,
             S::Slashed,

@@ -38,6 +38,25 @@ pub enum TermsError {
         /// What the window costs at most, NTX base units.
         needed: u64,
     },
+    /// The budget cannot pay every GPU at the maximum rate until the deadline: the escrow's
+    /// assign would be refused (escrow v2, G6).
+    #[error(
+        "budget_ntx {budget} cannot pay {gpus} GPU(s) × {max_rate} NTX per GPU-hour until the \
+         deadline ({window_ms} ms from now) = {needed} NTX base units: the escrow pays every \
+         assignment for its whole window; raise the budget or bring the deadline closer"
+    )]
+    BudgetBelowDeadlineWindow {
+        /// NTX base units locked.
+        budget: u64,
+        /// GPUs in total.
+        gpus: u64,
+        /// NTX base units per GPU-hour, at most.
+        max_rate: u64,
+        /// `deadline_ms − now`, ms.
+        window_ms: u64,
+        /// What the window to the deadline costs at most, NTX base units.
+        needed: u64,
+    },
     /// The longest run (plus [`SETTLE_MARGIN_MS`]) does not fit before the deadline.
     #[error(
         "limits.max_duration_s {max_duration_s} s does not fit before the deadline: \
@@ -127,14 +146,63 @@ pub fn check_deadline(
     Ok(())
 }
 
-/// Both rules for `spec` at `now_ms` (POSIX ms), budget first.
+/// What the escrow's `Assign` requires the budget to cover (escrow v2, G6): every assignment
+/// `(gpus, rate)` paid at its rate from `started_at_ms` to `deadline_ms`, NTX base units,
+/// rounded up (on chain: `Σ gpus × rate × (deadline − started_at) ≤ budget × 3 600 000`).
+pub fn deadline_window_cost(
+    assignments: impl IntoIterator<Item = (u64, u64)>,
+    deadline_ms: u64,
+    started_at_ms: u64,
+) -> u64 {
+    let window = u128::from(deadline_ms.saturating_sub(started_at_ms));
+    let sum: u128 = assignments
+        .into_iter()
+        .map(|(g, r)| {
+            u128::from(g)
+                .saturating_mul(u128::from(r))
+                .saturating_mul(window)
+        })
+        .fold(0, u128::saturating_add);
+    u64::try_from(sum.div_ceil(3_600_000)).unwrap_or(u64::MAX)
+}
+
+/// Checks that `budget` pays `gpus` GPUs at `max_rate` from `now_ms` to `deadline_ms` (the
+/// assign's G6 rule at the highest rate the escrow allows: an escrow that fails it may find
+/// no assign the ledger accepts).
+///
+/// # Errors
+/// [`TermsError::BudgetBelowDeadlineWindow`].
+pub fn check_deadline_window(
+    budget: u64,
+    gpus: u64,
+    max_rate: u64,
+    deadline_ms: u64,
+    now_ms: u64,
+) -> Result<(), TermsError> {
+    let needed = deadline_window_cost([(gpus, max_rate)], deadline_ms, now_ms);
+    if budget < needed {
+        return Err(TermsError::BudgetBelowDeadlineWindow {
+            budget,
+            gpus,
+            max_rate,
+            window_ms: deadline_ms.saturating_sub(now_ms),
+            needed,
+        });
+    }
+    Ok(())
+}
+
+/// Both rules for `spec` at `now_ms` (POSIX ms), budget first: the budget pays every GPU at
+/// the maximum rate until the deadline ([`check_deadline_window`], which covers the longest
+/// run), and the longest run fits before the deadline.
 ///
 /// # Errors
 /// The first [`TermsError`] that applies.
 pub fn check(spec: &Ensemble, now_ms: u64) -> Result<(), TermsError> {
     let t = spec.escrow_terms();
     check_budget(t.budget, t.gpus, t.max_rate, spec.limits.max_duration_s)?;
-    check_deadline(spec.limits.max_duration_s, t.deadline_ms, now_ms)
+    check_deadline(spec.limits.max_duration_s, t.deadline_ms, now_ms)?;
+    check_deadline_window(t.budget, t.gpus, t.max_rate, t.deadline_ms, now_ms)
 }
 
 /// How long a provider may let its containers run when it starts them at `now_ms`: the spec's
@@ -152,6 +220,36 @@ pub fn run_limit_s(max_duration_s: u64, deadline_ms: u64, now_ms: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_budget_pays_every_gpu_until_the_deadline_to_the_base_unit() {
+        // 4 GPUs at 3 600 000 per GPU-hour for 100 s: 4 × 1000 × 100 = 400 000.
+        assert_eq!(deadline_window_cost([(4, 3_600_000)], 100_000, 0), 400_000);
+        assert_eq!(
+            check_deadline_window(400_000, 4, 3_600_000, 100_000, 0),
+            Ok(())
+        );
+        let e = check_deadline_window(399_999, 4, 3_600_000, 100_000, 0).expect_err("short");
+        assert!(matches!(
+            e,
+            TermsError::BudgetBelowDeadlineWindow {
+                needed: 400_000,
+                ..
+            }
+        ));
+        // Rounded up, as the validator compares the exact product: 1 GPU × 1 per hour × 1 ms.
+        assert_eq!(deadline_window_cost([(1, 1)], 1, 0), 1);
+        assert_eq!(
+            deadline_window_cost([(1, 1)], 0, 5),
+            0,
+            "past the deadline: no window"
+        );
+        assert_eq!(
+            deadline_window_cost([(2, 3_600_000), (1, 7_200_000)], 1_000, 0),
+            4_000,
+            "assignments add up"
+        );
+    }
 
     #[test]
     fn a_budget_of_one_base_unit_for_four_gpus_is_refused_with_what_the_window_costs() {

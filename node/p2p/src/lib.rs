@@ -13,7 +13,7 @@
 //! **Protocols**: identify, ping (RTT matrix, [`rtt`](crate::rtt)), Kademlia (`/ganglion/kad/1`), AutoNAT
 //! v1, DCUtR, relay client (server opt-in), gossipsub offers ([`offers`](crate::offers)) on
 //! `ganglion/offers/1/<magic>`, and the request-response protocols of [`protocols`](crate::protocols):
-//! `/ganglion/accept/1`, `/ganglion/cluster/1`, `/ganglion/attest/1`, `/ganglion/heartbeat/1`
+//! `/ganglion/accept/2`, `/ganglion/cluster/1`, `/ganglion/attest/1`, `/ganglion/heartbeat/1`
 //! (escrow v2 receipts, [`protocols::heartbeat`]); bitswap
 //! (`/ipfs/bitswap/1.2.0`, [`bitswap`](crate::bitswap)) over the storage crate's blockstore;
 //! raw streams (`libp2p-stream`, [`Client::streams`](crate::Client::streams)) for the

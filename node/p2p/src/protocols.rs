@@ -22,7 +22,7 @@ pub use heartbeat::{
 };
 
 /// The `accept` protocol: orchestrator → provider.
-pub const ACCEPT_PROTOCOL: StreamProtocol = StreamProtocol::new("/ganglion/accept/1");
+pub const ACCEPT_PROTOCOL: StreamProtocol = StreamProtocol::new("/ganglion/accept/2");
 /// The `cluster` protocol: between the providers of an assigned job.
 pub const CLUSTER_PROTOCOL: StreamProtocol = StreamProtocol::new("/ganglion/cluster/1");
 /// The `attest` protocol: provider → the other peers of a job (and the settler).
@@ -42,13 +42,18 @@ pub fn offer_topic(network_magic: u64) -> libp2p::gossipsub::IdentTopic {
     libp2p::gossipsub::IdentTopic::new(format!("ganglion/offers/1/{network_magic}"))
 }
 
-/// An orchestrator asks a provider for GPUs on a job. The provider signs
-/// `ganglion_contracts::signed::Acceptance { job_id, gpus, rate, deadline_ms }` if it accepts.
+/// An orchestrator asks a provider for GPUs on a job (escrow v2, `docs/escrow-v2.md`). The
+/// provider signs `ganglion_contracts::v2::signed::Acceptance { job_id, spec, gpus, rate,
+/// deadline_ms, accept_by_ms, receipt_interval_ms }` if it accepts: the escrow's `Assign` checks
+/// that signature against the escrow's own terms, so an acceptance binds exactly these terms.
+///
+/// Version 2 of the protocol (`/ganglion/accept/2`): version 1 signed only `(job, GPUs, rate,
+/// deadline)`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AcceptRequest {
     /// The job (escrow thread-token name).
     pub job_id: JobId,
-    /// The bond the orchestrator will reference for this provider.
+    /// The bond the orchestrator will spend (and continue, committed) for this provider.
     pub bond: ganglion_contracts::tx::TxoRef,
     /// GPUs asked for.
     pub gpus: u64,
@@ -56,6 +61,14 @@ pub struct AcceptRequest {
     pub rate: u64,
     /// The escrow's deadline, POSIX ms.
     pub deadline_ms: u64,
+    /// The escrow's spec: the binary CID of the ensemble spec (UnixFS, CIDv1).
+    pub spec: Vec<u8>,
+    /// The last moment (POSIX ms) the assign may be valid: its upper validity bound may not lie
+    /// after it (checked on chain). The provider's GPUs stay reserved until then.
+    pub accept_by_ms: u64,
+    /// The escrow's receipt interval, ms: the orchestrator acknowledges the provider's work at
+    /// least this often, and a provider's pay runs at most one interval past its last receipt.
+    pub receipt_interval_ms: u64,
 }
 
 /// Why a provider refused an [`AcceptRequest`].
@@ -101,6 +114,21 @@ pub enum RefusalReason {
     /// ended it here (e.g. its reservation lapsed): it does not accept the job a second time.
     #[error("the job is already tracked here past its reservation")]
     AlreadyTracked,
+    /// The accept-by time is past, or further out than the provider holds a reservation.
+    #[error("accept-by outside the provider's reservation limit of {max_ms} ms")]
+    AcceptBy {
+        /// The longest reservation the provider gives, ms.
+        max_ms: u64,
+    },
+    /// The receipt interval is outside the provider's limits: a longer one risks more unpaid
+    /// work to a silent orchestrator (DESIGN §3.1 G2).
+    #[error("receipt interval outside {min_ms}..={max_ms} ms")]
+    ReceiptInterval {
+        /// Shortest interval accepted, ms.
+        min_ms: u64,
+        /// Longest interval accepted, ms.
+        max_ms: u64,
+    },
 }
 
 /// A provider's answer to an [`AcceptRequest`].
@@ -432,6 +460,10 @@ mod tests {
             gpus: 4,
             rate: 5,
             deadline_ms: 6,
+            // A CIDv1 (raw bytes) is 36 bytes.
+            spec: vec![7; 36],
+            accept_by_ms: 8,
+            receipt_interval_ms: 9,
         }
     }
 

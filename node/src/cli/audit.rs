@@ -54,8 +54,8 @@ fn print_job(j: &AuditJob) {
         );
         if let Some(t) = &a.attestation {
             println!(
-                "      {} GPU-s, exit {}, result {}, logs {}",
-                t.gpu_seconds, t.exit_code, t.result, t.logs
+                "      {} GPU-ms, exit {}, result {}, logs {}",
+                t.gpu_ms, t.exit_code, t.result, t.logs
             );
         }
     }

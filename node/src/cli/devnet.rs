@@ -200,7 +200,7 @@ fn render(s: &Summary) -> String {
     );
     let _ = writeln!(
         out,
-        "  last attestation -> end's block:        {}",
+        "  last claim -> end's block:              {}",
         opt(n.last_attestation_to_end_block_s)
     );
     let _ = writeln!(out, "lock -> {}: {:.1} s", s.state, s.lock_to_end_s);

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ed25519_dalek::SigningKey;
-use ganglion_contracts::blueprint::Blueprint;
-use ganglion_contracts::build::{self, BondRequest, Deployment};
 use ganglion_contracts::env::Env;
 use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::time::SlotConfig;
 use ganglion_contracts::tx::TxoRef;
+use ganglion_contracts::v2::build::{self, BondRequest, Deployment};
+use ganglion_contracts::v2::payout::Payout;
 use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 use libp2p::PeerId;
@@ -44,7 +44,8 @@ pub async fn resolve(
         .as_ref()
         .ok_or(DaemonError::NoValidator)?
         .reference;
-    let script = Blueprint::committed().and_then(|b| b.apply(&params))?;
+    let script =
+        ganglion_contracts::v2::blueprint().and_then(|b| b.apply_data(params.to_plutus_data()))?;
     let mut client = ChainClient::connect(endpoint, preset.magic).await?;
     let slot_config = match preset.slot_config {
         Some(s) => s,
@@ -161,6 +162,8 @@ pub async fn ensure_bond<S: Kv>(
             provider: owner.provider,
             attest_key: attest,
             peer_id: peer.clone(),
+            // Claims pay the provider's own key (an enterprise address).
+            payout: Payout::enterprise(owner.provider),
             gpus: bond.gpus.unwrap_or(gpus),
             stake: bond.stake_ntx,
         },

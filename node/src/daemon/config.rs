@@ -20,7 +20,8 @@
 //! confirmation_depth = 0                       # blocks; default the network preset's
 //! poll_ms = 250                                # ms between passes over unfinished jobs
 //! validity_slots = 120                         # slots a lock/assign stays valid
-//! settle_grace_ms = 30000                      # ms a provider waits before settling itself
+//! receipt_interval_ms = 10000                  # ms between receipts this node's locks ask for
+//! missed_receipts = 3                          # intervals without a receipt before a provider stops
 //!
 //! [metrics]                                    # off unless set: GET /metrics (OpenMetrics)
 //! listen = "127.0.0.1:9464"                    # port 0 = any free port (see node.json)
@@ -95,8 +96,11 @@ pub struct EngineSection {
     pub poll_ms: Option<u64>,
     /// Validity window of lock transactions, slots.
     pub validity_slots: Option<u64>,
-    /// Milliseconds a provider holding every attestation waits before settling itself.
-    pub settle_grace_ms: Option<u64>,
+    /// The receipt interval this node's locks ask for, ms (escrow v2; default 10 000).
+    pub receipt_interval_ms: Option<u64>,
+    /// Receipt intervals without a new receipt after which a provider stops its containers
+    /// (default 3).
+    pub missed_receipts: Option<u32>,
 }
 
 /// `[metrics]`: the Prometheus endpoint ([`crate::metrics`]). Off by default; with `listen`

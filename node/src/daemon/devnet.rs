@@ -9,7 +9,7 @@
 //! let n2c = devnet.n2c_tcp_addr()?;
 //! let reference = deploy_validator(n2c, &params, PaymentKey::devnet(3).signing_key()).await?;
 //! let orch = DevnetNode { data_dir, n2c, payment_seed: 0, deployment: params.clone(),
-//!     reference, bootstrap: vec![], provider: None, settle_grace_ms: None,
+//!     reference, bootstrap: vec![], provider: None, receipt_interval_ms: None,
 //!     net: Default::default() };
 //! let mut child = spawn(&ganglion_exe, &orch.write()?, &log)?;
 //! let info = wait_started(&mut child, &orch.data_dir, Duration::from_secs(60))?;
@@ -24,12 +24,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ed25519_dalek::SigningKey;
-use ganglion_contracts::blueprint::Blueprint;
-use ganglion_contracts::build::{self, Deployment};
 use ganglion_contracts::env::Env;
-use ganglion_contracts::params::Params;
 use ganglion_contracts::time::SlotConfig;
 use ganglion_contracts::tx::{Output, TxoRef, Utxo};
+use ganglion_contracts::v2::build::{self, Deployment};
+use ganglion_contracts::v2::params::Params;
 
 use super::{DaemonError, NodeInfo};
 use crate::config::Network;
@@ -55,7 +54,8 @@ pub async fn deploy_validator(
 ) -> Result<TxoRef, DaemonError> {
     let preset = NetworkPreset::of(Network::Devnet)?;
     let endpoint = N2cEndpoint::Tcp(n2c);
-    let script = Blueprint::committed().and_then(|b| b.apply(params))?;
+    let script =
+        ganglion_contracts::v2::blueprint().and_then(|b| b.apply_data(params.to_plutus_data()))?;
     let mut client = ChainClient::connect(&endpoint, preset.magic).await?;
     let zero_time = client.system_start_ms().await;
     let pparams = client.protocol_params().await;
@@ -123,6 +123,10 @@ pub struct DevnetProvider {
     pub price_ntx_per_gpu_hour: u64,
     /// The bond posted at first start, NTX base units.
     pub stake_ntx: u64,
+    /// GPUs the bond backs (`[bond] gpus`; `None`: the GPUs offered). Escrow v2 commits a
+    /// job's GPUs on the bond until the job's deadline plus the claim window, so a provider
+    /// running jobs back to back bonds for more GPUs than it has (and the stake for them).
+    pub bond_gpus: Option<u64>,
 }
 
 /// A node on a devnet: everything its config file says.
@@ -142,8 +146,8 @@ pub struct DevnetNode {
     pub bootstrap: Vec<String>,
     /// Set for a provider.
     pub provider: Option<DevnetProvider>,
-    /// `[engine] settle_grace_ms` (None = the engine's default).
-    pub settle_grace_ms: Option<u64>,
+    /// `[engine] receipt_interval_ms` (None = the engine's default).
+    pub receipt_interval_ms: Option<u64>,
     /// Where it listens and whether it relays.
     pub net: NodeNet,
 }
@@ -186,7 +190,7 @@ impl DevnetNode {
         let mut t = format!(
             "network = \"devnet\"\ndata_dir = {}\n\n[chain]\nn2c = {}\n\n[rpc]\nlisten = \
              {}\n\n[deployment]\nntx = {{ policy = {}, name = {} }}\n\
-             min_bond_per_gpu = {}\nunbonding_delay_ms = {}\nslash_bps = {}\n\n[validator]\n\
+             min_bond_per_gpu = {}\nunbonding_delay_ms = {}\nclaim_window_ms = {}\n\n[validator]\n\
              reference = {{ tx_hash = {}, index = {} }}\n\n[p2p]\nlisten = \
              [{}]\nbootstrap = [{}]\nrelay_server = {}\nrelay_via_bootstrap = {}\n\n[engine]\nconfirmation_depth = 0\n\
              poll_ms = 200\nvalidity_slots = 10\n",
@@ -197,7 +201,7 @@ impl DevnetNode {
             quote(&hex::encode(&p.ntx.name)),
             p.min_bond_per_gpu,
             p.unbonding_delay_ms,
-            p.slash_bps,
+            p.claim_window_ms,
             quote(&hex::encode(self.reference.tx_hash)),
             self.reference.index,
             quote(&format!("/ip4/{}/tcp/0", self.net.ip)),
@@ -209,8 +213,8 @@ impl DevnetNode {
             self.net.relay_server,
             self.net.relay_via_bootstrap,
         );
-        if let Some(ms) = self.settle_grace_ms {
-            t.push_str(&format!("settle_grace_ms = {ms}\n"));
+        if let Some(ms) = self.receipt_interval_ms {
+            t.push_str(&format!("receipt_interval_ms = {ms}\n"));
         }
         t.push_str(&format!(
             "\n[metrics]\nlisten = {}\n",
@@ -222,12 +226,13 @@ impl DevnetNode {
                 .map(|i| quote(&format!("declared:{i}")))
                 .collect();
             t.push_str(&format!(
-                "\n[provider]\nprice_ntx_per_gpu_hour = {}\npool = [{}]\n\n[bond]\nstake_ntx = {}\n\n\
+                "\n[provider]\nprice_ntx_per_gpu_hour = {}\npool = [{}]\n\n[bond]\nstake_ntx = {}\n{}\n\
                  [[gpus.declared]]\nname = \"declared\"\nvendor = \"nvidia\"\nvram_gib = 80\n\
                  count = {}\n\n[overlay]\nlisten_port = 0\n",
                 pr.price_ntx_per_gpu_hour,
                 pool.join(", "),
                 pr.stake_ntx,
+                pr.bond_gpus.map_or(String::new(), |g| format!("gpus = {g}\n")),
                 pr.gpus
             ));
         }
@@ -347,7 +352,7 @@ mod tests {
                 },
                 min_bond_per_gpu: 1_000_000,
                 unbonding_delay_ms: 60_000,
-                slash_bps: 1_000,
+                claim_window_ms: 30_000,
             },
             reference: TxoRef {
                 tx_hash: [9; 32],
@@ -358,8 +363,9 @@ mod tests {
                 gpus: 2,
                 price_ntx_per_gpu_hour: 3_600_000,
                 stake_ntx: 5_000_000,
+                bond_gpus: Some(5),
             }),
-            settle_grace_ms: Some(1_500),
+            receipt_interval_ms: Some(2_500),
             net: NodeNet {
                 ip: "192.168.31.2".parse().expect("ip"),
                 rpc_port: 7070,
@@ -387,7 +393,7 @@ mod tests {
         );
         assert_eq!(s.p2p.bootstrap.len(), 1);
         assert_eq!(s.engine.confirmation_depth, Some(0));
-        assert_eq!(s.engine.settle_grace_ms, Some(1_500));
+        assert_eq!(s.engine.receipt_interval_ms, Some(2_500));
         assert_eq!(
             s.metrics.listen,
             Some(SocketAddr::from(([192, 168, 31, 2], 0)))
@@ -404,7 +410,7 @@ mod tests {
         assert_eq!(s.overlay.listen_port, 0, "several providers share one host");
         let orch = DevnetNode {
             provider: None,
-            settle_grace_ms: None,
+            receipt_interval_ms: None,
             net: Default::default(),
             ..node
         };

@@ -15,6 +15,8 @@ use crate::datadir::{self, DataDir};
 pub const ATTEST_KEY: &str = "attest.key";
 /// File name of the libp2p key under `keys/`.
 pub const P2P_KEY: &str = "p2p.key";
+/// File name of the receipt key under `keys/`.
+pub const RECEIPT_KEY: &str = "receipt.key";
 
 fn seed(path: &Path) -> Result<[u8; 32], DaemonError> {
     let err = |source| DaemonError::Key {
@@ -44,6 +46,17 @@ fn seed(path: &Path) -> Result<[u8; 32], DaemonError> {
 pub fn attest_key(dir: &DataDir) -> Result<SigningKey, DaemonError> {
     Ok(SigningKey::from_bytes(&seed(
         &dir.root().join("keys").join(ATTEST_KEY),
+    )?))
+}
+
+/// The receipt key of the node in `dir` (created when missing): it signs this node's receipts
+/// as an orchestrator; its verification key is each of its escrows' `receipt_key`.
+///
+/// # Errors
+/// [`DaemonError::Key`].
+pub fn receipt_key(dir: &DataDir) -> Result<SigningKey, DaemonError> {
+    Ok(SigningKey::from_bytes(&seed(
+        &dir.root().join("keys").join(RECEIPT_KEY),
     )?))
 }
 

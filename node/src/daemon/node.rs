@@ -43,6 +43,9 @@ pub const NODE_INFO: &str = "node.json";
 
 /// How long a provider's GPUs stay reserved after it accepted, ms.
 const RESERVATION_TTL_MS: u64 = 60_000;
+/// Longest receipt interval a provider accepts, ms: a silent orchestrator costs it at most
+/// `[engine] missed_receipts` such intervals of unpaid work.
+const MAX_RECEIPT_INTERVAL_MS: u64 = 60_000;
 /// Furthest deadline a provider accepts, ms from now (one day).
 const MAX_DEADLINE_AHEAD_MS: u64 = 86_400_000;
 /// Advertised uplink, Mbit/s (not measured yet).
@@ -154,7 +157,8 @@ fn engine_config(settings: &Settings, preset: &NetworkPreset) -> EngineConfig {
         depth: e.confirmation_depth.unwrap_or(preset.confirmation_depth),
         poll: e.poll_ms.map_or(d.poll, Duration::from_millis),
         validity_slots: e.validity_slots.unwrap_or(d.validity_slots),
-        settle_grace_ms: e.settle_grace_ms.unwrap_or(d.settle_grace_ms),
+        receipt_interval_ms: e.receipt_interval_ms.unwrap_or(d.receipt_interval_ms),
+        missed_receipts: e.missed_receipts.unwrap_or(d.missed_receipts),
         allow_declared_gpus: preset.network == Network::Devnet,
         ..d
     }
@@ -196,7 +200,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> Result<(), 
         payment = %hex::encode(key_hash), "starting");
 
     let (env, deployment) = chain::resolve(&settings, &preset, &endpoint).await?;
-    let watch = Watch::v1(deployment.script.hash, deployment.params.clone())
+    let watch = Watch::v2(deployment.script.hash, deployment.params.clone())
         .with_slot_config(env.slot_config);
     let indexer = Arc::new(Indexer::new(
         SledKv::open(&dir.indexer_db())?,
@@ -245,7 +249,7 @@ struct RunParts<'a> {
     dir: DataDir,
     endpoint: N2cEndpoint,
     env: ganglion_contracts::env::Env,
-    deployment: ganglion_contracts::build::Deployment,
+    deployment: ganglion_contracts::v2::build::Deployment,
     payment: PaymentKey,
     attest: ed25519_dalek::SigningKey,
     libp2p_key: libp2p::identity::Keypair,
@@ -396,6 +400,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
                 reservation_ttl_ms: RESERVATION_TTL_MS,
                 max_deadline_ahead_ms: MAX_DEADLINE_AHEAD_MS,
                 max_concurrent_jobs: limits.max_concurrent_jobs,
+                max_receipt_interval_ms: MAX_RECEIPT_INTERVAL_MS,
             },
             cluster: setup.map(|s| s as Arc<dyn crate::job::cluster::ClusterSetup>),
         });
@@ -457,6 +462,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             chain: access(),
             blockstore: blocks.clone() as Arc<dyn Blockstore>,
             provider: side,
+            receipt_key: super::keys::receipt_key(&r.dir)?,
         },
         engine_config(&r.settings, &r.preset),
     )?;

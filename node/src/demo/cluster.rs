@@ -135,7 +135,7 @@ impl Cluster {
             reference: deployed.reference,
             bootstrap: Vec::new(),
             provider: None,
-            settle_grace_ms: None,
+            receipt_interval_ms: None,
             net,
         })
     }
@@ -185,6 +185,7 @@ impl Cluster {
             gpus: p.gpus,
             price_ntx_per_gpu_hour: PRICE,
             stake_ntx: p.stake,
+            bond_gpus: None,
         });
         let info = self.start(&node, p.name)?;
         self.providers

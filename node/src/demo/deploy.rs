@@ -3,8 +3,9 @@
 //! orchestrator's key, before any node starts), through
 //! [`crate::daemon::devnet::deploy_validator`].
 
-use ganglion_contracts::params::{AssetClass, Params};
+use ganglion_contracts::params::AssetClass;
 use ganglion_contracts::tx::TxoRef;
+use ganglion_contracts::v2::params::Params;
 use ganglion_testnet::devnet::DevnetHandle;
 use ganglion_testnet::genesis::Genesis;
 
@@ -15,6 +16,9 @@ use crate::wallet::PaymentKey;
 pub const DEPLOYER_SEED: u32 = 0;
 /// Minimum bond per GPU on the demo deployment, NTX base units.
 pub const MIN_BOND_PER_GPU: u64 = 1_000_000;
+/// The demo deployment's claim window, ms: providers claim within it after the deadline;
+/// an expire (and any slash) comes only after it.
+pub const CLAIM_WINDOW_MS: u64 = 60_000;
 
 /// What nodes need to know of the deployment.
 #[derive(Debug, Clone)]
@@ -37,7 +41,7 @@ pub async fn deploy(handle: &DevnetHandle, genesis: &Genesis) -> Result<Deployed
         },
         min_bond_per_gpu: MIN_BOND_PER_GPU,
         unbonding_delay_ms: 60_000,
-        slash_bps: 1_000,
+        claim_window_ms: CLAIM_WINDOW_MS,
     };
     let n2c = handle
         .n2c_tcp_addr()

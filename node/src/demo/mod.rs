@@ -36,6 +36,7 @@ use ganglion_rpc::audit::{AuditApiClient, AuditReport};
 use ganglion_rpc::types::{JobStatus, JobSubmitted};
 use ganglion_testnet::devnet::{self, DevnetConfig};
 use ganglion_testnet::genesis::Genesis;
+use jsonrpsee::http_client::HttpClient;
 use serde::Serialize;
 
 use ganglion_market::spec::Ensemble;
@@ -110,12 +111,20 @@ pub enum Workload {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scenario {
-    /// Both providers run and attest; the escrow settles.
+    /// Both providers run (the orchestrator acknowledging their work with receipts) and each
+    /// claims its own pay; the last claim refunds the rest.
     Settle,
-    /// One assigned provider is killed (SIGKILL) while its container runs; after the job's
-    /// deadline (40 s after the lock, `LOSS_DEADLINE_MS`) the job expires: the provider that
-    /// attested is paid, the defaulter's bond slashed to the orchestrator, the rest refunded.
+    /// One assigned provider is killed (SIGKILL) while its container runs; the other claims
+    /// its pay; after the job's deadline (40 s after the lock, `LOSS_DEADLINE_MS`) and the
+    /// claim window the job expires: the defaulter's bond is slashed by at most its
+    /// assignment's value, the orchestrator recovers at most what it paid (the rest of the
+    /// slash is burnt), the unpaid budget is refunded.
     ProviderLoss,
+    /// The orchestrator's node is killed (SIGKILL) once both providers run: no receipt comes
+    /// any more; each provider stops its containers after `[engine] missed_receipts`
+    /// intervals and claims what the orchestrator acknowledged plus at most one interval
+    /// (DESIGN §3.1 G2); nobody is slashed, the last claim refunds the rest.
+    SilentOrchestrator,
 }
 
 /// The job's deadline in the provider-loss scenario, ms after the submission.
@@ -123,6 +132,9 @@ pub const LOSS_DEADLINE_MS: u64 = 40_000;
 /// Seconds the smoke containers run at least in the provider-loss scenario (the kill must
 /// land while they run).
 pub const LOSS_MIN_RUN_S: u32 = 10;
+/// Seconds the smoke containers would run at least in the silent-orchestrator scenario: far
+/// longer than the providers keep working without receipts.
+pub const SILENT_MIN_RUN_S: u32 = 300;
 
 /// How to run the demo.
 #[derive(Debug, Clone)]
@@ -235,7 +247,7 @@ pub struct Numbers {
     pub fees_lovelace: u64,
     /// The same in ADA.
     pub fees_ada: f64,
-    /// The last attestation sent → the settle's (or expire's) block forged, seconds.
+    /// The last claim submitted → the last claim's (or the expire's) block seen, seconds.
     pub last_attestation_to_end_block_s: Option<f64>,
 }
 
@@ -252,12 +264,13 @@ pub struct Summary {
     pub network: String,
     /// Its final state on the orchestrator (`settled`, or `expired` for provider-loss).
     pub state: String,
-    /// The orchestrator's transactions, in order.
+    /// The job's transactions, in order: the orchestrator's and the providers' claims.
     pub txs: Vec<Tx>,
     /// Per provider, what the job paid it.
     pub payments: Vec<Payment>,
-    /// NTX base units slashed from the defaulter's bond (provider-loss), from the ledger:
-    /// the orchestrator's NTX change plus what the providers were paid.
+    /// NTX base units of the defaulter's slash the orchestrator recovered (provider-loss),
+    /// from the ledger: the orchestrator's NTX change plus what the providers were paid (at
+    /// most that pay, DESIGN §3.1 G4; the rest of the slash is burnt).
     pub slashed_ntx: Option<u64>,
     /// Every rank's checksum (torch).
     pub ranks: Vec<RankChecksum>,
@@ -312,7 +325,7 @@ pub fn ensemble(image: &str, run_s: u32, deadline_ms: u64) -> Result<Ensemble, D
 }
 
 /// NTX base units the demo's job locks.
-pub const BUDGET_NTX: u64 = 2_000_000;
+pub const BUDGET_NTX: u64 = 2_500_000;
 
 /// The audit step: `audit verify` of `job_id` on the orchestrator node (JSON-RPC
 /// `audit_verify`, the same as `ganglion audit verify`), which fetches missing result and log
@@ -320,11 +333,8 @@ pub const BUDGET_NTX: u64 = 2_000_000;
 ///
 /// # Errors
 /// [`DemoError::Rpc`] when the call fails (a failing check is in the report, not an error).
-pub async fn audit_step(
-    cluster: &cluster::Cluster,
-    job_id: &str,
-) -> Result<AuditReport, DemoError> {
-    AuditApiClient::verify(&cluster.orchestrator_rpc()?, job_id.to_string())
+pub async fn audit_step(node: &HttpClient, job_id: &str) -> Result<AuditReport, DemoError> {
+    AuditApiClient::verify(node, job_id.to_string())
         .await
         .map_err(rpc_err)
 }
@@ -471,11 +481,14 @@ pub async fn run(
         .map(|p| cluster.provider_rpc(p.name))
         .collect::<Result<Vec<_>, _>>()?;
     let loss = opts.scenario == Scenario::ProviderLoss;
+    let silent = opts.scenario == Scenario::SilentOrchestrator;
     let deadline_ms = ganglion_p2p::now_ms() + if loss { LOSS_DEADLINE_MS } else { 600_000 };
     let spec = match opts.workload {
         Workload::Smoke => {
             let run_s = if loss {
                 opts.run_s.max(LOSS_MIN_RUN_S)
+            } else if silent {
+                opts.run_s.max(SILENT_MIN_RUN_S)
             } else {
                 opts.run_s
             };
@@ -509,10 +522,16 @@ pub async fn run(
     let mut killed: Option<usize> = None;
     let mut killed_peer: Option<String> = None;
     let want = if loss { "expired" } else { "settled" };
+    let mut orch_killed = false;
+    let mut orch_seen: Option<JobStatus> = None;
     let done = loop {
-        let records: Vec<JobStatus> = JobApiClient::status(&rpc, sub.job_id.clone())
-            .await
-            .map_err(rpc_err)?;
+        let records: Vec<JobStatus> = if orch_killed {
+            Vec::new()
+        } else {
+            JobApiClient::status(&rpc, sub.job_id.clone())
+                .await
+                .map_err(rpc_err)?
+        };
         for (i, (p, client)) in cluster::PROVIDERS.iter().zip(&provider_rpcs).enumerate() {
             if killed == Some(i) {
                 continue;
@@ -538,7 +557,56 @@ pub async fn run(
                 last[i] = Some(r);
             }
         }
-        if let Some(o) = records.into_iter().find(|r| r.role == "orchestrator") {
+        let running = last
+            .iter()
+            .flatten()
+            .filter(|r| r.state == "running")
+            .count();
+        if silent && !orch_killed && running >= 2 {
+            cluster.kill("orchestrator")?;
+            orch_killed = true;
+            step(
+                "orchestrator killed (SIGKILL) while the job runs: no more receipts; the \
+                 providers stop after the agreed intervals and claim what was acknowledged"
+                    .to_string(),
+                None,
+                &mut timeline,
+            );
+        }
+        // The orchestrator's record; while it is down (silent-orchestrator), the last one
+        // seen, and the job ends when every provider that ran has its claim on chain.
+        let current = records.into_iter().find(|r| r.role == "orchestrator");
+        if let Some(o) = &current {
+            orch_seen = Some(o.clone());
+        }
+        let all_paid = last
+            .iter()
+            .flatten()
+            .filter(|r| entered(r, "running").is_some() || entered(r, "finished").is_some())
+            .all(|r| r.state == "paid")
+            && last.iter().flatten().any(|r| r.state == "paid");
+        let record = match current {
+            Some(o) => Some(o),
+            None if orch_killed && all_paid => orch_seen.clone().map(|mut o| {
+                o.state = "settled".into();
+                o
+            }),
+            None => None,
+        };
+        if let Some(o) = record {
+            if o.state != seen {
+                seen = o.state.clone();
+                step(format!("orchestrator: {}", o.state), None, &mut timeline);
+            }
+            // The providers' own claims belong to the job's trail too.
+            let mut o = o;
+            for r in last.iter().flatten() {
+                for t in r.txs.iter().filter(|t| t.kind == "claim") {
+                    if !o.txs.iter().any(|x| x.tx_id == t.tx_id) {
+                        o.txs.push(t.clone());
+                    }
+                }
+            }
             for t in &o.txs {
                 if !landed_seen.contains(&t.tx_id)
                     && let Some(l) = chain_log.landed(&t.tx_id)
@@ -550,10 +618,6 @@ pub async fn run(
                         &mut timeline,
                     );
                 }
-            }
-            if o.state != seen {
-                seen = o.state.clone();
-                step(format!("orchestrator: {}", o.state), None, &mut timeline);
             }
             let all_landed = o.txs.iter().all(|t| landed_seen.contains(&t.tx_id));
             if o.state == want && all_landed {
@@ -612,7 +676,7 @@ pub async fn run(
         let delta = i128::from(orch_after) - i128::from(orch_before);
         u64::try_from(delta + i128::from(paid)).unwrap_or(0)
     });
-    let txs: Vec<Tx> = done
+    let mut txs: Vec<Tx> = done
         .txs
         .iter()
         .map(|t| {
@@ -626,13 +690,22 @@ pub async fn run(
             }
         })
         .collect();
-    let numbers = numbers(&txs, &done, &last, &chain_log);
+    // In chain order: the providers' claims land between the assign and an expire.
+    txs.sort_by_key(|t| t.block.unwrap_or(u64::MAX));
+    let numbers = numbers(&txs, &last, &chain_log);
     let (ranks, artifacts) = results(&cluster, &sub.job_id);
     let checksums_agree = (opts.workload == Workload::Torch)
         .then(|| !ranks.is_empty() && ranks.iter().all(|r| r.checksum == ranks[0].checksum));
     // Block steps carry the block's own time, which may precede a step printed before it.
     timeline.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
-    let audit = audit_step(&cluster, &sub.job_id).await?;
+    // With the orchestrator down, a provider's node audits (its indexer and blockstore, the
+    // other provider's blocks over bitswap).
+    let auditor = if orch_killed {
+        cluster.provider_rpc(cluster::PROVIDERS[0].name)?
+    } else {
+        cluster.orchestrator_rpc()?
+    };
+    let audit = audit_step(&auditor, &sub.job_id).await?;
     let summary = Summary {
         job_id: sub.job_id,
         workload: opts.workload,
@@ -655,14 +728,9 @@ pub async fn run(
 }
 
 /// The issue's numbers from the transactions' blocks and the nodes' records. The last
-/// attestation is the orchestrator's `settling` (every attestation in), else (expire) the
-/// last provider's `attested`.
-fn numbers(
-    txs: &[Tx],
-    orchestrator: &JobStatus,
-    providers: &[Option<JobStatus>],
-    log: &chainlog::ChainLog,
-) -> Numbers {
+/// attestation is the last provider's `claiming` (its attestation signed and claimed); the
+/// end is the last claim's block, or the expire's.
+fn numbers(txs: &[Tx], providers: &[Option<JobStatus>], log: &chainlog::ChainLog) -> Numbers {
     let seen = |kind: &str| {
         txs.iter()
             .find(|t| t.kind == kind)
@@ -679,10 +747,16 @@ fn numbers(
         .filter_map(|r| entered(r, "running").or_else(|| entered(r, "finished")))
         .collect();
     let finished: Vec<u64> = ran.iter().filter_map(|r| entered(r, "finished")).collect();
-    let attested: Vec<u64> = ran.iter().filter_map(|r| entered(r, "attested")).collect();
+    let attested: Vec<u64> = ran.iter().filter_map(|r| entered(r, "claiming")).collect();
     let secs = |from: u64, to: u64| to.saturating_sub(from) as f64 / 1000.0;
     let fees_lovelace: u64 = txs.iter().filter_map(|t| t.fee_lovelace).sum();
-    let end = seen("settle").or_else(|| seen("expire"));
+    let last_claim = txs
+        .iter()
+        .filter(|t| t.kind == "claim")
+        .filter_map(|t| log.landed(&t.tx_id))
+        .map(|l| l.seen_ms)
+        .max();
+    let end = seen("expire").or(last_claim);
     Numbers {
         lock_block_to_running_s: seen("lock")
             .zip(running.iter().max())
@@ -694,8 +768,10 @@ fn numbers(
             .map(|(a, b)| secs(*a, *b)),
         fees_lovelace,
         fees_ada: fees_lovelace as f64 / 1_000_000.0,
-        last_attestation_to_end_block_s: entered(orchestrator, "settling")
-            .or_else(|| attested.iter().max().copied())
+        last_attestation_to_end_block_s: attested
+            .iter()
+            .max()
+            .copied()
             .zip(end)
             .map(|(a, e)| secs(a, e)),
     }

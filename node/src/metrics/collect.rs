@@ -41,12 +41,11 @@ pub enum CollectError {
 }
 
 /// Every orchestrator state, in the machine's order.
-pub const ORCHESTRATOR_STATES: [OrchestratorState; 8] = [
+pub const ORCHESTRATOR_STATES: [OrchestratorState; 7] = [
     OrchestratorState::Locked,
     OrchestratorState::Matching,
     OrchestratorState::Assigning,
     OrchestratorState::Assigned,
-    OrchestratorState::Settling,
     OrchestratorState::Settled,
     OrchestratorState::Cancelled,
     OrchestratorState::Expired,
@@ -59,7 +58,7 @@ pub const PROVIDER_STATES: [ProviderState; 9] = [
     ProviderState::Preparing,
     ProviderState::Running,
     ProviderState::Finished,
-    ProviderState::Attested,
+    ProviderState::Claiming,
     ProviderState::Paid,
     ProviderState::Failed,
     ProviderState::Slashed,
@@ -69,7 +68,7 @@ pub const PROVIDER_STATES: [ProviderState; 9] = [
 pub const TX_KINDS: [TxKind; 5] = [
     TxKind::Lock,
     TxKind::Assign,
-    TxKind::Settle,
+    TxKind::Claim,
     TxKind::Cancel,
     TxKind::Expire,
 ];
@@ -82,7 +81,6 @@ pub fn orchestrator_label(s: OrchestratorState) -> &'static str {
         S::Matching => "matching",
         S::Assigning => "assigning",
         S::Assigned => "assigned",
-        S::Settling => "settling",
         S::Settled => "settled",
         S::Cancelled => "cancelled",
         S::Expired => "expired",
@@ -98,7 +96,7 @@ pub fn provider_label(s: ProviderState) -> &'static str {
         S::Preparing => "preparing",
         S::Running => "running",
         S::Finished => "finished",
-        S::Attested => "attested",
+        S::Claiming => "claiming",
         S::Paid => "paid",
         S::Failed => "failed",
         S::Slashed => "slashed",
@@ -110,7 +108,7 @@ pub fn tx_label(k: TxKind) -> &'static str {
     match k {
         TxKind::Lock => "lock",
         TxKind::Assign => "assign",
-        TxKind::Settle => "settle",
+        TxKind::Claim => "claim",
         TxKind::Cancel => "cancel",
         TxKind::Expire => "expire",
     }
@@ -351,7 +349,7 @@ mod tests {
         let distinct = |v: Vec<&str>| v.iter().collect::<HashSet<_>>().len();
         assert_eq!(
             distinct(ORCHESTRATOR_STATES.map(orchestrator_label).into()),
-            8
+            7
         );
         assert_eq!(distinct(PROVIDER_STATES.map(provider_label).into()), 9);
         assert_eq!(distinct(TX_KINDS.map(tx_label).into()), 5);

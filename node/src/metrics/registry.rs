@@ -20,7 +20,7 @@ pub struct JobLabels {
     pub state: &'static str,
 }
 
-/// Labels of `ganglion_txs_submitted_total`: the transaction kind (`lock`, `assign`, `settle`,
+/// Labels of `ganglion_txs_submitted_total`: the transaction kind (`lock`, `assign`, `claim`,
 /// `cancel`, `expire`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct TxLabels {
@@ -39,7 +39,7 @@ pub struct TxLabels {
 /// | `ganglion_p2p_peers` | gauge | connected libp2p peers |
 /// | `ganglion_chain_tip_lag_slots` | gauge | slots: wall-clock slot − the indexer's tip slot |
 /// | `ganglion_dispatch_latency_seconds` | histogram | s: provider, assignment seen on chain → containers started, once per job |
-/// | `ganglion_job_settle_duration_seconds` | histogram | s: orchestrator, lock written → settled seen, once per job |
+/// | `ganglion_job_settle_duration_seconds` | histogram | s: orchestrator, lock written → every claim (or the expire) seen, once per job |
 /// | `ganglion_txs_submitted_total{kind}` | counter | transactions in the intent logs, by kind |
 #[derive(Debug)]
 pub struct Metrics {
@@ -103,7 +103,7 @@ impl Metrics {
         let settle_duration = Histogram::new(exponential_buckets(1.0, 2.0, 16));
         registry.register_with_unit(
             "job_settle_duration",
-            "Orchestrator: lock written to settle seen on chain",
+            "Orchestrator: lock written to the last claim seen on chain",
             Unit::Seconds,
             settle_duration.clone(),
         );

@@ -110,8 +110,9 @@ async fn answer<S: Kv>(collector: &Collector<S>, req: &Request<Incoming>) -> Res
 #[cfg(test)]
 mod tests {
     use ganglion_contracts::datum::JobId;
-    use ganglion_contracts::params::{AssetClass, Params};
+    use ganglion_contracts::params::AssetClass;
     use ganglion_contracts::time::SlotConfig;
+    use ganglion_contracts::v2::params::Params;
     use ganglion_indexer::store::MemoryKv;
     use ganglion_indexer::{Indexer, Watch};
     use http_body_util::{BodyExt, Empty};
@@ -191,7 +192,7 @@ mod tests {
         )
         .expect("swarm");
         let swarm = tokio::spawn(event_loop.run());
-        let watch = Watch::v1(
+        let watch = Watch::v2(
             [1; 28],
             Params {
                 ntx: AssetClass {
@@ -200,7 +201,7 @@ mod tests {
                 },
                 min_bond_per_gpu: 1,
                 unbonding_delay_ms: 1,
-                slash_bps: 1,
+                claim_window_ms: 1,
             },
         );
         let collector = Arc::new(Collector::new(Sources {

@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
-use ganglion_contracts::build;
-use ganglion_contracts::datum::{BondDatum, GanglionDatum};
 use ganglion_contracts::tx::TxoRef;
+use ganglion_contracts::v2::build;
+use ganglion_contracts::v2::datum::{BondDatum, GanglionDatum};
 use ganglion_indexer::Indexer;
 use ganglion_indexer::extract::Datum;
 use ganglion_indexer::store::Kv;
@@ -94,7 +94,7 @@ impl<S: Kv + Send + Sync + 'static> BondRpc<S> {
         let mut found: Vec<(TxoRef, BondDatum)> = live
             .into_iter()
             .filter_map(|t| match t.datum {
-                Datum::V1(GanglionDatum::Bond(b)) if b.provider == me => Some((t.reference, b)),
+                Datum::V2(GanglionDatum::Bond(b)) if b.provider == me => Some((t.reference, b)),
                 _ => None,
             })
             .filter(|(r, _)| named.is_none_or(|n| n == *r))
@@ -162,9 +162,16 @@ impl<S: Kv + Send + Sync + 'static> ProviderBondApiServer for BondRpc<S> {
     async fn unbond(&self, bond: Option<String>) -> RpcResult<BondTx> {
         let (r, _) = self.mine(bond.as_deref(), false)?;
         let utxo = self.utxo(r).await?;
-        let until = self.chain.slot_at(ganglion_p2p::now_ms()) + self.validity_slots;
-        let draft = build::unbond(self.chain.deployment(), self.chain.env(), &utxo, until)
-            .map_err(|e| super::codes::chain(&e.into()))?;
+        let from = self.chain.slot_at(ganglion_p2p::now_ms());
+        let until = from + self.validity_slots;
+        let draft = build::unbond(
+            self.chain.deployment(),
+            self.chain.env(),
+            &utxo,
+            from,
+            until,
+        )
+        .map_err(|e| super::codes::chain(&e.into()))?;
         let tx_id = self.spend(draft).await?;
         let delay = self.chain.deployment().params.unbonding_delay_ms;
         let (slot, ms) = withdrawable_from(&self.chain, self.chain.slot_start_ms(until), delay);

@@ -32,7 +32,7 @@ pub(crate) fn settings(h: &DevnetHandle, data_dir: &Path) -> Settings {
 pub(crate) fn offline_bonds<S: ganglion_indexer::store::Kv + Send + Sync + 'static>(
     indexer: std::sync::Arc<ganglion_indexer::Indexer<S>>,
 ) -> ganglion_node::rpc::bond::BondRpc<S> {
-    let h = ganglion_contracts::test_utils::harness::Harness::new(1);
+    let h = ganglion_contracts::test_utils::harness_v2::Harness::new(1);
     let access = ganglion_node::job::chain::ChainAccess::new(
         ganglion_node::settings::N2cEndpoint::Tcp("127.0.0.1:9".parse().expect("addr")),
         42,
@@ -46,16 +46,16 @@ pub(crate) fn offline_bonds<S: ganglion_indexer::store::Kv + Send + Sync + 'stat
 /// `api` with the namespaces `node run` attaches besides the core ones: audit over an empty
 /// index and blockstore, and the bond methods ([`offline_bonds`]).
 pub(crate) fn with_offline_namespaces(api: ganglion_node::rpc::Api) -> ganglion_node::rpc::Api {
-    let watch = ganglion_indexer::watch::Watch::v1(
+    let watch = ganglion_indexer::watch::Watch::v2(
         [0; 28],
-        ganglion_contracts::params::Params {
+        ganglion_contracts::v2::params::Params {
             ntx: ganglion_contracts::params::AssetClass {
                 policy: [0; 28],
                 name: b"NTX".to_vec(),
             },
             min_bond_per_gpu: 1,
             unbonding_delay_ms: 1,
-            slash_bps: 1,
+            claim_window_ms: 1,
         },
     );
     let indexer = std::sync::Arc::new(ganglion_indexer::Indexer::new(

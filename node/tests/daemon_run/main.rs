@@ -32,7 +32,11 @@ use jsonrpsee::core::client::ClientT;
 use jsonrpsee::http_client::{HeaderMap, HeaderValue, HttpClient, HttpClientBuilder};
 use jsonrpsee::rpc_params;
 
-use support::{Chain, RATE, STAKE, dev_key, hash_of, wait_for};
+use support::{Chain, MIN_BOND_PER_GPU, RATE, dev_key, hash_of, wait_for};
+
+/// GPUs each test provider's bond backs: one GPU, committed to each of up to 24 jobs whose
+/// windows overlap (the crash test runs 20 jobs back to back).
+const BOND_GPUS: u64 = 24;
 
 /// Longest wait for a node process to write its `node.json`.
 const START: Duration = Duration::from_secs(60);
@@ -69,7 +73,7 @@ fn config(
         reference,
         bootstrap,
         provider: None,
-        settle_grace_ms: None,
+        receipt_interval_ms: None,
         net: Default::default(),
     }
 }
@@ -108,6 +112,9 @@ fn http(info: &NodeInfo, token: &str) -> HttpClient {
         .build(format!("http://{}", info.rpc))
         .expect("client")
 }
+
+/// The deadline of the job of the JSON-RPC test, ms from its submission.
+const JOB_DEADLINE_IN_MS: u64 = 40_000;
 
 /// Runs `ganglion <args> --json --config <config>` and parses its stdout; `ok` is the exit
 /// status expected.
@@ -203,7 +210,10 @@ impl Network {
             node.provider = Some(DevnetProvider {
                 gpus: 1,
                 price_ntx_per_gpu_hour: RATE,
-                stake_ntx: STAKE,
+                // Escrow v2 commits each job's GPU on the bond until its deadline plus the
+                // claim window: room for the crash test's 20 jobs back to back.
+                stake_ntx: BOND_GPUS * MIN_BOND_PER_GPU,
+                bond_gpus: Some(BOND_GPUS),
             });
             let info = start(&mut kids, &node, name);
             assert!(info.bond.is_some(), "{name} posted its bond at start");
@@ -376,7 +386,12 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
     // Bonds are posted, so balances from here on change only by the job's payments.
     let before = net.ntx();
     let t0 = std::time::Instant::now();
-    let id = net.submit(2).await;
+    // A deadline 40 s out: the providers' bonds back the job until it plus the claim window
+    // (G5), and the provider unbonds at the end of this test.
+    let id = net
+        .submit_spec(&support::probe_spec(2, JOB_DEADLINE_IN_MS))
+        .await;
+    let deadline_ms = ganglion_p2p::now_ms() + JOB_DEADLINE_IN_MS;
     let done = net.settled(&id).await;
     eprintln!("rank outcomes: {:?}", outcomes(&net.providers, &id));
     eprintln!(
@@ -385,8 +400,8 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
     );
     assert_eq!(
         done.txs.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
-        ["lock", "assign", "settle"],
-        "one transaction each"
+        ["lock", "assign"],
+        "one transaction each; the providers claim their pay themselves"
     );
     for ((after, before), (_, seed)) in net.ntx().into_iter().zip(before).zip(&net.providers) {
         assert!(
@@ -403,7 +418,7 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
     assert!(metrics::value(&m, "ganglion_jobs", &settled) >= 1.0);
     assert_eq!(
         metrics::series(&m, "ganglion_jobs"),
-        8 + 9,
+        7 + 9,
         "every state of both roles"
     );
     assert_eq!(
@@ -415,7 +430,7 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
         "both providers"
     );
     assert_eq!(metrics::value(&m, "ganglion_market_offers", &[]), 2.0);
-    for kind in ["lock", "assign", "settle"] {
+    for kind in ["lock", "assign"] {
         let n = metrics::value(&m, "ganglion_txs_submitted_total", &[("kind", kind)]);
         assert!(n >= 1.0, "{kind}: {n}");
     }
@@ -430,7 +445,9 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
     eprintln!("provider: dispatch latency {latency} s over {dispatched} job(s)");
     assert!(dispatched >= 1.0 && latency > 0.0, "{dispatched} {latency}");
     assert!(metrics::value(&p, "ganglion_p2p_peers", &[]) >= 1.0);
-    let provided: f64 = ["finished", "attested", "paid"]
+    let claims = metrics::value(&p, "ganglion_txs_submitted_total", &[("kind", "claim")]);
+    assert!(claims >= 1.0, "the provider submitted its claim: {claims}");
+    let provided: f64 = ["finished", "claiming", "paid"]
         .iter()
         .map(|s| metrics::value(&p, "ganglion_jobs", &[("role", "provider"), ("state", s)]))
         .sum();
@@ -445,7 +462,7 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
         cli_json(&orch_config, &["audit", "verify", &id], true);
     assert!(report.pass && report.checks.len() >= 16, "{report:#?}");
     let job: ganglion_rpc::audit::AuditJob = cli_json(&orch_config, &["audit", "job", &id], true);
-    assert_eq!(job.status, "settled");
+    assert_eq!(job.status, "claimed");
     let pa = &job.assignments[0].provider;
     let prov: ganglion_rpc::audit::AuditProvider =
         cli_json(&orch_config, &["audit", "provider", pa], true);
@@ -512,8 +529,22 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
         String::from_utf8_lossy(&out.stderr)
     );
 
-    // The provider leaves: unbond, a withdraw refused before the delay (saying when), then
-    // the withdraw, which returns the stake to its wallet.
+    // The provider leaves: an unbond refused while its bond backs the job (until the deadline
+    // plus the claim window, G5), then the unbond, a withdraw refused before the delay (saying
+    // when), then the withdraw, which returns the stake to its wallet.
+    let early = std::process::Command::new(ganglion())
+        .args(["provider", "unbond", "--config"])
+        .arg(&pa_config)
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&early.stderr);
+    assert!(
+        !early.status.success() && err.contains(&format!("the bond backs job {id}")),
+        "{err}"
+    );
+    let window_ms = support::CLAIM_WINDOW_MS;
+    let wait_ms = (deadline_ms + window_ms + 2_000).saturating_sub(ganglion_p2p::now_ms());
+    tokio::time::sleep(Duration::from_millis(wait_ms)).await;
     let unbond: ganglion_rpc::types::BondTx = cli_json(&pa_config, &["provider", "unbond"], true);
     assert_eq!(unbond.bond, bonds[0].bond);
     let from_ms = unbond.withdrawable_from_ms.expect("withdrawable from");
@@ -597,16 +628,24 @@ async fn a_provider_killed_mid_run_restarts_on_its_data_dir_and_the_job_settles_
         restarted.peer_id, pa_info.peer_id,
         "same identity from the data dir"
     );
-    assert_eq!(
-        restarted.bond, pa_info.bond,
-        "the bond found again, not re-posted"
-    );
-
     let done = net.settled(&id).await;
+    // The bond found again, not re-posted: the live one, as the assign continued it (escrow
+    // v2 commits each provider's bond in the assign).
+    let assign = done
+        .txs
+        .iter()
+        .find(|t| t.kind == "assign")
+        .expect("assign");
+    let bond = restarted.bond.clone().expect("bond");
+    assert!(
+        bond.starts_with(&assign.tx_id),
+        "{bond} is the assign's continuation of {:?}",
+        pa_info.bond
+    );
     eprintln!("rank outcomes: {:?}", outcomes(&net.providers, &id));
     assert_eq!(
         done.txs.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
-        ["lock", "assign", "settle"]
+        ["lock", "assign"]
     );
     for ((after, before), (_, seed)) in net.ntx().into_iter().zip(before).zip(&net.providers) {
         assert!(
@@ -663,7 +702,8 @@ async fn two_provider_processes_train_ddp_over_the_overlay_and_settle() {
         1,
         2,
         RATE,
-        1_000_000,
+        // The escrow pays both GPUs at RATE until the deadline (G6): 2 × 600 000 GPU-ms.
+        1_300_000,
         120,
         ganglion_p2p::now_ms() + 600_000,
     )
@@ -675,7 +715,7 @@ async fn two_provider_processes_train_ddp_over_the_overlay_and_settle() {
     eprintln!("torch DDP 1+1: job_submit → settled in {:?}", t0.elapsed());
     assert_eq!(
         done.txs.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
-        ["lock", "assign", "settle"]
+        ["lock", "assign"]
     );
     for ((after, before), (_, seed)) in net.ntx().into_iter().zip(before).zip(&net.providers) {
         assert!(

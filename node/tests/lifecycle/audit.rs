@@ -39,24 +39,29 @@ fn assert_fails_only(r: &Report, names: &[&str], what: &str) {
     assert_eq!(failed(r), names, "{what}: {r:#?}");
 }
 
-fn settle_attestations(e: &mut Evidence) -> &mut Vec<ganglion_contracts::redeemer::Attestation> {
+/// The claims' attestations of `e`, by assignment index.
+fn claim_attestations(
+    e: &mut Evidence,
+) -> Vec<(u64, &mut ganglion_contracts::v2::redeemer::Attestation)> {
     e.job
         .history
         .iter_mut()
-        .find_map(|r| match &mut r.event {
-            Event::JobSettled { attestations, .. } => Some(attestations),
+        .filter_map(|r| match &mut r.event {
+            Event::JobClaimed {
+                index, attestation, ..
+            } => Some((*index, attestation)),
             _ => None,
         })
-        .expect("settle event")
+        .collect()
 }
 
-/// The check names (`<kind>[i]`) of every attestation naming `root` as its result or logs:
-/// two providers writing identical bytes attest the same CID.
+/// The check names (`<kind>[i]`) of every claim naming `root` as its result or logs: two
+/// providers writing identical bytes attest the same CID.
 fn holders<'a>(e: &Evidence, kind: &str, root: &Cid) -> Vec<&'a str> {
     let mut e = e.clone();
-    let mut out: Vec<(u64, String)> = settle_attestations(&mut e)
-        .iter()
-        .filter(|a| {
+    let mut out: Vec<(u64, String)> = claim_attestations(&mut e)
+        .into_iter()
+        .filter(|(_, a)| {
             let c = if kind == "result_cid" {
                 &a.result
             } else {
@@ -64,7 +69,7 @@ fn holders<'a>(e: &Evidence, kind: &str, root: &Cid) -> Vec<&'a str> {
             };
             Cid::try_from(c.as_slice()).ok() == Some(*root)
         })
-        .map(|a| (a.provider_index, format!("{kind}[{}]", a.provider_index)))
+        .map(|(i, _)| (i, format!("{kind}[{i}]")))
         .collect();
     out.sort();
     out.into_iter()
@@ -76,13 +81,35 @@ fn holders<'a>(e: &Evidence, kind: &str, root: &Cid) -> Vec<&'a str> {
 fn tampered_evidence_fails_the_right_check(e: &Evidence) {
     // A wrong attestation signature.
     let mut t = e.clone();
-    let att = &mut settle_attestations(&mut t)[0];
-    let i = att.provider_index;
+    let (i, att) = claim_attestations(&mut t).remove(0);
     att.signature[0] ^= 1;
     assert_fails_only(
         &checks::check(&t),
         &[&format!("attestation[{i}]")],
         "flipped attestation signature",
+    );
+
+    // A wrong receipt signature.
+    let mut t = e.clone();
+    let mut k = None;
+    for r in &mut t.job.history {
+        if let Event::JobClaimed {
+            index,
+            receipt: Some(receipt),
+            ..
+        } = &mut r.event
+            && k.is_none()
+        {
+            receipt.signature[0] ^= 1;
+            k = Some(*index);
+        }
+    }
+    let k = k.expect("a claim carried a receipt");
+    let r = checks::check(&t);
+    assert!(!r.pass, "flipped receipt: {r:#?}");
+    assert!(
+        failed(&r).contains(&format!("receipt[{k}]").as_str()),
+        "{r:#?}"
     );
 
     // A wrong acceptance signature.
@@ -96,7 +123,7 @@ fn tampered_evidence_fails_the_right_check(e: &Evidence) {
 
     // A result block whose bytes do not hash to its CID.
     let mut t = e.clone();
-    let att = settle_attestations(&mut t)[1].clone();
+    let att = claim_attestations(&mut t)[0].1.clone();
     let root = Cid::try_from(att.result.as_slice()).expect("result CID");
     t.blocks.get_mut(&root).expect("result block held")[0] ^= 1;
     let names = holders(e, "result_cid", &root);
@@ -116,19 +143,23 @@ fn tampered_evidence_fails_the_right_check(e: &Evidence) {
     let r = checks::check(&t);
     assert!(failed(&r).contains(&"spec_cid"), "{r:#?}");
 
-    // A payment that breaks the escrow rule (one NTX too many): the payment and the
-    // refund arithmetic both fail.
+    // A payment that breaks the escrow rule (one NTX too many).
     let mut t = e.clone();
+    let mut k0 = None;
     for r in &mut t.job.history {
-        if let Event::JobSettled { payments, .. } = &mut r.event {
-            payments[0].ntx += 1;
+        if let Event::JobClaimed { index, paid, .. } = &mut r.event
+            && k0.is_none()
+        {
+            *paid += 1;
+            k0 = Some(*index);
         }
     }
-    let k0 = settle_attestations(&mut t)[0].provider_index;
-    assert_fails_only(
-        &checks::check(&t),
-        &[&format!("payment[{k0}]"), "refund"],
-        "overpaid provider",
+    let k0 = k0.expect("a claim");
+    let r = checks::check(&t);
+    assert!(!r.pass);
+    assert!(
+        failed(&r).contains(&format!("payment[{k0}]").as_str()),
+        "{r:#?}"
     );
 
     // An assignment naming an attest key the provider never bonded: the bond check fails
@@ -183,7 +214,8 @@ pub(crate) async fn audit_settled_job<E: Executor + 'static, F: Executor + 'stat
         "bond_key[0]",
         "acceptance[1]",
         "attestation[0]",
-        "gpu_seconds[1]",
+        "receipt[1]",
+        "claim_bound[1]",
         "result_cid[0]",
         "logs_cid[1]",
         "payment[0]",
@@ -234,10 +266,10 @@ pub(crate) async fn audit_settled_job<E: Executor + 'static, F: Executor + 'stat
         .request("audit_job", rpc_params![id.clone()])
         .await
         .expect("audit_job");
-    assert_eq!(j.status, "settled");
+    assert_eq!(j.status, "claimed");
     assert_eq!(
         j.txs.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
-        ["lock", "assign", "settle"]
+        ["lock", "assign", "claim", "claim"]
     );
     assert_eq!(j.assignments.len(), 2);
     let paid: u64 = j.assignments.iter().map(|a| a.paid.expect("paid")).sum();

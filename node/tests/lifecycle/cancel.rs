@@ -15,11 +15,8 @@ async fn cancel_before_assignment_refunds_the_budget() {
     // No provider: the job stays in Matching.
     let orch = support::orchestrator(&chain, 0, &chain.dir.path().join("orch")).await;
     let before = chain.ntx_of(&orch.key_hash);
-    let job = orch
-        .engine
-        .submit(&support::probe_spec(1, 600_000))
-        .await
-        .expect("lock submitted");
+    let spec = support::probe_spec(1, 600_000);
+    let job = orch.engine.submit(&spec).await.expect("lock submitted");
     wait_for("the lock to be confirmed", || async {
         let r = orch.engine.orchestrator_record(&job).expect("store")?;
         (r.state == OrchestratorState::Matching).then_some(())
@@ -27,7 +24,7 @@ async fn cancel_before_assignment_refunds_the_budget() {
     .await;
     assert_eq!(
         chain.ntx_of(&orch.key_hash),
-        before - 1_000_000,
+        before - spec.budget_ntx,
         "budget locked"
     );
     orch.engine.cancel(&job).await.expect("cancel submitted");

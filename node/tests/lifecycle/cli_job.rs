@@ -77,7 +77,7 @@ async fn job_cli_submits_follows_and_cancels_through_the_node() {
         format!(
             "image: {{ local: \"ganglion/cli-never-runs:latest\" }}\ncommand: [\"true\"]\n\
              gpus: {{ count: 1 }}\nlimits: {{ max_duration_s: 60, max_rate_ntx_per_gpu_hour: {} }}\n\
-             budget_ntx: 500000\ndeadline_ms: {}\n",
+             budget_ntx: 700000\ndeadline_ms: {}\n",
             support::RATE,
             ganglion_p2p::now_ms() + 600_000
         ),

@@ -4,7 +4,6 @@
 
 mod support;
 
-mod abandoned;
 mod audit;
 mod cancel;
 mod cip30;
@@ -15,4 +14,5 @@ mod rematch;
 mod restart;
 mod rpc;
 mod settle;
+mod silent;
 mod terms;

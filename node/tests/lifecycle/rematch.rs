@@ -51,7 +51,7 @@ async fn a_refusing_provider_is_rematched_away() {
         x.reason
     );
     let view = orch.indexer.job(&job, 0).expect("q").expect("known").value;
-    assert_eq!(view.status, JobStatus::Settled);
+    assert_eq!(view.status, JobStatus::Claimed);
     let mut assigned: Vec<_> = view.assignments.iter().map(|a| a.provider).collect();
     assigned.sort();
     let mut want = vec![pb.key_hash, pc.key_hash];

@@ -1,7 +1,8 @@
 //! Restarts mid-lifecycle: the orchestrator's engine right after submitting the lock and again
 //! once assigned, a provider's engine while its container runs. Each restart drops the engine
 //! and its job store and reopens the store from disk. Afterwards the job settled with exactly
-//! one lock, one assign and one settle on chain, and the provider dispatched exactly once.
+//! one lock, one assign and one claim per provider on chain, and the provider dispatched
+//! exactly once.
 //! The provider's stop drains its engine's tracked tasks: the run's supervision ends at once
 //! (long before the container would exit) and the restarted engine's recovery adopts it.
 
@@ -61,14 +62,18 @@ async fn restarts_neither_double_submit_nor_double_dispatch() {
     .await;
     assert_eq!(
         r.intents.iter().map(|i| i.kind).collect::<Vec<_>>(),
-        [TxKind::Lock, TxKind::Assign, TxKind::Settle],
+        [TxKind::Lock, TxKind::Assign],
         "one transaction of each kind, whatever the restarts"
     );
     let view = orch.indexer.job(&job, 0).expect("q").expect("known").value;
     let count = |f: fn(&Event) -> bool| view.history.iter().filter(|r| f(&r.event)).count();
     assert_eq!(count(|e| matches!(e, Event::JobLocked { .. })), 1);
     assert_eq!(count(|e| matches!(e, Event::JobAssigned { .. })), 1);
-    assert_eq!(count(|e| matches!(e, Event::JobSettled { .. })), 1);
+    assert_eq!(
+        count(|e| matches!(e, Event::JobClaimed { .. })),
+        2,
+        "one claim per provider"
+    );
     assert_eq!(
         orch.indexer
             .jobs_by_orchestrator(&orch.key_hash)

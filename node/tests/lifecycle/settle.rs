@@ -1,9 +1,12 @@
-//! A job across two providers reaches `Settled`; each provider is paid exactly
-//! `pay_for(gpu_seconds, rate)` NTX (the escrow rule, `build::pay_for`) and the orchestrator
-//! gets the rest back; `audit verify` passes every check (and `crate::audit` tampers).
+//! A job across two providers reaches `Settled` (escrow v2): while it runs the orchestrator
+//! acknowledges each provider's work with receipts; each provider claims its own pay, exactly
+//! `pay_for(gpu_ms, rate)` NTX (the escrow rule, `rules::pay_for`) for the GPU-ms its executor
+//! measured, and the last claim refunds the rest to the orchestrator; `audit verify` passes
+//! every check (and `crate::audit` tampers).
 
-use ganglion_contracts::build::pay_for;
+use ganglion_contracts::v2::rules::pay_for;
 use ganglion_indexer::JobStatus;
+use ganglion_indexer::event::ClaimOutcome;
 use ganglion_indexer::event::Event;
 use ganglion_node::job::state::{OrchestratorState, ProviderState};
 use ganglion_node::job::store::TxKind;
@@ -50,15 +53,14 @@ async fn a_job_across_two_providers_settles_and_pays_by_the_escrow_rule() {
             OrchestratorState::Matching,
             OrchestratorState::Assigning,
             OrchestratorState::Assigned,
-            OrchestratorState::Settling,
             OrchestratorState::Settled
         ]
     );
     let kinds: Vec<_> = record.intents.iter().map(|i| i.kind).collect();
     assert_eq!(
         kinds,
-        [TxKind::Lock, TxKind::Assign, TxKind::Settle],
-        "one transaction each"
+        [TxKind::Lock, TxKind::Assign],
+        "one transaction each; the providers claim their pay themselves"
     );
 
     // The chain's account of it.
@@ -68,22 +70,35 @@ async fn a_job_across_two_providers_settles_and_pays_by_the_escrow_rule() {
         .expect("indexer")
         .expect("job indexed")
         .value;
-    assert_eq!(view.status, JobStatus::Settled);
+    assert_eq!(view.status, JobStatus::Claimed);
     assert_eq!(view.assignments.len(), 2);
-    let settled = view
+    let started_at = view.started_at_ms().expect("assigned");
+    let claims: Vec<_> = view
         .history
         .iter()
-        .find_map(|r| match &r.event {
-            Event::JobSettled {
-                attestations,
-                payments,
-                refund,
+        .filter_map(|r| match &r.event {
+            Event::JobClaimed {
+                index,
+                provider,
+                gpu_ms,
+                paid,
+                receipt,
+                attestation,
+                outcome,
                 ..
-            } => Some((attestations.clone(), payments.clone(), *refund)),
+            } => Some((
+                *index,
+                *provider,
+                *gpu_ms,
+                *paid,
+                receipt.clone(),
+                attestation.clone(),
+                *outcome,
+            )),
             _ => None,
         })
-        .expect("settle event");
-    let (attestations, payments, refund) = settled;
+        .collect();
+    assert_eq!(claims.len(), 2, "one claim per provider");
     let mut paid_total = 0;
     for (node, before) in [(&pa, before[0]), (&pb, before[1])] {
         let i = view
@@ -91,12 +106,14 @@ async fn a_job_across_two_providers_settles_and_pays_by_the_escrow_rule() {
             .iter()
             .position(|x| x.provider == node.key_hash)
             .expect("both providers assigned");
-        let att = attestations
+        let (_, provider, gpu_ms, paid, receipt, att, _) = claims
             .iter()
-            .find(|x| x.provider_index == i as u64)
-            .expect("attested");
-        // The attested GPU-seconds are the executor's measurement (engine StartedAt →
-        // FinishedAt) in milliseconds, to the nearest whole second (the escrow's unit).
+            .find(|c| c.0 == i as u64)
+            .cloned()
+            .expect("claimed");
+        assert_eq!(provider, node.key_hash, "each provider claimed its own pay");
+        // The attested GPU-ms are the executor's measurement (engine StartedAt → FinishedAt),
+        // to the millisecond: no rounding before the escrow's own floor.
         let table = node
             .executor
             .as_ref()
@@ -107,30 +124,27 @@ async fn a_job_across_two_providers_settles_and_pays_by_the_escrow_rule() {
         assert_eq!(table.len(), 1, "one executor job on this provider");
         let report = table[0].report.as_ref().expect("finished");
         assert_eq!(
-            att.gpu_seconds,
-            ganglion_node::job::provider::attested_gpu_seconds(report.billable_gpu_ms())
-        );
-        assert!(
-            att.gpu_seconds.abs_diff(report.billable_gpu_ms() / 1000) <= 1,
-            "within a second of the measurement: {report:?}"
+            gpu_ms,
+            report.billable_gpu_ms(),
+            "the measured GPU-ms, not rounded"
         );
         assert!(
             report.billable_gpu_seconds() >= 1.9,
             "the probe slept 2 s on one GPU: {report:?}"
         );
+        // The claim carried the orchestrator's receipt: a heartbeat was acknowledged while
+        // the ranks ran, after the assign.
+        let receipt = receipt.expect("a receipt was given while the ranks ran");
+        assert!(receipt.acknowledged_until_ms >= started_at, "{receipt:?}");
         assert_eq!(att.exit_code, 0);
         assert!(
             !att.result.is_empty() && !att.logs.is_empty(),
             "CIDs attested"
         );
-        let due = pay_for(att.gpu_seconds, view.assignments[i].rate);
+        let due = pay_for(gpu_ms, view.assignments[i].rate);
         assert!(due > 0);
-        assert!(
-            payments
-                .iter()
-                .any(|p| p.to == node.key_hash && p.ntx == due)
-        );
-        // Wait for the provider's own record too: it saw its payment on chain.
+        assert_eq!(paid, due, "paid by the escrow rule");
+        // Wait for the provider's own record too: it saw its claim on chain.
         let r = wait_for("the provider to see its payment", || async {
             let r = node.engine.provider_record(&job).expect("store")?;
             (r.state == ProviderState::Paid).then_some(r)
@@ -144,11 +158,16 @@ async fn a_job_across_two_providers_settles_and_pays_by_the_escrow_rule() {
                 ProviderState::Preparing,
                 ProviderState::Running,
                 ProviderState::Finished,
-                ProviderState::Attested,
+                ProviderState::Claiming,
                 ProviderState::Paid
             ]
         );
         assert!(r.dispatch.is_some(), "dispatch intent written");
+        assert_eq!(
+            r.intents.iter().map(|i| i.kind).collect::<Vec<_>>(),
+            [TxKind::Claim],
+            "the provider submitted its own claim, once"
+        );
         assert_eq!(
             chain.ntx_of(&node.key_hash),
             before + due,
@@ -156,7 +175,15 @@ async fn a_job_across_two_providers_settles_and_pays_by_the_escrow_rule() {
         );
         paid_total += due;
     }
-    assert_eq!(refund, 1_000_000 - paid_total);
+    let refund = claims
+        .iter()
+        .find_map(|c| match c.6 {
+            ClaimOutcome::Closed { refund } => Some(refund),
+            ClaimOutcome::Continues { .. } => None,
+        })
+        .expect("the last claim closed the escrow");
+    let budget = view.budget;
+    assert_eq!(refund, budget - paid_total);
     assert_eq!(chain.ntx_of(&orch.key_hash), before[2] - paid_total);
 
     // `audit verify` re-derives all of it from chain and IPFS only (crate::audit).

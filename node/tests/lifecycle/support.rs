@@ -9,12 +9,14 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use ed25519_dalek::SigningKey;
-use ganglion_contracts::blueprint::{Blueprint, key_address, key_hash};
-use ganglion_contracts::build::{self, BondRequest, Deployment};
+use ganglion_contracts::blueprint::{key_address, key_hash};
 use ganglion_contracts::env::Env;
-use ganglion_contracts::params::{AssetClass, KeyHash, Params};
+use ganglion_contracts::params::{AssetClass, KeyHash};
 use ganglion_contracts::protocol::ProtocolParams;
 use ganglion_contracts::tx::{TxoRef, Utxo};
+use ganglion_contracts::v2::build::{self, BondRequest, Deployment};
+use ganglion_contracts::v2::params::Params;
+use ganglion_contracts::v2::payout::Payout;
 use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
 use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, DockerEngine};
 use ganglion_dispatch::executor::plan::GpuAttachment;
@@ -50,6 +52,10 @@ pub(crate) const WAIT: Duration = Duration::from_secs(120);
 pub(crate) const RATE: u64 = 3_600_000;
 /// NTX each provider bonds (the deployment's minimum is 1 000 000 per GPU).
 pub(crate) const STAKE: u64 = 5_000_000;
+/// NTX base units a bond holds per GPU it backs (the deployment's minimum).
+pub(crate) const MIN_BOND_PER_GPU: u64 = 1_000_000;
+/// The deployment's claim window, ms: an expire comes this long after a deadline.
+pub(crate) const CLAIM_WINDOW_MS: u64 = 5_000;
 
 pub(crate) type Exec = DockerExecutor<SledBlockstore>;
 
@@ -83,6 +89,14 @@ pub(crate) fn hash_of(key: &SigningKey) -> KeyHash {
     key_hash(&key.verifying_key().to_bytes())
 }
 
+/// The receipt key of the node paying with `payment` (stable across its engine's restarts,
+/// as the daemon's `keys/receipt.key` is).
+pub(crate) fn receipt_key_of(payment: &SigningKey) -> SigningKey {
+    let mut material = b"ganglion-test-receipt-key".to_vec();
+    material.extend_from_slice(&payment.to_bytes());
+    SigningKey::from_bytes(&pallas_crypto::hash::Hasher::<256>::hash(&material))
+}
+
 /// The probe image's tag (built from scripts/images/probe/probe.c when absent).
 pub(crate) fn probe_image() -> String {
     static TAG: OnceLock<String> = OnceLock::new();
@@ -100,9 +114,9 @@ pub(crate) struct Chain {
     pub env: Env,
     pub deployment: Deployment,
     pub watch: Watch,
-    /// The providers' `EngineConfig::settle_grace_ms` (default 10 min: the orchestrator
-    /// settles; the test of a vanished orchestrator lowers it).
-    pub settle_grace_ms: u64,
+    /// Every engine's `EngineConfig::receipt_interval_ms` (the orchestrator's locks ask for
+    /// it; default 3 s, so that a silent orchestrator is noticed within seconds).
+    pub receipt_interval_ms: u64,
 }
 
 impl Chain {
@@ -136,13 +150,15 @@ impl Chain {
                 policy: *genesis.ntx_policy_id().expect("policy"),
                 name: genesis.ntx_asset_name().expect("name"),
             },
-            min_bond_per_gpu: 1_000_000,
+            min_bond_per_gpu: MIN_BOND_PER_GPU,
             // Short, so that a test can unbond and withdraw within seconds.
             unbonding_delay_ms: 5_000,
-            slash_bps: 1_000,
+            // Short, so that a test sees an expire (and its slashes) within seconds of the
+            // deadline.
+            claim_window_ms: CLAIM_WINDOW_MS,
         };
-        let script = Blueprint::committed()
-            .and_then(|b| b.apply(&params))
+        let script = ganglion_contracts::v2::blueprint()
+            .and_then(|b| b.apply_data(params.to_plutus_data()))
             .expect("script");
         // Deployed by key 3, which no node uses.
         let draft = build::deploy(&env, &script).expect("deploy draft");
@@ -161,8 +177,8 @@ impl Chain {
                     output: ganglion_contracts::tx::Output::new(vec![], Default::default()),
                 },
             },
-            watch: Watch::v1(script.hash, params),
-            settle_grace_ms: 600_000,
+            watch: Watch::v2(script.hash, params).with_slot_config(env.slot_config),
+            receipt_interval_ms: 3_000,
         };
         let deployer = chain.access(dev_key(3));
         let tx = deployer
@@ -245,6 +261,7 @@ impl Chain {
                 provider: hash_of(payment),
                 attest_key: attest.verifying_key().to_bytes(),
                 peer_id: peer.to_bytes(),
+                payout: Payout::enterprise(hash_of(payment)),
                 gpus,
                 stake: STAKE,
             },
@@ -417,6 +434,7 @@ impl<E: ganglion_dispatch::executor::Executor + 'static> Stopped<E> {
                 chain: chain.access(self.payment.clone()),
                 blockstore: self.blocks.clone() as Arc<dyn Blockstore>,
                 provider: self.side.as_ref().map(SideParts::side),
+                receipt_key: receipt_key_of(&self.payment),
             },
             engine_config(chain),
         )
@@ -448,7 +466,7 @@ pub(crate) fn engine_config(chain: &Chain) -> EngineConfig {
         // Short validity windows, so that a job may have a deadline 20 s out (the lock's
         // validity must end before it); the devnet forges within a slot.
         validity_slots: 10,
-        settle_grace_ms: chain.settle_grace_ms,
+        receipt_interval_ms: chain.receipt_interval_ms,
         ..EngineConfig::default()
     }
 }
@@ -570,6 +588,7 @@ pub(crate) async fn orchestrator(chain: &Chain, seed: u32, dir: &Path) -> Node<N
             chain: chain.access(payment.clone()),
             blockstore: c.blocks.clone() as Arc<dyn Blockstore>,
             provider: None,
+            receipt_key: receipt_key_of(&payment),
         },
         engine_config(chain),
     )
@@ -667,6 +686,7 @@ pub(crate) async fn provider_with(
             reservation_ttl_ms: 60_000,
             max_deadline_ahead_ms: 3_600_000,
             max_concurrent_jobs: 4,
+            max_receipt_interval_ms: 60_000,
         },
     };
     let engine = Engine::start(
@@ -678,6 +698,7 @@ pub(crate) async fn provider_with(
             chain: chain.access(id.payment.clone()),
             blockstore: c.blocks.clone() as Arc<dyn Blockstore>,
             provider: Some(parts.side()),
+            receipt_key: receipt_key_of(&id.payment),
         },
         engine_config(chain),
     )
@@ -724,7 +745,9 @@ pub(crate) fn probe_spec(sleep_s: u32, deadline_in_ms: u64) -> Ensemble {
         "gpus": { "count": 2 },
         "placement": { "min_gpus_per_node": 1, "max_gpus_per_node": 1, "max_nodes": 2 },
         "limits": { "max_duration_s": max_duration_s, "max_rate_ntx_per_gpu_hour": RATE },
-        "budget_ntx": 1_000_000,
+        // The escrow pays every assignment until the deadline (G6): two GPUs at RATE (one
+        // base unit per GPU-ms) for the whole window, and a little more.
+        "budget_ntx": 2 * deadline_in_ms + 10_000,
         "deadline_ms": p2p::now_ms() + deadline_in_ms,
     });
     Ensemble::from_json_str(&json.to_string()).expect("spec parses")

@@ -1,6 +1,7 @@
 //! Terms no run can meet are refused before anything is locked or started:
-//! a budget of 1 base unit for the probe's two GPUs, and a 200 s run with the deadline 150 s
-//! ahead. Nothing reaches the chain: the orchestrator's NTX and ADA are untouched and its job
+//! a budget of 1 base unit for the probe's two GPUs, a budget that pays the longest run but not
+//! every GPU until the deadline (the escrow v2 assign would refuse it, G6), and a 200 s run
+//! with the deadline 150 s ahead. Nothing reaches the chain: the orchestrator's NTX and ADA are untouched and its job
 //! store is empty.
 
 use ganglion_node::job::EngineError;
@@ -29,7 +30,32 @@ async fn impossible_terms_are_refused_before_the_lock() {
             assert_eq!(*max_rate, RATE);
             assert_eq!(
                 *needed,
-                ganglion_contracts::build::pay_for(2 * max_duration_s, RATE)
+                ganglion_node::job::terms::window_cost(2, RATE, *max_duration_s)
+            );
+        }
+        other => panic!("{other}"),
+    }
+
+    // 2 GPUs × 120 s cost 240 000; until the deadline 10 minutes out, 1 200 000.
+    let mut short = support::probe_spec(1, 600_000);
+    short.budget_ntx = 300_000;
+    let err = orch
+        .engine
+        .submit(&short)
+        .await
+        .expect_err("window refused");
+    match &err {
+        EngineError::Terms(TermsError::BudgetBelowDeadlineWindow {
+            budget: 300_000,
+            gpus: 2,
+            window_ms,
+            needed,
+            ..
+        }) => {
+            assert!(*window_ms <= 600_000 && *window_ms > 590_000, "{window_ms}");
+            assert_eq!(
+                *needed,
+                ganglion_node::job::terms::deadline_window_cost([(2, RATE)], *window_ms, 0)
             );
         }
         other => panic!("{other}"),
@@ -37,6 +63,7 @@ async fn impossible_terms_are_refused_before_the_lock() {
 
     let mut late = support::probe_spec(200, 150_000);
     late.limits.max_duration_s = 200;
+    late.budget_ntx = 1_000_000;
     let err = orch
         .engine
         .submit(&late)

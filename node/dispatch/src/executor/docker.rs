@@ -82,6 +82,9 @@ pub struct DockerExecutor<S, N = DockerBridge> {
     /// Jobs supervised by a task of this process right now: `recover` leaves them alone, so a
     /// job is never supervised twice (jobs themselves run concurrently).
     active: Arc<std::sync::Mutex<HashSet<RunId>>>,
+    /// Jobs the node stopped ([`Executor::stop`]), and why: their supervisor records the end
+    /// as [`FailureReason::Stopped`].
+    stops: Arc<std::sync::Mutex<HashMap<RunId, String>>>,
 }
 
 impl<S: Blockstore + 'static> DockerExecutor<S, DockerBridge> {
@@ -120,6 +123,7 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
             table,
             config,
             active: Arc::default(),
+            stops: Arc::default(),
         })
     }
 
@@ -392,11 +396,15 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
                     None => break,
                     Some((_, Ok(0))) => {}
                     Some((rank, Ok(code))) => {
-                        if failure.is_none() {
+                        let stopped = self.stops.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&plan.job).cloned();
+                        if failure.is_none() && stopped.is_none() {
                             tracing::info!(job = %plan.job, rank, code, "rank failed; stopping the job");
                             self.kill_all(&record).await;
                         }
-                        failure.get_or_insert(FailureReason::NonZeroExit { node_rank: rank, exit_code: code });
+                        failure.get_or_insert(match stopped {
+                            Some(why) => FailureReason::Stopped { why },
+                            None => FailureReason::NonZeroExit { node_rank: rank, exit_code: code },
+                        });
                     }
                     Some((_, Err(e))) => {
                         failure = Some(engine_failure("wait container", e));
@@ -776,6 +784,22 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> Executor for DockerExecutor<S, 
 
     fn record(&self, job: &RunId) -> Result<Option<JobRecord>, ExecError> {
         self.table.get(job)
+    }
+
+    async fn stop(&self, job: &RunId, why: &str) -> Result<(), ExecError> {
+        let Some(record) = self.table.get(job)? else {
+            return Ok(());
+        };
+        if record.phase != Phase::Running {
+            return Ok(());
+        }
+        self.stops
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(job.clone(), why.to_string());
+        tracing::info!(%job, %why, "stopping the job's containers");
+        self.kill_all(&record).await;
+        Ok(())
     }
 }
 

@@ -92,6 +92,12 @@ pub enum FailureReason {
         /// The container's node rank.
         node_rank: u32,
     },
+    /// The node stopped the job before its end (its orchestrator went silent, or the
+    /// escrow's deadline came: DESIGN §3.1 G2, G3); the GPU time up to the stop is billable.
+    Stopped {
+        /// Why, as the node gave it.
+        why: String,
+    },
     /// The job ran past its wall-clock limit and was killed.
     WallClockExceeded {
         /// The limit, seconds (`limits.max_duration_s`).
@@ -142,6 +148,7 @@ impl FailureReason {
             Self::NonZeroExit { .. }
             | Self::OutOfMemory { .. }
             | Self::WallClockExceeded { .. }
+            | Self::Stopped { .. }
             | Self::OutputsTooLarge { .. } => true,
             Self::ImageUnavailable { .. }
             | Self::EngineUnavailable { .. }
@@ -161,6 +168,7 @@ impl std::fmt::Display for FailureReason {
                 exit_code,
             } => write!(f, "rank {node_rank} exited with code {exit_code}"),
             Self::OutOfMemory { node_rank } => write!(f, "rank {node_rank} was OOM-killed"),
+            Self::Stopped { why } => write!(f, "stopped by the node: {why}; containers killed"),
             Self::WallClockExceeded { limit_s } => {
                 write!(
                     f,

@@ -61,4 +61,12 @@ pub trait Executor: Send + Sync {
     /// # Errors
     /// Job table failures.
     fn record(&self, job: &RunId) -> Result<Option<JobRecord>, ExecError>;
+
+    /// Stops `job`'s running containers now, for `why`: its run ends as
+    /// [`FailureReason::Stopped`] (a workload outcome: the GPU time up to the stop is billable),
+    /// with outputs and logs collected as for any end. A job not running is left as it is.
+    ///
+    /// # Errors
+    /// Engine failures listing or killing the containers.
+    fn stop(&self, job: &RunId, why: &str) -> impl Future<Output = Result<(), ExecError>> + Send;
 }

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use cid::Cid;
 use ganglion_contracts::datum::JobId;
-use ganglion_contracts::redeemer::Attestation;
 use ganglion_indexer::event::Event;
 use ganglion_indexer::store::Kv;
 use ganglion_indexer::{Indexer, JobView};
@@ -47,29 +46,64 @@ pub enum ArtifactsError {
     },
 }
 
-/// The attestations of the job's settle or expire, with each provider's key hash (hex).
+/// What one provider attested: its assignment index and the CIDs of its outputs and logs.
+#[derive(Debug, Clone)]
+struct Attestation {
+    provider_index: u64,
+    result: Vec<u8>,
+    logs: Vec<u8>,
+}
+
+/// The attestations of the job: each provider's claim (escrow v2), or those of a v1 settle
+/// or expire; with each provider's key hash (hex).
 fn attested(view: &JobView) -> Result<Vec<(String, Attestation)>, ArtifactsError> {
-    let list = view.history.iter().rev().find_map(|r| match &r.event {
-        Event::JobSettled { attestations, .. } | Event::JobExpired { attestations, .. } => {
-            Some(attestations)
-        }
-        _ => None,
-    });
-    let Some(list) = list else {
+    let mut list: Vec<Attestation> = view
+        .history
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::JobClaimed {
+                index, attestation, ..
+            } => Some(Attestation {
+                provider_index: *index,
+                result: attestation.result.clone(),
+                logs: attestation.logs.clone(),
+            }),
+            _ => None,
+        })
+        .collect();
+    if list.is_empty()
+        && let Some(v1) = view.history.iter().rev().find_map(|r| match &r.event {
+            Event::JobSettled { attestations, .. } | Event::JobExpired { attestations, .. } => {
+                Some(attestations)
+            }
+            _ => None,
+        })
+    {
+        list = v1
+            .iter()
+            .map(|a| Attestation {
+                provider_index: a.provider_index,
+                result: a.result.clone(),
+                logs: a.logs.clone(),
+            })
+            .collect();
+    }
+    if list.is_empty() {
         return Err(ArtifactsError::NotAttested {
             job: view.job_id,
             status: format!("{:?}", view.status).to_lowercase(),
         });
-    };
+    }
+    list.sort_by_key(|a| a.provider_index);
     Ok(list
-        .iter()
+        .into_iter()
         .map(|a| {
             let provider = usize::try_from(a.provider_index)
                 .ok()
                 .and_then(|i| view.assignments.get(i))
                 .map(|x| hex::encode(x.provider))
                 .unwrap_or_default();
-            (provider, a.clone())
+            (provider, a)
         })
         .collect())
 }

@@ -4,10 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cid::Cid;
-use ganglion_contracts::datum::{GanglionDatum, JobId};
+use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
 use ganglion_indexer::event::Event;
-use ganglion_indexer::extract::Datum;
 use ganglion_indexer::store::Kv;
 use ganglion_indexer::{Indexer, JobView};
 use ganglion_storage::blockstore::Blockstore;
@@ -73,7 +72,7 @@ fn bonded_keys<S: Kv>(
         }
     }
     for t in indexer.live_utxos()? {
-        if let Datum::V1(GanglionDatum::Bond(b)) = t.datum
+        if let Some(b) = t.datum.bond()
             && providers.contains(&b.provider)
         {
             keys.entry(b.provider).or_default().insert(b.attest_key);

@@ -2,11 +2,9 @@
 //! ([`ganglion_rpc::audit`]).
 
 use cid::Cid;
-use ganglion_contracts::datum::GanglionDatum;
 use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::tx::TxoRef;
 use ganglion_indexer::event::Event;
-use ganglion_indexer::extract::Datum;
 use ganglion_indexer::query::Confirmed;
 use ganglion_indexer::store::Kv;
 use ganglion_indexer::{Indexer, JobStatus, JobView};
@@ -111,7 +109,7 @@ pub fn job(c: &Confirmed<JobView>) -> AuditJob {
                         a.attestation = Some(AuditAttestation {
                             result: cid_text(&att.result),
                             logs: cid_text(&att.logs),
-                            gpu_seconds: att.gpu_seconds,
+                            gpu_ms: att.gpu_seconds.saturating_mul(1000),
                             exit_code: att.exit_code,
                         });
                         a.paid = payments.get(k).map(|p| p.ntx.into());
@@ -122,6 +120,31 @@ pub fn job(c: &Confirmed<JobView>) -> AuditJob {
                 } else {
                     "expire"
                 }
+            }
+            Event::JobClaimed {
+                index,
+                paid,
+                gpu_ms,
+                attestation,
+                outcome,
+                ..
+            } => {
+                if let Some(a) = usize::try_from(*index)
+                    .ok()
+                    .and_then(|i| out.assignments.get_mut(i))
+                {
+                    a.attestation = Some(AuditAttestation {
+                        result: cid_text(&attestation.result),
+                        logs: cid_text(&attestation.logs),
+                        gpu_ms: *gpu_ms,
+                        exit_code: attestation.exit_code,
+                    });
+                    a.paid = Some((*paid).into());
+                }
+                if let ganglion_indexer::event::ClaimOutcome::Closed { refund } = outcome {
+                    out.refund = Some((*refund).into());
+                }
+                "claim"
             }
             Event::JobCancelled { refund, .. } => {
                 out.refund = Some((*refund).into());
@@ -151,7 +174,7 @@ pub fn bonds_of<S: Kv>(
     let active = indexer.active_bonds()?;
     let mut out = Vec::new();
     for t in indexer.live_utxos()? {
-        if let Datum::V1(GanglionDatum::Bond(b)) = &t.datum
+        if let Some(b) = t.datum.bond()
             && b.provider == *provider
         {
             let free = active
@@ -190,7 +213,7 @@ pub fn provider_key<S: Kv>(indexer: &Indexer<S>, key: &str) -> Result<KeyHash, A
     })?;
     let bytes = peer.to_bytes();
     for t in indexer.live_utxos()? {
-        if let Datum::V1(GanglionDatum::Bond(b)) = t.datum
+        if let Some(b) = t.datum.bond()
             && b.peer_id == bytes
         {
             return Ok(b.provider);

@@ -77,8 +77,8 @@ pub enum TxKind {
     Lock,
     /// Escrow assign.
     Assign,
-    /// Escrow settle.
-    Settle,
+    /// A provider's claim of its own pay (escrow v2 `Claim`).
+    Claim,
     /// Escrow cancel.
     Cancel,
     /// Escrow expire (with slashes).
@@ -485,7 +485,7 @@ mod tests {
         assert_eq!(r.history[1].slot, Some(5));
         assert_eq!(r.intents.len(), 1, "one intent per transaction");
         assert_eq!(r.intent(TxKind::Lock), Some(&intent(TxKind::Lock, 1)));
-        assert_eq!(r.intent(TxKind::Settle), None);
+        assert_eq!(r.intent(TxKind::Claim), None);
         assert_eq!(r.detail, vec![1]);
         assert_eq!(
             s.get::<P>(&job).expect("get").expect("known").state,

@@ -211,6 +211,9 @@ async fn p2p_heartbeats_are_rate_limited_at_once_while_the_engine_channel_is_ful
         gpus: 1,
         rate: 1,
         deadline_ms: u64::MAX,
+        spec: vec![],
+        accept_by_ms: u64::MAX,
+        receipt_interval_ms: 10_000,
     };
     let attest = AttestMessage {
         job_id: JOB,

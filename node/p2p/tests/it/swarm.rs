@@ -336,12 +336,14 @@ fn harness_clock() -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p2p_acceptance_round_trip_is_accepted_by_the_escrow_validator() {
-    use ganglion_contracts::build;
-    use ganglion_contracts::test_utils::harness::{Harness, NTX, assert_script_fails};
+    use ganglion_contracts::test_utils::harness::{NTX, assert_script_fails};
+    use ganglion_contracts::test_utils::harness_v2::Harness;
+    use ganglion_contracts::v2::build;
 
     let mut h = Harness::new(1);
-    h.post_bonds();
-    let (job, _) = h.lock(10 * NTX, 3600);
+    // Room for both jobs of the test.
+    h.post_bonds_for(2);
+    let (mut job, _) = h.lock(10 * NTX, 3600);
     let mut req = h.assign_request(&job);
     let a = req.assignments[0].clone();
 
@@ -367,11 +369,14 @@ async fn p2p_acceptance_round_trip_is_accepted_by_the_escrow_validator() {
         }) = inbound.recv().await
         {
             let answer = if request.job_id == first {
-                let msg = ganglion_contracts::signed::Acceptance {
+                let msg = ganglion_contracts::v2::signed::Acceptance {
                     job_id: request.job_id,
+                    spec: request.spec.clone(),
                     gpus: request.gpus,
                     rate: request.rate,
                     deadline_ms: request.deadline_ms,
+                    accept_by_ms: request.accept_by_ms,
+                    receipt_interval_ms: request.receipt_interval_ms,
                 }
                 .signed_bytes();
                 AcceptResponse::Accepted {
@@ -394,6 +399,9 @@ async fn p2p_acceptance_round_trip_is_accepted_by_the_escrow_validator() {
         gpus: a.gpus,
         rate: a.rate,
         deadline_ms: job.deadline_ms,
+        spec: job.spec.clone(),
+        accept_by_ms: a.accept_by_ms,
+        receipt_interval_ms: job.receipt_interval_ms,
     };
     let resp = orch
         .client
@@ -422,9 +430,7 @@ async fn p2p_acceptance_round_trip_is_accepted_by_the_escrow_validator() {
 
     // The signature from the wire goes into the assign tx; the validator accepts it.
     req.acceptances[0] = signature.clone();
-    let draft = build::assign(&h.dep, h.env(), &req).expect("assign draft");
-    let orch_party = h.orch.clone();
-    h.run(draft, &orch_party, &[])
+    h.assign_with(&mut job, &req)
         .expect("escrow validator accepts the p2p acceptance");
 
     // And one flipped bit makes it fail.
@@ -528,6 +534,9 @@ async fn p2p_requests_nobody_takes_are_refused_at_once_not_timed_out() {
         gpus: 1,
         rate: 1,
         deadline_ms: u64::MAX,
+        spec: vec![],
+        accept_by_ms: u64::MAX,
+        receipt_interval_ms: 10_000,
     };
     let started = std::time::Instant::now();
     assert_eq!(
@@ -628,6 +637,9 @@ async fn p2p_a_request_flood_is_rate_limited_and_the_node_keeps_serving() {
         gpus: 1,
         rate: 1,
         deadline_ms: u64::MAX,
+        spec: vec![],
+        accept_by_ms: u64::MAX,
+        receipt_interval_ms: 10_000,
     };
     let answers = futures::future::join_all(
         (0..40).map(|_| flooder.client.accept(target.id.peer, ask.clone())),
