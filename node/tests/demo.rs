@@ -322,3 +322,45 @@ fn the_devnet_demo_silent_orchestrator_stops_the_providers_and_pays_what_was_ack
     assert!(stderr.contains("orchestrator killed (SIGKILL)"), "{stderr}");
     fees_within_target(&s);
 }
+
+#[test]
+fn the_devnet_demo_cheating_provider_is_refused_by_the_validator_and_slashed() {
+    let (s, stderr) = demo(&[
+        "--workload",
+        "smoke",
+        "--scenario",
+        "cheating-provider",
+        "--network",
+        "loopback",
+    ]);
+    assert_eq!(s["state"], "expired", "{s}");
+    audit_passes(&s);
+    // The cheater's doubled claim never reached the chain: the trail holds the honest
+    // provider's claim only, then the expire.
+    assert_eq!(kinds(&s), ["lock", "assign", "claim", "expire"]);
+    let paid = paid(&s);
+    let cheater = paid
+        .iter()
+        .find(|(name, _, _)| name == "provider-b")
+        .expect("the cheater");
+    assert_eq!(cheater.1, 0, "the cheater is paid nothing: {paid:?}");
+    let honest = paid
+        .iter()
+        .find(|(name, _, _)| name == "provider-a")
+        .expect("the honest provider");
+    assert!(honest.1 > 0, "the honest provider is paid: {paid:?}");
+    // The orchestrator recovers from the cheater's slash at most what it paid (G4).
+    assert_eq!(s["slashed_ntx"], honest.1, "{s}");
+    let checks = s["audit"]["checks"].as_array().expect("checks");
+    assert!(
+        checks.iter().any(
+            |c| c["name"].as_str().is_some_and(|n| n.starts_with("slash[")) && c["pass"] == true
+        ),
+        "the cheater's slash is checked against G4: {checks:?}"
+    );
+    assert!(
+        stderr.contains("provider-b: ") && stderr.contains("Claim failed"),
+        "the cheater's refused claim is shown: {stderr}"
+    );
+    fees_within_target(&s);
+}

@@ -159,6 +159,10 @@ pub struct EngineConfig {
     /// A provider stops its containers after this many receipt intervals without a new
     /// receipt (the orchestrator is silent or gone; DESIGN §3.1 G2; default 3, at least 1).
     pub missed_receipts: u32,
+    /// A cheating provider, for the devnet demo and tests only (default 1: honest): claims
+    /// this many times the GPU-ms it measured, without the receipts' bound, so that the
+    /// validator's claim bound (G1) is seen refusing it.
+    pub overclaim_factor: u64,
     /// A provider that refused for want of free GPUs, or did not answer, is left out of this
     /// job's matching for this long, then considered again (default 10 s): busy is transient.
     /// Other refusals (price, deadline, bond) exclude it for the job's life.
@@ -183,6 +187,7 @@ impl Default for EngineConfig {
             reservation_grace_ms: 60_000,
             receipt_interval_ms: 10_000,
             missed_receipts: 3,
+            overclaim_factor: 1,
             retry_excluded_ms: 10_000,
             offer_every: Duration::from_secs(2),
             offer_ttl_ms: 60_000,

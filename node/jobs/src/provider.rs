@@ -277,6 +277,14 @@ pub(crate) async fn pass<S: Kv + 'static, E: Executor + 'static>(ctx: &Arc<Ctx<S
         let job = r.job_id;
         if let Err(e) = step(ctx, r).await {
             tracing::warn!(job = %job, error = %e, "provider step");
+            // For status displays (`job_status`'s `last_error`).
+            let why = e.to_string();
+            if let Ok(Some(mut rec)) = ctx.store.get::<ProviderRole>(&job)
+                && rec.detail.error.as_deref() != Some(why.as_str())
+            {
+                rec.detail.error = Some(why);
+                let _ = ctx.store.set_detail::<ProviderRole>(&job, rec.detail);
+            }
         }
     }
 }
@@ -439,7 +447,14 @@ async fn claim<S: Kv, E: Executor>(
     }
     let lower_bound_ms = ctx.chain.slot_start_ms(from_slot);
     let held = ctx.store.receipt(&job)?;
-    let gpu_ms = super::receipts::claimable_gpu_ms(&terms, held.as_ref(), f.gpu_ms, lower_bound_ms);
+    let gpu_ms = match ctx.config.overclaim_factor {
+        0 | 1 => super::receipts::claimable_gpu_ms(&terms, held.as_ref(), f.gpu_ms, lower_bound_ms),
+        factor => {
+            tracing::warn!(job = %job, measured = f.gpu_ms, factor,
+                "overclaiming (a cheating provider, devnet demo): the validator will refuse it");
+            f.gpu_ms.saturating_mul(factor)
+        }
+    };
     if gpu_ms < f.gpu_ms {
         tracing::info!(job = %job, measured = f.gpu_ms, claimed = gpu_ms,
             "claiming what the receipts and the elapsed time allow");

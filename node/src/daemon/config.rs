@@ -98,6 +98,10 @@ pub struct EngineSection {
     pub validity_slots: Option<u64>,
     /// The receipt interval this node's locks ask for, ms (escrow v2; default 10 000).
     pub receipt_interval_ms: Option<u64>,
+    /// Devnet only, for `ganglion devnet demo --scenario cheating-provider`: this provider
+    /// claims this many times the GPU-ms it measured, past the receipts' bound (a cheating
+    /// provider; the validator refuses its claim). Ignored, with a warning, on other networks.
+    pub overclaim_factor: Option<u64>,
     /// Receipt intervals without a new receipt after which a provider stops its containers
     /// (default 3).
     pub missed_receipts: Option<u32>,

@@ -10,6 +10,7 @@
 //! let reference = deploy_validator(n2c, &params, PaymentKey::devnet(3).signing_key()).await?;
 //! let orch = DevnetNode { data_dir, n2c, payment_seed: 0, deployment: params.clone(),
 //!     reference, bootstrap: vec![], provider: None, receipt_interval_ms: None,
+//!     overclaim_factor: None,
 //!     net: Default::default() };
 //! let mut child = spawn(&ganglion_exe, &orch.write()?, &log)?;
 //! let info = wait_started(&mut child, &orch.data_dir, Duration::from_secs(60))?;
@@ -148,6 +149,8 @@ pub struct DevnetNode {
     pub provider: Option<DevnetProvider>,
     /// `[engine] receipt_interval_ms` (None = the engine's default).
     pub receipt_interval_ms: Option<u64>,
+    /// `[engine] overclaim_factor`: a cheating provider (devnet demo; None = honest).
+    pub overclaim_factor: Option<u64>,
     /// Where it listens and whether it relays.
     pub net: NodeNet,
 }
@@ -213,6 +216,9 @@ impl DevnetNode {
             self.net.relay_server,
             self.net.relay_via_bootstrap,
         );
+        if let Some(f) = self.overclaim_factor {
+            t.push_str(&format!("overclaim_factor = {f}\n"));
+        }
         if let Some(ms) = self.receipt_interval_ms {
             t.push_str(&format!("receipt_interval_ms = {ms}\n"));
         }
@@ -366,6 +372,7 @@ mod tests {
                 bond_gpus: Some(5),
             }),
             receipt_interval_ms: Some(2_500),
+            overclaim_factor: None,
             net: NodeNet {
                 ip: "192.168.31.2".parse().expect("ip"),
                 rpc_port: 7070,
@@ -411,6 +418,7 @@ mod tests {
         let orch = DevnetNode {
             provider: None,
             receipt_interval_ms: None,
+            overclaim_factor: None,
             net: Default::default(),
             ..node
         };

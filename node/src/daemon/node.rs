@@ -159,6 +159,14 @@ fn engine_config(settings: &Settings, preset: &NetworkPreset) -> EngineConfig {
         validity_slots: e.validity_slots.unwrap_or(d.validity_slots),
         receipt_interval_ms: e.receipt_interval_ms.unwrap_or(d.receipt_interval_ms),
         missed_receipts: e.missed_receipts.unwrap_or(d.missed_receipts),
+        overclaim_factor: match e.overclaim_factor {
+            Some(f) if preset.network == Network::Devnet => f,
+            Some(_) => {
+                tracing::warn!("[engine] overclaim_factor is for the devnet demo only: ignored");
+                1
+            }
+            None => d.overclaim_factor,
+        },
         allow_declared_gpus: preset.network == Network::Devnet,
         ..d
     }

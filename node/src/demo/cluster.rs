@@ -21,6 +21,24 @@ use crate::wallet::PaymentKey;
 
 /// Every provider's price, NTX base units per GPU-hour (1000 per GPU-second).
 pub const PRICE: u64 = 3_600_000;
+
+/// How a demo provider behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Behaviour {
+    /// Its price, NTX base units per GPU-hour.
+    pub price: u64,
+    /// `Some(f)`: a cheating provider claiming `f` × the GPU-ms it measured
+    /// (`[engine] overclaim_factor`).
+    pub overclaim_factor: Option<u64>,
+}
+
+impl Behaviour {
+    /// An honest provider at [`PRICE`].
+    pub const HONEST: Self = Self {
+        price: PRICE,
+        overclaim_factor: None,
+    };
+}
 /// Longest wait for a node process to come up (its bond on chain included).
 pub const START: Duration = Duration::from_secs(90);
 
@@ -136,6 +154,7 @@ impl Cluster {
             bootstrap: Vec::new(),
             provider: None,
             receipt_interval_ms: None,
+            overclaim_factor: None,
             net,
         })
     }
@@ -168,7 +187,8 @@ impl Cluster {
         Ok(info)
     }
 
-    /// Starts provider `p`, bootstrapping from the orchestrator; it posts its bond at start.
+    /// Starts provider `p` behaving as `behaviour`, bootstrapping from the orchestrator; it
+    /// posts its bond at start.
     ///
     /// # Errors
     /// [`DemoError::Node`] with the end of its log.
@@ -178,15 +198,17 @@ impl Cluster {
         deployed: &Deployed,
         p: ProviderSpec,
         orchestrator: &NodeInfo,
+        behaviour: Behaviour,
     ) -> Result<NodeInfo, DemoError> {
         let mut node = self.node(handle, deployed, p.name, p.seed)?;
         node.bootstrap = orchestrator.p2p.clone();
         node.provider = Some(DevnetProvider {
             gpus: p.gpus,
-            price_ntx_per_gpu_hour: PRICE,
+            price_ntx_per_gpu_hour: behaviour.price,
             stake_ntx: p.stake,
             bond_gpus: None,
         });
+        node.overclaim_factor = behaviour.overclaim_factor;
         let info = self.start(&node, p.name)?;
         self.providers
             .push((p.name.to_string(), info.clone(), node.data_dir));

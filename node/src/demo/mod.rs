@@ -125,7 +125,20 @@ pub enum Scenario {
     /// intervals and claims what the orchestrator acknowledged plus at most one interval
     /// (DESIGN §3.1 G2); nobody is slashed, the last claim refunds the rest.
     SilentOrchestrator,
+    /// `provider-b` cheats: it claims double the GPU-ms it measured (`[engine]
+    /// overclaim_factor = 2`). Its claim is above what the orchestrator's receipts allow, so
+    /// the validator refuses it (DESIGN §3.1 G1); the honest `provider-a` is paid; after the
+    /// deadline (40 s after the lock) and the claim window the job expires and the cheater,
+    /// with no valid claim, is slashed as a defaulter. (`provider-c` asks more than the job's
+    /// maximum rate here, so the job goes to the two others.)
+    CheatingProvider,
 }
+
+/// The cheating provider of the cheating-provider scenario.
+pub const CHEATER: &str = "provider-b";
+/// Seconds the smoke containers run at least in the cheating-provider scenario: double is
+/// then well past one receipt interval over the work.
+pub const CHEAT_MIN_RUN_S: u32 = 20;
 
 /// The job's deadline in the provider-loss scenario, ms after the submission.
 pub const LOSS_DEADLINE_MS: u64 = 40_000;
@@ -460,8 +473,21 @@ pub async fn run(
         None,
         &mut timeline,
     );
+    let cheating = opts.scenario == Scenario::CheatingProvider;
     for p in cluster::PROVIDERS {
-        let info = cluster.start_provider(&handle, &deployed, p, &orch)?;
+        let behaviour = match p.name {
+            CHEATER if cheating => cluster::Behaviour {
+                overclaim_factor: Some(2),
+                ..cluster::Behaviour::HONEST
+            },
+            // Priced out of the job: it goes to provider-a and the cheater.
+            "provider-c" if cheating => cluster::Behaviour {
+                price: 10 * cluster::PRICE,
+                ..cluster::Behaviour::HONEST
+            },
+            _ => cluster::Behaviour::HONEST,
+        };
+        let info = cluster.start_provider(&handle, &deployed, p, &orch, behaviour)?;
         step(
             format!(
                 "provider {} up with {} declared GPUs; bond posted at {}",
@@ -482,13 +508,17 @@ pub async fn run(
         .collect::<Result<Vec<_>, _>>()?;
     let loss = opts.scenario == Scenario::ProviderLoss;
     let silent = opts.scenario == Scenario::SilentOrchestrator;
-    let deadline_ms = ganglion_p2p::now_ms() + if loss { LOSS_DEADLINE_MS } else { 600_000 };
+    // Both end in an expire (a defaulter), soon after a short deadline.
+    let expires = loss || cheating;
+    let deadline_ms = ganglion_p2p::now_ms() + if expires { LOSS_DEADLINE_MS } else { 600_000 };
     let spec = match opts.workload {
         Workload::Smoke => {
             let run_s = if loss {
                 opts.run_s.max(LOSS_MIN_RUN_S)
             } else if silent {
                 opts.run_s.max(SILENT_MIN_RUN_S)
+            } else if cheating {
+                opts.run_s.max(CHEAT_MIN_RUN_S)
             } else {
                 opts.run_s
             };
@@ -514,14 +544,15 @@ pub async fn run(
         None,
         &mut timeline,
     );
-    let until = Instant::now() + Duration::from_secs(if loss { 180 } else { 300 });
+    let until = Instant::now() + Duration::from_secs(if expires { 240 } else { 300 });
     let mut seen = String::from("locked");
     let mut landed_seen: Vec<String> = Vec::new();
     let mut last: Vec<Option<JobStatus>> = vec![None; cluster::PROVIDERS.len()];
     let mut provider_seen: Vec<String> = vec![String::new(); cluster::PROVIDERS.len()];
     let mut killed: Option<usize> = None;
     let mut killed_peer: Option<String> = None;
-    let want = if loss { "expired" } else { "settled" };
+    let want = if expires { "expired" } else { "settled" };
+    let mut provider_error: Vec<Option<String>> = vec![None; cluster::PROVIDERS.len()];
     let mut orch_killed = false;
     let mut orch_seen: Option<JobStatus> = None;
     let done = loop {
@@ -544,6 +575,18 @@ pub async fn run(
                 if r.state != provider_seen[i] {
                     provider_seen[i] = r.state.clone();
                     step(format!("{}: {}", p.name, r.state), None, &mut timeline);
+                }
+                if r.last_error.is_some() && r.last_error != provider_error[i] {
+                    provider_error[i] = r.last_error.clone();
+                    step(
+                        format!(
+                            "{}: {}",
+                            p.name,
+                            r.last_error.as_deref().unwrap_or_default()
+                        ),
+                        None,
+                        &mut timeline,
+                    );
                 }
                 if loss && killed.is_none() && r.state == "running" {
                     killed_peer = cluster.kill(p.name)?;
@@ -632,7 +675,7 @@ pub async fn run(
             }
         }
         if Instant::now() > until {
-            return Err(DemoError::Timeout(if loss {
+            return Err(DemoError::Timeout(if expires {
                 "the job to expire"
             } else {
                 "the job to settle"
@@ -672,7 +715,7 @@ pub async fn run(
         })
         .collect();
     let paid: u64 = payments.iter().map(|p| p.paid_ntx).sum();
-    let slashed_ntx = loss.then(|| {
+    let slashed_ntx = expires.then(|| {
         let delta = i128::from(orch_after) - i128::from(orch_before);
         u64::try_from(delta + i128::from(paid)).unwrap_or(0)
     });

@@ -74,6 +74,7 @@ fn config(
         bootstrap,
         provider: None,
         receipt_interval_ms: None,
+        overclaim_factor: None,
         net: Default::default(),
     }
 }
