@@ -478,13 +478,6 @@ async fn answer_inbound<S: Kv + 'static, E: Executor + 'static>(
                 let answer = super::accept::on_request(&ctx, peer, &request);
                 ctx.p2p.respond_accept(responder, answer).await
             }
-            // Escrow v2 carries each attestation in its provider's own claim: nothing is
-            // collected over p2p any more.
-            Inbound::Attest { responder, .. } => {
-                ctx.p2p
-                    .respond_attest(responder, p2p::protocols::AttestResponse::UnknownJob)
-                    .await
-            }
             Inbound::Heartbeat {
                 peer,
                 request,

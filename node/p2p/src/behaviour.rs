@@ -14,16 +14,14 @@ use libp2p::swarm::behaviour::toggle::Toggle;
 use libp2p::{autonat, dcutr, gossipsub, identify, kad, ping, relay, request_response};
 
 use super::protocols::{
-    AcceptRequest, AcceptResponse, AttestMessage, AttestResponse, CborCodec, ClusterHello,
-    ClusterResponse, HeartbeatRequest, HeartbeatResponse,
+    AcceptRequest, AcceptResponse, CborCodec, ClusterHello, ClusterResponse, HeartbeatRequest,
+    HeartbeatResponse,
 };
 
 /// `accept` behaviour (orchestrator → provider).
 pub type AcceptBehaviour = request_response::Behaviour<CborCodec<AcceptRequest, AcceptResponse>>;
 /// `cluster` behaviour (between the nodes of a job).
 pub type ClusterBehaviour = request_response::Behaviour<CborCodec<ClusterHello, ClusterResponse>>;
-/// `attest` behaviour (provider → the other peers of a job).
-pub type AttestBehaviour = request_response::Behaviour<CborCodec<AttestMessage, AttestResponse>>;
 /// `heartbeat` behaviour (provider → the job's orchestrator, answered with receipts).
 pub type HeartbeatBehaviour =
     request_response::Behaviour<CborCodec<HeartbeatRequest, HeartbeatResponse>>;
@@ -47,12 +45,10 @@ pub struct Behaviour {
     pub ping: ping::Behaviour,
     /// Signed offers, one topic per network magic.
     pub gossipsub: gossipsub::Behaviour,
-    /// `/ganglion/accept/1`.
+    /// `/ganglion/accept/2`.
     pub accept: AcceptBehaviour,
     /// `/ganglion/cluster/1`.
     pub cluster: ClusterBehaviour,
-    /// `/ganglion/attest/1`.
-    pub attest: AttestBehaviour,
     /// `/ganglion/heartbeat/1`.
     pub heartbeat: HeartbeatBehaviour,
     /// Bitswap (`/ipfs/bitswap/1.2.0`): serves the blockstore, fetches DAGs ([`super::bitswap`]).

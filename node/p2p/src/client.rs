@@ -10,8 +10,8 @@ use super::Error;
 use super::inbound::Responder;
 use super::offers::{BondSnapshot, SignedOffer};
 use super::protocols::{
-    AcceptRequest, AcceptResponse, AttestMessage, AttestResponse, ClusterHello, ClusterResponse,
-    HeartbeatRequest, HeartbeatResponse,
+    AcceptRequest, AcceptResponse, ClusterHello, ClusterResponse, HeartbeatRequest,
+    HeartbeatResponse,
 };
 use super::rtt::Rtt;
 
@@ -40,18 +40,12 @@ pub(crate) enum Command {
     ),
     RegisterCluster(Box<ClusterHello>, Vec<PeerId>, oneshot::Sender<()>),
     ObservedAddrs(oneshot::Sender<Vec<(PeerId, Multiaddr)>>),
-    Attest(
-        PeerId,
-        Box<AttestMessage>,
-        oneshot::Sender<Result<AttestResponse, Error>>,
-    ),
     Heartbeat(
         PeerId,
         Box<HeartbeatRequest>,
         oneshot::Sender<Result<HeartbeatResponse, Error>>,
     ),
     RespondAccept(Responder<AcceptResponse>, AcceptResponse),
-    RespondAttest(Responder<AttestResponse>, Box<AttestResponse>),
     RespondHeartbeat(Responder<HeartbeatResponse>, Box<HeartbeatResponse>),
     RawGossip(Vec<u8>, oneshot::Sender<Result<(), Error>>),
     FindPeer(PeerId, oneshot::Sender<Vec<Multiaddr>>),
@@ -239,25 +233,6 @@ impl Client {
             .await?
     }
 
-    /// Sends a signed attestation to one peer.
-    ///
-    /// # Errors
-    /// [`Error::Request`], [`Error::Stopped`].
-    pub async fn attest(&self, peer: PeerId, msg: AttestMessage) -> Result<AttestResponse, Error> {
-        self.ask(|r| Command::Attest(peer, Box::new(msg), r))
-            .await?
-    }
-
-    /// Sends a signed attestation to every peer of a job, concurrently; one result per peer, in
-    /// order.
-    pub async fn attest_all(
-        &self,
-        peers: &[PeerId],
-        msg: &AttestMessage,
-    ) -> Vec<Result<AttestResponse, Error>> {
-        futures::future::join_all(peers.iter().map(|p| self.attest(*p, msg.clone()))).await
-    }
-
     /// Answers an inbound accept request ([`super::inbound::Inbound::Accept`]).
     ///
     /// # Errors
@@ -268,19 +243,6 @@ impl Client {
         response: AcceptResponse,
     ) -> Result<(), Error> {
         self.send(Command::RespondAccept(responder, response)).await
-    }
-
-    /// Answers an inbound attestation ([`super::inbound::Inbound::Attest`]).
-    ///
-    /// # Errors
-    /// [`Error::Stopped`].
-    pub async fn respond_attest(
-        &self,
-        responder: Responder<AttestResponse>,
-        response: AttestResponse,
-    ) -> Result<(), Error> {
-        self.send(Command::RespondAttest(responder, Box::new(response)))
-            .await
     }
 
     /// Sends a provider's heartbeat to the job's orchestrator `peer` and returns its answer: a

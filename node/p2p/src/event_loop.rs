@@ -1,5 +1,5 @@
 //! The event loop: sole owner of the [`Swarm`]; selects over swarm events, client commands and
-//! the market prune timer. Requests the node answers (accept, attest, heartbeat) go to the job engine with
+//! the market prune timer. Requests the node answers (accept, heartbeat) go to the job engine with
 //! their response channel ([`super::inbound`]); the loop keeps no job state.
 
 use std::collections::{HashMap, HashSet};
@@ -25,9 +25,8 @@ use super::limits::{InFlight, RateLimiter};
 use super::listen::PendingListen;
 use super::offers::{BondSnapshot, Market, SignedOffer, verify_offer};
 use super::protocols::{
-    self, ACCEPT_PROTOCOL, ATTEST_PROTOCOL, AcceptResponse, AttestMessage, AttestResponse,
-    CLUSTER_PROTOCOL, CborCodec, ClusterHello, ClusterResponse, HEARTBEAT_PROTOCOL,
-    HeartbeatRequest, HeartbeatResponse, RefusalReason,
+    self, ACCEPT_PROTOCOL, AcceptResponse, CLUSTER_PROTOCOL, CborCodec, ClusterHello,
+    ClusterResponse, HEARTBEAT_PROTOCOL, HeartbeatRequest, HeartbeatResponse, RefusalReason,
 };
 use super::relayed::RelayRoutes;
 use super::rtt::RttMatrix;
@@ -182,11 +181,6 @@ fn make_behaviour(
             [(CLUSTER_PROTOCOL, ProtocolSupport::Full)],
             rr_config.clone(),
         ),
-        attest: request_response::Behaviour::with_codec(
-            CborCodec::new(protocols::MAX_ATTEST_BYTES),
-            [(ATTEST_PROTOCOL, ProtocolSupport::Full)],
-            rr_config.clone(),
-        ),
         heartbeat: request_response::Behaviour::with_codec(
             CborCodec::new(protocols::MAX_HEARTBEAT_BYTES),
             [(HEARTBEAT_PROTOCOL, ProtocolSupport::Full)],
@@ -216,7 +210,6 @@ pub struct EventLoop {
     pending_dial: HashMap<ConnectionId, Reply<PeerId>>,
     pending_accept: HashMap<OutboundRequestId, (PeerId, Reply<AcceptResponse>)>,
     pending_cluster: HashMap<OutboundRequestId, (PeerId, Reply<ClusterResponse>)>,
-    pending_attest: HashMap<OutboundRequestId, (PeerId, Reply<AttestResponse>)>,
     pending_heartbeat: HashMap<OutboundRequestId, (PeerId, Reply<HeartbeatResponse>)>,
     /// Own hello per job and the peers assigned to it (the only ones answered).
     clusters: HashMap<JobId, (ClusterHello, HashSet<PeerId>)>,
@@ -257,7 +250,6 @@ impl EventLoop {
             pending_dial: HashMap::new(),
             pending_accept: HashMap::new(),
             pending_cluster: HashMap::new(),
-            pending_attest: HashMap::new(),
             pending_heartbeat: HashMap::new(),
             clusters: HashMap::new(),
             observed: HashMap::new(),
@@ -459,11 +451,6 @@ impl EventLoop {
                     .insert(hello.job_id, (*hello, assigned.into_iter().collect()));
                 let _ = reply.send(());
             }
-            Command::Attest(peer, msg, reply) => {
-                self.relays.route(&mut self.swarm, &peer);
-                let id = self.swarm.behaviour_mut().attest.send_request(&peer, *msg);
-                self.pending_attest.insert(id, (peer, reply));
-            }
             Command::Heartbeat(peer, request, reply) => {
                 self.relays.route(&mut self.swarm, &peer);
                 let id = self
@@ -498,13 +485,6 @@ impl EventLoop {
                     .behaviour_mut()
                     .accept
                     .send_response(responder.0, response);
-            }
-            Command::RespondAttest(responder, response) => {
-                let _ = self
-                    .swarm
-                    .behaviour_mut()
-                    .attest
-                    .send_response(responder.0, *response);
             }
             Command::RespondHeartbeat(responder, response) => {
                 // The request leaves `heartbeats_in_flight` when request-response reports the
@@ -605,7 +585,6 @@ impl EventLoop {
             }
             BehaviourEvent::Accept(e) => self.on_accept(e),
             BehaviourEvent::Cluster(e) => self.on_cluster(e),
-            BehaviourEvent::Attest(e) => self.on_attest(e),
             BehaviourEvent::Heartbeat(e) => self.on_heartbeat(e),
             BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
                 id,
@@ -816,45 +795,6 @@ impl EventLoop {
                 .behaviour_mut()
                 .cluster
                 .send_response(channel, response);
-        }
-    }
-
-    fn on_attest(&mut self, event: request_response::Event<AttestMessage, AttestResponse>) {
-        let Some(event) = complete_outbound(&mut self.pending_attest, event) else {
-            return;
-        };
-        if let request_response::Event::Message {
-            peer,
-            message:
-                request_response::Message::Request {
-                    request, channel, ..
-                },
-            ..
-        } = event
-        {
-            if !self.allow(peer) {
-                let _ = self
-                    .swarm
-                    .behaviour_mut()
-                    .attest
-                    .send_response(channel, AttestResponse::RateLimited);
-                return;
-            }
-            let inbound = Inbound::Attest {
-                peer,
-                request,
-                responder: Responder(channel),
-            };
-            if let Err(e) = self.inbound.try_send(inbound)
-                && let Inbound::Attest { responder, .. } = e.into_inner()
-            {
-                tracing::debug!(target: "p2p", %peer, "attestation not handed over: the engine is busy or gone");
-                let _ = self
-                    .swarm
-                    .behaviour_mut()
-                    .attest
-                    .send_response(responder.0, AttestResponse::RateLimited);
-            }
         }
     }
 

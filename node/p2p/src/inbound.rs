@@ -1,10 +1,9 @@
 //! Inbound requests the node, not the swarm, answers: accept requests (a provider's decision:
-//! capacity, price, reservations), attestations (an orchestrator's record of a job it
-//! knows) and heartbeats (an orchestrator's receipt for a provider's work, escrow v2). The
+//! capacity, price, reservations) and heartbeats (an orchestrator's receipt for a provider's
+//! work, escrow v2). The
 //! event loop rate-limits each peer, then hands the request with its response channel to the
 //! job engine over a bounded channel and sends whatever the engine answers through
-//! [`super::Client::respond_accept`] / [`super::Client::respond_attest`] /
-//! [`super::Client::respond_heartbeat`] (rust-libp2p's file-sharing example shape: the swarm's
+//! [`super::Client::respond_accept`] / [`super::Client::respond_heartbeat`] (rust-libp2p's file-sharing example shape: the swarm's
 //! owner keeps no job state).
 //!
 //! When the engine's channel is full or closed the loop answers at once — `RateLimited` —
@@ -15,10 +14,7 @@
 use libp2p::PeerId;
 use libp2p::request_response::ResponseChannel;
 
-use super::protocols::{
-    AcceptRequest, AcceptResponse, AttestMessage, AttestResponse, HeartbeatRequest,
-    HeartbeatResponse,
-};
+use super::protocols::{AcceptRequest, AcceptResponse, HeartbeatRequest, HeartbeatResponse};
 
 /// Requests waiting for the engine at most (the channel's capacity).
 pub const INBOUND_CHANNEL: usize = 64;
@@ -40,15 +36,6 @@ pub enum Inbound {
         request: AcceptRequest,
         /// Answer with [`super::Client::respond_accept`].
         responder: Responder<AcceptResponse>,
-    },
-    /// A provider sends this node (as the job's orchestrator) its signed attestation.
-    Attest {
-        /// The sending peer.
-        peer: PeerId,
-        /// The attestation.
-        request: AttestMessage,
-        /// Answer with [`super::Client::respond_attest`].
-        responder: Responder<AttestResponse>,
     },
     /// A provider sends this node (as the job's orchestrator) its heartbeat and asks for a
     /// receipt ([`super::protocols::heartbeat`]).

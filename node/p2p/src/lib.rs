@@ -13,7 +13,7 @@
 //! **Protocols**: identify, ping (RTT matrix, [`rtt`](crate::rtt)), Kademlia (`/ganglion/kad/1`), AutoNAT
 //! v1, DCUtR, relay client (server opt-in), gossipsub offers ([`offers`](crate::offers)) on
 //! `ganglion/offers/1/<magic>`, and the request-response protocols of [`protocols`](crate::protocols):
-//! `/ganglion/accept/2`, `/ganglion/cluster/1`, `/ganglion/attest/1`, `/ganglion/heartbeat/1`
+//! `/ganglion/accept/2`, `/ganglion/cluster/1`, `/ganglion/heartbeat/1`
 //! (escrow v2 receipts, [`protocols::heartbeat`]); bitswap
 //! (`/ipfs/bitswap/1.2.0`, [`bitswap`](crate::bitswap)) over the storage crate's blockstore;
 //! raw streams (`libp2p-stream`, [`Client::streams`](crate::Client::streams)) for the
@@ -35,12 +35,12 @@
 //! caps in [`protocols`](crate::protocols), refused before being buffered; inbound requests per peer are limited
 //! by a token bucket ([`limits`](crate::limits)), and a peer has at most
 //! [`MAX_HEARTBEATS_IN_FLIGHT`](crate::MAX_HEARTBEATS_IN_FLIGHT) heartbeats waiting for the job engine; at most [`MAX_CONCURRENT_STREAMS`](crate::MAX_CONCURRENT_STREAMS) concurrent streams per
-//! request-response protocol; cluster registrations are capped. Accept requests,
-//! attestations and heartbeats are answered by the job engine ([`inbound`](crate::inbound)), which keeps the
+//! request-response protocol; cluster registrations are capped. Accept requests and
+//! heartbeats are answered by the job engine ([`inbound`](crate::inbound)), which keeps the
 //! records; the loop keeps no job state.
 //!
 //! **Tests and numbers.** `tests/it/` (swarms on loopback, port 0, waits on events under a
-//! timeout): `swarm` (offers, accept, cluster, attest, relay, DCUtR, rate limits), `heartbeat`
+//! timeout): `swarm` (offers, accept, cluster, relay, DCUtR, rate limits), `heartbeat`
 //! (receipts, refusals, back-pressure, floods), `discovery`
 //! (QUIC, Kademlia lookup, AutoNAT), `bonds` (offers against the indexer's bonds over real
 //! devnet blocks), `bitswap` (DAG hand-over between nodes and with Kubo's core); in the node,
@@ -341,7 +341,7 @@ pub type Parts = (
 /// Builds the swarm from `keypair` and `config`; `bonds` is the initial live-bond snapshot.
 /// Spawn [`EventLoop::run`] on a tokio runtime; it subscribes to the offer topic, listens on
 /// `config.listen` and dials `config.bootstrap`. Drain the inbound receiver (the job engine
-/// does): while it is full, the loop refuses accept requests, attestations and heartbeats as
+/// does): while it is full, the loop refuses accept requests and heartbeats as
 /// rate-limited.
 ///
 /// # Errors

@@ -1,4 +1,4 @@
-//! Request-response protocols: `accept`, `cluster`, `attest`, `heartbeat` ([`heartbeat`]).
+//! Request-response protocols: `accept`, `cluster`, `heartbeat` ([`heartbeat`]).
 //! Names, messages, CBOR codec, caps.
 //!
 //! Every protocol name carries its version (`/ganglion/accept/1`); a breaking change gets a new
@@ -25,15 +25,11 @@ pub use heartbeat::{
 pub const ACCEPT_PROTOCOL: StreamProtocol = StreamProtocol::new("/ganglion/accept/2");
 /// The `cluster` protocol: between the providers of an assigned job.
 pub const CLUSTER_PROTOCOL: StreamProtocol = StreamProtocol::new("/ganglion/cluster/1");
-/// The `attest` protocol: provider → the other peers of a job (and the settler).
-pub const ATTEST_PROTOCOL: StreamProtocol = StreamProtocol::new("/ganglion/attest/1");
 
 /// Cap on an `accept` request or response, bytes (the messages are < 300 bytes).
 pub const MAX_ACCEPT_BYTES: usize = 4 * 1024;
 /// Cap on a `cluster` message, bytes (keys + up to 32 candidates of ≤ 128 bytes each).
 pub const MAX_CLUSTER_BYTES: usize = 16 * 1024;
-/// Cap on an `attest` message, bytes (two CIDs, numbers and a signature: < 1 KiB).
-pub const MAX_ATTEST_BYTES: usize = 8 * 1024;
 /// Most endpoint candidates or addresses in a [`ClusterHello`].
 pub const MAX_CLUSTER_CANDIDATES: usize = 32;
 
@@ -177,55 +173,6 @@ pub enum ClusterResponse {
     RateLimited,
 }
 
-/// A provider's signed attestation for a job, as the escrow's `Settle` takes it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AttestMessage {
-    /// The body whose `signed_bytes()` were signed (PlutusData, see
-    /// `ganglion_contracts::signed::AttestationBody`).
-    pub job_id: JobId,
-    /// Provider payment key hash.
-    pub provider: KeyHash,
-    /// CID bytes of the outputs.
-    pub result: Vec<u8>,
-    /// CID bytes of the logs.
-    pub logs: Vec<u8>,
-    /// GPU-seconds used.
-    pub gpu_seconds: u64,
-    /// Container exit code.
-    pub exit_code: i64,
-    /// ed25519 signature (64 bytes) by the provider's attest key.
-    pub signature: Vec<u8>,
-}
-
-impl AttestMessage {
-    /// The contracts' body for this message.
-    pub fn body(&self) -> ganglion_contracts::signed::AttestationBody {
-        ganglion_contracts::signed::AttestationBody {
-            job_id: self.job_id,
-            provider: self.provider,
-            result: self.result.clone(),
-            logs: self.logs.clone(),
-            gpu_seconds: self.gpu_seconds,
-            exit_code: self.exit_code,
-        }
-    }
-}
-
-/// Answer to an [`AttestMessage`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum AttestResponse {
-    /// Verified and stored.
-    Stored,
-    /// Does not verify: the job's assignment does not name the provider, or the signature is
-    /// not by its assigned attest key.
-    Invalid,
-    /// The receiving node takes no part in the job, or the job is not assigned on chain (as
-    /// the receiver's indexer sees it): send again later.
-    UnknownJob,
-    /// Rate limited.
-    RateLimited,
-}
-
 /// Why a frame did not decode.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -270,8 +217,6 @@ pub trait Bounded {
 }
 impl Bounded for AcceptRequest {}
 impl Bounded for AcceptResponse {}
-impl Bounded for AttestMessage {}
-impl Bounded for AttestResponse {}
 impl Bounded for ClusterHello {
     fn check(&self) -> Result<(), DecodeError> {
         if self.endpoints.len() > MAX_CLUSTER_CANDIDATES {
@@ -547,8 +492,6 @@ mod tests {
             let _ = decode::<AcceptResponse>(&bytes, MAX_ACCEPT_BYTES);
             let _ = decode::<ClusterHello>(&bytes, MAX_CLUSTER_BYTES);
             let _ = decode::<ClusterResponse>(&bytes, MAX_CLUSTER_BYTES);
-            let _ = decode::<AttestMessage>(&bytes, MAX_ATTEST_BYTES);
-            let _ = decode::<AttestResponse>(&bytes, MAX_ATTEST_BYTES);
             let _ = read::<AcceptRequest>(&bytes, MAX_ACCEPT_BYTES);
             let _ = read::<ClusterHello>(&bytes, MAX_CLUSTER_BYTES);
             let _ = crate::offers::SignedOffer::decode(&bytes);

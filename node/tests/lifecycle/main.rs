@@ -10,6 +10,7 @@ mod cip30;
 mod cli_job;
 mod defense;
 mod expire;
+mod overrun;
 mod rematch;
 mod restart;
 mod rpc;

@@ -12,8 +12,8 @@ use ganglion_contracts::v2::signed::Receipt;
 use ganglion_p2p::inbound::{INBOUND_CHANNEL, Inbound};
 use ganglion_p2p::offers::BondSnapshot;
 use ganglion_p2p::protocols::{
-    AcceptRequest, AttestMessage, HeartbeatRefusal, HeartbeatRequest, HeartbeatResponse,
-    RankSummary, SignedReceipt,
+    AcceptRequest, HeartbeatRefusal, HeartbeatRequest, HeartbeatResponse, RankSummary,
+    SignedReceipt,
 };
 use ganglion_p2p::{Config, Event, MAX_HEARTBEATS_IN_FLIGHT};
 use libp2p::PeerId;
@@ -195,13 +195,15 @@ async fn p2p_heartbeats_are_rate_limited_at_once_while_the_engine_channel_is_ful
     let mut orch = start(ident(0), BondSnapshot::default(), config).await;
     let mut inbound = orch.inbound.take().expect("inbound");
     let filler = start(ident(1), BondSnapshot::default(), test_config()).await;
+    let filler2 = start(ident(3), BondSnapshot::default(), test_config()).await;
     let provider = start(ident(2), BondSnapshot::default(), test_config()).await;
     filler.client.dial(orch.addr.clone()).await.unwrap();
+    filler2.client.dial(orch.addr.clone()).await.unwrap();
     provider.client.dial(orch.addr.clone()).await.unwrap();
     let to = orch.id.peer;
 
-    // Fill the engine's channel (nobody drains it): 30 accept requests and 30 attestations from
-    // one peer (under the 32 streams per protocol and connection), 4 heartbeats from another.
+    // Fill the engine's channel (nobody drains it): 30 accept requests from each of two peers
+    // (under the 32 streams per protocol and connection), 4 heartbeats from a third.
     let accept = AcceptRequest {
         job_id: JOB,
         bond: ganglion_contracts::tx::TxoRef {
@@ -215,24 +217,15 @@ async fn p2p_heartbeats_are_rate_limited_at_once_while_the_engine_channel_is_ful
         accept_by_ms: u64::MAX,
         receipt_interval_ms: 10_000,
     };
-    let attest = AttestMessage {
-        job_id: JOB,
-        provider: [1; 28],
-        result: vec![],
-        logs: vec![],
-        gpu_seconds: 0,
-        exit_code: 0,
-        signature: vec![0; 64],
-    };
     let mut pending = Vec::new();
     for _ in 0..30 {
         let (c, a) = (filler.client.clone(), accept.clone());
         pending.push(tokio::spawn(async move {
             let _ = c.accept(to, a).await;
         }));
-        let (c, m) = (filler.client.clone(), attest.clone());
+        let (c, a) = (filler2.client.clone(), accept.clone());
         pending.push(tokio::spawn(async move {
-            let _ = c.attest(to, m).await;
+            let _ = c.accept(to, a).await;
         }));
     }
     for _ in 0..4 {

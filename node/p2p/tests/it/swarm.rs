@@ -1,6 +1,6 @@
 //! The p2p layer with real swarms on loopback TCP (port 0): offers, rejection, accept round
-//! trip through the escrow validator, cluster hellos, attestations, expiry, RTT, rate limits.
-//! Inbound accept requests and attestations are handed to whoever drains the node's inbound
+//! trip through the escrow validator, cluster hellos, expiry, RTT, rate limits.
+//! Inbound accept requests and heartbeats are handed to whoever drains the node's inbound
 //! channel (the job engine in a node; the test here) and answered with what it says.
 //!
 //! Every wait is for an event or a reply under [`TIMEOUT`]; nothing sleeps for correctness.
@@ -10,14 +10,14 @@ use std::time::Duration;
 use ed25519_dalek::SigningKey;
 use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
-use ganglion_contracts::signed::{AttestationBody, sign};
+use ganglion_contracts::signed::sign;
 use ganglion_contracts::tx::TxoRef;
 use ganglion_market::snapshot::Offer as MarketOffer;
 use ganglion_p2p::inbound::Inbound;
 use ganglion_p2p::offers::{BondSnapshot, LiveBond, OfferBody, OfferRejection};
 use ganglion_p2p::protocols::{
-    AcceptRequest, AcceptResponse, AttestMessage, AttestResponse, ClusterHello, ClusterResponse,
-    HeartbeatRefusal, HeartbeatResponse, RefusalReason,
+    AcceptRequest, AcceptResponse, ClusterHello, ClusterResponse, HeartbeatRefusal,
+    HeartbeatResponse, RefusalReason,
 };
 use ganglion_p2p::{self as p2p, Client, Config, Event};
 use libp2p::identity::Keypair;
@@ -86,7 +86,7 @@ pub(crate) struct Node {
 
 impl Node {
     /// Answers every inbound request as a node that is no provider and takes part in no job:
-    /// accept requests `NotProvider`, attestations and heartbeats `UnknownJob`.
+    /// accept requests `NotProvider`, heartbeats `UnknownJob`.
     pub(crate) fn serve_as_bystander(&mut self) {
         let mut inbound = self.inbound.take().expect("inbound not taken yet");
         let client = self.client.clone();
@@ -99,11 +99,6 @@ impl Node {
                                 responder,
                                 AcceptResponse::Refused(RefusalReason::NotProvider),
                             )
-                            .await
-                    }
-                    Inbound::Attest { responder, .. } => {
-                        client
-                            .respond_attest(responder, AttestResponse::UnknownJob)
                             .await
                     }
                     Inbound::Heartbeat { responder, .. } => {
@@ -441,84 +436,6 @@ async fn p2p_acceptance_round_trip_is_accepted_by_the_escrow_validator() {
     req2.acceptances[0] = bad;
     let draft = build::assign(&h.dep, h.env(), &req2).expect("assign draft");
     assert_script_fails(h.balance(draft, &h.orch));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn p2p_attestations_reach_every_peer_of_a_job_and_come_back_with_its_answer() {
-    let ids: Vec<Ident> = (0..4).map(ident).collect();
-    let bonds = BondSnapshot::new(ids.iter().map(live_bond));
-    let mut nodes = Vec::new();
-    for id in &ids {
-        nodes.push(start(id.clone(), bonds.clone(), test_config()).await);
-    }
-    for i in 1..4 {
-        let addr = nodes[i].addr.clone();
-        nodes[0].client.dial(addr).await.unwrap();
-    }
-    let job = JobId([5; 32]);
-    let body = AttestationBody {
-        job_id: job,
-        provider: ids[0].provider,
-        result: vec![1, 2, 3],
-        logs: vec![4, 5],
-        gpu_seconds: 7_200,
-        exit_code: 0,
-    };
-    let msg = AttestMessage {
-        job_id: job,
-        provider: body.provider,
-        result: body.result.clone(),
-        logs: body.logs.clone(),
-        gpu_seconds: body.gpu_seconds,
-        exit_code: body.exit_code,
-        signature: sign(&ids[0].attest, &body.signed_bytes()),
-    };
-    // Peers 1 and 2 store what they get (their engines' answer); peer 3 takes part in no job.
-    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
-    for (i, node) in nodes.iter_mut().enumerate().take(3).skip(1) {
-        let mut inbound = node.inbound.take().expect("inbound");
-        let (client, seen_tx) = (node.client.clone(), seen_tx.clone());
-        tokio::spawn(async move {
-            while let Some(Inbound::Attest {
-                peer,
-                request,
-                responder,
-            }) = inbound.recv().await
-            {
-                let _ = seen_tx.send((i, peer, request));
-                let _ = client
-                    .respond_attest(responder, AttestResponse::Stored)
-                    .await;
-            }
-        });
-    }
-    nodes[3].serve_as_bystander();
-    let peers: Vec<PeerId> = ids[1..].iter().map(|i| i.peer).collect();
-    let results = nodes[0].client.attest_all(&peers, &msg).await;
-    let answers: Vec<AttestResponse> = results.into_iter().map(|r| r.expect("delivered")).collect();
-    assert_eq!(
-        answers,
-        vec![
-            AttestResponse::Stored,
-            AttestResponse::Stored,
-            AttestResponse::UnknownJob
-        ]
-    );
-    let mut got = Vec::new();
-    for _ in 0..2 {
-        got.push(
-            tokio::time::timeout(TIMEOUT, seen.recv())
-                .await
-                .expect("in time")
-                .expect("handed over"),
-        );
-    }
-    got.sort_by_key(|(i, ..)| *i);
-    for (k, (i, peer, request)) in got.into_iter().enumerate() {
-        assert_eq!(i, k + 1);
-        assert_eq!(peer, ids[0].peer, "the sender is named");
-        assert_eq!(request, msg, "the message arrives as signed");
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
