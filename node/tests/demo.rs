@@ -359,8 +359,10 @@ fn the_devnet_demo_cheating_provider_is_refused_by_the_validator_and_slashed() {
         "the cheater's slash is checked against G4: {checks:?}"
     );
     assert!(
-        stderr.contains("provider-b: ") && stderr.contains("Claim failed"),
-        "the cheater's refused claim is shown: {stderr}"
+        stderr.contains("provider-b: ")
+            && stderr.contains("the validator refused the claim")
+            && stderr.contains("above its bound"),
+        "the cheater's refused claim is shown with the rule: {stderr}"
     );
     fees_within_target(&s);
 }

@@ -114,6 +114,23 @@ pub enum EngineError {
         #[source]
         source: Box<EngineError>,
     },
+    /// The validator refused a claim above its bound: the GPU-ms claimed exceed what the
+    /// receipts and the elapsed time allow (DESIGN §3.1 G1). Only a cheating provider gets
+    /// here: an honest one claims at most the bound.
+    #[error(
+        "the validator refused the claim: {claimed_gpu_ms} GPU-ms is above its bound of \
+         {bound_gpu_ms} GPU-ms (G1: GPUs × (the last receipt + one interval, or the claim's \
+         validity lower bound, − the start)): {source}"
+    )]
+    ClaimAboveBound {
+        /// GPU-ms claimed.
+        claimed_gpu_ms: u64,
+        /// The validator's bound for this claim, GPU-ms.
+        bound_gpu_ms: u64,
+        /// The refusal.
+        #[source]
+        source: ChainError,
+    },
     /// The executor.
     #[error("executor: {0}")]
     Exec(#[from] ExecError),

@@ -447,6 +447,7 @@ async fn claim<S: Kv, E: Executor>(
     }
     let lower_bound_ms = ctx.chain.slot_start_ms(from_slot);
     let held = ctx.store.receipt(&job)?;
+    let held_until = held.as_ref().map(super::receipts::acknowledged);
     let gpu_ms = match ctx.config.overclaim_factor {
         0 | 1 => super::receipts::claimable_gpu_ms(&terms, held.as_ref(), f.gpu_ms, lower_bound_ms),
         factor => {
@@ -499,7 +500,25 @@ async fn claim<S: Kv, E: Executor>(
         },
     )
     .map_err(super::chain::ChainError::from)?;
-    let tx = ctx.chain.build(draft, now).await?;
+    let bound_gpu_ms = ganglion_contracts::v2::rules::claim_bound_gpu_ms(
+        terms.gpus,
+        terms.started_at_ms,
+        terms.deadline_ms,
+        terms.receipt_interval_ms,
+        held_until,
+        lower_bound_ms,
+    );
+    let tx = match ctx.chain.build(draft, now).await {
+        Ok(tx) => tx,
+        Err(source) if gpu_ms > bound_gpu_ms => {
+            return Err(EngineError::ClaimAboveBound {
+                claimed_gpu_ms: gpu_ms,
+                bound_gpu_ms,
+                source,
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
     // Submitted before its intent is written: a claim the ledger refuses (another provider's
     // claim spent the escrow UTxO first) leaves nothing to wait for, and the next try builds
     // on the escrow's new UTxO. A crash in between is harmless: a second claim of the same

@@ -60,6 +60,7 @@ pub fn classify(e: &EngineError) -> Class {
             | Build::TxTooLarge { .. },
         ))
         | EngineError::Terms(_)
+        | EngineError::ClaimAboveBound { .. }
         | EngineError::Spec(_) => Class::Fatal,
         EngineError::Deferred { source, .. } => classify(source),
         _ => Class::Retryable,

@@ -150,7 +150,8 @@ fn render(s: &Summary) -> String {
     if let Some(slashed) = s.slashed_ntx {
         let _ = writeln!(
             out,
-            "slashed from the defaulter's bond: {slashed} NTX base units"
+            "recovered by the orchestrator from the defaulter's slash: {slashed} NTX base units \
+             (at most what it paid, DESIGN §3.1 G4; the rest of the slash is burnt)"
         );
     }
     if !s.ranks.is_empty() {
@@ -207,8 +208,9 @@ fn render(s: &Summary) -> String {
     let failed: Vec<_> = s.audit.checks.iter().filter(|c| !c.pass).collect();
     let _ = writeln!(
         out,
-        "audit verify: {} ({} of {} checks pass: spec CID, assignment, acceptances, attestations, \
-         result and log CIDs, payments)",
+        "audit verify: {} ({} of {} checks pass: spec CID, assignment, budget, acceptances, \
+         attestations, receipts, claim bounds, result and log CIDs, payments, defaults and \
+         slashes, refund)",
         if s.audit.pass { "pass" } else { "FAIL" },
         s.audit.checks.len() - failed.len(),
         s.audit.checks.len()
