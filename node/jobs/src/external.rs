@@ -8,13 +8,13 @@
 //!    when the transaction is a lock naming this node with a spec pinned here, *adopts* the job:
 //!    the orchestrator record and the lock intent are written first, as for
 //!    [`super::Engine::submit`], then the bytes go to the ledger and the engine drives the job
-//!    (match, assign, settle or cancel, expire) with its own key.
+//!    (match, assign, receipts, cancel, expire) with its own key.
 //!
 //! Why the node's key: the escrow validator makes the orchestrator sign assign and cancel
 //! (DESIGN §3), which a node cannot ask of a browser wallet at every step. The consequence is
-//! that refunds (cancel, the unspent rest at settle or expire) go to the node's wallet, not to
-//! the paying one. Any other signed transaction is submitted as it is and reported, not adopted
-//! (its job, if any, is visible through the indexer).
+//! that refunds (cancel, the unspent rest at the last claim or the expire) go to the node's
+//! wallet, not to the paying one. Any other signed transaction is submitted as it is and
+//! reported, not adopted (its job, if any, is visible through the indexer).
 
 use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::tx::{Output, TxoRef, Utxo, Wallet, balance};

@@ -192,7 +192,7 @@ pub(crate) fn pin_spec<S: Kv, E: Executor>(
     spec.validate(now)
         .map_err(|e| EngineError::Spec(e.to_string()))?;
     // Before anything is locked: a budget that cannot pay the window or a run that cannot end
-    // before the deadline is refused here, not found out at settle or expire.
+    // before the deadline is refused here, not found out at the assign, a claim or the expire.
     super::terms::check(spec, now)?;
     let json = serde_json::to_vec(spec).map_err(|e| EngineError::Spec(e.to_string()))?;
     let imported = unixfs::import_bytes(&json, &ImportOptions::cid_v1(), &ctx.blockstore)

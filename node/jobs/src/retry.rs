@@ -1,4 +1,4 @@
-//! Retries of settle and expire that failed before reaching the ledger (point 9: an
+//! Retries of claims, cancels and expires that failed before reaching the ledger (point 9: an
 //! impossible settle was rebuilt every 250 ms poll, "attestations claim 11110 NTX, the escrow
 //! holds 1", a provider's log growing to 575 KB in 15 minutes).
 //!

@@ -8,14 +8,14 @@
 //!   the longest run the spec allows); otherwise the claims of an honest run exceed the escrow
 //!   and no settle can succeed ("attestations claim 11110 NTX, the escrow holds 1");
 //! - **the run fits before the deadline**: `now + max_duration_s × 1000 + margin ≤ deadline`
-//!   (ms), the margin leaving time to attest and settle before the deadline
+//!   (ms), the margin leaving time to attest and claim before the deadline
 //!   ([`SETTLE_MARGIN_MS`]); otherwise the provider is stopped by the deadline, not by the
 //!   spec.
 
 use ganglion_market::spec::Ensemble;
 
 /// Time kept between the end of the longest run and the deadline, ms: the attestation, the
-/// settle transaction and its confirmation (a few blocks) must land before the deadline.
+/// claim transaction and its confirmation (a few blocks) must land before the deadline.
 pub const SETTLE_MARGIN_MS: u64 = 10_000;
 
 /// Terms no honest run can meet.
@@ -60,7 +60,7 @@ pub enum TermsError {
     /// The longest run (plus [`SETTLE_MARGIN_MS`]) does not fit before the deadline.
     #[error(
         "limits.max_duration_s {max_duration_s} s does not fit before the deadline: \
-         {left_ms} ms left, {margin_ms} ms of which are kept to attest and settle"
+         {left_ms} ms left, {margin_ms} ms of which are kept to attest and claim"
     )]
     DurationPastDeadline {
         /// `limits.max_duration_s`, seconds.
