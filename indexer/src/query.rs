@@ -36,9 +36,9 @@ pub struct ActiveBond {
     /// NTX staked.
     pub stake: u64,
     /// GPUs backed minus GPUs held: under v2 by the bond's live on-chain commitments (DESIGN
-    /// §3.1 G5), which hold an assignment's GPUs, claimed or not, until its deadline + claim
-    /// window, exactly as an assign judges them; under v1 by the assignments of jobs still
-    /// assigned.
+    /// §3.1 G5), which hold an assignment's GPUs until the provider's claim releases them, at
+    /// the latest until its deadline + claim window, exactly as an assign judges them; under
+    /// v1 by the assignments of jobs still assigned.
     pub free_gpus: u64,
 }
 
@@ -152,8 +152,8 @@ impl<S: Kv> Indexer<S> {
     }
 
     /// [`Self::active_bonds`] with the capacity as of `now_ms` (POSIX ms): a v2 bond's live
-    /// commitments (DESIGN §3.1 G5) hold GPUs until their job's deadline + claim window,
-    /// claimed or not, exactly as an assign judges them.
+    /// commitments (DESIGN §3.1 G5) hold GPUs until the provider's claim releases them, at
+    /// the latest their job's deadline + claim window, exactly as an assign judges them.
     ///
     /// # Errors
     /// Store errors.

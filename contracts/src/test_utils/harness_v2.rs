@@ -572,6 +572,7 @@ impl Harness {
             receipt: receipt_until_ms.map(|t| self.receipt(job, index, t)),
             valid_from_slot: self.world.slot,
             valid_until_slot: (self.world.slot + 60).min(job.claim_end_slot()),
+            release: None,
         }
     }
 
@@ -599,11 +600,22 @@ impl Harness {
         if !last {
             job.escrow = self.output(&b, 1);
         }
+        if let Some(bond) = &req.release {
+            let continued = self.output(&b, 2);
+            if let Some(p) = self
+                .providers
+                .iter_mut()
+                .find(|p| p.bond.as_ref() == Some(bond))
+            {
+                p.bond = Some(continued);
+            }
+        }
         Ok(b)
     }
 
     /// Provider `i` (assignment `i`) claims `gpu_ms` with a receipt until
-    /// `receipt_until_ms`, paying its own fee.
+    /// `receipt_until_ms`, paying its own fee and releasing its bond's commitment to the job
+    /// (as the node does); its bond is updated.
     pub fn claim(
         &mut self,
         job: &mut Job,
@@ -611,7 +623,8 @@ impl Harness {
         gpu_ms: u64,
         receipt_until_ms: Option<u64>,
     ) -> Result<Balanced> {
-        let req = self.claim_request(job, i as u64, i, gpu_ms, receipt_until_ms);
+        let mut req = self.claim_request(job, i as u64, i, gpu_ms, receipt_until_ms);
+        req.release = self.providers[i].bond.clone();
         let payer = self.providers[i].party.clone();
         self.claim_with(job, &req, &payer)
     }

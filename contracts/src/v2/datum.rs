@@ -140,7 +140,7 @@ pub struct BondDatum {
     /// POSIX ms when unbonding started, if it did.
     pub unbonding_since_ms: Option<u64>,
     /// The assignments this bond backs, newest first (DESIGN §3.1 G5). Assign adds one and
-    /// drops the lapsed ones.
+    /// drops the lapsed ones; the provider's claim may drop its job's ([`Self::released`]).
     pub commitments: Vec<Commitment>,
 }
 
@@ -194,6 +194,25 @@ impl BondDatum {
             .filter(|c| c.is_live(now_ms))
             .map(|c| c.gpus)
             .sum()
+    }
+
+    /// The bond once its commitments to `job` are dropped (the `Release` a provider's claim
+    /// carries: the validator's `bond.release`).
+    pub fn released(&self, job: &JobId) -> Self {
+        Self {
+            commitments: self
+                .commitments
+                .iter()
+                .filter(|c| c.job_id != *job)
+                .cloned()
+                .collect(),
+            ..self.clone()
+        }
+    }
+
+    /// True when the bond holds a commitment to `job` (live or lapsed).
+    pub fn commits_to(&self, job: &JobId) -> bool {
+        self.commitments.iter().any(|c| c.job_id == *job)
     }
 
     /// GPUs free for a new assignment at `now_ms`: `gpus` less the live commitments.

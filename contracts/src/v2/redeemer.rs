@@ -1,7 +1,7 @@
 //! Redeemers of the `ganglion_v2` validator, with exact PlutusData codecs.
 //!
 //! Spend (constructor index): `Assign` 0, `Claim` 1, `Cancel` 2, `Expire` 3, `Unbond` 4,
-//! `Withdraw` 5, `Slash` 6, `Commit` 7. Mint: `LockJob` 0, `PostBond` 1, `Burn` 2.
+//! `Withdraw` 5, `Slash` 6, `Commit` 7, `Release` 8. Mint: `LockJob` 0, `PostBond` 1, `Burn` 2.
 
 use pallas_primitives::PlutusData;
 
@@ -137,6 +137,13 @@ pub enum SpendRedeemer {
         /// The job being assigned.
         job_id: JobId,
     },
+    /// Drop a bond's commitment to job `job_id`, spent beside that job's escrow under the
+    /// provider's own `Claim` (DESIGN §3.2: a bond's capacity is freed by the job's claim);
+    /// the provider signs.
+    Release {
+        /// The job claimed.
+        job_id: JobId,
+    },
 }
 
 impl SpendRedeemer {
@@ -171,6 +178,7 @@ impl SpendRedeemer {
             Self::Withdraw => constr(5, vec![]),
             Self::Slash { job_id } => constr(6, vec![bytes(job_id.0)]),
             Self::Commit { job_id } => constr(7, vec![bytes(job_id.0)]),
+            Self::Release { job_id } => constr(8, vec![bytes(job_id.0)]),
         }
     }
 
@@ -221,6 +229,9 @@ impl SpendRedeemer {
             7 => Self::Commit {
                 job_id: JobId(f.fixed("job_id")?),
             },
+            8 => Self::Release {
+                job_id: JobId(f.fixed("job_id")?),
+            },
             i => return Err(malformed("SpendRedeemer", format!("constructor {i}"))),
         })
     }
@@ -269,6 +280,9 @@ mod tests {
             },
             SpendRedeemer::Commit {
                 job_id: JobId([6; 32]),
+            },
+            SpendRedeemer::Release {
+                job_id: JobId([8; 32]),
             },
         ];
         let unreceipted = SpendRedeemer::Claim {

@@ -252,15 +252,17 @@ fn each_claim_pays_what_the_rules_compute_and_the_last_closes_the_escrow() {
             .map(|b| (b.free_gpus, b.datum.gpus))
     };
     let end = a.claim_window_end_ms.expect("v2 job");
-    for p in 0..2 {
-        let (free_now, bonded) = free(p, r.a_receipts.0).expect("bond");
-        assert_eq!(
-            free_now,
-            bonded - r.h.providers[p].gpus,
-            "claimed or not, an assignment holds its GPUs until deadline + claim window (G5)"
-        );
-        assert_eq!(free(p, end + 1), Some((bonded, bonded)), "then they free");
-    }
+    // Provider 0's claim released its bond's commitment; provider 1's assignment holds its
+    // GPUs until its claim, at the latest until deadline + claim window (G5).
+    let (free_now, bonded) = free(0, r.a_receipts.0).expect("bond");
+    assert_eq!(free_now, bonded, "the claim released provider 0's GPUs");
+    let (free_now, bonded) = free(1, r.a_receipts.0).expect("bond");
+    assert_eq!(
+        free_now,
+        bonded - r.h.providers[1].gpus,
+        "provider 1 not claimed yet"
+    );
+    assert_eq!(free(1, end + 1), Some((bonded, bonded)), "then they free");
 
     // After provider 1's claim: fully claimed, the rest refunded.
     let ix = replay(r, r.claim_a1 + 1);
@@ -321,12 +323,21 @@ fn each_claim_pays_what_the_rules_compute_and_the_last_closes_the_escrow() {
         }
     );
     assert!(
-        ix.live_utxos()
-            .expect("utxos")
-            .iter()
-            .all(|t| t.reference.tx_hash != claims[0].5),
+        ix.live_utxos().expect("utxos").iter().all(|t| t.reference
+            != TxoRef {
+                tx_hash: claims[0].5,
+                index: 1
+            }),
         "the closed escrow is no longer live"
     );
+    // Provider 0's bond lives on as its claim continued it (outputs[2], the commitment
+    // released).
+    assert!(ix.live_utxos().expect("utxos").iter().any(|t| t.reference
+        == TxoRef {
+            tx_hash: claims[0].5,
+            index: 2
+        }
+        && t.datum.bond().is_some()));
     let after_window = ix
         .job(&r.a, 0)
         .expect("job")

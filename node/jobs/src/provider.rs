@@ -15,7 +15,7 @@ use std::sync::Arc;
 use ed25519_dalek::SigningKey;
 use ganglion_contracts::tx::TxoRef;
 use ganglion_contracts::v2::build::{self as v2build, ClaimRequest};
-use ganglion_contracts::v2::datum::{Assignment, JobId};
+use ganglion_contracts::v2::datum::{Assignment, GanglionDatum, JobId};
 use ganglion_contracts::v2::redeemer::{Attestation, SignedReceipt as ClaimReceipt};
 use ganglion_contracts::v2::signed::{AttestationBody, sign};
 use ganglion_indexer::JobStatus;
@@ -484,6 +484,7 @@ async fn claim<S: Kv, E: Executor>(
         reason: "no escrow".into(),
     })?;
     let escrow = ctx.chain.script_utxos(&[escrow_at]).await?;
+    let release = releasable_bond(ctx, side, &job).await;
     let draft = v2build::claim(
         ctx.chain.deployment(),
         ctx.chain.env(),
@@ -497,6 +498,7 @@ async fn claim<S: Kv, E: Executor>(
             }),
             valid_from_slot: from_slot,
             valid_until_slot: until,
+            release,
         },
     )
     .map_err(super::chain::ChainError::from)?;
@@ -539,6 +541,35 @@ async fn claim<S: Kv, E: Executor>(
         apply(ctx, &job, ProviderEvent::ClaimSubmitted)?;
     }
     Ok(())
+}
+
+/// This provider's live bond when it still holds a commitment to `job`: the claim spends it
+/// and drops that commitment (DESIGN §3.1 G5: a claimed assignment no longer holds the bond's
+/// GPUs, so the next job can use them before this one's deadline + claim window). `None` when
+/// the bond cannot be read now (the claim then leaves the commitment to lapse) or holds none.
+async fn releasable_bond<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    side: &ProviderSide<E>,
+    job: &JobId,
+) -> Option<ganglion_contracts::tx::Utxo> {
+    let at = current_bond(ctx, side);
+    match ctx.chain.script_utxos(&[at]).await {
+        Ok(mut utxos) if utxos.len() == 1 => {
+            let bond = utxos.remove(0);
+            let commits = bond
+                .output
+                .datum
+                .as_ref()
+                .and_then(|d| GanglionDatum::from_plutus_data(d).ok())
+                .is_some_and(|d| matches!(&d, GanglionDatum::Bond(b) if b.commits_to(job)));
+            commits.then_some(bond)
+        }
+        Ok(_) => None,
+        Err(e) => {
+            tracing::debug!(job = %job, error = %e, "bond not read: the claim leaves its commitment to lapse");
+            None
+        }
+    }
 }
 
 /// Validity of a claim transaction, slots: short, so that a claim that lost the race for the

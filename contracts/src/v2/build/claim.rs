@@ -4,7 +4,7 @@ use crate::build::{funded, job_tag};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::tx::{Draft, Utxo, Value};
-use crate::v2::build::{Deployment, escrow_datum, refund};
+use crate::v2::build::{Deployment, bond_datum, escrow_datum, refund};
 use crate::v2::datum::{EscrowDatum, GanglionDatum, JobState};
 use crate::v2::redeemer::{Attestation, MintRedeemer, SignedReceipt, SpendRedeemer};
 use crate::v2::rules::pay_for;
@@ -25,20 +25,28 @@ pub struct ClaimRequest {
     pub valid_from_slot: u64,
     /// First invalid slot: must begin no later than the deadline plus the claim window.
     pub valid_until_slot: u64,
+    /// The claiming provider's bond as it stands on-chain now, to release its commitment to
+    /// this job in the same transaction (DESIGN §3.1 G5: a claimed assignment no longer holds
+    /// the bond's GPUs); the provider must sign. `None` leaves the commitment until it lapses
+    /// at the deadline plus the claim window (a claim anyone else submits).
+    pub release: Option<Utxo>,
 }
 
 /// Claim: pay provider `index` `⌊gpu_ms × rate / 3 600 000⌋` NTX at its payout address
 /// (`outputs[0]`, tagged with the job id); the escrow continues with the index marked claimed
 /// (`outputs[1]`), or — on the last claim — the rest and all lovelace are refunded to the
-/// orchestrator (`outputs[1]`) and the thread token is burnt. The payout's min-UTxO lovelace
-/// comes from the wallet that balances the transaction.
+/// orchestrator (`outputs[1]`) and the thread token is burnt. With [`ClaimRequest::release`],
+/// the provider's bond is spent too (`Release`) and continues without the job's commitment
+/// (`outputs[2]`), the provider a required signer. The payout's min-UTxO lovelace comes from
+/// the wallet that balances the transaction.
 ///
 /// The bound on `gpu_ms` (G1) is the validator's; check it first with
 /// [`crate::v2::rules::claim_bound_gpu_ms`] to get a named error instead of a phase-2 failure.
 ///
 /// # Errors
 /// [`Error::InvalidRequest`] when the escrow is not assigned, the index is out of range or
-/// already claimed, or the pay exceeds the NTX the escrow holds.
+/// already claimed, the pay exceeds the NTX the escrow holds, or the bond to release is not
+/// the claimed assignment's bond or holds no commitment to the job.
 pub fn claim(dep: &Deployment, env: &Env, req: &ClaimRequest) -> Result<Draft> {
     let e = escrow_datum(dep, env, &req.escrow)?;
     let JobState::Assigned {
@@ -122,6 +130,32 @@ pub fn claim(dep: &Deployment, env: &Env, req: &ClaimRequest) -> Result<Draft> {
             value,
             Some(next.to_plutus_data()),
         )?);
+    }
+    if let Some(bond) = &req.release {
+        let b = bond_datum(dep, env, bond)?;
+        if b.provider != a.provider {
+            return Err(Error::InvalidRequest(format!(
+                "{} is not the bond of provider {} of job {}",
+                bond.reference, req.index, e.job_id
+            )));
+        }
+        if !b.commits_to(&e.job_id) {
+            return Err(Error::InvalidRequest(format!(
+                "bond {} holds no commitment to job {}",
+                bond.reference, e.job_id
+            )));
+        }
+        d.spend_script(
+            bond.clone(),
+            SpendRedeemer::Release { job_id: e.job_id }.to_plutus_data(),
+        )
+        .pay(funded(
+            env,
+            bond.output.address.clone(),
+            bond.output.value.clone(),
+            Some(GanglionDatum::Bond(b.released(&e.job_id)).to_plutus_data()),
+        )?)
+        .signer(b.provider);
     }
     d.reference(dep.reference.clone())
         .validity(Some(req.valid_from_slot), Some(req.valid_until_slot));

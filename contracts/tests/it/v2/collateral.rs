@@ -13,7 +13,11 @@ use ganglion_contracts::v2::datum::{BondDatum, Commitment, GanglionDatum};
 use super::{books, faked_bond, respend};
 
 fn bond_of(u: &Utxo) -> BondDatum {
-    match GanglionDatum::from_plutus_data(u.output.datum.as_ref().expect("datum")) {
+    bond_in(&u.output)
+}
+
+fn bond_in(o: &ganglion_contracts::tx::Output) -> BondDatum {
+    match GanglionDatum::from_plutus_data(o.datum.as_ref().expect("datum")) {
         Ok(GanglionDatum::Bond(b)) => b,
         other => panic!("not a bond: {other:?}"),
     }
@@ -184,4 +188,155 @@ fn a_withdrawn_defaulters_bond_does_not_block_the_expire_after_the_unbonding_del
         .expect("expire without the vanished bond");
     assert_eq!(outcome.refund, rest);
     assert_eq!(h.token_holders(&job), 0);
+}
+
+#[test]
+fn a_claim_frees_its_bonds_gpus_for_the_next_job_at_once() {
+    let mut h = Harness::new(2);
+    // Each bond backs exactly the GPUs of one job.
+    h.post_bonds();
+    let (mut first, _) = h.lock(1_000 * NTX, 7200);
+    let (mut second, _) = h.lock(1_000 * NTX, 7200);
+    h.assign(&mut first);
+    assert_invalid_request(build::assign(&h.dep, h.env(), &h.assign_request(&second)));
+    h.world.slot += 600;
+    let now = h.world.now_ms();
+    for i in 0..2 {
+        // Each provider's own claim releases its bond (the provider signs and pays).
+        h.claim(&mut first, i, 1_000, Some(now)).expect("claim");
+        assert!(
+            bond_of(h.providers[i].bond.as_ref().expect("bond"))
+                .commitments
+                .is_empty()
+        );
+    }
+    // Long before the first job's deadline + claim window, the same bonds back the second.
+    assert!(h.world.slot < first.claim_end_slot());
+    h.assign(&mut second);
+    for p in &h.providers {
+        let commitments = bond_of(p.bond.as_ref().expect("bond")).commitments;
+        assert_eq!(commitments.len(), 1);
+        assert_eq!(commitments[0].job_id, second.id);
+    }
+}
+
+#[test]
+fn a_provider_unbonds_as_soon_as_it_claimed() {
+    let (mut h, mut job) = super::assigned(2);
+    assert_invalid_request(h.unbond(1));
+    let now = h.world.now_ms();
+    h.claim(&mut job, 1, 1_000, Some(now)).expect("claim 1");
+    h.unbond(1)
+        .expect("unbond once its only commitment is released");
+    // Provider 0 did not claim: its bond still backs the job.
+    assert_invalid_request(h.unbond(0));
+}
+
+/// Provider 0's honest claim of `job`, submitted by anyone, without a release.
+fn claim_of_0(
+    h: &Harness,
+    job: &ganglion_contracts::test_utils::harness_v2::Job,
+) -> build::ClaimRequest {
+    let now = h.world.now_ms();
+    h.claim_request(job, 0, 0, 1_000, Some(now))
+}
+
+#[test]
+fn provider_releases_its_commitment_on_a_co_providers_claim() {
+    // Provider 1 never claims (it will be a defaulter) and tries to free its bond from the
+    // job by riding on provider 0's claim: the claim accepts only the claimant's own bond.
+    let (h, job) = super::assigned(2);
+    let mut req = claim_of_0(&h, &job);
+    let good = build::claim(&h.dep, h.env(), &req).expect("draft");
+    let bond1 = h.providers[1].bond.clone().expect("bond");
+    req.release = Some(bond1.clone());
+    assert_invalid_request(build::claim(&h.dep, h.env(), &req));
+    // Drafted from a view of the escrow naming provider 1 as assignment 0; the real
+    // escrow is spent and the escrow's outputs are the honest claim's.
+    let p1 = h.providers[1].party.hash;
+    req.escrow = super::faked(&job.escrow, |e| {
+        if let ganglion_contracts::v2::datum::JobState::Assigned { assignments, .. } = &mut e.state
+        {
+            assignments[0].provider = p1;
+        }
+    });
+    let mut broken = build::claim(&h.dep, h.env(), &req).expect("draft");
+    respend(&mut broken, &job.escrow);
+    broken.outputs[0] = good.outputs[0].clone();
+    broken.outputs[1] = good.outputs[1].clone();
+    let attacker = h.providers[1].party.clone();
+    super::passes_then_rejected(&h, &attacker, good, broken);
+}
+
+#[test]
+fn third_party_releases_a_providers_commitment_without_its_signature() {
+    let (h, job) = super::assigned(2);
+    let mut req = claim_of_0(&h, &job);
+    let good = build::claim(&h.dep, h.env(), &req).expect("draft");
+    req.release = h.providers[0].bond.clone();
+    let mut broken = build::claim(&h.dep, h.env(), &req).expect("draft");
+    broken.required_signers.clear();
+    let third = h.third.clone();
+    super::passes_then_rejected(&h, &third, good, broken);
+}
+
+#[test]
+fn a_release_that_drops_another_jobs_commitment_or_takes_stake() {
+    let mut h = Harness::new(2);
+    h.post_bonds_for(2);
+    let (mut job, _) = h.lock(1_000 * NTX, 7200);
+    let (mut other, _) = h.lock(1_000 * NTX, 7200);
+    h.assign(&mut job);
+    h.assign(&mut other);
+    h.world.slot += 600;
+    let mut req = claim_of_0(&h, &job);
+    req.release = h.providers[0].bond.clone();
+    let good = build::claim(&h.dep, h.env(), &req).expect("draft");
+    let released = bond_in(&good.outputs[2]);
+    assert_eq!(
+        released.commitments.len(),
+        1,
+        "the other job's commitment stays"
+    );
+    assert_eq!(released.commitments[0].job_id, other.id);
+    let payer = h.providers[0].party.clone();
+    // The continuation drops the other job's commitment too.
+    let mut dropped = good.clone();
+    let mut all_gone = released.clone();
+    all_gone.commitments.clear();
+    dropped.outputs[2].datum = Some(GanglionDatum::Bond(all_gone).to_plutus_data());
+    super::passes_then_rejected(&h, &payer, good.clone(), dropped);
+    // The continuation keeps the bond token but not the stake.
+    let mut robbed = good.clone();
+    let ntx = h.dep.params.ntx.clone();
+    robbed.outputs[2]
+        .value
+        .take_asset(&ntx.policy, &ntx.name, NTX);
+    super::passes_then_rejected(&h, &payer, good, robbed);
+}
+
+#[test]
+fn a_bond_released_without_its_jobs_escrow() {
+    let (h, job) = super::assigned(2);
+    let bond = h.providers[0].bond.clone().expect("bond");
+    let b = bond_of(&bond);
+    let mut d = ganglion_contracts::tx::Draft::default();
+    d.spend_script(
+        bond.clone(),
+        ganglion_contracts::v2::redeemer::SpendRedeemer::Release { job_id: job.id }
+            .to_plutus_data(),
+    )
+    .pay(ganglion_contracts::tx::Output {
+        address: bond.output.address.clone(),
+        value: bond.output.value.clone(),
+        datum: Some(GanglionDatum::Bond(b.released(&job.id)).to_plutus_data()),
+        script_ref: None,
+    })
+    .reference(h.dep.reference.clone())
+    .signer(b.provider)
+    .validity(Some(h.world.slot), Some(h.world.slot + 60));
+    let payer = h.providers[0].party.clone();
+    let before = books(&h);
+    assert_script_fails(h.balance(d, &payer));
+    assert_eq!(books(&h), before);
 }
