@@ -194,14 +194,8 @@ pub(crate) fn on_request<S: Kv, E: Executor>(
     };
     let me = ctx.chain.key_hash();
     let attest = side.attest.verifying_key().to_bytes();
-    let bond_free = match ctx.indexer.provider(&me) {
-        Ok(p) => p
-            .bonds
-            .iter()
-            .filter(|b| b.datum.attest_key == attest)
-            .map(|b| b.free_gpus)
-            .max()
-            .unwrap_or(0),
+    let bond_free = match ctx.live_bond(&me, Some(&attest)) {
+        Ok(b) => b.map_or(0, |b| b.free_gpus),
         Err(e) => {
             tracing::error!(error = %e, "indexer unreadable; accept request refused");
             return AcceptResponse::Refused(RefusalReason::RateLimited);

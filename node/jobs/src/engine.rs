@@ -299,6 +299,26 @@ impl<S: Kv, E: Executor> Ctx<S, E> {
         (self.config.clock)()
     }
 
+    /// The live bond of `provider` signing with `attest_key` (its first bond when `None`),
+    /// as the indexer sees it now: the UTxO an assign spends and a claim releases (it moves
+    /// with each of them, DESIGN §3.1 G5). The orchestrator's assign, the provider's accept
+    /// (its free GPUs), offer and claim all judge this one bond.
+    ///
+    /// # Errors
+    /// [`EngineError`] from the indexer's store.
+    pub(crate) fn live_bond(
+        &self,
+        provider: &ganglion_contracts::params::KeyHash,
+        attest_key: Option<&[u8; 32]>,
+    ) -> Result<Option<ganglion_indexer::query::ActiveBond>, EngineError> {
+        Ok(self
+            .indexer
+            .provider(provider)?
+            .bonds
+            .into_iter()
+            .find(|b| attest_key.is_none_or(|k| b.datum.attest_key == *k)))
+    }
+
     /// Whether `tx` is due for a (re)submission, and marks it submitted now if so.
     pub(crate) fn due(&self, tx: &[u8; 32], written_ms: u64) -> bool {
         let now = self.now();

@@ -567,21 +567,6 @@ fn rematch<S: Kv, E: Executor>(
 /// by then, checked on chain).
 pub const ACCEPT_WINDOW_MS: u64 = 45_000;
 
-/// The live bond of `provider` signed by `attest_key`, as this node's indexer sees it now (a
-/// bond moves to a new UTxO at every assign that commits it).
-fn live_bond<S: Kv, E: Executor>(
-    ctx: &Ctx<S, E>,
-    provider: &KeyHash,
-    attest_key: Option<&[u8; 32]>,
-) -> Result<Option<ganglion_indexer::query::ActiveBond>, EngineError> {
-    Ok(ctx
-        .indexer
-        .provider(provider)?
-        .bonds
-        .into_iter()
-        .find(|b| attest_key.is_none_or(|k| b.datum.attest_key == *k)))
-}
-
 async fn assign<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     r: &OrchestratorRecord,
@@ -611,7 +596,7 @@ async fn assign<S: Kv, E: Executor>(
                 return rematch(ctx, r, c, format!("bad peer id: {e}"), Exclusion::ForGood);
             }
         };
-        let Some(bond) = live_bond(ctx, &c.provider, None)? else {
+        let Some(bond) = ctx.live_bond(&c.provider, None)? else {
             return rematch(ctx, r, c, "no live bond".into(), Exclusion::Transient);
         };
         let req = AcceptRequest {
@@ -632,7 +617,7 @@ async fn assign<S: Kv, E: Executor>(
                 ..
             }) if provider == c.provider => {
                 // The bond the acceptance's key belongs to: the assign spends it.
-                let Some(bond) = live_bond(ctx, &provider, Some(&attest_key))? else {
+                let Some(bond) = ctx.live_bond(&provider, Some(&attest_key))? else {
                     return rematch(
                         ctx,
                         r,

@@ -218,20 +218,14 @@ fn recorded_gpus(pool: &[PooledGpu], r: &ProviderRecord, d: &DispatchIntent) -> 
     d.gpus.clone()
 }
 
-/// This provider's bond UTxO now: every assign that commits the bond continues it at a new
-/// UTxO (escrow v2), so the offer names the live one the indexer sees (the one the node
-/// started with until then).
+/// This provider's bond UTxO now: every assign that commits the bond and every claim that
+/// releases it continues it at a new UTxO (escrow v2), so the offer and the claim name the
+/// live one the indexer sees (the one the node started with until then).
 fn current_bond<S: Kv, E: Executor>(ctx: &Ctx<S, E>, side: &ProviderSide<E>) -> TxoRef {
     let attest = side.attest.verifying_key().to_bytes();
-    let peer = side.peer_id.to_bytes();
-    ctx.indexer
-        .provider(&ctx.chain.key_hash())
+    ctx.live_bond(&ctx.chain.key_hash(), Some(&attest))
         .ok()
-        .and_then(|p| {
-            p.bonds
-                .into_iter()
-                .find(|b| b.datum.attest_key == attest && b.datum.peer_id == peer)
-        })
+        .flatten()
         .map_or(side.bond, |b| b.bond)
 }
 

@@ -441,7 +441,14 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
 
     // GET /metrics (its address in node.json): the orchestrator counts the settled job, its
     // transactions, its peers and the providers' offers; a provider its dispatch latency.
-    let m = metrics::scrape(net.orch.metrics.expect("orchestrator metrics address")).await;
+    // Each claim moved its provider's bond (the release, G5): the offers naming the old bond
+    // UTxO left the market, and each provider's next offer (every 2 s) names the live one.
+    let orch_metrics = net.orch.metrics.expect("orchestrator metrics address");
+    let m = wait_for("both providers' offers on their live bonds", || async {
+        let m = metrics::scrape(orch_metrics).await;
+        (metrics::value(&m, "ganglion_market_offers", &[]) == 2.0).then_some(m)
+    })
+    .await;
     let settled = [("role", "orchestrator"), ("state", "settled")];
     assert!(metrics::value(&m, "ganglion_jobs", &settled) >= 1.0);
     assert_eq!(
@@ -457,7 +464,6 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
         metrics::value(&m, "ganglion_p2p_peers", &[]) >= 2.0,
         "both providers"
     );
-    assert_eq!(metrics::value(&m, "ganglion_market_offers", &[]), 2.0);
     for kind in ["lock", "assign"] {
         let n = metrics::value(&m, "ganglion_txs_submitted_total", &[("kind", kind)]);
         assert!(n >= 1.0, "{kind}: {n}");

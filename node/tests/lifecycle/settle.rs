@@ -185,6 +185,22 @@ async fn a_job_across_two_providers_settles_and_pays_by_the_escrow_rule() {
     let budget = view.budget;
     assert_eq!(refund, budget - paid_total);
     assert_eq!(chain.ntx_of(&orch.key_hash), before[2] - paid_total);
+    // Each provider's claim released its bond's commitment to the job (G5), long before the
+    // deadline + claim window: the bond backs all its GPUs again.
+    assert!(ganglion_p2p::now_ms() < view.claim_window_end_ms.expect("v2 job"));
+    for node in [&pa, &pb] {
+        let bonds = orch
+            .indexer
+            .provider(&node.key_hash)
+            .expect("indexer")
+            .bonds;
+        assert_eq!(bonds.len(), 1, "{bonds:?}");
+        assert!(
+            bonds[0].datum.commitments.iter().all(|c| c.job_id != job),
+            "{bonds:?}"
+        );
+        assert_eq!(bonds[0].free_gpus, bonds[0].datum.gpus);
+    }
 
     // `audit verify` re-derives all of it from chain and IPFS only (crate::audit).
     crate::audit::audit_settled_job(&orch, &[&pa, &pb], &job).await;
