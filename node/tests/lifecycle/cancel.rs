@@ -53,9 +53,7 @@ async fn cancel_before_assignment_refunds_the_budget() {
         .await
         .expect_err("unknown");
     assert!(err.to_string().contains("unknown job"), "{err}");
-    orch.cancel.cancel();
-    orch.engine.shutdown().await;
-    chain.handle.shutdown().await;
+    crate::support::shutdown(chain, orch, vec![]).await;
 }
 
 /// A lock that never reached the chain (refused by the ledger at submission, or the node died
@@ -121,7 +119,5 @@ async fn a_lock_that_can_no_longer_land_ends_the_job() {
     );
     assert_eq!(chain.ntx_of(&orch.key_hash), before, "nothing moved");
     assert!(orch.indexer.job(&job, 0).expect("q").is_none());
-    orch.cancel.cancel();
-    orch.engine.shutdown().await;
-    chain.handle.shutdown().await;
+    crate::support::shutdown(chain, orch, vec![]).await;
 }

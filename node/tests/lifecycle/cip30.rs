@@ -297,7 +297,5 @@ async fn a_lock_signed_outside_the_node_is_submitted_adopted_and_streamed() {
         (chain.ntx_of(&orch.key_hash) == node_ntx + 750_000).then_some(())
     })
     .await;
-    orch.cancel.cancel();
-    orch.engine.shutdown().await;
-    chain.handle.shutdown().await;
+    crate::support::shutdown(chain, orch, vec![]).await;
 }

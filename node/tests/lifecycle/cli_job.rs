@@ -180,7 +180,5 @@ async fn job_cli_submits_follows_and_cancels_through_the_node() {
         err.contains("asking the node") && err.contains("64 hex digits"),
         "{err}"
     );
-    orch.cancel.cancel();
-    orch.engine.shutdown().await;
-    chain.handle.shutdown().await;
+    crate::support::shutdown(chain, orch, vec![]).await;
 }

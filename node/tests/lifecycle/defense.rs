@@ -149,4 +149,5 @@ async fn heartbeats_from_anyone_but_the_assigned_provider_get_no_receipt() {
             "each provider claimed with a receipt of its own"
         );
     }
+    crate::support::shutdown(chain, orch, vec![pa, pb]).await;
 }

@@ -157,11 +157,5 @@ async fn a_dead_provider_is_slashed_at_expiry_and_the_attested_one_paid() {
         "B claims nothing late: {:?}",
         rb.intents
     );
-    for c in [&orch.cancel, &pa.cancel, &pb.cancel] {
-        c.cancel();
-    }
-    orch.engine.shutdown().await;
-    pa.engine.shutdown().await;
-    pb.engine.shutdown().await;
-    chain.handle.shutdown().await;
+    crate::support::shutdown(chain, orch, vec![pa, pb]).await;
 }

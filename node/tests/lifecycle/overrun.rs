@@ -68,11 +68,5 @@ async fn a_command_that_outlives_the_deadline_is_stopped_in_time_and_paid() {
         assert!(paid > 0, "the GPU time it ran is paid");
         assert_eq!(chain.ntx_of(&p.key_hash), before + paid);
     }
-    for c in [&orch.cancel, &pa.cancel, &pb.cancel] {
-        c.cancel();
-    }
-    orch.engine.shutdown().await;
-    pa.engine.shutdown().await;
-    pb.engine.shutdown().await;
-    chain.handle.shutdown().await;
+    crate::support::shutdown(chain, orch, vec![pa, pb]).await;
 }

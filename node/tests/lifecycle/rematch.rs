@@ -58,12 +58,5 @@ async fn a_refusing_provider_is_rematched_away() {
     want.sort();
     assert_eq!(assigned, want, "the refuser is not assigned");
     assert!(view.payments.iter().all(|p| p.to != pr.key_hash));
-    for n in [&orch.cancel, &pr.cancel, &pb.cancel, &pc.cancel] {
-        n.cancel();
-    }
-    orch.engine.shutdown().await;
-    for p in [pr, pb, pc] {
-        p.engine.shutdown().await;
-    }
-    chain.handle.shutdown().await;
+    crate::support::shutdown(chain, orch, vec![pr, pb, pc]).await;
 }

@@ -121,11 +121,5 @@ async fn restarts_neither_double_submit_nor_double_dispatch() {
         );
         assert!(p.dir.join("jobs").exists());
     }
-    for n in [&orch.cancel, &pa.cancel, &pb.cancel] {
-        n.cancel();
-    }
-    orch.engine.shutdown().await;
-    pa.engine.shutdown().await;
-    pb.engine.shutdown().await;
-    chain.handle.shutdown().await;
+    crate::support::shutdown(chain, orch, vec![pa, pb]).await;
 }

@@ -151,7 +151,5 @@ async fn job_methods_submit_report_and_cancel_over_http() {
         .await
         .expect_err("no engine");
     assert_eq!(code(e), codes::JOB);
-    orch.cancel.cancel();
-    orch.engine.shutdown().await;
-    chain.handle.shutdown().await;
+    crate::support::shutdown(chain, orch, vec![]).await;
 }

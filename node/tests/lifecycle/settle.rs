@@ -204,11 +204,5 @@ async fn a_job_across_two_providers_settles_and_pays_by_the_escrow_rule() {
 
     // `audit verify` re-derives all of it from chain and IPFS only (crate::audit).
     crate::audit::audit_settled_job(&orch, &[&pa, &pb], &job).await;
-    for n in [&orch.cancel, &pa.cancel, &pb.cancel] {
-        n.cancel();
-    }
-    orch.engine.shutdown().await;
-    pa.engine.shutdown().await;
-    pb.engine.shutdown().await;
-    chain.handle.shutdown().await;
+    crate::support::shutdown(chain, orch, vec![pa, pb]).await;
 }

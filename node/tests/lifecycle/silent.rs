@@ -137,11 +137,5 @@ async fn providers_stop_and_claim_when_the_orchestrator_goes_silent() {
     })
     .await;
     assert!(r.intent(TxKind::Expire).is_none(), "nothing to expire");
-    for c in [&orch.cancel, &pa.cancel, &pb.cancel] {
-        c.cancel();
-    }
-    orch.engine.shutdown().await;
-    pa.engine.shutdown().await;
-    pb.engine.shutdown().await;
-    chain.handle.shutdown().await;
+    crate::support::shutdown(chain, orch, vec![pa, pb]).await;
 }

@@ -412,6 +412,12 @@ impl<E: ganglion_dispatch::executor::Executor + 'static> Node<E> {
         }
     }
 
+    /// Stops the node for good: its swarm and indexer tasks, then its engine.
+    pub(crate) async fn shutdown(self) {
+        self.cancel.cancel();
+        self.engine.shutdown().await;
+    }
+
     /// [`Node::stop_engine`] then [`Stopped::start_engine`].
     pub(crate) async fn restart_engine(self, chain: &Chain) -> Self {
         self.stop_engine().await.start_engine(chain)
@@ -815,4 +821,18 @@ impl World {
             pb,
         }
     }
+}
+
+/// Stops the orchestrator's and the providers' nodes (all told to stop first), then the
+/// devnet.
+pub(crate) async fn shutdown(chain: Chain, orch: Node<NoExecutor>, providers: Vec<Node<Exec>>) {
+    orch.cancel.cancel();
+    for p in &providers {
+        p.cancel.cancel();
+    }
+    orch.shutdown().await;
+    for p in providers {
+        p.shutdown().await;
+    }
+    chain.handle.shutdown().await;
 }

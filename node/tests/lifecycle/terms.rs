@@ -90,6 +90,5 @@ async fn impossible_terms_are_refused_before_the_lock() {
             .is_empty(),
         "no job recorded"
     );
-    orch.cancel.cancel();
-    orch.engine.shutdown().await;
+    orch.shutdown().await;
 }
