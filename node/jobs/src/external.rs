@@ -376,7 +376,7 @@ async fn submit_signed<S: Kv, E: Executor>(
         },
         now,
     ))?;
-    if let Err(err) = orchestrator::submit_as::<OrchestratorRole, S, E>(
+    if let Err(err) = super::submit::intent_first::<OrchestratorRole, S, E>(
         ctx,
         &e.job_id,
         TxKind::Lock,

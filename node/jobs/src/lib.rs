@@ -8,7 +8,8 @@
 //!   log and the dispatch intent that make restarts safe; over a [`store::Backend`], sled on
 //!   disk ([`store::JobStore::open`]) or its in-memory twin ([`store::JobStore::in_memory`]),
 //!   one conformance suite run on both.
-//! - [`chain`]: UTxOs, submission, slot clock, transactions balanced and signed.
+//! - [`chain`]: UTxOs, submission, slot clock, transactions balanced and signed; [`submit`]:
+//!   how the node's own transactions leave (their durable intents, re-submission, lapse).
 //! - [`cluster`]: [`cluster::ClusterSetup`], the job's network agreed with the other assigned
 //!   providers before dispatch (the node implements it with its overlay).
 //! - [`accept`]: a provider's accept decision and its `Reserved` record, one step;
@@ -39,6 +40,7 @@ pub mod receipts;
 pub mod retry;
 pub mod state;
 pub mod store;
+pub mod submit;
 pub mod terms;
 pub mod witness;
 

@@ -26,7 +26,8 @@ use super::chain::SignedTx;
 use super::engine::{Ctx, EngineError, OrchestratorRecord, OrchestratorRole};
 use super::retry;
 use super::state::{OrchestratorEvent, OrchestratorState};
-use super::store::{JobRecord, Role, TxIntent, TxKind};
+use super::store::{JobRecord, TxIntent, TxKind};
+use super::submit::{self, lapsed, nudge};
 use ganglion_dispatch::executor::Executor;
 use ganglion_market::matching::{Requirements, match_gang};
 use ganglion_market::snapshot::{MarketSnapshot, SnapshotOptions};
@@ -113,35 +114,6 @@ fn on_chain(view: Option<&JobView>, tx: &[u8; 32]) -> bool {
     view.is_some_and(|v| v.history.iter().any(|r| r.meta.tx_hash == *tx))
 }
 
-/// Submits a new transaction of `kind` for `job` in role `R`: intent first (flushed), then the
-/// ledger.
-pub(crate) async fn submit_as<R: Role, S: Kv, E: Executor>(
-    ctx: &Ctx<S, E>,
-    job: &JobId,
-    kind: TxKind,
-    tx: SignedTx,
-    valid_until_slot: Option<u64>,
-) -> Result<(), EngineError> {
-    let now = ctx.now();
-    ctx.store.record_intent::<R>(
-        job,
-        TxIntent {
-            kind,
-            tx_hash: tx.hash,
-            signed: tx.bytes.clone(),
-            written_ms: now,
-            valid_until_slot,
-        },
-    )?;
-    ctx.submitted
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(tx.hash, now);
-    ctx.chain.submit(&tx, now).await?;
-    tracing::info!(job = %job, ?kind, tx = %hex::encode(tx.hash), "submitted");
-    Ok(())
-}
-
 async fn submit_new<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     job: &JobId,
@@ -149,27 +121,7 @@ async fn submit_new<S: Kv, E: Executor>(
     tx: SignedTx,
     valid_until_slot: Option<u64>,
 ) -> Result<(), EngineError> {
-    submit_as::<OrchestratorRole, S, E>(ctx, job, kind, tx, valid_until_slot).await
-}
-
-/// Re-submits a pending intent's bytes when due; ledger refusals are logged (the chain
-/// decides: a transaction already in a block or with spent inputs is refused).
-pub(crate) async fn nudge<S: Kv, E: Executor>(ctx: &Ctx<S, E>, intent: &TxIntent) {
-    if ctx.due(&intent.tx_hash, intent.written_ms) {
-        match ctx.chain.resubmit(&intent.signed).await {
-            Ok(()) => {
-                tracing::info!(kind = ?intent.kind, tx = %hex::encode(intent.tx_hash), "re-submitted")
-            }
-            Err(e) => tracing::debug!(kind = ?intent.kind, error = %e, "re-submission refused"),
-        }
-    }
-}
-
-/// Whether an intent can no longer land: past its validity.
-pub(crate) fn lapsed<S: Kv, E: Executor>(ctx: &Ctx<S, E>, intent: &TxIntent) -> bool {
-    intent
-        .valid_until_slot
-        .is_some_and(|u| ctx.chain.slot_at(ctx.now()) >= u)
+    submit::intent_first::<OrchestratorRole, S, E>(ctx, job, kind, tx, valid_until_slot).await
 }
 
 /// Whether a lock intent can no longer land: its validity ended at least one more

@@ -29,6 +29,7 @@ use super::gpu_pick::{self, PooledGpu};
 use super::orchestrator;
 use super::state::{ProviderEvent, ProviderState};
 use super::store::{DispatchIntent, JobStore, TxKind};
+use super::submit;
 use super::terms;
 use ganglion_dispatch::executor::plan::{ContainerSlot, GpuAttachment, JobPlan};
 use ganglion_dispatch::executor::{Executor, JobReport, Phase};
@@ -419,9 +420,9 @@ async fn claim<S: Kv, E: Executor>(
 ) -> Result<(), EngineError> {
     let job = r.job_id;
     if let Some(i) = r.intent(TxKind::Claim)
-        && !orchestrator::lapsed(ctx, i)
+        && !submit::lapsed(ctx, i)
     {
-        orchestrator::nudge(ctx, i).await;
+        submit::nudge(ctx, i).await;
         return Ok(());
     }
     let Some(v) = view else { return Ok(()) };
@@ -519,18 +520,8 @@ async fn claim<S: Kv, E: Executor>(
     // claim spent the escrow UTxO first) leaves nothing to wait for, and the next try builds
     // on the escrow's new UTxO. A crash in between is harmless: a second claim of the same
     // assignment is refused on chain.
-    ctx.chain.submit(&tx, now).await?;
-    ctx.store.record_intent::<ProviderRole>(
-        &job,
-        super::store::TxIntent {
-            kind: TxKind::Claim,
-            tx_hash: tx.hash,
-            signed: tx.bytes.clone(),
-            written_ms: now,
-            valid_until_slot: Some(until),
-        },
-    )?;
-    tracing::info!(job = %job, gpu_ms, tx = %hex::encode(tx.hash), "claim submitted");
+    tracing::info!(job = %job, gpu_ms, "claiming");
+    submit::ledger_first::<ProviderRole, S, E>(ctx, &job, TxKind::Claim, tx, Some(until)).await?;
     if r.state == ProviderState::Finished {
         apply(ctx, &job, ProviderEvent::ClaimSubmitted)?;
     }
