@@ -108,7 +108,8 @@ pub enum OfferRejection {
     /// The offer's peer id is not the gossip author's.
     #[error("offer names another peer than its author")]
     NotAuthor,
-    /// The bond is not among the live bonds.
+    /// Neither the bond nor a continuation of it (the same provider's live bond for the same
+    /// peer) is among the live bonds.
     #[error("bond {}#{} is not live", hex::encode(.0.tx_hash), .0.index)]
     Unbonded(TxoRef),
     /// The bond is live but belongs to another provider, attest key or peer.
@@ -155,6 +156,21 @@ impl BondSnapshot {
     /// The live bond at `bond`, if any.
     pub fn get(&self, bond: &TxoRef) -> Option<&LiveBond> {
         self.by_ref.get(bond)
+    }
+
+    /// The live bond backing an offer: the one it names, or — when that UTxO was spent by a
+    /// transaction that continued the bond (escrow v2: every assign that commits it and every
+    /// claim that releases it) — the live bond of the same provider for the same peer. An
+    /// offer stays in the market across its provider's jobs instead of dropping out until
+    /// the provider's next offer names the new UTxO; its signature is still checked against
+    /// the live bond's attest key.
+    pub fn backing(&self, offer: &OfferBody) -> Option<&LiveBond> {
+        self.by_ref.get(&offer.bond).or_else(|| {
+            self.by_ref
+                .values()
+                .filter(|b| b.provider == offer.market.provider && b.peer_id == offer.peer_id)
+                .min_by_key(|b| b.bond)
+        })
     }
 
     /// Number of live bonds.
@@ -262,7 +278,7 @@ pub fn verify_offer(
     {
         return Err(OfferRejection::NotAuthor);
     }
-    let bond = bonds.get(&b.bond).ok_or(OfferRejection::Unbonded(b.bond))?;
+    let bond = bonds.backing(b).ok_or(OfferRejection::Unbonded(b.bond))?;
     if bond.provider != b.market.provider {
         return Err(OfferRejection::BondMismatch { field: "provider" });
     }
@@ -299,7 +315,7 @@ impl Market {
     pub fn prune(&mut self, now_ms: u64, bonds: &BondSnapshot) -> Vec<KeyHash> {
         let mut gone = Vec::new();
         self.by_provider.retain(|k, o| {
-            let keep = o.body.expires_ms > now_ms && bonds.get(&o.body.bond).is_some();
+            let keep = o.body.expires_ms > now_ms && bonds.backing(&o.body).is_some();
             if !keep {
                 gone.push(*k);
             }
@@ -398,6 +414,22 @@ mod tests {
     }
 
     #[test]
+    fn an_offer_follows_its_bond_to_the_utxo_an_assign_or_claim_continued_it_at() {
+        let w = world();
+        // The offer names the bond's previous UTxO; the live bond (same provider, same peer)
+        // backs it, in verification and in the market.
+        let mut moved = body(&w);
+        moved.bond.tx_hash = [7; 32];
+        let o = moved.sign(&w.key);
+        check(&w, &o, 2_000).unwrap();
+        let mut m = Market::default();
+        assert!(m.insert(o));
+        assert!(m.prune(2_000, &w.bonds).is_empty());
+        assert_eq!(m.market_offers().len(), 1);
+        assert_eq!(m.prune(2_000, &BondSnapshot::default()), vec![[2; 28]]);
+    }
+
+    #[test]
     fn each_rule_rejects() {
         let w = world();
         let ok = body(&w).sign(&w.key);
@@ -419,10 +451,17 @@ mod tests {
             check(&w, &long.sign(&w.key), 2_000),
             Err(OfferRejection::TooLong { .. })
         ));
-        let mut unbonded = body(&w);
-        unbonded.bond.index = 1;
+        let mut moved = body(&w);
+        moved.bond.index = 1;
+        let gone = BondSnapshot::new(Vec::new());
         assert!(matches!(
-            check(&w, &unbonded.sign(&w.key), 2_000),
+            verify_offer(&moved.clone().sign(&w.key), 42, Some(&w.peer), &gone, 2_000),
+            Err(OfferRejection::Unbonded(_))
+        ));
+        let mut elsewhere = moved.clone();
+        elsewhere.peer_id = PeerId::random().to_bytes();
+        assert!(matches!(
+            verify_offer(&elsewhere.sign(&w.key), 42, None, &w.bonds, 2_000),
             Err(OfferRejection::Unbonded(_))
         ));
         let mut other = body(&w);

@@ -257,9 +257,12 @@ async fn p2p_forged_and_unbonded_offers_are_rejected_not_forwarded_and_cost_scor
     .await;
     assert_eq!(r, OfferRejection::BadSignature);
 
-    // Unbonded: a bond reference the snapshot does not hold, correctly signed.
+    // Unbonded: a bond reference the snapshot does not hold, for a provider with no live
+    // bond (a bonded provider's moved bond is followed: `BondSnapshot::backing`), correctly
+    // signed.
     let mut body = offer_body(&n1.id, now + 1, 60_000);
     body.bond.index = 99;
+    body.market.provider = [0xee; 28];
     n1.client
         .publish_raw(body.sign(&n1.id.attest).encode())
         .await
