@@ -340,3 +340,57 @@ fn a_bond_released_without_its_jobs_escrow() {
     assert_script_fails(h.balance(d, &payer));
     assert_eq!(books(&h), before);
 }
+
+/// One provider with two identical bonds (posted twice: two bond tokens of one name).
+fn twice_bonded() -> (Harness, Utxo, Utxo) {
+    let mut h = Harness::new(1);
+    let req = h.bond_request(0);
+    h.post_bond_with(0, &req).expect("first bond");
+    let first = h.providers[0].bond.clone().expect("bond");
+    h.post_bond_with(0, &req).expect("second bond");
+    let second = h.providers[0].bond.clone().expect("bond");
+    assert_eq!(bond_of(&first), bond_of(&second));
+    (h, first, second)
+}
+
+#[test]
+fn provider_unbonds_two_bonds_with_one_continuation() {
+    // Both bonds spent, one continuation (it matches either's datum and value): the second
+    // bond token would leave for the provider's wallet, free to back a bond `post` never
+    // checked.
+    let (h, first, second) = twice_bonded();
+    let slot = h.world.slot;
+    let good = build::unbond(&h.dep, h.env(), &first, slot, slot + 60).expect("draft");
+    let other = build::unbond(&h.dep, h.env(), &second, slot, slot + 60).expect("draft");
+    let mut broken = good.clone();
+    broken.inputs.extend(other.inputs);
+    let p = h.providers[0].party.clone();
+    super::passes_then_rejected(&h, &p, good, broken);
+}
+
+#[test]
+fn provider_withdraws_two_bonds_burning_one_token() {
+    let (mut h, first, second) = twice_bonded();
+    let mut unbonding = Vec::new();
+    for bond in [first, second] {
+        h.providers[0].bond = Some(bond);
+        h.unbond(0).expect("unbond");
+        unbonding.push(h.providers[0].bond.clone().expect("bond"));
+    }
+    let since = bond_of(&unbonding[1])
+        .unbonding_since_ms
+        .expect("unbonding");
+    h.world.slot = ganglion_cardano::time::posix_ms_to_slot(
+        &h.env().slot_config,
+        since + h.dep.params.unbonding_delay_ms,
+    )
+    .expect("in range")
+        + 1;
+    let slot = h.world.slot;
+    let good = build::withdraw(&h.dep, h.env(), &unbonding[0], slot).expect("draft");
+    let other = build::withdraw(&h.dep, h.env(), &unbonding[1], slot).expect("draft");
+    let mut broken = good.clone();
+    broken.inputs.extend(other.inputs);
+    let p = h.providers[0].party.clone();
+    super::passes_then_rejected(&h, &p, good, broken);
+}
