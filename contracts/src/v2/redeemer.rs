@@ -8,7 +8,7 @@ use pallas_primitives::PlutusData;
 use crate::data::{self, bytes, constr, int, list, malformed, option};
 use crate::error::Result;
 pub use crate::redeemer::{MintRedeemer, Purpose};
-use crate::v2::datum::{Assignment, JobId};
+use crate::v2::datum::JobId;
 
 /// A provider's attestation of its work, signed by its attest key over
 /// [`crate::v2::signed::AttestationBody`]; carried by the `Claim` redeemer.
@@ -100,11 +100,11 @@ impl SignedReceipt {
 /// Spend redeemers: escrow actions and bond actions.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SpendRedeemer {
-    /// Escrow Open → Assigned; `acceptances[i]` (64-byte signatures) accepts `assignments[i]`.
+    /// Escrow Open → Assigned; `acceptances[i]` (64-byte signatures) accepts `assignments[i]`
+    /// of the continuing escrow's datum (the validator reads the assignments from there).
     Assign {
-        /// The providers.
-        assignments: Vec<Assignment>,
-        /// Their acceptance signatures, in the same order.
+        /// The providers' acceptance signatures, in the order of the continuing escrow's
+        /// assignments.
         acceptances: Vec<Vec<u8>>,
     },
     /// Pay assignment `index` for its attested GPU time, bounded by its best receipt and the
@@ -150,15 +150,9 @@ impl SpendRedeemer {
     /// The redeemer as PlutusData.
     pub fn to_plutus_data(&self) -> PlutusData {
         match self {
-            Self::Assign {
-                assignments,
-                acceptances,
-            } => constr(
+            Self::Assign { acceptances } => constr(
                 0,
-                vec![
-                    list(assignments.iter().map(Assignment::to_plutus_data).collect()),
-                    list(acceptances.iter().map(|s| bytes(s.clone())).collect()),
-                ],
+                vec![list(acceptances.iter().map(|s| bytes(s.clone())).collect())],
             ),
             Self::Claim {
                 index,
@@ -190,11 +184,6 @@ impl SpendRedeemer {
         let (index, mut f) = data::fields("SpendRedeemer", d)?;
         Ok(match index {
             0 => Self::Assign {
-                assignments: f
-                    .list("assignments")?
-                    .iter()
-                    .map(Assignment::from_plutus_data)
-                    .collect::<Result<_>>()?,
                 acceptances: f
                     .list("acceptances")?
                     .iter()
@@ -253,14 +242,6 @@ mod tests {
         };
         let cases = vec![
             SpendRedeemer::Assign {
-                assignments: vec![Assignment {
-                    provider: [1; 28],
-                    attest_key: [2; 32],
-                    payout: crate::v2::payout::Payout::enterprise([1; 28]),
-                    gpus: 2,
-                    rate: 10,
-                    accept_by_ms: 99,
-                }],
                 acceptances: vec![vec![3; 64]],
             },
             SpendRedeemer::Claim {

@@ -192,7 +192,6 @@ pub fn assign(dep: &Deployment, env: &Env, req: &AssignRequest) -> Result<Draft>
     d.spend_script(
         req.escrow.clone(),
         SpendRedeemer::Assign {
-            assignments: req.assignments.clone(),
             acceptances: req.acceptances.clone(),
         }
         .to_plutus_data(),

@@ -827,7 +827,6 @@ fn burnt_output_can_never_be_spent() {
             receipt: None,
         },
         SpendRedeemer::Assign {
-            assignments: vec![],
             acceptances: vec![],
         },
     ] {
@@ -1105,7 +1104,6 @@ fn orchestrator_assigns_the_same_provider_twice() {
         .expect("escrow spent");
     *redeemer = Some(
         SpendRedeemer::Assign {
-            assignments: vec![req.assignments[0].clone(), req.assignments[1].clone()],
             acceptances: req.acceptances.clone(),
         }
         .to_plutus_data(),
