@@ -9,18 +9,7 @@ use pallas_primitives::PlutusData;
 use crate::data::{self, bytes, constr, int, list, malformed, option};
 use crate::error::Result;
 use crate::params::KeyHash;
-
-/// Job id: the asset name of the job's thread token, `blake2b_256(serialiseData(seed))`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
-pub struct JobId(#[serde(with = "hex::serde")] pub [u8; 32]);
-
-impl std::fmt::Display for JobId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&hex::encode(self.0))
-    }
-}
+pub use crate::v2::datum::JobId;
 
 /// One provider's share of a job.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -50,6 +50,7 @@ pub mod fees;
 pub mod params;
 pub mod redeemer;
 pub mod signed;
+pub mod signing;
 #[cfg(feature = "test-utils")]
 pub mod test_utils;
 pub mod tx;

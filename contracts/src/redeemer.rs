@@ -8,7 +8,8 @@ use pallas_primitives::PlutusData;
 use crate::data::{self, bytes, constr, int, list, malformed};
 use crate::datum::{Assignment, JobId};
 use crate::error::Result;
-use crate::tx::TxoRef;
+pub use crate::tx::Purpose;
+pub use crate::v2::redeemer::MintRedeemer;
 
 /// A provider's claim at the end of a job, signed by its attest key over
 /// [`crate::signed::AttestationBody`].
@@ -165,42 +166,6 @@ impl SpendRedeemer {
             i => return Err(malformed("SpendRedeemer", format!("constructor {i}"))),
         })
     }
-}
-
-/// Mint redeemers of the `ganglion` policy.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum MintRedeemer {
-    /// Mint the thread token of the escrow created by consuming `seed`.
-    LockJob {
-        /// The input whose reference determines the job id.
-        seed: TxoRef,
-    },
-    /// Mint a bond token.
-    PostBond,
-    /// Burn tokens of this policy.
-    Burn,
-}
-
-impl MintRedeemer {
-    /// The redeemer as PlutusData.
-    pub fn to_plutus_data(&self) -> PlutusData {
-        match self {
-            Self::LockJob { seed } => constr(0, vec![seed.to_plutus_data()]),
-            Self::PostBond => constr(1, vec![]),
-            Self::Burn => constr(2, vec![]),
-        }
-    }
-}
-
-/// What a redeemer is for, as the ledger keys it (`RedeemersKey` tag and index).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
-pub enum Purpose {
-    /// Spending the input at this index of the sorted input set.
-    Spend(u32),
-    /// Minting under the policy at this index of the sorted mint map.
-    Mint(u32),
 }
 
 #[cfg(test)]

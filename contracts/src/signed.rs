@@ -4,12 +4,10 @@
 //! provider bond's ed25519 `attest_key`. The validator checks these signatures with the
 //! Plutus builtin `verifyEd25519Signature`.
 
-use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
-
 use crate::data::{bytes, constr, int, to_cbor};
 use crate::datum::JobId;
-use crate::error::{Error, Result};
 use crate::params::KeyHash;
+pub use crate::signing::{sign, verify};
 
 /// A provider's acceptance of its share of a job. PlutusData: constructor 0 `[job_id, gpus,
 /// rate, deadline]`.
@@ -73,22 +71,4 @@ impl AttestationBody {
             ],
         ))
     }
-}
-
-/// Signs `message` with an attest key; returns the 64-byte signature.
-pub fn sign(key: &SigningKey, message: &[u8]) -> Vec<u8> {
-    key.sign(message).to_bytes().to_vec()
-}
-
-/// Verifies a signature made by [`sign`].
-///
-/// # Errors
-/// [`Error::BadSignature`] when the key or signature is malformed or does not verify.
-pub fn verify(attest_key: &[u8; 32], message: &[u8], signature: &[u8]) -> Result<()> {
-    let key = VerifyingKey::from_bytes(attest_key)
-        .map_err(|e| Error::BadSignature(format!("attest key: {e}")))?;
-    let sig = Signature::from_slice(signature)
-        .map_err(|e| Error::BadSignature(format!("signature: {e}")))?;
-    key.verify(message, &sig)
-        .map_err(|e| Error::BadSignature(e.to_string()))
 }

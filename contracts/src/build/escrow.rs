@@ -1,7 +1,6 @@
 //! Escrow actions: lock, assign, settle, cancel, expire (with slashing).
 
-use crate::build::{Deployment, bond_datum, escrow_datum, funded, job_tag, payee};
-use crate::data::to_cbor;
+use crate::build::{Deployment, bond_datum, escrow_datum, funded, job_id_of, job_tag, payee};
 use crate::datum::{Assignment, EscrowDatum, GanglionDatum, JobId, JobState};
 use crate::env::Env;
 use crate::error::{Error, Result};
@@ -9,13 +8,6 @@ use crate::params::KeyHash;
 use crate::redeemer::{Attestation, MintRedeemer, SpendRedeemer};
 use crate::time::slot_to_posix_ms;
 use crate::tx::{Draft, Output, Utxo, Value};
-
-/// The id of the job whose lock consumes `seed`: `blake2b_256(serialiseData(seed))`.
-pub fn job_id_of(seed: &crate::tx::TxoRef) -> JobId {
-    JobId(*pallas_crypto::hash::Hasher::<256>::hash(&to_cbor(
-        &seed.to_plutus_data(),
-    )))
-}
 
 /// What an orchestrator locks.
 #[derive(Debug, Clone)]

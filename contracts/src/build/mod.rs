@@ -7,21 +7,22 @@
 mod bond;
 mod escrow;
 
+pub use crate::v2::datum::job_id_of;
 pub use bond::{BondRequest, post_bond, unbond, withdraw};
 pub use escrow::{
-    AssignRequest, ExpireRequest, LockRequest, SettleRequest, assign, cancel, expire, job_id_of,
-    lock, pay_for, settle,
+    AssignRequest, ExpireRequest, LockRequest, SettleRequest, assign, cancel, expire, lock,
+    pay_for, settle,
 };
 
-use pallas_primitives::PlutusData;
-
-use crate::blueprint::{Script, key_address};
-use crate::data::bytes;
-use crate::datum::{BondDatum, EscrowDatum, GanglionDatum, JobId};
+use crate::blueprint::Script;
+use crate::datum::{BondDatum, EscrowDatum, GanglionDatum};
 use crate::env::Env;
 use crate::error::{Error, Result};
-use crate::params::{KeyHash, Params};
-use crate::tx::{Draft, Output, Utxo, Value, min_lovelace as output_min_lovelace};
+use crate::params::Params;
+use crate::tx::Utxo;
+pub use crate::tx::{deploy, reference_script_output};
+pub(crate) use crate::tx::{funded, payee};
+pub use crate::v2::datum::job_tag;
 
 /// A deployed Ganglion validator: its parameters, the applied script and the UTxO carrying
 /// it as a reference script.
@@ -40,47 +41,6 @@ impl Deployment {
     pub fn address(&self, env: &Env) -> Vec<u8> {
         self.script.address(env.network)
     }
-}
-
-/// An output carrying `value` and `datum` whose lovelace is raised to its min-UTxO.
-pub(crate) fn funded(
-    env: &Env,
-    address: Vec<u8>,
-    value: Value,
-    datum: Option<PlutusData>,
-) -> Result<Output> {
-    let mut o = Output {
-        address,
-        value,
-        datum,
-        script_ref: None,
-    };
-    let min = output_min_lovelace(env, &o)?;
-    o.value.lovelace = o.value.lovelace.max(min);
-    Ok(o)
-}
-
-/// The output that publishes a script as a reference script: at the script's own address
-/// with no datum, so no handler can ever spend it.
-///
-/// # Errors
-/// Only on encoding failures.
-pub fn reference_script_output(env: &Env, script: &Script) -> Result<Output> {
-    let mut o = Output::new(script.address(env.network), Value::default());
-    o.script_ref = Some(script.bytes.clone());
-    let min = output_min_lovelace(env, &o)?;
-    o.value.lovelace = min;
-    Ok(o)
-}
-
-/// A draft deploying `script` as a reference script.
-///
-/// # Errors
-/// Only on encoding failures.
-pub fn deploy(env: &Env, script: &Script) -> Result<Draft> {
-    let mut d = Draft::default();
-    d.pay(reference_script_output(env, script)?);
-    Ok(d)
 }
 
 fn datum_of(utxo: &Utxo) -> Result<GanglionDatum> {
@@ -136,13 +96,4 @@ fn at_script(dep: &Deployment, env: &Env, utxo: &Utxo) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// The inline datum tagging payouts and refunds of a job: its id as a bytestring.
-pub fn job_tag(job_id: &JobId) -> PlutusData {
-    bytes(job_id.0)
-}
-
-pub(crate) fn payee(env: &Env, key: &KeyHash) -> Vec<u8> {
-    key_address(env.network, key)
 }

@@ -3,44 +3,19 @@
 //! apply each action.
 #![allow(missing_docs, clippy::missing_panics_doc)]
 
+use crate::Result;
 use crate::blueprint::Blueprint;
 use crate::build::{self, AssignRequest, BondRequest, Deployment, LockRequest, SettleRequest};
 use crate::datum::{Assignment, JobId};
 use crate::env::Env;
-use crate::params::{AssetClass, Params};
-use crate::protocol::ProtocolParams;
+use crate::params::Params;
 use crate::redeemer::Attestation;
 use crate::signed::{Acceptance, AttestationBody, sign};
 use crate::test_utils::world::{Party, World};
-use crate::time::SlotConfig;
+pub use crate::test_utils::{NTX, ZERO_TIME, assert_script_fails, cid_bytes, env, ntx};
 use crate::tx::{Balanced, Draft, TxoRef, Utxo, Value, balance};
-use crate::{Error, Result};
 use ed25519_dalek::SigningKey;
 use ganglion_testnet::ledger::Validated;
-
-/// 2026-01-01T00:00:00Z, POSIX ms.
-pub const ZERO_TIME: u64 = 1_767_225_600_000;
-/// 1 NTX = 10^6 base units.
-pub const NTX: u64 = 1_000_000;
-
-pub fn env() -> Env {
-    Env {
-        params: ProtocolParams::mainnet().expect("mainnet parameters"),
-        slot_config: SlotConfig {
-            zero_time: ZERO_TIME,
-            zero_slot: 0,
-            slot_length: 1000,
-        },
-        network: pallas_addresses::Network::Testnet,
-    }
-}
-
-pub fn ntx() -> AssetClass {
-    AssetClass {
-        policy: [0x4e; 28],
-        name: b"NTX".to_vec(),
-    }
-}
 
 pub fn params() -> Params {
     Params {
@@ -358,24 +333,5 @@ impl Harness {
             .values()
             .filter(|o| o.value.quantity(&self.dep.script.hash, &job.id.0) > 0)
             .count()
-    }
-}
-
-/// A CIDv1 raw-leaves-shaped byte string (0x01 0x55 0x12 0x20 ‖ sha-256-sized digest).
-pub fn cid_bytes(seed: &[u8]) -> Vec<u8> {
-    let mut v = vec![0x01, 0x55, 0x12, 0x20];
-    v.extend(pallas_crypto::hash::Hasher::<256>::hash(seed).as_ref());
-    v
-}
-
-/// Asserts that a result is a phase-2 script failure.
-#[track_caller]
-pub fn assert_script_fails<T: std::fmt::Debug>(r: Result<T>) {
-    match r {
-        Err(Error::ScriptFailed { .. }) => {}
-        Err(other) => panic!("expected the validator to reject, got another error: {other}"),
-        Ok(_) => {
-            panic!("expected the validator to reject, but the transaction balanced and passed")
-        }
     }
 }

@@ -7,10 +7,10 @@
 
 use std::sync::OnceLock;
 
-use ganglion_contracts::test_utils::harness::{NTX, ntx};
 use ganglion_contracts::test_utils::harness_v2::{
     CLAIM_WINDOW_MS, Harness, RATE, RECEIPT_INTERVAL_MS,
 };
+use ganglion_contracts::test_utils::{NTX, ntx};
 use ganglion_contracts::tx::{Draft, Output, TxoRef, Value};
 use ganglion_contracts::v2::datum::{Assignment, GanglionDatum, JobId, JobState};
 use ganglion_contracts::v2::rules::{pay_for, slash_of, split_slashes};

@@ -217,7 +217,7 @@ pub(crate) fn seed_of(
 ) -> Result<ganglion_contracts::tx::Utxo, EngineError> {
     let fresh: Vec<&ganglion_contracts::tx::Utxo> = utxos
         .iter()
-        .filter(|u| !tracked(&ganglion_contracts::build::job_id_of(&u.reference)))
+        .filter(|u| !tracked(&ganglion_contracts::v2::build::job_id_of(&u.reference)))
         .collect();
     fresh
         .iter()
@@ -781,7 +781,7 @@ mod tests {
         };
         // The largest asset-free UTxO seeded a lock the ledger refused (its record is kept).
         let utxos = [utxo(1, 500_000_000), utxo(2, 100_000_000)];
-        let refused = ganglion_contracts::build::job_id_of(&utxos[0].reference);
+        let refused = ganglion_contracts::v2::build::job_id_of(&utxos[0].reference);
         let first = seed_of(&utxos, |_| false).expect("a seed");
         assert_eq!(first.reference, utxos[0].reference);
         let next = seed_of(&utxos, |id| *id == refused).expect("another seed");

@@ -277,7 +277,7 @@ mod tests {
         );
         assert_eq!(
             window_cost(2, 3_600_000, 120),
-            ganglion_contracts::build::pay_for(240, 3_600_000)
+            ganglion_contracts::v2::rules::pay_for(240_000, 3_600_000)
         );
     }
 

@@ -2,8 +2,8 @@
 //! what the spec says, to the base unit (fees compared against the balanced transactions).
 
 use ganglion_contracts::build::job_tag;
-use ganglion_contracts::test_utils::harness::{NTX, ntx};
 use ganglion_contracts::test_utils::harness_v2::Harness;
+use ganglion_contracts::test_utils::{NTX, ntx};
 use ganglion_contracts::v2::build;
 use ganglion_contracts::v2::datum::{GanglionDatum, JobState};
 use ganglion_contracts::v2::rules::{claim_bound_gpu_ms, pay_for};
@@ -265,7 +265,7 @@ fn bond_post_unbond_withdraw() {
     let ready = until + h.dep.params.unbonding_delay_ms / 1000;
     h.world.slot = ready - 1;
     let early = build::withdraw(&h.dep, h.env(), &unbonding, ready - 1).expect("draft");
-    ganglion_contracts::test_utils::harness::assert_script_fails(h.balance(early, &p));
+    ganglion_contracts::test_utils::assert_script_fails(h.balance(early, &p));
     h.world.slot = ready;
     let withdraw = h
         .run(

@@ -2,8 +2,8 @@
 //! on-chain inside an accepted transaction, and a signature over the same bytes with one
 //! byte changed (or a changed field) is refused.
 
-use ganglion_contracts::test_utils::harness::{NTX, assert_script_fails};
 use ganglion_contracts::test_utils::harness_v2::{Harness, receipt_message};
+use ganglion_contracts::test_utils::{NTX, assert_script_fails};
 use ganglion_contracts::v2::build;
 use ganglion_contracts::v2::signed::{sign, verify};
 

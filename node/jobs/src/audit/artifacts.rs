@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use cid::Cid;
-use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::datum::JobId;
 use ganglion_indexer::event::Event;
 use ganglion_indexer::store::Kv;
 use ganglion_indexer::{Indexer, JobView};

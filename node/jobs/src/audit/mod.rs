@@ -32,7 +32,7 @@ pub mod evidence;
 pub mod record;
 pub mod rpc;
 
-use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::datum::JobId;
 use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 use ganglion_storage::blockstore::Blockstore;
