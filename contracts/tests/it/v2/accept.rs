@@ -1,10 +1,9 @@
 //! Accept paths of protocol v2: every honest action passes the ledger and moves exactly
 //! what the spec says, to the base unit (fees compared against the balanced transactions).
 
-use ganglion_contracts::build::job_tag;
 use ganglion_contracts::test_utils::harness_v2::Harness;
 use ganglion_contracts::test_utils::{NTX, ntx};
-use ganglion_contracts::v2::build;
+use ganglion_contracts::v2::build::{self, job_tag};
 use ganglion_contracts::v2::datum::{GanglionDatum, JobState};
 use ganglion_contracts::v2::rules::{claim_bound_gpu_ms, pay_for};
 
@@ -83,6 +82,52 @@ fn lock_assign_every_provider_claims_and_the_last_claim_refunds_and_burns() {
         (before.providers[1].0 - c1.fee, before.providers[1].1 + pay1)
     );
     assert_eq!(after.third, before.third);
+}
+
+/// Lock → assign → every provider claims an hour with its receipt, for `n` providers: each
+/// paid exactly, the last claim refunds the rest and burns the thread token.
+fn lock_assign_claim(n: usize) {
+    let mut h = Harness::new(n);
+    h.post_bonds();
+    let before = books(&h);
+    let (mut job, lock) = h.lock(1_000 * NTX, 7200);
+    let assign = h.assign(&mut job);
+    h.world.slot += 3600;
+    let now = h.world.now_ms();
+    let mut fees = Vec::new();
+    for i in 0..n {
+        let c = h
+            .claim(&mut job, i, TWO_GPU_HOURS_MS, Some(now))
+            .expect("claims");
+        fees.push(c.fee);
+    }
+    assert_eq!(h.token_holders(&job), 0, "the thread token is burnt");
+    let paid = n as u64 * PAY_FOR_AN_HOUR;
+    let after = books(&h);
+    assert_eq!(
+        after.orch,
+        (before.orch.0 - lock.fee - assign.fee, before.orch.1 - paid)
+    );
+    for (i, fee) in fees.into_iter().enumerate() {
+        assert_eq!(
+            after.providers[i],
+            (
+                before.providers[i].0 - fee,
+                before.providers[i].1 + PAY_FOR_AN_HOUR
+            )
+        );
+    }
+    assert_eq!(after.third, before.third);
+}
+
+#[test]
+fn lock_assign_claim_with_1_provider() {
+    lock_assign_claim(1);
+}
+
+#[test]
+fn lock_assign_claim_with_8_providers() {
+    lock_assign_claim(8);
 }
 
 #[test]

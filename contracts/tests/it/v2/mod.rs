@@ -7,6 +7,7 @@ mod accept;
 mod adversary;
 mod bound;
 mod collateral;
+mod reject;
 mod signed;
 
 use ganglion_contracts::Error;
