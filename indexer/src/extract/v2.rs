@@ -13,7 +13,7 @@ use ganglion_contracts::v2::datum::{BondDatum, EscrowDatum, GanglionDatum, JobId
 use ganglion_contracts::v2::params::Params;
 use ganglion_contracts::v2::redeemer::SpendRedeemer;
 
-use super::{Datum, Scan, Tracked, TxEffects, drop_ignored};
+use super::{Scan, Tracked, TxEffects, drop_ignored};
 use crate::event::{ClaimOutcome, Event, ReceiptTerms, Slash};
 use crate::watch::payment_key;
 
@@ -60,23 +60,17 @@ pub(super) fn classify(
     }
     Ok(Found::Live(Box::new(Tracked {
         reference,
-        datum: Datum::V2(datum),
+        datum,
         ntx,
     })))
 }
 
 fn escrow(t: &Tracked) -> Option<&EscrowDatum> {
-    match &t.datum {
-        Datum::V2(GanglionDatum::Escrow(e)) => Some(e),
-        _ => None,
-    }
+    t.escrow()
 }
 
 fn bond(t: &Tracked) -> Option<&BondDatum> {
-    match &t.datum {
-        Datum::V2(GanglionDatum::Bond(b)) => Some(b),
-        _ => None,
-    }
+    t.bond()
 }
 
 /// What the protocol module needs while reading one transaction.
@@ -229,8 +223,6 @@ impl Reading<'_> {
         let slashed: u64 = slashes.iter().map(|s: &Slash| s.amount).sum();
         Event::JobExpired {
             job_id: e.job_id,
-            attestations: Vec::new(),
-            payments: Vec::new(),
             defaulters,
             refund: self.ntx_at(0),
             slashes,
@@ -276,7 +268,7 @@ pub(super) fn extract(script_hash: &PolicyId, params: &Params, scan: &Scan) -> T
     };
     let mut events = Vec::new();
     for (t, redeemer) in &spent {
-        let Datum::V2(d) = &t.datum else { continue };
+        let d = &t.datum;
         let Some(redeemer) = redeemer else { continue };
         match (d, redeemer) {
             (GanglionDatum::Escrow(e), SpendRedeemer::Assign { acceptances, .. }) => {
@@ -332,7 +324,7 @@ pub(super) fn extract(script_hash: &PolicyId, params: &Params, scan: &Scan) -> T
     }
     for t in r.created {
         match &t.datum {
-            Datum::V2(GanglionDatum::Escrow(e)) if !r.spends_escrow(&e.job_id) => {
+            GanglionDatum::Escrow(e) if !r.spends_escrow(&e.job_id) => {
                 events.push(Event::JobLocked {
                     job_id: e.job_id,
                     orchestrator: e.orchestrator,
@@ -342,14 +334,14 @@ pub(super) fn extract(script_hash: &PolicyId, params: &Params, scan: &Scan) -> T
                     budget: e.budget,
                     deadline_ms: e.deadline_ms,
                     escrow: t.reference,
-                    receipts: Some(ReceiptTerms {
+                    receipts: ReceiptTerms {
                         key: e.receipt_key,
                         interval_ms: e.receipt_interval_ms,
-                    }),
-                    claim_window_ms: Some(params.claim_window_ms),
+                    },
+                    claim_window_ms: params.claim_window_ms,
                 })
             }
-            Datum::V2(GanglionDatum::Bond(b))
+            GanglionDatum::Bond(b)
                 if !spent
                     .iter()
                     .any(|(s, _)| bond(s).is_some_and(|x| x.provider == b.provider)) =>
@@ -372,7 +364,7 @@ pub(super) fn extract(script_hash: &PolicyId, params: &Params, scan: &Scan) -> T
                     gpus: b.gpus,
                     stake: t.ntx,
                     bond: t.reference,
-                    payout: Some(b.payout),
+                    payout: b.payout,
                 })
             }
             _ => {}

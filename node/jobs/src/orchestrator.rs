@@ -377,7 +377,7 @@ async fn step<S: Kv, E: Executor>(
     // The chain's word is final: terminal statuses end the record whoever caused them.
     if let Some(v) = view {
         let event = match v.status {
-            JobStatus::Claimed | JobStatus::Settled => Some(OrchestratorEvent::SettleConfirmed),
+            JobStatus::Claimed => Some(OrchestratorEvent::SettleConfirmed),
             JobStatus::Cancelled => Some(OrchestratorEvent::CancelConfirmed),
             JobStatus::Expired => Some(OrchestratorEvent::ExpireConfirmed),
             JobStatus::Assigned | JobStatus::Claiming if r.state.is_open() => {
@@ -423,7 +423,7 @@ async fn step<S: Kv, E: Executor>(
     // Past the deadline and the claim window nothing but an expire can land: it refunds the
     // rest and slashes the assigned providers that never claimed.
     if let Some(v) = view
-        && v.claim_window_end_ms.is_some_and(|end| chain_now_ms > end)
+        && chain_now_ms > v.claim_window_end_ms
     {
         return retry::governed(
             &ctx.retries,
@@ -596,9 +596,7 @@ async fn assign<S: Kv, E: Executor>(
         return Ok(());
     }
     let Some(v) = view else { return Ok(()) };
-    let Some(receipts) = v.receipts else {
-        return Err(state_err(job, "the escrow carries no receipt terms"));
-    };
+    let receipts = v.receipts;
     let now = ctx.now();
     let accept_by_ms = (now + ACCEPT_WINDOW_MS).min(v.deadline_ms.saturating_sub(1));
     let mut assignments = Vec::new();

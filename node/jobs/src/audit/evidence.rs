@@ -37,12 +37,6 @@ pub fn roots(job: &JobView) -> Vec<Cid> {
     let mut out: Vec<Cid> = Cid::try_from(job.spec.as_slice()).into_iter().collect();
     for r in &job.history {
         let cids: Vec<&Vec<u8>> = match &r.event {
-            Event::JobSettled { attestations, .. } | Event::JobExpired { attestations, .. } => {
-                attestations
-                    .iter()
-                    .flat_map(|a| [&a.result, &a.logs])
-                    .collect()
-            }
             Event::JobClaimed { attestation, .. } => vec![&attestation.result, &attestation.logs],
             _ => Vec::new(),
         };
@@ -72,7 +66,7 @@ fn bonded_keys<S: Kv>(
         }
     }
     for t in indexer.live_utxos()? {
-        if let Some(b) = t.datum.bond()
+        if let Some(b) = t.bond()
             && providers.contains(&b.provider)
         {
             keys.entry(b.provider).or_default().insert(b.attest_key);
