@@ -3,14 +3,13 @@
 //! - [`world`]: a UTxO set and a slot that apply every transaction through the devnet's
 //!   real ledger (`ganglion_testnet::ledger::validate`: fees, balance, min-UTxO, validity,
 //!   witnesses, collateral, and phase 2 through uplc).
-//! - [`harness`]: the validator deployed in such a world, with an orchestrator and providers.
-//! - [`harness_v2`]: the same for protocol v2 (`ganglion_v2`): receipt key, payout
-//!   addresses, claims, proportional slashes.
+//! - [`harness_v2`]: the `ganglion_v2` validator deployed in such a world, with an
+//!   orchestrator (and its receipt key), providers with payout addresses, and a helper per
+//!   action: bonds, locks, assigns, claims, expiries with proportional slashes.
 //! - Here: the test chain's parameters ([`env`]), the test NTX ([`ntx`], [`NTX`]), CID-shaped
 //!   bytes ([`cid_bytes`]) and [`assert_script_fails`].
 #![allow(clippy::missing_panics_doc)]
 
-pub mod harness;
 pub mod harness_v2;
 pub mod world;
 
