@@ -1,5 +1,5 @@
 //! A job's attested artifacts (`job_logs`, `job_outputs`): the result and log CIDs its
-//! providers signed, as the chain records them (settle or expire), read back as UnixFS from
+//! providers signed, as the chain records them (each provider's claim), read back as UnixFS from
 //! the node's blockstore after [`super::evidence::gather`] fetched what was missing over
 //! bitswap. Logs are files, outputs directories (DESIGN §7; the executor pins them,
 //! `executor::artifacts`).

@@ -19,7 +19,7 @@ use super::error::AuditError;
 /// any of them and see which check notices.
 #[derive(Debug, Clone)]
 pub struct Evidence {
-    /// The indexer's record of the job, with every event (lock, assign, settle/expire…).
+    /// The indexer's record of the job, with every event (lock, assign, claims, expire…).
     pub job: JobView,
     /// For each assigned provider, every attest key a bond of its ever carried on chain
     /// (`BondPosted` events and live bond datums).
