@@ -278,6 +278,67 @@ fn expire_with_defaulters_slashes_them_proportionally() {
     );
 }
 
+/// An assigned job of `n` providers where the first `n / 2` claim an hour and the rest
+/// default: after the claim window the expire slashes every defaulter (2 GPUs × 2 NTX/h ×
+/// the 2 h window = 8 NTX each), the orchestrator recovers at most what it paid, the rest is
+/// burnt, and each slashed bond continues with its stake less its slash.
+fn expire_with_defaulters(n: usize) {
+    let mut h = Harness::new(n);
+    h.post_bonds();
+    let stake = 200 * NTX;
+    let budget = 1_000 * NTX;
+    let (mut job, _) = h.lock(budget, 7200);
+    h.assign(&mut job);
+    h.world.slot += 3600;
+    let now = h.world.now_ms();
+    let claimed = n / 2;
+    for i in 0..claimed {
+        h.claim(&mut job, i, TWO_GPU_HOURS_MS, Some(now))
+            .expect("claims");
+    }
+    let paid = claimed as u64 * PAY_FOR_AN_HOUR;
+    let defaulters: Vec<usize> = (claimed..n).collect();
+    let before = books(&h);
+    h.world.slot = job.claim_end_slot() + 1;
+    let (expire, outcome) = h.expire(&job, &defaulters).expect("expire applies");
+    assert_eq!(outcome.slashes, vec![8 * NTX; defaulters.len()]);
+    let slashed = 8 * NTX * defaulters.len() as u64;
+    let recovered = slashed.min(paid);
+    assert_eq!(outcome.burnt, slashed - recovered);
+    assert_eq!(outcome.refund, budget - paid + recovered);
+    assert_eq!(h.token_holders(&job), 0);
+    for i in 0..n {
+        let bond = h.providers[i].bond.clone().expect("bond");
+        let want = if i < claimed { stake } else { stake - 8 * NTX };
+        assert_eq!(bond.output.value.quantity_of(&ntx()), want, "bond {i}");
+    }
+    let after = books(&h);
+    let burnt_lovelace = if outcome.burnt > 0 {
+        h.output(&expire, 1).output.value.lovelace
+    } else {
+        0
+    };
+    assert_eq!(
+        after.third,
+        (before.third.0 - expire.fee - burnt_lovelace, before.third.1)
+    );
+    assert_eq!(after.orch.1, before.orch.1 + outcome.refund);
+    assert_eq!(
+        after.providers, before.providers,
+        "defaulters lose only bond NTX"
+    );
+}
+
+#[test]
+fn expire_with_a_single_defaulter_slashes_it() {
+    expire_with_defaulters(1);
+}
+
+#[test]
+fn expire_with_4_of_8_providers_defaulting_slashes_them() {
+    expire_with_defaulters(8);
+}
+
 #[test]
 fn bond_post_unbond_withdraw() {
     let mut h = Harness::new(1);
