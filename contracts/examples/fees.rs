@@ -8,14 +8,12 @@
 //! fee in ADA. The targets of issue 2 are checked at the end; the command exits non-zero
 //! when one is missed.
 //!
-//! Two tables: protocol v1 (`ganglion`, which goes when the node moves) and protocol v2
-//! (`ganglion_v2`: post bond, lock, assign of 1/2/4/8 providers, claims, cancel, expire with
-//! one slash, unbond, withdraw), then v2's targets: a 2-provider job lock → last claim
-//! ≤ 1.5 ADA, one claim ≤ 40 % of the per-transaction ExUnits, and the most providers one
-//! assign can carry (n = 1, 2, … until balancing fails).
+//! The table: post bond, lock, assign of 1/2/4/8 providers, claims, cancel, expire with one
+//! slash, unbond, withdraw; then the targets: a 2-provider job lock → last claim ≤ 1.5 ADA,
+//! one claim ≤ 40 % of the per-transaction ExUnits, and the most providers one assign can
+//! carry (n = 1, 2, … until balancing fails).
 
-use ganglion_contracts::build::{self, ExpireRequest};
-use ganglion_contracts::test_utils::harness::{Harness, NTX};
+use ganglion_contracts::test_utils::NTX;
 use ganglion_contracts::test_utils::harness_v2 as v2h;
 use ganglion_contracts::tx::Balanced;
 use ganglion_contracts::v2::build as v2b;
@@ -36,8 +34,12 @@ fn row(rows: &mut Vec<Row>, action: impl Into<String>, balanced: Balanced) -> u6
 
 /// Mean time to run every script of a balanced transaction in uplc (phase 2), the bulk of
 /// what a node spends validating it.
-fn eval_time(h: &Harness, b: &Balanced) -> std::time::Duration {
-    let signed = ganglion_contracts::tx::sign(b, &[&h.orch.key]).expect("sign");
+fn eval_time(
+    h: &v2h::Harness,
+    b: &Balanced,
+    payer: &ed25519_dalek::SigningKey,
+) -> std::time::Duration {
+    let signed = ganglion_contracts::tx::sign(b, &[payer]).expect("sign");
     let resolved = b.resolved();
     let rounds = 50u32;
     let start = std::time::Instant::now();
@@ -51,32 +53,6 @@ fn eval_time(h: &Harness, b: &Balanced) -> std::time::Duration {
         .expect("evaluates");
     }
     start.elapsed() / rounds
-}
-
-fn lifecycle(rows: &mut Vec<Row>, n: usize) -> (u64, Balanced) {
-    let mut h = Harness::new(n);
-    let bonds = h.post_bonds();
-    if n == 1 {
-        row(rows, "post bond", bonds[0].clone());
-    }
-    let (mut job, lock) = h.lock(1_000 * NTX, 7200);
-    let mut total = row(rows, format!("lock ({n} providers' job)"), lock);
-    let assign = h.assign(&mut job);
-    total += row(rows, format!("assign, {n} providers"), assign);
-    h.world.slot += 3600;
-    let draft =
-        build::settle(&h.dep, h.env(), &h.settle_request(&job, 3600)).expect("settle draft");
-    let orch = h.orch.clone();
-    let settle = h.balance(draft, &orch).expect("settle balances");
-    println!(
-        "phase-2 evaluation of settle with {n} providers: {:.2} ms (one slot = 1000 ms)",
-        eval_time(&h, &settle).as_secs_f64() * 1e3
-    );
-    h.world
-        .sign_and_submit(&settle, &[&orch.key])
-        .expect("settle applies");
-    total += row(rows, format!("settle, {n} providers"), settle.clone());
-    (total, settle)
 }
 
 fn table(rows: &[Row], max: ganglion_contracts::protocol::ExUnits) {
@@ -138,6 +114,13 @@ fn v2_job(rows: &mut Vec<Row>, n: usize) -> (u64, f64) {
         } else {
             format!("claim, middle ({} of {n})", i + 1)
         };
+        if i + 1 == n {
+            let payer = h.providers[i].party.key.clone();
+            println!(
+                "phase-2 evaluation of the last claim of {n}: {:.2} ms (one slot = 1000 ms)",
+                eval_time(&h, &b, &payer).as_secs_f64() * 1e3
+            );
+        }
         if i + 1 == n || i == 0 {
             row(rows, what, b);
         }
@@ -145,9 +128,9 @@ fn v2_job(rows: &mut Vec<Row>, n: usize) -> (u64, f64) {
     (total, worst)
 }
 
-/// The v2 table and targets. Returns false when a target is missed.
+/// The table and targets. Returns false when a target is missed.
 fn v2() -> bool {
-    println!("## protocol v2 (`ganglion_v2`)");
+    println!("## escrow protocol v2 (`ganglion_v2`)");
     let mut rows = Vec::new();
     let mut costs = Vec::new();
     let mut worst_claim: f64 = 0.0;
@@ -282,120 +265,7 @@ fn max_assign() -> (usize, String) {
 }
 
 fn main() {
-    let v1_ok = v1();
-    let v2_ok = v2();
-    if !(v1_ok && v2_ok) {
+    if !v2() {
         std::process::exit(1);
     }
-}
-
-/// The v1 table (v1 goes when the node moves to v2). Returns false when a target is missed.
-fn v1() -> bool {
-    println!("## protocol v1 (`ganglion`)");
-    let mut rows = Vec::new();
-    let mut lifecycle_fees = Vec::new();
-    let mut settle8 = None;
-    for n in [1, 4, 8] {
-        let (fees, settle) = lifecycle(&mut rows, n);
-        lifecycle_fees.push((n, fees));
-        if n == 8 {
-            settle8 = Some(settle);
-        }
-    }
-
-    // cancel, expire with slashing, unbond, withdraw
-    let mut h = Harness::new(4);
-    h.post_bonds();
-    let (job, _) = h.lock(100 * NTX, 600);
-    let orch = h.orch.clone();
-    let cancel = h
-        .run(
-            build::cancel(&h.dep, h.env(), &job.escrow).expect("cancel"),
-            &orch,
-            &[],
-        )
-        .expect("cancel");
-    row(&mut rows, "cancel", cancel);
-    let (mut job, _) = h.lock(100 * NTX, 600);
-    h.assign(&mut job);
-    h.world.slot = job.deadline_slot + 1;
-    let req = ExpireRequest {
-        escrow: job.escrow.clone(),
-        attestations: (0..2).map(|i| h.attest(&job, i, 100)).collect(),
-        slash: h.providers[2..]
-            .iter()
-            .filter_map(|p| p.bond.clone())
-            .collect(),
-        valid_from_slot: h.world.slot,
-    };
-    let expire = h
-        .run(
-            build::expire(&h.dep, h.env(), &req).expect("expire"),
-            &orch,
-            &[],
-        )
-        .expect("expire");
-    row(
-        &mut rows,
-        "expire, 4 providers (2 attested, 2 slashed)",
-        expire,
-    );
-    let p = h.providers[0].party.clone();
-    let bond = h.providers[0].bond.clone().expect("bond");
-    let until = h.world.slot + 60;
-    let unbond = h
-        .run(
-            build::unbond(&h.dep, h.env(), &bond, until).expect("unbond"),
-            &p,
-            &[],
-        )
-        .expect("unbond");
-    let unbonding = h.output(&unbond, 0);
-    row(&mut rows, "unbond", unbond);
-    let ready = until + h.dep.params.unbonding_delay_ms / 1000;
-    h.world.slot = ready;
-    let withdraw = h
-        .run(
-            build::withdraw(&h.dep, h.env(), &unbonding, ready).expect("withdraw"),
-            &p,
-            &[],
-        )
-        .expect("withdraw");
-    row(&mut rows, "withdraw", withdraw);
-
-    let max = h.env().params.max_tx_ex_units;
-    println!(
-        "script: {} bytes (reference script)",
-        h.dep.script.bytes.len()
-    );
-    table(&rows, max);
-    let mut ok = true;
-    for (n, fees) in &lifecycle_fees {
-        println!(
-            "lifecycle lock + assign + settle, {n} providers: {:.6} ADA in fees",
-            *fees as f64 / 1e6
-        );
-    }
-    let four = lifecycle_fees
-        .iter()
-        .find(|(n, _)| *n == 4)
-        .map(|(_, f)| *f)
-        .unwrap_or(u64::MAX);
-    if four > 1_200_000 {
-        println!("TARGET MISSED: 4-provider lifecycle costs more than 1.2 ADA");
-        ok = false;
-    }
-    if let Some(s) = settle8 {
-        let ex = s.total_ex_units();
-        let share = (ex.mem as f64 / max.mem as f64).max(ex.steps as f64 / max.steps as f64);
-        println!(
-            "settle with 8 providers: {:.1} % of the per-transaction ExUnits",
-            100.0 * share
-        );
-        if share > 0.5 {
-            println!("TARGET MISSED: settle with 8 providers uses more than 50 % of the maximum");
-            ok = false;
-        }
-    }
-    ok
 }

@@ -6,16 +6,14 @@ use pallas_crypto::hash::{Hash, Hasher};
 
 use crate::data::to_cbor;
 use crate::error::{Error, Result};
-use crate::params::{KeyHash, Params, PolicyId};
+use crate::params::{KeyHash, PolicyId};
+use crate::v2::params::Params;
 
 /// The blueprint as built by `aiken build` (see `contracts/README.md`).
 pub const PLUTUS_JSON: &str = include_str!("../aiken/plutus.json");
 
-/// Title of the validator in the blueprint (module `ganglion`, validator `ganglion`).
-pub const VALIDATOR: &str = "ganglion.ganglion";
-
-/// The unapplied compiled code of the `ganglion` validator and its hash as the blueprint
-/// states it.
+/// The unapplied compiled code of a validator (`ganglion_v2`, [`crate::v2::VALIDATOR`]) and
+/// its hash as the blueprint states it.
 #[derive(Debug, Clone)]
 pub struct Blueprint {
     /// CBOR-wrapped flat UPLC program (as in `compiledCode`).
@@ -33,12 +31,12 @@ fn bad(reason: impl Into<String>) -> Error {
 }
 
 impl Blueprint {
-    /// Parses a blueprint document.
+    /// Parses the `ganglion_v2` validator of a blueprint document.
     ///
     /// # Errors
-    /// [`Error::Blueprint`] when the JSON is invalid or lacks the `ganglion` validator.
+    /// [`Error::Blueprint`] when the JSON is invalid or lacks the `ganglion_v2` validator.
     pub fn parse(json: &str) -> Result<Self> {
-        Self::parse_validator(json, VALIDATOR)
+        Self::parse_validator(json, crate::v2::VALIDATOR)
     }
 
     /// Parses the validator titled `title` (`module.validator`) of a blueprint document.
@@ -89,7 +87,7 @@ impl Blueprint {
         })
     }
 
-    /// The committed blueprint.
+    /// The committed blueprint's `ganglion_v2` validator (as [`crate::v2::blueprint`]).
     ///
     /// # Errors
     /// [`Error::Blueprint`] if the committed file is broken.

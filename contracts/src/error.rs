@@ -1,6 +1,6 @@
 //! The crate's error type: one variant per rule or operation, carrying what a caller needs.
 
-use crate::redeemer::Purpose;
+use crate::tx::Purpose;
 
 /// Everything that can go wrong while loading the blueprint, decoding on-chain data,
 /// evaluating scripts or building a transaction.

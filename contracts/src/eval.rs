@@ -9,8 +9,8 @@ use pallas_traverse::{Era, MultiEraTx};
 
 use crate::error::{Error, Result};
 use crate::protocol::{ExUnits, ProtocolParams};
-use crate::redeemer::Purpose;
 use crate::time::SlotConfig;
+use crate::tx::Purpose;
 use crate::tx::{Utxo, encode_input, encode_output};
 
 /// The outcome of one redeemer.

@@ -10,7 +10,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ganglion_contracts::test_utils::harness::{Harness, NTX};
+use ganglion_contracts::test_utils::NTX;
+use ganglion_contracts::test_utils::harness_v2::Harness;
 use ganglion_indexer::store::MemoryKv;
 use ganglion_indexer::{Indexer, Watch};
 use pallas_traverse::MultiEraBlock;
@@ -96,7 +97,7 @@ fn main() {
             b.wrapped
         })
         .collect();
-    let watch = Watch::v1(h.dep.script.hash, h.dep.params.clone());
+    let watch = Watch::v2(h.dep.script.hash, h.dep.params.clone());
 
     let r1 = report(
         "real fixtures (7 blocks)",

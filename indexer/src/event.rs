@@ -1,10 +1,8 @@
 //! Marketplace events extracted from the chain, each with where it happened.
 
 use ganglion_cardano::txo::TxoRef;
-use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
-use ganglion_contracts::redeemer::Attestation;
-use ganglion_contracts::v2::datum::Assignment;
+use ganglion_contracts::v2::datum::{Assignment, JobId};
 use ganglion_contracts::v2::payout::Payout;
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +23,7 @@ pub struct Meta {
     pub tx_index: u32,
 }
 
-/// NTX paid to a key by a settle or an expire (v1) or a claim (v2).
+/// NTX paid to a provider's key by a claim.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Payment {
     /// Payment key hash of the payee.
@@ -35,7 +33,7 @@ pub struct Payment {
     pub ntx: u64,
 }
 
-/// The receipt terms of a v2 escrow (`docs/escrow-v2.md`): who signs receipts and how often.
+/// The receipt terms of an escrow (`docs/escrow-v2.md`): who signs receipts and how often.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReceiptTerms {
     /// The orchestrator's ed25519 receipt key (32 bytes): signs `Receipt{job_id,
@@ -47,7 +45,7 @@ pub struct ReceiptTerms {
     pub interval_ms: u64,
 }
 
-/// What a v2 claim left of the escrow.
+/// What a claim left of the escrow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind")]
 pub enum ClaimOutcome {
@@ -63,7 +61,7 @@ pub enum ClaimOutcome {
     },
 }
 
-/// One defaulter's bond slashed by a v2 expire (DESIGN §3.1 G4).
+/// One defaulter's bond slashed by an expire (DESIGN §3.1 G4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Slash {
     /// The defaulting provider's key hash.
@@ -76,11 +74,6 @@ pub struct Slash {
 }
 
 /// One marketplace event. Amounts are NTX base units; times POSIX ms.
-///
-/// One enum serves both escrow protocols: where v2 widened a shape the event holds the v2
-/// type and v1 is converted into it (assignments: `extract::v1`), v2-only facts are
-/// optional or default to empty under v1, and [`Event::JobSettled`] is v1-only (v2 pays
-/// through [`Event::JobClaimed`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum Event {
@@ -102,9 +95,8 @@ pub enum Event {
         /// The bond UTxO.
         bond: TxoRef,
         /// Where the provider's claims pay: its full payout address, payment key and stake
-        /// credential (v2; `None` under v1, whose bonds record none).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        payout: Option<Payout>,
+        /// credential.
+        payout: Payout,
     },
     /// A bond started unbonding.
     BondUnbonding {
@@ -154,21 +146,17 @@ pub enum Event {
         deadline_ms: u64,
         /// The escrow UTxO.
         escrow: TxoRef,
-        /// Receipt key and interval (v2; `None` under v1).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        receipts: Option<ReceiptTerms>,
+        /// Receipt key and interval.
+        receipts: ReceiptTerms,
         /// Milliseconds after the deadline during which claims stay possible, from the
-        /// deployment's parameters (v2; `None` under v1).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        claim_window_ms: Option<u64>,
+        /// deployment's parameters.
+        claim_window_ms: u64,
     },
     /// The job was assigned to providers.
     JobAssigned {
         /// Job id.
         job_id: JobId,
-        /// Providers, GPUs, rates, payout addresses and accept-by times (v1 assignments
-        /// converted: `extract::v1`).
-        #[serde(deserialize_with = "crate::extract::v1::assignments")]
+        /// Providers, GPUs, rates, payout addresses and accept-by times.
         assignments: Vec<Assignment>,
         /// POSIX ms.
         started_at_ms: u64,
@@ -179,7 +167,7 @@ pub enum Event {
         #[serde(default, with = "hex_bytes_list")]
         acceptances: Vec<Vec<u8>>,
     },
-    /// A v2 claim paid assignment `index` for its attested GPU time.
+    /// A claim paid assignment `index` for its attested GPU time.
     JobClaimed {
         /// Job id.
         job_id: JobId,
@@ -205,17 +193,6 @@ pub enum Event {
         /// Whether the escrow continues or closed (with the refund).
         outcome: ClaimOutcome,
     },
-    /// The job settled (v1 only): every attestation and every payment.
-    JobSettled {
-        /// Job id.
-        job_id: JobId,
-        /// One per assignment.
-        attestations: Vec<Attestation>,
-        /// Payments to providers.
-        payments: Vec<Payment>,
-        /// NTX refunded to the orchestrator.
-        refund: u64,
-    },
     /// An open job was cancelled.
     JobCancelled {
         /// Job id.
@@ -223,32 +200,21 @@ pub enum Event {
         /// NTX refunded.
         refund: u64,
     },
-    /// The job expired: the rest refunded, defaulters slashed; under v1 attested providers
-    /// are paid here too.
+    /// The job expired after its deadline and claim window: the rest refunded, defaulters
+    /// slashed.
     JobExpired {
         /// Job id.
         job_id: JobId,
-        /// Attestations of the providers that finished (v1; empty under v2, where they
-        /// claimed).
-        attestations: Vec<Attestation>,
-        /// Payments to them (v1; empty under v2).
-        payments: Vec<Payment>,
-        /// Assigned providers that never attested (v1) or never claimed (v2), whether or not
-        /// their bond was slashed.
+        /// Assigned providers that never claimed, whether or not their bond was slashed.
         #[serde(with = "hex_list")]
         defaulters: Vec<KeyHash>,
         /// NTX refunded to the orchestrator (`outputs[0]`), slashes recovered included.
         refund: u64,
-        /// The bonds slashed, per defaulter (v2; v1 slashes are [`Event::BondSlashed`]
-        /// only).
-        #[serde(default)]
+        /// The bonds slashed, per defaulter.
         slashes: Vec<Slash>,
-        /// NTX base units of the slashes the orchestrator recovered: `min(Σ slashes, paid)`
-        /// (v2).
-        #[serde(default)]
+        /// NTX base units of the slashes the orchestrator recovered: `min(Σ slashes, paid)`.
         recovered: u64,
-        /// NTX base units of the slashes locked for good in a `Burnt{job_id}` output (v2).
-        #[serde(default)]
+        /// NTX base units of the slashes locked for good in a `Burnt{job_id}` output.
         burnt: u64,
     },
     /// An output at the script address that is not an authentic escrow or bond.
@@ -267,7 +233,6 @@ impl Event {
             Self::JobLocked { job_id, .. }
             | Self::JobAssigned { job_id, .. }
             | Self::JobClaimed { job_id, .. }
-            | Self::JobSettled { job_id, .. }
             | Self::JobCancelled { job_id, .. }
             | Self::JobExpired { job_id, .. }
             | Self::BondSlashed { job_id, .. } => Some(*job_id),

@@ -11,8 +11,8 @@
 //! | `p/{provider}/{job id}` | index: jobs by provider |
 
 use ganglion_cardano::txo::TxoRef;
-use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::v2::datum::JobId;
 
 use crate::event::Meta;
 

@@ -1,7 +1,7 @@
 //! # ganglion-indexer
 //!
-//! Learns Ganglion's on-chain state from blocks (escrow protocol v1 or v2): provider bonds,
-//! job escrows, assignments, claims, settlements, cancellations and expiries, each event with
+//! Learns Ganglion's on-chain state from blocks (the `ganglion_v2` escrow protocol): provider
+//! bonds, job escrows, assignments, claims, slashes, cancellations and expiries, each event with
 //! its slot, block and transaction; survives rollbacks (undo records for the last k blocks)
 //! and crashes (one atomic batch per block, a durable cursor); answers the node, the RPC and
 //! auditors.
@@ -13,10 +13,8 @@
 //!
 //! Modules:
 //! - [`event`]: the events and where they happened.
-//! - [`watch`]: which deployment (script hash, parameters, and with them the protocol: v1 or
-//!   v2) to look for.
-//! - [`extract`]: transaction → effects and events, pure; authentic UTxOs only; a reader
-//!   per protocol.
+//! - [`watch`]: which deployment (script hash and parameters) to look for.
+//! - [`extract`]: transaction → effects and events, pure; authentic UTxOs only.
 //! - [`follow`]: chainsync (+ blockfetch) clients as a stream of roll-forward/backward.
 //! - [`sync`]: the follow loop: intersect, apply, reconnect with backoff.
 //! - [`store`]: the ordered key space ([`store::MemoryKv`] spec, [`store::SledKv`] on disk).

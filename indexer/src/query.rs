@@ -2,9 +2,8 @@
 //! state from blocks fewer than `depth` blocks deep is tentative (it may still roll back).
 
 use ganglion_cardano::txo::TxoRef;
-use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
-use ganglion_contracts::v2::datum::BondDatum;
+use ganglion_contracts::v2::datum::{BondDatum, JobId};
 use serde::{Deserialize, Serialize};
 
 use crate::apply::{Indexer, parse};
@@ -31,14 +30,13 @@ pub struct Confirmed<T> {
 pub struct ActiveBond {
     /// The bond UTxO.
     pub bond: TxoRef,
-    /// Its datum, in v2's shape (a v1 bond's payout is its provider's enterprise address).
+    /// Its datum.
     pub datum: BondDatum,
     /// NTX staked.
     pub stake: u64,
-    /// GPUs backed minus GPUs held: under v2 by the bond's live on-chain commitments (DESIGN
-    /// §3.1 G5), which hold an assignment's GPUs until the provider's claim releases them, at
-    /// the latest until its deadline + claim window, exactly as an assign judges them; under
-    /// v1 by the assignments of jobs still assigned.
+    /// GPUs backed minus GPUs held by the bond's live on-chain commitments (DESIGN §3.1 G5),
+    /// which hold an assignment's GPUs until the provider's claim releases them, at the latest
+    /// until its deadline + claim window, exactly as an assign judges them.
     pub free_gpus: u64,
 }
 
@@ -49,9 +47,9 @@ pub struct ProviderSummary {
     pub bonds: Vec<ActiveBond>,
     /// Jobs it was assigned.
     pub jobs: Vec<JobId>,
-    /// NTX earned from settled and expired jobs (v1) and claims (v2).
+    /// NTX earned from its claims.
     pub earnings: u64,
-    /// Jobs it was assigned and never attested (v1) or claimed (v2) before they expired.
+    /// Jobs it was assigned and never claimed before they expired.
     pub defaults: Vec<JobId>,
     /// NTX slashed from its bonds.
     pub slashed: u64,
@@ -151,34 +149,22 @@ impl<S: Kv> Indexer<S> {
         self.active_bonds_at(ganglion_cardano::time::now_posix_ms())
     }
 
-    /// [`Self::active_bonds`] with the capacity as of `now_ms` (POSIX ms): a v2 bond's live
-    /// commitments (DESIGN §3.1 G5) hold GPUs until the provider's claim releases them, at
-    /// the latest their job's deadline + claim window, exactly as an assign judges them.
+    /// [`Self::active_bonds`] with the capacity as of `now_ms` (POSIX ms): a bond's live
+    /// commitments (DESIGN §3.1 G5) hold GPUs until the provider's claim releases them, at the
+    /// latest their job's deadline + claim window, exactly as an assign judges them.
     ///
     /// # Errors
     /// Store errors.
     pub fn active_bonds_at(&self, now_ms: u64) -> Result<Vec<ActiveBond>> {
-        let v2 = matches!(self.watch().params, crate::watch::Params::V2(_));
-        let mut busy_jobs = self.jobs_by_status(JobStatus::Assigned)?;
-        busy_jobs.extend(self.jobs_by_status(JobStatus::Claiming)?);
         let mut out = Vec::new();
         for t in self.live_utxos()? {
-            if let Some(b) = t.datum.bond() {
+            if let Some(b) = t.bond() {
                 if b.unbonding_since_ms.is_some() || t.ntx < self.watch().min_stake(b.gpus) {
                     continue;
                 }
-                // v2: the bond's own commitments are what an assign judges; v1: the GPUs
-                // of assignments whose job is not finished.
-                let busy: u64 = if v2 {
-                    b.committed_gpus(now_ms)
-                } else {
-                    busy_jobs
-                        .iter()
-                        .flat_map(|j| &j.assignments)
-                        .filter(|a| a.provider == b.provider)
-                        .map(|a| a.gpus)
-                        .sum()
-                };
+                // The bond's own commitments are what an assign judges.
+                let busy = b.committed_gpus(now_ms);
+                let b = b.clone();
                 out.push(ActiveBond {
                     bond: t.reference,
                     stake: t.ntx,

@@ -1,8 +1,7 @@
 //! Read models kept up to date by [`crate::Indexer`]: a job's view with its full history.
 
-use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
-use ganglion_contracts::v2::datum::Assignment;
+use ganglion_contracts::v2::datum::{Assignment, JobId};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{ClaimOutcome, Event, Payment, ReceiptTerms, Record};
@@ -12,14 +11,12 @@ use crate::event::{ClaimOutcome, Event, Payment, ReceiptTerms, Record};
 pub enum JobStatus {
     /// Locked, not assigned.
     Locked,
-    /// Assigned to providers; none has claimed yet (v2) or settled (v1).
+    /// Assigned to providers; none has claimed yet.
     Assigned,
-    /// v2: some assignments claimed, the escrow continues for the others.
+    /// Some assignments claimed, the escrow continues for the others.
     Claiming,
-    /// v2: every assignment claimed; the escrow closed and the rest was refunded.
+    /// Every assignment claimed; the escrow closed and the rest was refunded.
     Claimed,
-    /// v1: settled, providers paid.
-    Settled,
     /// Cancelled by the orchestrator.
     Cancelled,
     /// Expired after its deadline.
@@ -45,29 +42,23 @@ pub struct JobView {
     pub deadline_ms: u64,
     /// Current status.
     pub status: JobStatus,
-    /// Providers, once assigned (v1 assignments converted: their payout is the provider's
-    /// enterprise address, accept-by 0).
-    #[serde(deserialize_with = "crate::extract::v1::assignments")]
+    /// Providers, once assigned.
     pub assignments: Vec<Assignment>,
-    /// Payments to providers: from the settle or expire (v1), from each claim (v2), in
-    /// chain order.
+    /// Payments to providers, one per claim, in chain order.
     pub payments: Vec<Payment>,
-    /// Receipt key and interval (v2; `None` under v1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub receipts: Option<ReceiptTerms>,
+    /// Receipt key and interval.
+    pub receipts: ReceiptTerms,
     /// POSIX ms after which no claim is possible and the escrow may expire: the deadline
-    /// plus the deployment's claim window (v2; `None` under v1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub claim_window_end_ms: Option<u64>,
-    /// Per assignment (same order as `assignments`), its claim once made (v2; empty until
-    /// assigned and under v1).
-    #[serde(default)]
+    /// plus the deployment's claim window.
+    pub claim_window_end_ms: u64,
+    /// Per assignment (same order as `assignments`), its claim once made (empty until
+    /// assigned).
     pub claims: Vec<Option<ClaimView>>,
     /// Every event of the job, oldest first.
     pub history: Vec<Record>,
 }
 
-/// One assignment's claim (v2), as the view keeps it.
+/// One assignment's claim, as the view keeps it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClaimView {
     /// GPU-milliseconds attested.
@@ -106,7 +97,7 @@ impl JobView {
                 assignments: Vec::new(),
                 payments: Vec::new(),
                 receipts: *receipts,
-                claim_window_end_ms: claim_window_ms.map(|w| deadline_ms.saturating_add(w)),
+                claim_window_end_ms: deadline_ms.saturating_add(*claim_window_ms),
                 claims: Vec::new(),
                 history: vec![record.clone()],
             }),
@@ -120,9 +111,7 @@ impl JobView {
             Event::JobAssigned { assignments, .. } => {
                 self.status = JobStatus::Assigned;
                 self.assignments = assignments.clone();
-                if self.receipts.is_some() {
-                    self.claims = vec![None; assignments.len()];
-                }
+                self.claims = vec![None; assignments.len()];
             }
             Event::JobClaimed {
                 index,
@@ -154,23 +143,14 @@ impl JobView {
                     ntx: *paid,
                 });
             }
-            Event::JobSettled { payments, .. } => {
-                self.status = JobStatus::Settled;
-                self.payments = payments.clone();
-            }
             Event::JobCancelled { .. } => self.status = JobStatus::Cancelled,
-            Event::JobExpired { payments, .. } => {
-                self.status = JobStatus::Expired;
-                // v2 claims paid before; v1 pays here.
-                self.payments.extend(payments.iter().cloned());
-            }
+            Event::JobExpired { .. } => self.status = JobStatus::Expired,
             _ => {}
         }
         self.history.push(record.clone());
     }
 
-    /// Providers that were assigned and never attested (v1) or claimed (v2), from the
-    /// `JobExpired` event.
+    /// Providers that were assigned and never claimed, from the `JobExpired` event.
     pub fn defaulters(&self) -> Vec<KeyHash> {
         self.history
             .iter()
@@ -182,7 +162,7 @@ impl JobView {
             .collect()
     }
 
-    /// NTX base units paid to providers so far (settle, expire or claims).
+    /// NTX base units paid to providers so far by their claims.
     pub fn paid(&self) -> u64 {
         self.payments.iter().map(|p| p.ntx).sum()
     }
@@ -196,7 +176,7 @@ impl JobView {
         })
     }
 
-    /// Whether assignment `index` has claimed its pay (v2).
+    /// Whether assignment `index` has claimed its pay.
     pub fn has_claimed(&self, index: usize) -> bool {
         self.claims.get(index).is_some_and(Option::is_some)
     }

@@ -117,7 +117,7 @@ async fn main() {
     let key = p.attest.verifying_key().to_bytes();
     let t = Instant::now();
     for o in &decoded {
-        ganglion_contracts::signed::verify(&key, &o.body.signed_bytes(), &o.signature)
+        ganglion_contracts::v2::signed::verify(&key, &o.body.signed_bytes(), &o.signature)
             .expect("verifies");
     }
     let el = t.elapsed();

@@ -276,7 +276,7 @@ fn jobs_of(api: &Api) -> RpcResult<&Arc<dyn JobControl>> {
         .ok_or_else(|| error(error::JOB, "no job engine runs on this node"))
 }
 
-fn parse_job_id(s: &str) -> RpcResult<ganglion_contracts::datum::JobId> {
+fn parse_job_id(s: &str) -> RpcResult<ganglion_contracts::v2::datum::JobId> {
     let bytes: [u8; 32] = hex::decode(s)
         .ok()
         .and_then(|b| b.try_into().ok())
@@ -286,7 +286,7 @@ fn parse_job_id(s: &str) -> RpcResult<ganglion_contracts::datum::JobId> {
                 format!("job id {s:?} is not 64 hex digits"),
             )
         })?;
-    Ok(ganglion_contracts::datum::JobId(bytes))
+    Ok(ganglion_contracts::v2::datum::JobId(bytes))
 }
 
 fn name<T: serde::Serialize>(v: &T) -> String {
@@ -327,7 +327,7 @@ fn status_of<S: Copy + serde::Serialize, D>(
 
 fn statuses(
     jobs: &dyn JobControl,
-    job: &ganglion_contracts::datum::JobId,
+    job: &ganglion_contracts::v2::datum::JobId,
 ) -> RpcResult<Vec<JobStatus>> {
     let (o, p) = jobs.records(job).map_err(|e| codes::engine(&e))?;
     let mut out = Vec::new();

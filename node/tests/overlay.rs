@@ -1002,7 +1002,7 @@ async fn observed(node: &P2pNode) -> Vec<libp2p::Multiaddr> {
 /// never learns a key. As root, the exchanged peers then carry TCP between two namespaces.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overlay_keys_exchanged_over_p2p_cluster_protocol() {
-    use ganglion_contracts::datum::JobId as ChainJobId;
+    use ganglion_contracts::v2::datum::JobId as ChainJobId;
     use ganglion_node::daemon::exchange;
     use ganglion_p2p::Event;
     use ganglion_p2p::protocols::ClusterResponse;
@@ -1470,7 +1470,7 @@ async fn overlay_ddp_4_ranks_2_plus_2_across_two_natted_hosts() {
 }
 
 async fn ddp_across_nat(prefix: &str, per_node: u32) {
-    use ganglion_contracts::datum::JobId as ChainJobId;
+    use ganglion_contracts::v2::datum::JobId as ChainJobId;
     use ganglion_node::daemon::exchange;
 
     let docker = bollard::Docker::connect_with_local_defaults()
@@ -1812,7 +1812,7 @@ async fn links_become(nodes: [&OverlayNode; 2], job: &RunId, mode: LinkMode, lim
 /// circuit relay.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overlay_relay_fallback_when_direct_udp_is_blocked() {
-    use ganglion_contracts::datum::JobId as ChainJobId;
+    use ganglion_contracts::v2::datum::JobId as ChainJobId;
     use ganglion_node::daemon::exchange;
 
     if !root("overlay_relay_fallback_when_direct_udp_is_blocked") {

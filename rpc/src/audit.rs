@@ -45,9 +45,9 @@ pub struct AuditAssignment {
     pub gpus: u64,
     /// NTX per GPU-hour.
     pub rate: Amount,
-    /// Its attestation, once settled or expired with one.
+    /// Its attestation, once it claimed.
     pub attestation: Option<AuditAttestation>,
-    /// NTX paid to it by the settle or expire.
+    /// NTX paid to it by its claim.
     pub paid: Option<Amount>,
 }
 
@@ -58,7 +58,7 @@ pub struct AuditAttestation {
     pub result: String,
     /// CID of the pinned logs (empty when none).
     pub logs: String,
-    /// GPU-milliseconds attested (a v1 settle's whole seconds × 1000).
+    /// GPU-milliseconds attested.
     pub gpu_ms: u64,
     /// The container's exit code.
     pub exit_code: i64,
@@ -67,7 +67,7 @@ pub struct AuditAttestation {
 /// One transaction of a job's chain trail.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditTx {
-    /// `lock`, `assign`, `claim`, `settle` (v1), `cancel`, `expire` or `slash`.
+    /// `lock`, `assign`, `claim`, `cancel`, `expire` or `slash`.
     pub kind: String,
     /// Transaction id, hex.
     pub tx_id: String,
@@ -80,7 +80,7 @@ pub struct AuditTx {
 pub struct AuditJob {
     /// Job id, hex.
     pub job_id: String,
-    /// `locked`, `assigned`, `settled`, `cancelled` or `expired`.
+    /// `locked`, `assigned`, `claiming`, `claimed`, `cancelled` or `expired`.
     pub status: String,
     /// Orchestrator payment key hash, hex.
     pub orchestrator: String,
@@ -98,7 +98,7 @@ pub struct AuditJob {
     pub started_at_ms: Option<u64>,
     /// The providers, in assignment order.
     pub assignments: Vec<AuditAssignment>,
-    /// NTX returned to the orchestrator by the settle, cancel or expire.
+    /// NTX returned to the orchestrator by the last claim, the cancel or the expire.
     pub refund: Option<Amount>,
     /// Every transaction of the job, oldest first.
     pub txs: Vec<AuditTx>,
@@ -266,12 +266,12 @@ pub struct JobOutput {
     pub error: Option<String>,
 }
 
-/// `job_logs` / `job_outputs`: the artifacts a job's providers attested on chain (settled or
-/// expired jobs), read from the node's blockstore or fetched over bitswap from the providers.
+/// `job_logs` / `job_outputs`: the artifacts a job's providers attested on chain (in their
+/// claims), read from the node's blockstore or fetched over bitswap from the providers.
 #[rpc(server, client, namespace = "job")]
 pub trait JobArtifactsApi {
     /// The log of each attested provider of `job_id` (64 hex digits), in assignment order.
-    /// A job with no attestation on chain yet (not settled or expired), or unknown:
+    /// A job with no attestation on chain yet (no provider claimed), or unknown:
     /// [`crate::error::JOB`]; a malformed id: [`crate::error::INVALID_PARAMS`].
     #[method(name = "logs")]
     async fn logs(&self, job_id: String) -> RpcResult<Vec<JobLog>>;

@@ -4,7 +4,7 @@
 //! address carrying a stake key), a third party with lovelace only, and helpers that build,
 //! balance, sign and apply each v2 action through the devnet's real ledger.
 //!
-//! It reuses [`crate::test_utils::world`] (the ledger) and the v1 harness's constants and
+//! It reuses [`crate::test_utils::world`] (the ledger) and the shared test constants and
 //! helpers ([`env`], [`ntx`], [`cid_bytes`], [`NTX`]).
 #![allow(missing_docs, clippy::missing_panics_doc)]
 
@@ -14,8 +14,8 @@ use ganglion_testnet::ledger::Validated;
 use crate::Result;
 use crate::blueprint::key_hash;
 use crate::env::Env;
-use crate::test_utils::harness::{NTX, cid_bytes, env, ntx};
 use crate::test_utils::world::{Party, World};
+use crate::test_utils::{NTX, cid_bytes, env, ntx};
 use crate::tx::{Balanced, Draft, TxoRef, Utxo, Value, balance};
 use crate::v2::build::{
     self, AssignRequest, BondRequest, ClaimRequest, Deployment, ExpireOutcome, ExpireRequest,

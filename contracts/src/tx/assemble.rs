@@ -20,7 +20,7 @@ use pallas_primitives::{Fragment, NonZeroInt, PlutusScript, PositiveCoin};
 
 use crate::error::{Error, Result};
 use crate::protocol::ExUnits;
-use crate::redeemer::Purpose;
+use crate::tx::Purpose;
 use crate::tx::{Draft, Output, TxoRef, Utxo, Value};
 
 fn cbor_error(what: &'static str) -> impl Fn(String) -> Error {

@@ -11,7 +11,7 @@ use crate::eval::evaluate;
 use crate::fees::{min_fee, min_utxo, required_collateral, tx_size_for_fee};
 use crate::params::{KeyHash, PolicyId};
 use crate::protocol::ExUnits;
-use crate::redeemer::Purpose;
+use crate::tx::Purpose;
 use crate::tx::assemble::{Assembly, dummy_witnesses, encode};
 use crate::tx::{Draft, Output, Utxo, Value, body_hash, encode_output};
 

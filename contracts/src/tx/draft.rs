@@ -7,6 +7,17 @@ use pallas_primitives::PlutusData;
 use crate::params::{KeyHash, PolicyId};
 use crate::tx::{Output, TxoRef, Utxo};
 
+/// What a redeemer is for, as the ledger keys it (`RedeemersKey` tag and index).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum Purpose {
+    /// Spending the input at this index of the sorted input set.
+    Spend(u32),
+    /// Minting under the policy at this index of the sorted mint map.
+    Mint(u32),
+}
+
 /// A transaction in the making. Inputs are kept sorted by reference, as the ledger orders
 /// them (redeemer indices refer to that order).
 #[derive(Debug, Clone, Default)]

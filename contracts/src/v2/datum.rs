@@ -7,11 +7,35 @@
 
 use pallas_primitives::PlutusData;
 
-use crate::data::{self, bytes, constr, int, list, malformed, option};
-pub use crate::datum::JobId;
+use crate::data::{self, bytes, constr, int, list, malformed, option, to_cbor};
 use crate::error::Result;
 use crate::params::KeyHash;
+use crate::tx::TxoRef;
 use crate::v2::payout::Payout;
+
+/// Job id: the asset name of the job's thread token, `blake2b_256(serialiseData(seed))`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct JobId(#[serde(with = "hex::serde")] pub [u8; 32]);
+
+impl std::fmt::Display for JobId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
+/// The id of the job whose lock consumes `seed`: `blake2b_256(serialiseData(seed))`.
+pub fn job_id_of(seed: &TxoRef) -> JobId {
+    JobId(*pallas_crypto::hash::Hasher::<256>::hash(&to_cbor(
+        &seed.to_plutus_data(),
+    )))
+}
+
+/// The inline datum tagging payouts and refunds of a job: its id as a bytestring.
+pub fn job_tag(job_id: &JobId) -> PlutusData {
+    bytes(job_id.0)
+}
 
 /// One provider's share of a job.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

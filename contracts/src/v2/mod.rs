@@ -1,14 +1,15 @@
-//! Escrow protocol v2 (DESIGN §3, the trust model): the `ganglion_v2` validator
+//! The escrow protocol, version 2 (DESIGN §3, the trust model): the `ganglion_v2` validator
 //! (`contracts/aiken/validators/ganglion_v2.ak`, rules in `lib/ganglion/v2/`) and everything
 //! off-chain code needs to use it.
 //!
-//! What v2 changes against v1: pay follows the orchestrator's signed receipts and the time
-//! provably elapsed (the claim's validity *lower* bound), in GPU-milliseconds; every provider
-//! claims its own pay (`Claim`, any time up to the deadline plus the claim window); the
-//! acceptance binds the spec CID, accept-by and receipt interval; an assign must leave the
-//! budget able to pay every assignment for its whole window; expiry slashes only assigned
-//! providers that never claimed, proportionally to their assignment, the orchestrator
-//! recovering at most what it paid and the rest burnt; payouts go to the bond's full address.
+//! Pay follows the orchestrator's signed receipts and the time provably elapsed (the
+//! claim's validity *lower* bound), in GPU-milliseconds; every provider claims its own pay
+//! (`Claim`, any time up to the deadline plus the claim window); the acceptance binds the
+//! spec CID, accept-by and receipt interval; an assign must leave the budget able to pay
+//! every assignment for its whole window and commits each provider's bond; expiry slashes
+//! only assigned providers that never claimed, proportionally to their assignment, the
+//! orchestrator recovering at most what it paid and the rest burnt; payouts go to the bond's
+//! full address.
 //!
 //! ```text
 //! lock ──► escrow {Open} ──assign──► {Assigned, claimed: []} ──claim i──► provider i paid,
@@ -19,8 +20,7 @@
 //!                                           refunded, defaulters slashed proportionally
 //! ```
 //!
-//! The node (`ganglion-jobs`) speaks this protocol; v1 ([`crate::build`]) stays until its
-//! modules are deleted.
+//! It is the only protocol: the node (`ganglion-jobs`) and the indexer speak it.
 //!
 //! Modules: [`params`], [`payout`], [`datum`], [`redeemer`], [`signed`], [`rules`] (the
 //! validator's arithmetic off-chain), [`build`] (one builder per action).

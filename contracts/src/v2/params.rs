@@ -1,12 +1,12 @@
-//! The parameters of the `ganglion_v2` validator (one validator for escrows and bonds, as in
-//! v1: see [`crate::params`] for how that breaks the parameter cycle).
+//! The parameters of the `ganglion_v2` validator (one validator for escrows and bonds: see
+//! [`crate::params`] for how that breaks the parameter cycle).
 
 use pallas_primitives::PlutusData;
 
 use crate::data::{bytes, constr, int};
 pub use crate::params::{AssetClass, KeyHash, PolicyId};
 
-/// The parameters applied to the compiled `ganglion` validator; one set = one deployment.
+/// The parameters applied to the compiled `ganglion_v2` validator; one set = one deployment.
 ///
 /// PlutusData: constructor 0 `[ntx_policy, ntx_name, min_bond_per_gpu, unbonding_delay_ms,
 /// claim_window_ms]`, applied as a single argument.

@@ -7,8 +7,34 @@ use pallas_primitives::PlutusData;
 
 use crate::data::{self, bytes, constr, int, list, malformed, option};
 use crate::error::Result;
-pub use crate::redeemer::{MintRedeemer, Purpose};
+pub use crate::tx::Purpose;
+use crate::tx::TxoRef;
 use crate::v2::datum::JobId;
+
+/// Mint redeemers of the `ganglion_v2` policy.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum MintRedeemer {
+    /// Mint the thread token of the escrow created by consuming `seed`.
+    LockJob {
+        /// The input whose reference determines the job id.
+        seed: TxoRef,
+    },
+    /// Mint a bond token.
+    PostBond,
+    /// Burn tokens of this policy.
+    Burn,
+}
+
+impl MintRedeemer {
+    /// The redeemer as PlutusData.
+    pub fn to_plutus_data(&self) -> PlutusData {
+        match self {
+            Self::LockJob { seed } => constr(0, vec![seed.to_plutus_data()]),
+            Self::PostBond => constr(1, vec![]),
+            Self::Burn => constr(2, vec![]),
+        }
+    }
+}
 
 /// A provider's attestation of its work, signed by its attest key over
 /// [`crate::v2::signed::AttestationBody`]; carried by the `Claim` redeemer.

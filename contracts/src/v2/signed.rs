@@ -7,7 +7,7 @@
 
 use crate::data::{bytes, constr, int, to_cbor};
 use crate::params::KeyHash;
-pub use crate::signed::{sign, verify};
+pub use crate::signing::{sign, verify};
 use crate::v2::datum::JobId;
 
 /// A provider's acceptance of its share of a job: the terms it binds itself to. PlutusData:

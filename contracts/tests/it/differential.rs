@@ -3,7 +3,7 @@
 //! (`ganglion_testnet::ledger::differential`, turned on by this crate's dev-dependencies),
 //! and an unexplained disagreement aborts the run.
 
-use ganglion_contracts::test_utils::harness::env;
+use ganglion_contracts::test_utils::env;
 use ganglion_contracts::test_utils::world::{Party, World};
 use ganglion_contracts::tx::{Draft, Output, Value, balance};
 use ganglion_testnet::ledger::differential;

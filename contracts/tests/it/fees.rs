@@ -6,7 +6,8 @@
 
 use ganglion_contracts::fees::{min_fee, tx_size_for_fee};
 use ganglion_contracts::protocol::{ExUnits, ProtocolParams};
-use ganglion_contracts::test_utils::harness::{Harness, NTX};
+use ganglion_contracts::test_utils::NTX;
+use ganglion_contracts::test_utils::harness_v2::Harness;
 use ganglion_contracts::tx::sign;
 use pallas_codec::minicbor;
 use pallas_primitives::conway::{self, Redeemers};

@@ -6,8 +6,5 @@
 mod blueprint;
 mod differential;
 mod fees;
-mod lifecycle;
-mod reject;
 mod sets;
-mod signed;
 mod v2;

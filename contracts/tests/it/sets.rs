@@ -6,7 +6,7 @@
 //! ledger.
 
 use ganglion_contracts::Error;
-use ganglion_contracts::test_utils::harness::env;
+use ganglion_contracts::test_utils::env;
 use ganglion_contracts::test_utils::world::{Party, World};
 use ganglion_contracts::tx::{Draft, Output, Value, balance, sign};
 

@@ -7,9 +7,9 @@
 //!
 //! `watch.json` names the deployment: `{"script_hash": "<hex>", "params": {"ntx": {"policy":
 //! "<hex>", "name": "<hex>"}, "min_bond_per_gpu": 100000000, "unbonding_delay_ms": 604800000,
-//! "slash_bps": 2000}}` for a v1 deployment; a v2 (`ganglion_v2`) deployment has
-//! `"claim_window_ms": <ms>` in place of `slash_bps`. Each applied block prints `applied <height> <slot> <events>`, each
-//! rollback `rolled-back <height>` and each (re)connection `following-from <slot>` on stdout.
+//! "claim_window_ms": 3600000}}` (a `ganglion_v2` deployment). Each applied block prints
+//! `applied <height> <slot> <events>`, each rollback `rolled-back <height>` and each
+//! (re)connection `following-from <slot>` on stdout.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -8,10 +8,8 @@
 //! scripts failed (`is_valid = false`) only consume collateral and yield nothing.
 //!
 //! This module finds the transaction's script outputs, the live script UTxOs it spends and
-//! their redeemers; the watched protocol's module reads them: `v1` (`ganglion`) or `v2`
-//! (`ganglion_v2`, `docs/escrow-v2.md`).
+//! their redeemers; `v2` reads them as the `ganglion_v2` protocol (`docs/escrow-v2.md`).
 
-pub(crate) mod v1;
 mod v2;
 
 use std::collections::BTreeMap;
@@ -19,49 +17,42 @@ use std::collections::BTreeMap;
 use ganglion_cardano::txo::TxoRef;
 use ganglion_contracts::params::PolicyId;
 use ganglion_contracts::tx::Output;
+use ganglion_contracts::v2::datum::{BondDatum, EscrowDatum, GanglionDatum};
 use pallas_primitives::PlutusData;
 use pallas_primitives::conway::RedeemerTag;
 use pallas_traverse::{MultiEraOutput, MultiEraTx};
 use serde::{Deserialize, Serialize};
 
 use crate::event::Event;
-use crate::watch::{Params, Watch};
-
-/// The datum of a live script UTxO, in its protocol's types.
-///
-/// JSON: the datum itself (untagged); a v1 datum lacks fields every v2 datum has
-/// (`receipt_key`, `payout`), so the two never read as each other.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Datum {
-    /// A `ganglion_v2` datum.
-    V2(ganglion_contracts::v2::datum::GanglionDatum),
-    /// A v1 `ganglion` datum.
-    V1(ganglion_contracts::datum::GanglionDatum),
-}
-
-impl Datum {
-    /// The bond datum, in v2's shape (a v1 bond converted: its payout is the provider's
-    /// enterprise address, the key v1 pays).
-    pub fn bond(&self) -> Option<ganglion_contracts::v2::datum::BondDatum> {
-        use ganglion_contracts::{datum, v2};
-        match self {
-            Self::V2(v2::datum::GanglionDatum::Bond(b)) => Some(b.clone()),
-            Self::V1(datum::GanglionDatum::Bond(b)) => Some(v1::bond(b)),
-            _ => None,
-        }
-    }
-}
+use crate::watch::Watch;
 
 /// A live, authentic script UTxO.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tracked {
     /// Where it is.
     pub reference: TxoRef,
-    /// Its datum.
-    pub datum: Datum,
+    /// Its datum (an escrow or a bond; a `Burnt` output is never live).
+    pub datum: GanglionDatum,
     /// NTX base units it holds.
     pub ntx: u64,
+}
+
+impl Tracked {
+    /// The escrow datum, when it is an escrow.
+    pub fn escrow(&self) -> Option<&EscrowDatum> {
+        match &self.datum {
+            GanglionDatum::Escrow(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The bond datum, when it is a bond.
+    pub fn bond(&self) -> Option<&BondDatum> {
+        match &self.datum {
+            GanglionDatum::Bond(b) => Some(b),
+            _ => None,
+        }
+    }
 }
 
 /// What one transaction does to the indexer's state.
@@ -82,20 +73,17 @@ pub fn min_stake(watch: &Watch, gpus: u64) -> u64 {
 
 /// Classifies an output at the script address: authentic escrow or bond (token and
 /// well-formed datum), or why not. A bond's minimum stake is checked where it is posted
-/// ([`extract_tx`]); a slashed bond may continue below it and is then not active. A v2
+/// ([`extract_tx`]); a slashed bond may continue below it and is then not active. A
 /// `Burnt` output is no live UTxO (it can never be spent): it is refused here too.
 ///
 /// # Errors
 /// The reason, in words, when the output is no authentic escrow or bond.
 pub fn classify(watch: &Watch, reference: TxoRef, o: &Output) -> Result<Tracked, String> {
-    match &watch.params {
-        Params::V1(p) => v1::classify(&watch.script_hash, p, reference, o),
-        Params::V2(p) => match v2::classify(&watch.script_hash, p, reference, o)? {
-            v2::Found::Live(t) => Ok(*t),
-            v2::Found::Burnt { job_id, .. } => Err(format!(
-                "burnt slash of job {job_id}: never spendable, not tracked"
-            )),
-        },
+    match v2::classify(&watch.script_hash, &watch.params, reference, o)? {
+        v2::Found::Live(t) => Ok(*t),
+        v2::Found::Burnt { job_id, .. } => Err(format!(
+            "burnt slash of job {job_id}: never spendable, not tracked"
+        )),
     }
 }
 
@@ -203,10 +191,7 @@ pub fn extract_tx(
             .zip(watch.slot_config)
             .and_then(|(slot, c)| ganglion_cardano::time::slot_to_posix_ms(&c, slot).ok()),
     };
-    match &watch.params {
-        Params::V1(p) => v1::extract(&watch.script_hash, p, &scan),
-        Params::V2(p) => v2::extract(&watch.script_hash, p, &scan),
-    }
+    v2::extract(&watch.script_hash, &watch.params, &scan)
 }
 
 /// An escrow or bond output holds its own token of this script (`name`: the job id or the

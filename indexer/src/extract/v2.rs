@@ -13,7 +13,7 @@ use ganglion_contracts::v2::datum::{BondDatum, EscrowDatum, GanglionDatum, JobId
 use ganglion_contracts::v2::params::Params;
 use ganglion_contracts::v2::redeemer::SpendRedeemer;
 
-use super::{Datum, Scan, Tracked, TxEffects, drop_ignored};
+use super::{Scan, Tracked, TxEffects, drop_ignored};
 use crate::event::{ClaimOutcome, Event, ReceiptTerms, Slash};
 use crate::watch::payment_key;
 
@@ -60,23 +60,17 @@ pub(super) fn classify(
     }
     Ok(Found::Live(Box::new(Tracked {
         reference,
-        datum: Datum::V2(datum),
+        datum,
         ntx,
     })))
 }
 
 fn escrow(t: &Tracked) -> Option<&EscrowDatum> {
-    match &t.datum {
-        Datum::V2(GanglionDatum::Escrow(e)) => Some(e),
-        _ => None,
-    }
+    t.escrow()
 }
 
 fn bond(t: &Tracked) -> Option<&BondDatum> {
-    match &t.datum {
-        Datum::V2(GanglionDatum::Bond(b)) => Some(b),
-        _ => None,
-    }
+    t.bond()
 }
 
 /// What the protocol module needs while reading one transaction.
@@ -229,8 +223,6 @@ impl Reading<'_> {
         let slashed: u64 = slashes.iter().map(|s: &Slash| s.amount).sum();
         Event::JobExpired {
             job_id: e.job_id,
-            attestations: Vec::new(),
-            payments: Vec::new(),
             defaulters,
             refund: self.ntx_at(0),
             slashes,
@@ -276,7 +268,7 @@ pub(super) fn extract(script_hash: &PolicyId, params: &Params, scan: &Scan) -> T
     };
     let mut events = Vec::new();
     for (t, redeemer) in &spent {
-        let Datum::V2(d) = &t.datum else { continue };
+        let d = &t.datum;
         let Some(redeemer) = redeemer else { continue };
         match (d, redeemer) {
             (GanglionDatum::Escrow(e), SpendRedeemer::Assign { acceptances, .. }) => {
@@ -332,7 +324,7 @@ pub(super) fn extract(script_hash: &PolicyId, params: &Params, scan: &Scan) -> T
     }
     for t in r.created {
         match &t.datum {
-            Datum::V2(GanglionDatum::Escrow(e)) if !r.spends_escrow(&e.job_id) => {
+            GanglionDatum::Escrow(e) if !r.spends_escrow(&e.job_id) => {
                 events.push(Event::JobLocked {
                     job_id: e.job_id,
                     orchestrator: e.orchestrator,
@@ -342,14 +334,14 @@ pub(super) fn extract(script_hash: &PolicyId, params: &Params, scan: &Scan) -> T
                     budget: e.budget,
                     deadline_ms: e.deadline_ms,
                     escrow: t.reference,
-                    receipts: Some(ReceiptTerms {
+                    receipts: ReceiptTerms {
                         key: e.receipt_key,
                         interval_ms: e.receipt_interval_ms,
-                    }),
-                    claim_window_ms: Some(params.claim_window_ms),
+                    },
+                    claim_window_ms: params.claim_window_ms,
                 })
             }
-            Datum::V2(GanglionDatum::Bond(b))
+            GanglionDatum::Bond(b)
                 if !spent
                     .iter()
                     .any(|(s, _)| bond(s).is_some_and(|x| x.provider == b.provider)) =>
@@ -372,7 +364,7 @@ pub(super) fn extract(script_hash: &PolicyId, params: &Params, scan: &Scan) -> T
                     gpus: b.gpus,
                     stake: t.ntx,
                     bond: t.reference,
-                    payout: Some(b.payout),
+                    payout: b.payout,
                 })
             }
             _ => {}
@@ -390,4 +382,86 @@ pub(super) fn extract(script_hash: &PolicyId, params: &Params, scan: &Scan) -> T
     fx.events.extend(events);
     drop_ignored(&mut fx);
     fx
+}
+
+#[cfg(test)]
+mod tests {
+    use ganglion_contracts::params::AssetClass;
+    use pallas_codec::minicbor::{self, Encoder};
+    use pallas_traverse::MultiEraTx;
+
+    use super::*;
+    use crate::extract::extract_tx;
+    use crate::watch::Watch;
+
+    /// `[body {0: #6.258([x, x]), 1: [], 2: 200000}, {5: [[0, 0, Cancel, [1, 1]]]}, true, null]`.
+    fn spending_twice(x: &TxoRef) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut e = Encoder::new(&mut buf);
+        let r: Result<(), minicbor::encode::Error<std::convert::Infallible>> = (|| {
+            e.array(4)?.map(3)?.u8(0)?;
+            e.tag(minicbor::data::Tag::new(258))?.array(2)?;
+            for _ in 0..2 {
+                e.array(2)?.bytes(&x.tx_hash)?.u64(x.index)?;
+            }
+            e.u8(1)?.array(0)?.u8(2)?.u32(200_000)?;
+            // Cancel = Constr 2 [] = #6.123([])
+            e.map(1)?.u8(5)?.array(1)?.array(4)?.u8(0)?.u8(0)?;
+            e.tag(minicbor::data::Tag::new(123))?.array(0)?;
+            e.array(2)?.u8(1)?.u8(1)?;
+            e.bool(true)?.null()?;
+            Ok(())
+        })();
+        r.expect("encode");
+        buf
+    }
+
+    #[test]
+    fn an_input_listed_twice_is_spent_and_reported_once() {
+        let ntx = AssetClass {
+            policy: [0x4e; 28],
+            name: b"NTX".to_vec(),
+        };
+        let watch = Watch::v2(
+            [0x5c; 28],
+            Params {
+                ntx,
+                min_bond_per_gpu: 100,
+                unbonding_delay_ms: 1,
+                claim_window_ms: 1,
+            },
+        );
+        let escrow = TxoRef {
+            tx_hash: [0xe5; 32],
+            index: 0,
+        };
+        let tracked = Tracked {
+            reference: escrow,
+            datum: GanglionDatum::Escrow(EscrowDatum {
+                job_id: JobId([1; 32]),
+                orchestrator: [2; 28],
+                receipt_key: [3; 32],
+                spec: vec![1, 2, 3],
+                gpus: 1,
+                max_rate: 1,
+                budget: 10,
+                deadline_ms: 1,
+                receipt_interval_ms: 1,
+                state: JobState::Open,
+            }),
+            ntx: 10,
+        };
+        let bytes = spending_twice(&escrow);
+        let tx = MultiEraTx::decode(&bytes).expect("decodes (pallas reads a set as a list)");
+        assert_eq!(tx.inputs().len(), 2, "the repeat is on the wire");
+        let live = |r: &TxoRef| (*r == escrow).then(|| tracked.clone());
+        let fx = extract_tx(&watch, &tx, &live);
+        assert_eq!(fx.spent, vec![escrow], "spent once");
+        let cancels = fx
+            .events
+            .iter()
+            .filter(|e| matches!(e, Event::JobCancelled { .. }))
+            .count();
+        assert_eq!(cancels, 1, "one cancellation, not two: {:?}", fx.events);
+    }
 }

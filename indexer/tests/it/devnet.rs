@@ -4,12 +4,13 @@ use std::time::Duration;
 
 use ed25519_dalek::SigningKey;
 use ganglion_cardano::protocol::ProtocolParams;
-use ganglion_contracts::blueprint::Blueprint;
-use ganglion_contracts::build::{self, Deployment};
 use ganglion_contracts::env::Env;
-use ganglion_contracts::params::{AssetClass, Params};
+use ganglion_contracts::params::AssetClass;
 use ganglion_contracts::test_utils::world::Party;
 use ganglion_contracts::tx::{Balanced, Draft, Output, Utxo, balance, sign};
+use ganglion_contracts::v2::build::{self, Deployment};
+use ganglion_contracts::v2::datum::JobId;
+use ganglion_contracts::v2::params::Params;
 use ganglion_indexer::store::Kv;
 use ganglion_indexer::{Indexer, Notification, Watch};
 use ganglion_testnet::devnet::{self, DevnetConfig, DevnetHandle};
@@ -121,7 +122,13 @@ impl Chain {
     }
 }
 
-/// Deploys the validator (with devnet NTX parameters) as a reference script.
+/// The orchestrators' receipt key in these tests.
+pub(crate) fn receipt_key() -> SigningKey {
+    SigningKey::from_bytes(&[4; 32])
+}
+
+/// Deploys the validator (with devnet NTX parameters and a one-hour claim window) as a
+/// reference script.
 pub(crate) async fn deploy(chain: &Chain) -> (Deployment, Watch) {
     let params = Params {
         ntx: AssetClass {
@@ -130,10 +137,10 @@ pub(crate) async fn deploy(chain: &Chain) -> (Deployment, Watch) {
         },
         min_bond_per_gpu: 1_000_000,
         unbonding_delay_ms: 60_000,
-        slash_bps: 1_000,
+        claim_window_ms: 3_600_000,
     };
-    let script = Blueprint::committed()
-        .and_then(|b| b.apply(&params))
+    let script = ganglion_contracts::v2::blueprint()
+        .and_then(|b| b.apply_data(params.to_plutus_data()))
         .expect("script");
     let deployer = dev_party(&chain.env, 0);
     let b = chain
@@ -148,7 +155,7 @@ pub(crate) async fn deploy(chain: &Chain) -> (Deployment, Watch) {
         .into_iter()
         .find(|u| u.reference.tx_hash == b.hash)
         .expect("reference script output");
-    let watch = Watch::v1(script.hash, params.clone());
+    let watch = Watch::v2(script.hash, params.clone()).with_slot_config(chain.env.slot_config);
     (
         Deployment {
             params,
@@ -161,11 +168,7 @@ pub(crate) async fn deploy(chain: &Chain) -> (Deployment, Watch) {
 
 /// Locks a small job (1 GPU, 1 NTX base unit, deadline in an hour) from `orchestrator`'s
 /// largest UTxO and forges it into a block.
-pub(crate) async fn lock_small(
-    chain: &Chain,
-    dep: &Deployment,
-    orchestrator: &Party,
-) -> ganglion_contracts::datum::JobId {
+pub(crate) async fn lock_small(chain: &Chain, dep: &Deployment, orchestrator: &Party) -> JobId {
     let seed = chain
         .utxos(&orchestrator.address)
         .into_iter()
@@ -174,12 +177,14 @@ pub(crate) async fn lock_small(
     let slot = chain.slot();
     let req = build::LockRequest {
         orchestrator: orchestrator.hash,
+        receipt_key: receipt_key().verifying_key().to_bytes(),
         spec: vec![1, 85],
         gpus: 1,
         max_rate: 1,
         budget: 1,
         deadline_ms: ganglion_cardano::time::slot_to_posix_ms(&chain.env.slot_config, slot + 3600)
             .expect("after zero"),
+        receipt_interval_ms: 60_000,
         seed,
         valid_until_slot: slot + 300,
     };

@@ -3,17 +3,42 @@
 //! uplc), forged into blocks, served over the Ouroboros mini-protocols.
 
 use ed25519_dalek::SigningKey;
-use ganglion_contracts::build::{self, AssignRequest, BondRequest, LockRequest, SettleRequest};
-use ganglion_contracts::datum::{Assignment, JobId};
-use ganglion_contracts::redeemer::Attestation;
-use ganglion_contracts::signed::{self, Acceptance, AttestationBody};
+use ganglion_cardano::time::slot_to_posix_ms;
 use ganglion_contracts::tx::{Draft, Output, Utxo};
+use ganglion_contracts::v2::build::{self, AssignRequest, BondRequest, ClaimRequest, LockRequest};
+use ganglion_contracts::v2::datum::{Assignment, JobId};
+use ganglion_contracts::v2::payout::Payout;
+use ganglion_contracts::v2::redeemer::Attestation;
+use ganglion_contracts::v2::rules::{claim_bound_gpu_ms, pay_for};
+use ganglion_contracts::v2::signed::{self, Acceptance, AttestationBody};
 use ganglion_indexer::store::{Kv, MemoryKv};
 use ganglion_indexer::sync::SyncConfig;
-use ganglion_indexer::{Event, Indexer};
+use ganglion_indexer::{ClaimOutcome, Event, Indexer};
 use tokio_util::sync::CancellationToken;
 
-use crate::devnet::{Chain, caught_up, deploy, dev_party, lock_small, spawn_follower};
+use crate::devnet::{Chain, caught_up, deploy, dev_party, lock_small, receipt_key, spawn_follower};
+
+/// A bond of `gpus` GPUs at the minimum stake (1 NTX per GPU), paid to the provider's key.
+fn bond_request(
+    provider: &ganglion_contracts::test_utils::world::Party,
+    attest_key: [u8; 32],
+    peer_id: Vec<u8>,
+    gpus: u64,
+) -> BondRequest {
+    BondRequest {
+        provider: provider.hash,
+        attest_key,
+        peer_id,
+        payout: Payout::enterprise(provider.hash),
+        gpus,
+        stake: gpus * 1_000_000,
+    }
+}
+
+/// Receipts every minute.
+const RECEIPT_INTERVAL_MS: u64 = 60_000;
+/// 3 600 000 base units per GPU-hour: one base unit per GPU-millisecond.
+const RATE: u64 = 3_600_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
@@ -29,16 +54,15 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
         &cancel,
     );
 
-    // Bond, lock, rollback, lock + cancel, lock + assign + settle.
+    // Bond, lock, rollback, lock + cancel, lock + assign + claim.
     let provider = dev_party(&chain.env, 1);
     let attest = SigningKey::from_bytes(&[7; 32]);
-    let bond = BondRequest {
-        provider: provider.hash,
-        attest_key: attest.verifying_key().to_bytes(),
-        peer_id: vec![1, 2, 3],
-        gpus: 2,
-        stake: 2_000_000,
-    };
+    let bond = bond_request(
+        &provider,
+        attest.verifying_key().to_bytes(),
+        vec![1, 2, 3],
+        2,
+    );
     let posted = chain
         .run(
             build::post_bond(&dep, &chain.env, &bond).expect("bond"),
@@ -52,14 +76,16 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
         .find(|u| u.reference.tx_hash == posted.hash)
         .expect("bond output");
     let orch = dev_party(&chain.env, 2);
+    // Budget: 2 GPUs at the rate for the whole hour-long window (DESIGN §3.1 G6).
     let lock = |seed: Utxo, slot: u64| LockRequest {
         orchestrator: orch.hash,
+        receipt_key: receipt_key().verifying_key().to_bytes(),
         spec: vec![1, 85, 18, 32],
         gpus: 2,
-        max_rate: 5,
-        budget: 50,
-        deadline_ms: ganglion_cardano::time::slot_to_posix_ms(&chain.env.slot_config, slot + 3600)
-            .expect("after zero"),
+        max_rate: RATE,
+        budget: 2 * 3_600_000,
+        deadline_ms: slot_to_posix_ms(&chain.env.slot_config, slot + 3600).expect("after zero"),
+        receipt_interval_ms: RECEIPT_INTERVAL_MS,
         seed,
         valid_until_slot: slot + 300,
     };
@@ -114,7 +140,7 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
         )
         .await;
 
-    // A third job, assigned to the provider and settled.
+    // A third job, assigned to the provider, who claims its pay (closing the escrow).
     let seed = chain
         .utxos(&orch.address)
         .into_iter()
@@ -132,19 +158,25 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
             .find(|u| u.output.value.quantity(&dep.script.hash, &id.0) == 1)
             .expect("escrow")
     };
+    let slot = chain.slot();
+    let accept_by_ms = slot_to_posix_ms(&chain.env.slot_config, slot + 600).expect("after zero");
     let assignment = Assignment {
         provider: provider.hash,
         attest_key: attest.verifying_key().to_bytes(),
+        payout: Payout::enterprise(provider.hash),
         gpus: 2,
-        rate: 3,
+        rate: RATE,
+        accept_by_ms,
     };
     let acceptance = Acceptance {
         job_id: job3,
+        spec: req.spec.clone(),
         gpus: 2,
-        rate: 3,
+        rate: RATE,
         deadline_ms,
+        accept_by_ms,
+        receipt_interval_ms: RECEIPT_INTERVAL_MS,
     };
-    let slot = chain.slot();
     let assign = AssignRequest {
         escrow: escrow(job3),
         assignments: vec![assignment],
@@ -160,45 +192,69 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
             &[],
         )
         .await;
+    // Let a few slots pass, then claim all the time provably elapsed since the assign (no
+    // receipt: at most one interval), with the claim's lower bound one slot back.
+    let started_ms = slot_to_posix_ms(&chain.env.slot_config, slot).expect("after zero");
+    while chain.slot() < slot + 4 {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let from = chain.slot() - 1;
+    let gpu_ms = claim_bound_gpu_ms(
+        2,
+        started_ms,
+        deadline_ms,
+        RECEIPT_INTERVAL_MS,
+        None,
+        slot_to_posix_ms(&chain.env.slot_config, from).expect("after zero"),
+    );
+    assert!(gpu_ms > 0, "time passed since the assign");
     let body = AttestationBody {
         job_id: job3,
         provider: provider.hash,
         result: vec![1, 85, 0],
         logs: vec![1, 85, 1],
-        gpu_seconds: 3600,
+        gpu_ms,
         exit_code: 0,
     };
-    let attestation = Attestation {
-        provider_index: 0,
-        result: body.result.clone(),
-        logs: body.logs.clone(),
-        gpu_seconds: body.gpu_seconds,
-        exit_code: 0,
-        signature: signed::sign(&attest, &body.signed_bytes()),
-    };
-    let settle = SettleRequest {
+    let claim = ClaimRequest {
         escrow: escrow(job3),
-        attestations: vec![attestation],
-        valid_from_slot: None,
-        // 2 GPUs × 1800 s ≥ 3600 GPU-seconds.
-        valid_until_slot: slot + 1800,
+        index: 0,
+        attestation: Attestation {
+            result: body.result.clone(),
+            logs: body.logs.clone(),
+            gpu_ms,
+            exit_code: 0,
+            signature: signed::sign(&attest, &body.signed_bytes()),
+        },
+        receipt: None,
+        valid_from_slot: from,
+        valid_until_slot: from + 300,
+        release: None,
     };
     chain
         .run(
-            build::settle(&dep, &chain.env, &settle).expect("settle"),
+            build::claim(&dep, &chain.env, &claim).expect("claim"),
             &orch,
             &[],
         )
         .await;
     caught_up(&live_rx, &chain, &live).await;
-    let settled = live.job(&job3, 0).expect("query").expect("indexed");
-    assert_eq!(settled.value.status, ganglion_indexer::JobStatus::Settled);
+    let claimed = live.job(&job3, 0).expect("query").expect("indexed");
+    assert_eq!(claimed.value.status, ganglion_indexer::JobStatus::Claimed);
     assert_eq!(
-        settled.value.payments[0].ntx, 3,
-        "3600 GPU-seconds at 3 NTX units per GPU-hour"
+        claimed.value.payments[0].ntx,
+        pay_for(gpu_ms, RATE),
+        "one base unit per GPU-millisecond"
     );
+    assert!(claimed.value.history.iter().any(|r| matches!(
+        &r.event,
+        Event::JobClaimed {
+            outcome: ClaimOutcome::Closed { refund },
+            ..
+        } if *refund == 2 * 3_600_000 - pay_for(gpu_ms, RATE)
+    )));
     // The assign's acceptance signature is kept with its event (auditors re-verify it).
-    let kept = settled.value.history.iter().find_map(|r| match &r.event {
+    let kept = claimed.value.history.iter().find_map(|r| match &r.event {
         Event::JobAssigned { acceptances, .. } => Some(acceptances.clone()),
         _ => None,
     });
@@ -286,13 +342,7 @@ async fn random_devnet_rollbacks_leave_the_same_state_as_a_fresh_replay() {
             .iter()
             .any(|u| u.output.value.quantity(&dep.script.hash, &provider.hash) == 1);
         if step % 3 == 0 && !bonded {
-            let req = BondRequest {
-                provider: provider.hash,
-                attest_key: [9; 32],
-                peer_id: vec![step as u8],
-                gpus: 1,
-                stake: 1_000_000,
-            };
+            let req = bond_request(&provider, [9; 32], vec![step as u8], 1);
             chain
                 .run(
                     build::post_bond(&dep, &chain.env, &req).expect("bond"),
@@ -354,13 +404,7 @@ async fn a_fresh_indexer_starts_at_the_tip_or_a_point() {
     let chain = Chain::start(dir.path()).await;
     let (dep, watch) = deploy(&chain).await;
     let provider = dev_party(&chain.env, 1);
-    let bond = BondRequest {
-        provider: provider.hash,
-        attest_key: [9; 32],
-        peer_id: vec![1],
-        gpus: 1,
-        stake: 1_000_000,
-    };
+    let bond = bond_request(&provider, [9; 32], vec![1], 1);
     chain
         .run(
             build::post_bond(&dep, &chain.env, &bond).expect("bond"),

@@ -1,10 +1,13 @@
-//! A scripted marketplace run: bonds, a settled job, an expired job with slashing, a
-//! cancelled job, an unbond + withdraw, and junk at the script address.
+//! A scripted marketplace run: bonds, a job every provider claims, an expired job with
+//! two defaulters slashed, a cancelled job, an unbond + withdraw, and junk at the script
+//! address.
 
-use ganglion_contracts::build::{self, ExpireRequest};
 use ganglion_contracts::data::{bytes, int, list};
-use ganglion_contracts::test_utils::harness::{Harness, NTX};
+use ganglion_contracts::test_utils::NTX;
+use ganglion_contracts::test_utils::harness_v2::Harness;
 use ganglion_contracts::tx::{Draft, Output, Value};
+use ganglion_contracts::v2::build;
+use ganglion_contracts::v2::datum::JobId;
 use ganglion_indexer::store::MemoryKv;
 use ganglion_indexer::{Event, Indexer, JobStatus, Watch};
 
@@ -13,9 +16,9 @@ pub(crate) struct Run {
     pub watch: Watch,
     pub blocks: Vec<Vec<u8>>,
     pub harness: Harness,
-    pub settled: ganglion_contracts::datum::JobId,
-    pub expired: ganglion_contracts::datum::JobId,
-    pub cancelled: ganglion_contracts::datum::JobId,
+    pub claimed: JobId,
+    pub expired: JobId,
+    pub cancelled: JobId,
 }
 
 /// Each transaction in its own Conway block, chained from block 1.
@@ -23,56 +26,46 @@ pub(crate) fn blocks_of(txs: &[Vec<u8>]) -> Vec<Vec<u8>> {
     ganglion_testnet::producer::chain_of(txs).expect("blocks assemble")
 }
 
+/// Two GPUs for one hour, in GPU-ms: what each provider claims (4 NTX at the default rate).
+const ONE_HOUR_ON_TWO_GPUS: u64 = 2 * 3_600_000;
+
 pub(crate) fn run() -> Run {
     let mut h = Harness::new(4);
-    h.post_bonds();
+    // Each bond backs both jobs at once.
+    h.post_bonds_for(2);
 
-    // A job settled by all four providers.
+    // A job every provider claims, each with a receipt for the hour it ran.
     let (mut a, _) = h.lock(1_000 * NTX, 7200);
     h.assign(&mut a);
     h.world.slot += 3600;
-    let orch = h.orch.clone();
-    let settle = build::settle(&h.dep, h.env(), &h.settle_request(&a, 3600)).expect("settle draft");
-    h.run(settle, &orch, &[]).expect("settle");
+    let now = h.world.now_ms();
+    for i in 0..4 {
+        h.claim(&mut a, i, ONE_HOUR_ON_TWO_GPUS, Some(now))
+            .expect("claim");
+    }
 
-    // A job where providers 2 and 3 default and are slashed.
-    let (mut b, _) = h.lock(500 * NTX, 600);
+    // A job where providers 0 and 1 claim, 2 and 3 default and are slashed after the
+    // deadline and the claim window.
+    let (mut b, _) = h.lock(1_000 * NTX, 7200);
     h.assign(&mut b);
-    h.world.slot = b.deadline_slot + 1;
-    let expire = ExpireRequest {
-        escrow: b.escrow.clone(),
-        attestations: (0..2).map(|i| h.attest(&b, i, 60)).collect(),
-        slash: h.providers[2..]
-            .iter()
-            .filter_map(|p| p.bond.clone())
-            .collect(),
-        valid_from_slot: h.world.slot,
-    };
-    let expire = build::expire(&h.dep, h.env(), &expire).expect("expire draft");
-    h.run(expire, &orch, &[]).expect("expire");
+    h.world.slot += 3600;
+    let now = h.world.now_ms();
+    for i in 0..2 {
+        h.claim(&mut b, i, ONE_HOUR_ON_TWO_GPUS, Some(now))
+            .expect("claim");
+    }
+    h.world.slot = b.claim_end_slot() + 1;
+    h.expire(&b, &[2, 3]).expect("expire");
 
     // A cancelled job.
     let (c, _) = h.lock(10 * NTX, 600);
-    h.run(
-        build::cancel(&h.dep, h.env(), &c.escrow).expect("cancel"),
-        &orch,
-        &[],
-    )
-    .expect("cancel");
+    h.cancel(&c).expect("cancel");
 
-    // Provider 0 unbonds and withdraws.
+    // Provider 0 unbonds (its commitments have lapsed) and withdraws.
     let p0 = h.providers[0].party.clone();
-    let until = h.world.slot + 60;
-    let bond = h.providers[0].bond.clone().expect("bond");
-    let unbond = h
-        .run(
-            build::unbond(&h.dep, h.env(), &bond, until).expect("unbond"),
-            &p0,
-            &[],
-        )
-        .expect("unbond");
-    let unbonding = h.output(&unbond, 0);
-    h.world.slot = until + h.dep.params.unbonding_delay_ms / 1000;
+    h.unbond(0).expect("unbond");
+    let unbonding = h.providers[0].bond.clone().expect("bond");
+    h.world.slot += 60 + h.dep.params.unbonding_delay_ms / 1000;
     let slot = h.world.slot;
     h.run(
         build::withdraw(&h.dep, h.env(), &unbonding, slot).expect("withdraw"),
@@ -87,13 +80,14 @@ pub(crate) fn run() -> Run {
         Output::new(h.dep.address(h.env()), Value::lovelace(3_000_000))
             .with_datum(list(vec![int(1), bytes(b"not a ganglion datum".to_vec())])),
     );
+    let orch = h.orch.clone();
     h.run(junk, &orch, &[]).expect("junk payment");
 
-    let watch = Watch::v1(h.dep.script.hash, h.dep.params.clone());
+    let watch = Watch::v2(h.dep.script.hash, h.dep.params.clone());
     Run {
         watch,
         blocks: blocks_of(&h.world.applied),
-        settled: a.id,
+        claimed: a.id,
         expired: b.id,
         cancelled: c.id,
         harness: h,
@@ -114,7 +108,7 @@ fn every_event_of_a_scripted_run_is_extracted() {
     assert_eq!(count(|e| matches!(e, Event::BondPosted { .. })), 4);
     assert_eq!(count(|e| matches!(e, Event::JobLocked { .. })), 3);
     assert_eq!(count(|e| matches!(e, Event::JobAssigned { .. })), 2);
-    assert_eq!(count(|e| matches!(e, Event::JobSettled { .. })), 1);
+    assert_eq!(count(|e| matches!(e, Event::JobClaimed { .. })), 6);
     assert_eq!(count(|e| matches!(e, Event::JobExpired { .. })), 1);
     assert_eq!(count(|e| matches!(e, Event::BondSlashed { .. })), 2);
     assert_eq!(count(|e| matches!(e, Event::JobCancelled { .. })), 1);
@@ -133,15 +127,19 @@ fn every_event_of_a_scripted_run_is_extracted() {
     assert!(ignored.iter().any(|r| r.contains("GanglionDatum")));
 
     // Queries.
-    let settled = ix.job(&r.settled, 1).expect("query").expect("job known");
-    assert_eq!(settled.value.status, JobStatus::Settled);
-    assert_eq!(settled.value.history.len(), 3, "locked, assigned, settled");
-    assert_eq!(settled.value.payments.len(), 4);
-    for (p, pay) in r.harness.providers.iter().zip(&settled.value.payments) {
+    let claimed = ix.job(&r.claimed, 1).expect("query").expect("job known");
+    assert_eq!(claimed.value.status, JobStatus::Claimed);
+    assert_eq!(
+        claimed.value.history.len(),
+        6,
+        "locked, assigned, four claims"
+    );
+    assert_eq!(claimed.value.payments.len(), 4);
+    for (p, pay) in r.harness.providers.iter().zip(&claimed.value.payments) {
         assert_eq!(pay.to, p.party.hash);
         assert_eq!(pay.ntx, p.gpus * p.rate, "one hour per GPU");
     }
-    assert!(!settled.tentative, "many blocks deep");
+    assert!(!claimed.tentative, "many blocks deep");
     let expired = ix.job(&r.expired, 1).expect("query").expect("job known");
     assert_eq!(expired.value.status, JobStatus::Expired);
     assert_eq!(
@@ -193,7 +191,7 @@ fn every_event_of_a_scripted_run_is_extracted() {
         3
     );
     assert_eq!(
-        ix.jobs_by_status(JobStatus::Settled).expect("jobs").len(),
+        ix.jobs_by_status(JobStatus::Claimed).expect("jobs").len(),
         1
     );
 

@@ -7,10 +7,10 @@
 
 use std::sync::OnceLock;
 
-use ganglion_contracts::test_utils::harness::{NTX, ntx};
 use ganglion_contracts::test_utils::harness_v2::{
     CLAIM_WINDOW_MS, Harness, RATE, RECEIPT_INTERVAL_MS,
 };
+use ganglion_contracts::test_utils::{NTX, ntx};
 use ganglion_contracts::tx::{Draft, Output, TxoRef, Value};
 use ganglion_contracts::v2::datum::{Assignment, GanglionDatum, JobId, JobState};
 use ganglion_contracts::v2::rules::{pay_for, slash_of, split_slashes};
@@ -179,7 +179,7 @@ fn bonds_and_locks_carry_the_v2_terms() {
     let want: Vec<_> =
         r.h.providers
             .iter()
-            .map(|p| (p.party.hash, Some(p.payout)))
+            .map(|p| (p.party.hash, p.payout))
             .collect();
     assert_eq!(posted, want);
     assert!(
@@ -189,19 +189,16 @@ fn bonds_and_locks_carry_the_v2_terms() {
     let a = view(&ix, &r.a);
     assert_eq!(
         a.receipts,
-        Some(ReceiptTerms {
+        ReceiptTerms {
             key: r.h.receipt.verifying_key().to_bytes(),
             interval_ms: RECEIPT_INTERVAL_MS,
-        })
+        }
     );
-    assert_eq!(
-        a.claim_window_end_ms,
-        Some(r.a_deadline_ms + CLAIM_WINDOW_MS)
-    );
+    assert_eq!(a.claim_window_end_ms, r.a_deadline_ms + CLAIM_WINDOW_MS);
     assert!(matches!(
         a.history[0].event,
         Event::JobLocked {
-            claim_window_ms: Some(CLAIM_WINDOW_MS),
+            claim_window_ms: CLAIM_WINDOW_MS,
             ..
         }
     ));
@@ -251,7 +248,7 @@ fn each_claim_pays_what_the_rules_compute_and_the_last_closes_the_escrow() {
             .find(|b| b.datum.provider == r.h.providers[p].party.hash)
             .map(|b| (b.free_gpus, b.datum.gpus))
     };
-    let end = a.claim_window_end_ms.expect("v2 job");
+    let end = a.claim_window_end_ms;
     // Provider 0's claim released its bond's commitment; provider 1's assignment holds its
     // GPUs until its claim, at the latest until deadline + claim window (G5).
     let (free_now, bonded) = free(0, r.a_receipts.0).expect("bond");
@@ -337,12 +334,12 @@ fn each_claim_pays_what_the_rules_compute_and_the_last_closes_the_escrow() {
             tx_hash: claims[0].5,
             index: 2
         }
-        && t.datum.bond().is_some()));
+        && t.bond().is_some()));
     let after_window = ix
         .job(&r.a, 0)
         .expect("job")
-        .and_then(|c| c.value.claim_window_end_ms)
-        .expect("v2 job")
+        .map(|c| c.value.claim_window_end_ms)
+        .expect("job")
         + 1;
     assert!(
         ix.active_bonds_at(after_window)
@@ -381,7 +378,6 @@ fn an_expire_slashes_the_defaulter_and_splits_the_slash_as_the_rules_do() {
                 slashes,
                 recovered,
                 burnt,
-                payments,
                 ..
             } => Some((
                 defaulters.clone(),
@@ -389,7 +385,6 @@ fn an_expire_slashes_the_defaulter_and_splits_the_slash_as_the_rules_do() {
                 slashes.clone(),
                 *recovered,
                 *burnt,
-                payments.clone(),
             )),
             _ => None,
         })
@@ -411,7 +406,6 @@ fn an_expire_slashes_the_defaulter_and_splits_the_slash_as_the_rules_do() {
         }]
     );
     assert_eq!((expired.3, expired.4), (recovered, burnt));
-    assert!(expired.5.is_empty(), "v2 pays by claims, not at expiry");
     assert_eq!(b.defaulters(), vec![p1]);
     // The claim before the expiry still counts as a payment.
     assert_eq!(
@@ -429,7 +423,7 @@ fn an_expire_slashes_the_defaulter_and_splits_the_slash_as_the_rules_do() {
     assert!(live.iter().all(|t| t.reference != r.bond1_before));
     let bond1: Vec<_> = live
         .iter()
-        .filter(|t| t.datum.bond().is_some_and(|d| d.provider == p1))
+        .filter(|t| t.bond().is_some_and(|d| d.provider == p1))
         .collect();
     assert_eq!(bond1.len(), 1);
     assert_eq!(bond1[0].ntx, r.stake1 - slash);

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::datum::JobId;
 use ganglion_indexer::store::Kv;
 
 use super::engine::{

@@ -169,7 +169,7 @@ pub(crate) fn seed_of(
 ) -> Result<ganglion_contracts::tx::Utxo, EngineError> {
     let fresh: Vec<&ganglion_contracts::tx::Utxo> = utxos
         .iter()
-        .filter(|u| !tracked(&ganglion_contracts::build::job_id_of(&u.reference)))
+        .filter(|u| !tracked(&ganglion_contracts::v2::build::job_id_of(&u.reference)))
         .collect();
     fresh
         .iter()
@@ -329,7 +329,7 @@ async fn step<S: Kv, E: Executor>(
     // The chain's word is final: terminal statuses end the record whoever caused them.
     if let Some(v) = view {
         let event = match v.status {
-            JobStatus::Claimed | JobStatus::Settled => Some(OrchestratorEvent::SettleConfirmed),
+            JobStatus::Claimed => Some(OrchestratorEvent::SettleConfirmed),
             JobStatus::Cancelled => Some(OrchestratorEvent::CancelConfirmed),
             JobStatus::Expired => Some(OrchestratorEvent::ExpireConfirmed),
             JobStatus::Assigned | JobStatus::Claiming if r.state.is_open() => {
@@ -375,7 +375,7 @@ async fn step<S: Kv, E: Executor>(
     // Past the deadline and the claim window nothing but an expire can land: it refunds the
     // rest and slashes the assigned providers that never claimed.
     if let Some(v) = view
-        && v.claim_window_end_ms.is_some_and(|end| chain_now_ms > end)
+        && chain_now_ms > v.claim_window_end_ms
     {
         return retry::governed(
             &ctx.retries,
@@ -533,9 +533,7 @@ async fn assign<S: Kv, E: Executor>(
         return Ok(());
     }
     let Some(v) = view else { return Ok(()) };
-    let Some(receipts) = v.receipts else {
-        return Err(state_err(job, "the escrow carries no receipt terms"));
-    };
+    let receipts = v.receipts;
     let now = ctx.now();
     let accept_by_ms = (now + ACCEPT_WINDOW_MS).min(v.deadline_ms.saturating_sub(1));
     let mut assignments = Vec::new();
@@ -718,7 +716,7 @@ mod tests {
         };
         // The largest asset-free UTxO seeded a lock the ledger refused (its record is kept).
         let utxos = [utxo(1, 500_000_000), utxo(2, 100_000_000)];
-        let refused = ganglion_contracts::build::job_id_of(&utxos[0].reference);
+        let refused = ganglion_contracts::v2::build::job_id_of(&utxos[0].reference);
         let first = seed_of(&utxos, |_| false).expect("a seed");
         assert_eq!(first.reference, utxos[0].reference);
         let next = seed_of(&utxos, |id| *id == refused).expect("another seed");

@@ -338,7 +338,7 @@ async fn step<S: Kv + 'static, E: Executor + 'static>(
     if let Some(v) = &view
         && matches!(
             v.status,
-            JobStatus::Claimed | JobStatus::Settled | JobStatus::Expired | JobStatus::Cancelled
+            JobStatus::Claimed | JobStatus::Expired | JobStatus::Cancelled
         )
     {
         if v.defaulters().contains(&me)
@@ -433,7 +433,7 @@ async fn claim<S: Kv, E: Executor>(
         return Ok(());
     };
     let now = ctx.now();
-    let window_end = v.claim_window_end_ms.unwrap_or(v.deadline_ms);
+    let window_end = v.claim_window_end_ms;
     let from_slot = ctx.chain.slot_at(now);
     // The claim's upper bound may not lie past the deadline plus the claim window.
     let until = (from_slot + CLAIM_VALIDITY_SLOTS).min(ctx.chain.slot_at(window_end));
@@ -1149,8 +1149,11 @@ mod tests {
             status: JobStatus::Assigned,
             assignments: vec![a(1), a(2)],
             payments: vec![],
-            receipts: None,
-            claim_window_end_ms: None,
+            receipts: ganglion_indexer::ReceiptTerms {
+                key: [8; 32],
+                interval_ms: 10_000,
+            },
+            claim_window_end_ms: deadline_ms,
             claims: vec![],
             history: vec![],
         }

@@ -45,13 +45,13 @@ pub struct Terms {
 }
 
 impl Terms {
-    /// The terms of assignment `provider_index` of the assigned v2 escrow `view`; `None` before
-    /// the assign, under v1 (no receipt terms) or for an index it does not have.
+    /// The terms of assignment `provider_index` of the assigned escrow `view`; `None` before
+    /// the assign or for an index it does not have.
     pub fn of(view: &ganglion_indexer::JobView, provider_index: u64) -> Option<Self> {
         let a = view
             .assignments
             .get(usize::try_from(provider_index).ok()?)?;
-        let r = view.receipts?;
+        let r = view.receipts;
         Some(Self {
             job_id: view.job_id,
             provider_index,

@@ -1,6 +1,6 @@
 //! Retries of claims, cancels and expires that failed before reaching the ledger (point 9: an
-//! impossible settle was rebuilt every 250 ms poll, "attestations claim 11110 NTX, the escrow
-//! holds 1", a provider's log growing to 575 KB in 15 minutes).
+//! impossible transaction was rebuilt every 250 ms poll, a provider's log growing to 575 KB in
+//! 15 minutes).
 //!
 //! A failure is [`Class::Fatal`] when the same inputs can never give a valid transaction: the
 //! transaction builder refused the request (claims over the escrow, a bad index), the
@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::datum::JobId;
 
 use super::chain::ChainError;
 use super::engine::EngineError;

@@ -4,9 +4,9 @@
 //!
 //! Two rules (DESIGN §3.1 G6 "every claim is payable", G3 "no forced default"):
 //! - **the budget pays the whole window**: `budget ≥ ⌊gpus × max_rate × max_duration_s / 3600⌋`
-//!   NTX base units (the escrow's own pay rule, `build::pay_for`, applied to every GPU for
+//!   NTX base units (the escrow's own pay rule, `v2::rules::pay_for`, applied to every GPU for
 //!   the longest run the spec allows); otherwise the claims of an honest run exceed the escrow
-//!   and no settle can succeed ("attestations claim 11110 NTX, the escrow holds 1");
+//!   and cannot all be paid;
 //! - **the run fits before the deadline**: `now + max_duration_s × 1000 + margin ≤ deadline`
 //!   (ms), the margin leaving time to attest and claim before the deadline
 //!   ([`SETTLE_MARGIN_MS`]); otherwise the provider is stopped by the deadline, not by the
@@ -73,8 +73,8 @@ pub enum TermsError {
 }
 
 /// The most the escrow can owe for `gpus` GPUs at `max_rate` NTX base units per GPU-hour for
-/// `max_duration_s` seconds, NTX base units: the escrow's `⌊gpu_seconds × rate / 3600⌋`
-/// (`build::pay_for`) of all the GPU-seconds, saturating at `u64::MAX`.
+/// `max_duration_s` seconds, NTX base units: the escrow's `⌊gpu_ms × rate / 3 600 000⌋`
+/// (`v2::rules::pay_for`) of all the GPU time, saturating at `u64::MAX`.
 pub fn window_cost(gpus: u64, max_rate: u64, max_duration_s: u64) -> u64 {
     let gpu_seconds = u128::from(gpus) * u128::from(max_duration_s);
     let cost = gpu_seconds.saturating_mul(u128::from(max_rate)) / 3600;
@@ -277,7 +277,7 @@ mod tests {
         );
         assert_eq!(
             window_cost(2, 3_600_000, 120),
-            ganglion_contracts::build::pay_for(240, 3_600_000)
+            ganglion_contracts::v2::rules::pay_for(240_000, 3_600_000)
         );
     }
 

@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use ganglion_contracts::datum::{EscrowDatum, JobId, JobState};
 use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::v2::datum::{EscrowDatum, JobId, JobState};
 use serde::{Deserialize, Serialize};
 
 /// Environment variables the node sets itself for every rank (DESIGN §6); a spec may not.
@@ -874,22 +874,27 @@ impl Ensemble {
     }
 
     /// The `Open` escrow datum for this spec, given the job id, the orchestrator's key hash
-    /// and the binary CID of the pinned spec.
+    /// and receipt verification key, the binary CID of the pinned spec and the receipt
+    /// interval.
     pub fn escrow_datum(
         &self,
         job_id: JobId,
         orchestrator: KeyHash,
+        receipt_key: [u8; 32],
         spec_cid: Vec<u8>,
+        receipt_interval_ms: u64,
     ) -> EscrowDatum {
         let t = self.escrow_terms();
         EscrowDatum {
             job_id,
             orchestrator,
+            receipt_key,
             spec: spec_cid,
             gpus: t.gpus,
             max_rate: t.max_rate,
             budget: t.budget,
             deadline_ms: t.deadline_ms,
+            receipt_interval_ms,
             state: JobState::Open,
         }
     }

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use futures::StreamExt;
-use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::datum::JobId;
 use libp2p::gossipsub::{self, MessageAcceptance};
 use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport};
 use libp2p::swarm::dial_opts::DialOpts;

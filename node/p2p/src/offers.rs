@@ -197,7 +197,7 @@ impl OfferBody {
 
     /// Signs the offer with the bond's attest key.
     pub fn sign(self, attest: &ed25519_dalek::SigningKey) -> SignedOffer {
-        let signature = ganglion_contracts::signed::sign(attest, &self.signed_bytes());
+        let signature = ganglion_contracts::v2::signed::sign(attest, &self.signed_bytes());
         SignedOffer {
             body: self,
             signature,
@@ -285,7 +285,7 @@ pub fn verify_offer(
     if bond.peer_id != b.peer_id {
         return Err(OfferRejection::BondMismatch { field: "peer_id" });
     }
-    ganglion_contracts::signed::verify(&bond.attest_key, &b.signed_bytes(), &offer.signature)
+    ganglion_contracts::v2::signed::verify(&bond.attest_key, &b.signed_bytes(), &offer.signature)
         .map_err(|_| OfferRejection::BadSignature)
 }
 

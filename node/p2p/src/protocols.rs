@@ -10,8 +10,8 @@ use std::io;
 use std::marker::PhantomData;
 
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::v2::datum::JobId;
 use libp2p::StreamProtocol;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 

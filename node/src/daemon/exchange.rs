@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use boringtun::x25519::PublicKey;
-use ganglion_contracts::datum::JobId as ChainJobId;
+use ganglion_contracts::v2::datum::JobId as ChainJobId;
 use ipnet::Ipv4Net;
 use libp2p::multiaddr::Protocol;
 use libp2p::{Multiaddr, PeerId};

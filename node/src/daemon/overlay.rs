@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ganglion_contracts::datum::JobId as ChainJobId;
+use ganglion_contracts::v2::datum::JobId as ChainJobId;
 use ipnet::Ipv4Net;
 
 use crate::daemon::exchange;

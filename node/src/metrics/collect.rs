@@ -10,8 +10,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ganglion_contracts::datum::JobId;
 use ganglion_contracts::time::SlotConfig;
+use ganglion_contracts::v2::datum::JobId;
 use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 

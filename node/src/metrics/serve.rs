@@ -109,9 +109,9 @@ async fn answer<S: Kv>(collector: &Collector<S>, req: &Request<Incoming>) -> Res
 
 #[cfg(test)]
 mod tests {
-    use ganglion_contracts::datum::JobId;
     use ganglion_contracts::params::AssetClass;
     use ganglion_contracts::time::SlotConfig;
+    use ganglion_contracts::v2::datum::JobId;
     use ganglion_contracts::v2::params::Params;
     use ganglion_indexer::store::MemoryKv;
     use ganglion_indexer::{Indexer, Watch};

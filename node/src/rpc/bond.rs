@@ -11,7 +11,6 @@ use ganglion_contracts::tx::TxoRef;
 use ganglion_contracts::v2::build;
 use ganglion_contracts::v2::datum::{BondDatum, GanglionDatum};
 use ganglion_indexer::Indexer;
-use ganglion_indexer::extract::Datum;
 use ganglion_indexer::store::Kv;
 use ganglion_rpc::api::ProviderBondApiServer;
 use ganglion_rpc::error::{self, error};
@@ -94,7 +93,7 @@ impl<S: Kv + Send + Sync + 'static> BondRpc<S> {
         let mut found: Vec<(TxoRef, BondDatum)> = live
             .into_iter()
             .filter_map(|t| match t.datum {
-                Datum::V2(GanglionDatum::Bond(b)) if b.provider == me => Some((t.reference, b)),
+                GanglionDatum::Bond(b) if b.provider == me => Some((t.reference, b)),
                 _ => None,
             })
             .filter(|(r, _)| named.is_none_or(|n| n == *r))

@@ -52,7 +52,7 @@ fn events_of<S: Copy + serde::Serialize, D>(
 /// is terminal.
 fn poll(
     jobs: &dyn JobControl,
-    job: &ganglion_contracts::datum::JobId,
+    job: &ganglion_contracts::v2::datum::JobId,
     sent: &mut [usize; 2],
 ) -> Result<(Vec<JobEvent>, bool), crate::job::EngineError> {
     let (o, p) = jobs.records(job)?;

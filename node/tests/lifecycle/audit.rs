@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use cid::Cid;
-use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::datum::JobId;
 use ganglion_dispatch::executor::Executor;
 use ganglion_indexer::event::Event;
 use ganglion_node::audit::rpc::AuditRpc;

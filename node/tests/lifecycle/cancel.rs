@@ -1,7 +1,7 @@
 //! Cancel before assignment refunds the whole budget and burns the job token; the engine
 //! refuses to cancel an unknown job.
 
-use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::datum::JobId;
 use ganglion_indexer::JobStatus;
 use ganglion_node::job::EngineError;
 use ganglion_node::job::state::OrchestratorState;

@@ -235,7 +235,7 @@ async fn a_lock_signed_outside_the_node_is_submitted_adopted_and_streamed() {
             .expect("event decodes");
         seen.push(e);
     }
-    let job = ganglion_contracts::datum::JobId(
+    let job = ganglion_contracts::v2::datum::JobId(
         hex::decode(&lock.job_id)
             .expect("hex")
             .try_into()

@@ -3,7 +3,7 @@
 //! co-provider for another provider's assignment, from a stranger, for jobs it does not know,
 //! and a flood get no receipt and change nothing; the job still settles and pays.
 
-use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::datum::JobId;
 use ganglion_node::job::state::OrchestratorState;
 use ganglion_p2p::offers::BondSnapshot;
 use ganglion_p2p::protocols::{HeartbeatRefusal, HeartbeatRequest, HeartbeatResponse, RankSummary};

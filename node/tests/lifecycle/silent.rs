@@ -64,7 +64,7 @@ async fn providers_stop_and_claim_when_the_orchestrator_goes_silent() {
     let view = pa.indexer.job(&job, 0).expect("q").expect("known").value;
     assert_eq!(view.status, JobStatus::Claimed);
     let started_at = view.started_at_ms().expect("assigned");
-    let interval = view.receipts.expect("receipt terms").interval_ms;
+    let interval = view.receipts.interval_ms;
     let mut paid_total = 0;
     for (p, before) in [(&pa, before[0]), (&pb, before[1])] {
         let i = view

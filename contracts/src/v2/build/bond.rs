@@ -1,9 +1,9 @@
 //! Bond actions: post, unbond, withdraw.
 
-use crate::build::funded;
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::time::slot_to_posix_ms;
+use crate::tx::funded;
 use crate::tx::{Draft, Utxo, Value};
 use crate::v2::build::{Deployment, bond_datum};
 use crate::v2::datum::{BondDatum, Commitment, GanglionDatum, JobId};

@@ -1,10 +1,11 @@
 //! Claim: one provider's pay for its attested GPU time (DESIGN §3.2 "Claim i").
 
-use crate::build::{funded, job_tag};
 use crate::env::Env;
 use crate::error::{Error, Result};
+use crate::tx::funded;
 use crate::tx::{Draft, Utxo, Value};
 use crate::v2::build::{Deployment, bond_datum, escrow_datum, refund};
+use crate::v2::datum::job_tag;
 use crate::v2::datum::{EscrowDatum, GanglionDatum, JobState};
 use crate::v2::redeemer::{Attestation, MintRedeemer, SignedReceipt, SpendRedeemer};
 use crate::v2::rules::pay_for;

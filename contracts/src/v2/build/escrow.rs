@@ -1,13 +1,13 @@
 //! Escrow actions before the work: lock, assign, cancel. Claims and expiry are in
 //! [`super::claim`] and [`super::expire`].
 
-use crate::build::funded;
-use crate::build::job_id_of;
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::time::slot_to_posix_ms;
+use crate::tx::funded;
 use crate::tx::{Draft, Utxo, Value};
 use crate::v2::build::{Deployment, bond_datum, escrow_datum, refund};
+use crate::v2::datum::job_id_of;
 use crate::v2::datum::{
     Assignment, BondDatum, Commitment, EscrowDatum, GanglionDatum, JobId, JobState,
 };

@@ -1,10 +1,10 @@
 //! Expire: after the deadline and the claim window, refund the unpaid rest and slash the
 //! assigned providers that never claimed, proportionally (DESIGN §3.1 G3, G4).
 
-use crate::build::funded;
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::time::slot_to_posix_ms;
+use crate::tx::funded;
 use crate::tx::{Draft, Output, Utxo, Value};
 use crate::v2::build::{Deployment, bond_datum, escrow_datum, refund};
 use crate::v2::datum::{GanglionDatum, JobState};

@@ -1,4 +1,4 @@
-//! One transaction builder per v2 action. As in [`crate::build`], each returns a [`Draft`]
+//! One transaction builder per v2 action. Each returns a [`Draft`]
 //! with the inputs, reference inputs, outputs (in the positions the validator expects), mints,
 //! signers and validity interval of the action; [`crate::tx::balance`] then funds, evaluates
 //! and prices it. Builders check what they can off-chain and name the problem; the validator
@@ -9,17 +9,18 @@ mod claim;
 mod escrow;
 mod expire;
 
-pub use crate::build::{deploy, job_id_of, job_tag, reference_script_output};
+pub use crate::tx::{deploy, reference_script_output};
+pub use crate::v2::datum::{job_id_of, job_tag};
 pub use bond::{BondRequest, post_bond, unbond, withdraw};
 pub use claim::{ClaimRequest, claim};
 pub use escrow::{AssignRequest, LockRequest, assign, cancel, lock};
 pub use expire::{ExpireOutcome, ExpireRequest, expire};
 
 use crate::blueprint::Script;
-use crate::build::{funded, payee};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use crate::tx::{Output, Utxo, Value};
+use crate::tx::{funded, payee};
 use crate::v2::datum::{BondDatum, EscrowDatum, GanglionDatum};
 use crate::v2::params::Params;
 

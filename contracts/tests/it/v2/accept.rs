@@ -1,10 +1,9 @@
 //! Accept paths of protocol v2: every honest action passes the ledger and moves exactly
 //! what the spec says, to the base unit (fees compared against the balanced transactions).
 
-use ganglion_contracts::build::job_tag;
-use ganglion_contracts::test_utils::harness::{NTX, ntx};
 use ganglion_contracts::test_utils::harness_v2::Harness;
-use ganglion_contracts::v2::build;
+use ganglion_contracts::test_utils::{NTX, ntx};
+use ganglion_contracts::v2::build::{self, job_tag};
 use ganglion_contracts::v2::datum::{GanglionDatum, JobState};
 use ganglion_contracts::v2::rules::{claim_bound_gpu_ms, pay_for};
 
@@ -83,6 +82,52 @@ fn lock_assign_every_provider_claims_and_the_last_claim_refunds_and_burns() {
         (before.providers[1].0 - c1.fee, before.providers[1].1 + pay1)
     );
     assert_eq!(after.third, before.third);
+}
+
+/// Lock → assign → every provider claims an hour with its receipt, for `n` providers: each
+/// paid exactly, the last claim refunds the rest and burns the thread token.
+fn lock_assign_claim(n: usize) {
+    let mut h = Harness::new(n);
+    h.post_bonds();
+    let before = books(&h);
+    let (mut job, lock) = h.lock(1_000 * NTX, 7200);
+    let assign = h.assign(&mut job);
+    h.world.slot += 3600;
+    let now = h.world.now_ms();
+    let mut fees = Vec::new();
+    for i in 0..n {
+        let c = h
+            .claim(&mut job, i, TWO_GPU_HOURS_MS, Some(now))
+            .expect("claims");
+        fees.push(c.fee);
+    }
+    assert_eq!(h.token_holders(&job), 0, "the thread token is burnt");
+    let paid = n as u64 * PAY_FOR_AN_HOUR;
+    let after = books(&h);
+    assert_eq!(
+        after.orch,
+        (before.orch.0 - lock.fee - assign.fee, before.orch.1 - paid)
+    );
+    for (i, fee) in fees.into_iter().enumerate() {
+        assert_eq!(
+            after.providers[i],
+            (
+                before.providers[i].0 - fee,
+                before.providers[i].1 + PAY_FOR_AN_HOUR
+            )
+        );
+    }
+    assert_eq!(after.third, before.third);
+}
+
+#[test]
+fn lock_assign_claim_with_1_provider() {
+    lock_assign_claim(1);
+}
+
+#[test]
+fn lock_assign_claim_with_8_providers() {
+    lock_assign_claim(8);
 }
 
 #[test]
@@ -233,6 +278,67 @@ fn expire_with_defaulters_slashes_them_proportionally() {
     );
 }
 
+/// An assigned job of `n` providers where the first `n / 2` claim an hour and the rest
+/// default: after the claim window the expire slashes every defaulter (2 GPUs × 2 NTX/h ×
+/// the 2 h window = 8 NTX each), the orchestrator recovers at most what it paid, the rest is
+/// burnt, and each slashed bond continues with its stake less its slash.
+fn expire_with_defaulters(n: usize) {
+    let mut h = Harness::new(n);
+    h.post_bonds();
+    let stake = 200 * NTX;
+    let budget = 1_000 * NTX;
+    let (mut job, _) = h.lock(budget, 7200);
+    h.assign(&mut job);
+    h.world.slot += 3600;
+    let now = h.world.now_ms();
+    let claimed = n / 2;
+    for i in 0..claimed {
+        h.claim(&mut job, i, TWO_GPU_HOURS_MS, Some(now))
+            .expect("claims");
+    }
+    let paid = claimed as u64 * PAY_FOR_AN_HOUR;
+    let defaulters: Vec<usize> = (claimed..n).collect();
+    let before = books(&h);
+    h.world.slot = job.claim_end_slot() + 1;
+    let (expire, outcome) = h.expire(&job, &defaulters).expect("expire applies");
+    assert_eq!(outcome.slashes, vec![8 * NTX; defaulters.len()]);
+    let slashed = 8 * NTX * defaulters.len() as u64;
+    let recovered = slashed.min(paid);
+    assert_eq!(outcome.burnt, slashed - recovered);
+    assert_eq!(outcome.refund, budget - paid + recovered);
+    assert_eq!(h.token_holders(&job), 0);
+    for i in 0..n {
+        let bond = h.providers[i].bond.clone().expect("bond");
+        let want = if i < claimed { stake } else { stake - 8 * NTX };
+        assert_eq!(bond.output.value.quantity_of(&ntx()), want, "bond {i}");
+    }
+    let after = books(&h);
+    let burnt_lovelace = if outcome.burnt > 0 {
+        h.output(&expire, 1).output.value.lovelace
+    } else {
+        0
+    };
+    assert_eq!(
+        after.third,
+        (before.third.0 - expire.fee - burnt_lovelace, before.third.1)
+    );
+    assert_eq!(after.orch.1, before.orch.1 + outcome.refund);
+    assert_eq!(
+        after.providers, before.providers,
+        "defaulters lose only bond NTX"
+    );
+}
+
+#[test]
+fn expire_with_a_single_defaulter_slashes_it() {
+    expire_with_defaulters(1);
+}
+
+#[test]
+fn expire_with_4_of_8_providers_defaulting_slashes_them() {
+    expire_with_defaulters(8);
+}
+
 #[test]
 fn bond_post_unbond_withdraw() {
     let mut h = Harness::new(1);
@@ -265,7 +371,7 @@ fn bond_post_unbond_withdraw() {
     let ready = until + h.dep.params.unbonding_delay_ms / 1000;
     h.world.slot = ready - 1;
     let early = build::withdraw(&h.dep, h.env(), &unbonding, ready - 1).expect("draft");
-    ganglion_contracts::test_utils::harness::assert_script_fails(h.balance(early, &p));
+    ganglion_contracts::test_utils::assert_script_fails(h.balance(early, &p));
     h.world.slot = ready;
     let withdraw = h
         .run(

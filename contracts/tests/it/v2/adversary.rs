@@ -4,8 +4,8 @@
 //! transactions).
 
 use ganglion_contracts::blueprint::key_hash;
-use ganglion_contracts::test_utils::harness::{NTX, assert_script_fails, ntx};
 use ganglion_contracts::test_utils::harness_v2::{Harness, Job, RATE};
+use ganglion_contracts::test_utils::{NTX, assert_script_fails, ntx};
 use ganglion_contracts::tx::{Draft, Utxo};
 use ganglion_contracts::v2::build::{self, ClaimRequest};
 use ganglion_contracts::v2::datum::{GanglionDatum, JobState};

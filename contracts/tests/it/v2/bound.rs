@@ -3,7 +3,7 @@
 //! deadline). Few cases: each runs the validator and the ledger.
 
 use ganglion_contracts::Error;
-use ganglion_contracts::test_utils::harness::NTX;
+use ganglion_contracts::test_utils::NTX;
 use ganglion_contracts::test_utils::harness_v2::Harness;
 use ganglion_contracts::v2::build;
 use ganglion_contracts::v2::rules::claim_bound_gpu_ms;

@@ -4,8 +4,8 @@
 //! validator, and moves nobody's holdings.
 
 use ganglion_contracts::Error;
-use ganglion_contracts::test_utils::harness::{NTX, assert_script_fails};
 use ganglion_contracts::test_utils::harness_v2::Harness;
+use ganglion_contracts::test_utils::{NTX, assert_script_fails};
 use ganglion_contracts::tx::Utxo;
 use ganglion_contracts::v2::build;
 use ganglion_contracts::v2::datum::{BondDatum, Commitment, GanglionDatum};

@@ -7,12 +7,13 @@ mod accept;
 mod adversary;
 mod bound;
 mod collateral;
+mod reject;
 mod signed;
 
 use ganglion_contracts::Error;
-use ganglion_contracts::test_utils::harness::{NTX, assert_script_fails};
 use ganglion_contracts::test_utils::harness_v2::{Harness, Job};
 use ganglion_contracts::test_utils::world::Party;
+use ganglion_contracts::test_utils::{NTX, assert_script_fails};
 use ganglion_contracts::tx::{Draft, Utxo};
 use ganglion_contracts::v2::datum::{EscrowDatum, GanglionDatum};
 

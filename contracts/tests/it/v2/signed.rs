@@ -1,11 +1,18 @@
-//! Signed-message cross-checks: each v2 message signed off-chain (`v2::signed`) verifies
+//! Signed-message cross-checks: each v2 message's off-chain bytes equal the builtin
+//! `serialiseData` of its PlutusData, each signed off-chain (`v2::signed`) verifies
 //! on-chain inside an accepted transaction, and a signature over the same bytes with one
 //! byte changed (or a changed field) is refused.
 
-use ganglion_contracts::test_utils::harness::{NTX, assert_script_fails};
+use ganglion_contracts::data::to_cbor;
 use ganglion_contracts::test_utils::harness_v2::{Harness, receipt_message};
+use ganglion_contracts::test_utils::{NTX, assert_script_fails};
 use ganglion_contracts::v2::build;
-use ganglion_contracts::v2::signed::{sign, verify};
+use ganglion_contracts::v2::datum::JobId;
+use ganglion_contracts::v2::signed::{Acceptance, AttestationBody, Receipt, sign, verify};
+use uplc::Fragment;
+use uplc::ast::{Constant, DeBruijn, Name, Program, Term};
+use uplc::builtins::DefaultFunction;
+use uplc::machine::cost_model::ExBudget;
 
 use super::{TWO_GPU_HOURS_MS, assigned};
 
@@ -17,6 +24,68 @@ fn flipped(msg: &[u8], at: usize) -> Vec<u8> {
 
 fn positions(len: usize) -> [usize; 3] {
     [0, len / 2, len - 1]
+}
+
+/// Runs the Plutus builtin `serialiseData` on `cbor` (decoded by uplc) and returns its bytes.
+fn serialise_data_on_chain(cbor: &[u8]) -> Vec<u8> {
+    let data = uplc::PlutusData::decode_fragment(cbor).expect("uplc decodes our data");
+    let term: Term<Name> = Term::Apply {
+        function: Term::Builtin(DefaultFunction::SerialiseData).into(),
+        argument: Term::Constant(Constant::Data(data).into()).into(),
+    };
+    let program: Program<Name> = Program {
+        version: (1, 1, 0),
+        term,
+    };
+    let program: Program<DeBruijn> = program.try_into().expect("debruijn");
+    let result = program.eval(ExBudget::max());
+    match result.result().expect("evaluates") {
+        Term::Constant(c) => match c.as_ref() {
+            Constant::ByteString(b) => b.clone(),
+            other => panic!("unexpected constant {other:?}"),
+        },
+        other => panic!("unexpected term {other:?}"),
+    }
+}
+
+#[test]
+fn signed_bytes_equal_the_builtin_serialise_data() {
+    let acceptance = Acceptance {
+        job_id: JobId([7; 32]),
+        // a CID longer than 64 bytes exercises bytestring chunking
+        spec: vec![0x01; 70],
+        gpus: 4,
+        rate: u64::MAX,
+        deadline_ms: 1_767_225_600_000,
+        accept_by_ms: 1_767_225_000_000,
+        receipt_interval_ms: 60_000,
+    };
+    let bytes = acceptance.signed_bytes();
+    assert_eq!(serialise_data_on_chain(&bytes), bytes);
+    let receipt = Receipt {
+        job_id: JobId([9; 32]),
+        provider_index: 300,
+        acknowledged_until_ms: u64::MAX,
+    };
+    let bytes = receipt.signed_bytes();
+    assert_eq!(serialise_data_on_chain(&bytes), bytes);
+    let body = AttestationBody {
+        job_id: JobId([8; 32]),
+        provider: [9; 28],
+        result: vec![0xab; 70],
+        logs: vec![],
+        gpu_ms: 3_600_000 * 8,
+        exit_code: -9,
+    };
+    let bytes = body.signed_bytes();
+    assert_eq!(serialise_data_on_chain(&bytes), bytes);
+    // The job id is the hash of the seed's serialised data: the same bytes on-chain.
+    let seed = ganglion_contracts::tx::TxoRef {
+        tx_hash: [3; 32],
+        index: 300,
+    };
+    let seed_cbor = to_cbor(&seed.to_plutus_data());
+    assert_eq!(serialise_data_on_chain(&seed_cbor), seed_cbor);
 }
 
 #[test]

@@ -12,7 +12,7 @@ use ganglion_market::spec::{ArchiveFormat, Ensemble, Framework};
 
 /// The executor's name for one provider's run of a job, used in container names, labels and
 /// the job table: 1–64 of `[a-z0-9-]`, not starting with `-`. Not the on-chain job id (the job
-/// token's asset name, `ganglion_contracts::datum::JobId`): the node derives one run id per
+/// token's asset name, `ganglion_contracts::v2::datum::JobId`): the node derives one run id per
 /// rank and node from it (`job::provider::executor_job`), so two providers on one Docker
 /// Engine never share a name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -1,5 +1,5 @@
 //! A job's attested artifacts (`job_logs`, `job_outputs`): the result and log CIDs its
-//! providers signed, as the chain records them (settle or expire), read back as UnixFS from
+//! providers signed, as the chain records them (each provider's claim), read back as UnixFS from
 //! the node's blockstore after [`super::evidence::gather`] fetched what was missing over
 //! bitswap. Logs are files, outputs directories (DESIGN §7; the executor pins them,
 //! `executor::artifacts`).
@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use cid::Cid;
-use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::datum::JobId;
 use ganglion_indexer::event::Event;
 use ganglion_indexer::store::Kv;
 use ganglion_indexer::{Indexer, JobView};
@@ -54,8 +54,8 @@ struct Attestation {
     logs: Vec<u8>,
 }
 
-/// The attestations of the job: each provider's claim (escrow v2), or those of a v1 settle
-/// or expire; with each provider's key hash (hex).
+/// The attestations of the job, one per provider's claim, with each provider's key hash
+/// (hex).
 fn attested(view: &JobView) -> Result<Vec<(String, Attestation)>, ArtifactsError> {
     let mut list: Vec<Attestation> = view
         .history
@@ -71,23 +71,6 @@ fn attested(view: &JobView) -> Result<Vec<(String, Attestation)>, ArtifactsError
             _ => None,
         })
         .collect();
-    if list.is_empty()
-        && let Some(v1) = view.history.iter().rev().find_map(|r| match &r.event {
-            Event::JobSettled { attestations, .. } | Event::JobExpired { attestations, .. } => {
-                Some(attestations)
-            }
-            _ => None,
-        })
-    {
-        list = v1
-            .iter()
-            .map(|a| Attestation {
-                provider_index: a.provider_index,
-                result: a.result.clone(),
-                logs: a.logs.clone(),
-            })
-            .collect();
-    }
     if list.is_empty() {
         return Err(ArtifactsError::NotAttested {
             job: view.job_id,

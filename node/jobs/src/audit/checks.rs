@@ -1,21 +1,12 @@
-//! The checks of an audit, pure over [`Evidence`]. Each yields one named entry of the
-//! report; the order is fixed: `status`, `spec_cid`, `spec_terms`, `assignment`, then for
-//! each provider `i` in assignment order `bond_key[i]`, `acceptance[i]`, `attestation[i]`,
-//! `gpu_seconds[i]`, `result_cid[i]`, `logs_cid[i]`, `payment[i]`, and last `refund`.
-//!
-//! The rules are the escrow validator's (DESIGN §3, `contracts/aiken/validators`):
-//! acceptances and attestations are ed25519 signatures by the bond's `attest_key` over the
-//! PlutusData bytes of [`Acceptance`] / [`AttestationBody`]; `Σgpus = gpus`, `rate ≤
-//! max_rate`; `pay_i = gpu_seconds_i × rate_i / 3600` ([`pay_for`]); `Σpay ≤ budget`; a settle
-//! refunds exactly the rest, an expire at least the rest (slashes go to the orchestrator too).
+//! The checks of an audit, pure over [`Evidence`]: what every job is checked for (the spec
+//! CID re-hashed, the spec's terms against the escrow's, the assignment, each provider's
+//! bonded key, each attested DAG), and [`check`], which runs the whole audit: the escrow's
+//! claims and slashes re-derived rule by rule, in `claims`.
 
 use cid::Cid;
-use ganglion_contracts::build::pay_for;
-use ganglion_contracts::redeemer::Attestation;
-use ganglion_contracts::signed::{self, Acceptance, AttestationBody};
 use ganglion_contracts::v2::datum::Assignment;
-use ganglion_indexer::event::{Event, Payment};
-use ganglion_indexer::{JobStatus, Record};
+use ganglion_indexer::Record;
+use ganglion_indexer::event::Event;
 
 use super::dag;
 use super::evidence::Evidence;
@@ -44,30 +35,19 @@ pub(super) fn from(name: String, r: Result<String, String>) -> Check {
     }
 }
 
-/// The lock's terms, the assignment and the end of the job, as the events say.
+/// The lock's terms and the assignment, as the events say.
 pub(super) struct Trail<'a> {
     pub(super) max_rate: Option<u64>,
     pub(super) assigned: Option<Assigned<'a>>,
-    end: Option<End<'a>>,
 }
 
 /// The assign event: assignments, start (POSIX ms), acceptance signatures, where.
 pub(super) type Assigned<'a> = (&'a [Assignment], u64, &'a [Vec<u8>], &'a Record);
 
-struct End<'a> {
-    kind: &'static str,
-    attestations: &'a [Attestation],
-    payments: &'a [Payment],
-    refund: u64,
-    defaulters: &'a [[u8; 28]],
-    record: &'a Record,
-}
-
 pub(super) fn trail(e: &Evidence) -> Trail<'_> {
     let mut t = Trail {
         max_rate: None,
         assigned: None,
-        end: None,
     };
     for r in &e.job.history {
         match &r.event {
@@ -78,60 +58,10 @@ pub(super) fn trail(e: &Evidence) -> Trail<'_> {
                 acceptances,
                 ..
             } => t.assigned = Some((assignments, *started_at_ms, acceptances, r)),
-            Event::JobSettled {
-                attestations,
-                payments,
-                refund,
-                ..
-            } => {
-                t.end = Some(End {
-                    kind: "settle",
-                    attestations,
-                    payments,
-                    refund: *refund,
-                    defaulters: &[],
-                    record: r,
-                })
-            }
-            Event::JobExpired {
-                attestations,
-                payments,
-                refund,
-                defaulters,
-                ..
-            } => {
-                t.end = Some(End {
-                    kind: "expire",
-                    attestations,
-                    payments,
-                    refund: *refund,
-                    defaulters,
-                    record: r,
-                })
-            }
             _ => {}
         }
     }
     t
-}
-
-fn check_status(e: &Evidence, t: &Trail<'_>) -> Check {
-    match (e.job.status, &t.end) {
-        (JobStatus::Settled | JobStatus::Expired, Some(end)) => pass(
-            "status",
-            format!(
-                "{:?} by {} tx {} at slot {}",
-                e.job.status,
-                end.kind,
-                hex::encode(end.record.meta.tx_hash),
-                end.record.meta.slot
-            ),
-        ),
-        (s, _) => fail(
-            "status",
-            format!("the job is {s:?}: nothing to verify before it is settled or expired"),
-        ),
-    }
 }
 
 pub(super) fn check_spec(e: &Evidence) -> (Check, Option<Vec<u8>>) {
@@ -279,87 +209,6 @@ pub(super) fn check_bond_key(e: &Evidence, i: usize, a: &Assignment) -> Check {
     }
 }
 
-fn check_acceptance(e: &Evidence, i: usize, a: &Assignment, sig: Option<&Vec<u8>>) -> Check {
-    let name = format!("acceptance[{i}]");
-    let Some(sig) = sig else {
-        return fail(name, "no acceptance signature on chain");
-    };
-    let msg = Acceptance {
-        job_id: e.job.job_id,
-        gpus: a.gpus,
-        rate: a.rate,
-        deadline_ms: e.job.deadline_ms,
-    };
-    from(
-        name,
-        signed::verify(&a.attest_key, &msg.signed_bytes(), sig)
-            .map(|()| {
-                format!(
-                    "{} GPUs at {} NTX/GPU-h, signed by the attest key",
-                    a.gpus, a.rate
-                )
-            })
-            .map_err(|err| err.to_string()),
-    )
-}
-
-fn check_attestation(e: &Evidence, i: usize, a: &Assignment, att: &Attestation) -> Check {
-    let body = AttestationBody {
-        job_id: e.job.job_id,
-        provider: a.provider,
-        result: att.result.clone(),
-        logs: att.logs.clone(),
-        gpu_seconds: att.gpu_seconds,
-        exit_code: att.exit_code,
-    };
-    from(
-        format!("attestation[{i}]"),
-        signed::verify(&a.attest_key, &body.signed_bytes(), &att.signature)
-            .map(|()| {
-                format!(
-                    "{} GPU-s, exit {}, signed by the attest key",
-                    att.gpu_seconds, att.exit_code
-                )
-            })
-            .map_err(|err| err.to_string()),
-    )
-}
-
-fn check_gpu_seconds(
-    e: &Evidence,
-    t: &Trail<'_>,
-    i: usize,
-    a: &Assignment,
-    att: &Attestation,
-) -> Check {
-    let name = format!("gpu_seconds[{i}]");
-    let Some((_, started, _, _)) = t.assigned else {
-        return fail(name, "no assignment");
-    };
-    // A settle's validity ends by the deadline, so no claim can exceed the GPUs held until
-    // then; an expire's attestations were signed before it as well.
-    let bound = a
-        .gpus
-        .saturating_mul(e.job.deadline_ms.saturating_sub(started) / 1000);
-    if att.gpu_seconds <= bound {
-        pass(
-            name,
-            format!(
-                "{} ≤ {} GPUs × (deadline − start) = {bound}",
-                att.gpu_seconds, a.gpus
-            ),
-        )
-    } else {
-        fail(
-            name,
-            format!(
-                "{} > {} GPUs × (deadline − start) = {bound}",
-                att.gpu_seconds, a.gpus
-            ),
-        )
-    }
-}
-
 pub(super) fn check_artifact(e: &Evidence, name: String, cid: &[u8]) -> Check {
     if cid.is_empty() {
         return pass(name, "none attested");
@@ -397,119 +246,7 @@ pub(super) fn check_artifact(e: &Evidence, name: String, cid: &[u8]) -> Check {
     }
 }
 
-fn check_payment(i: usize, a: &Assignment, att: &Attestation, paid: Option<&Payment>) -> Check {
-    let name = format!("payment[{i}]");
-    let due = pay_for(att.gpu_seconds, a.rate);
-    match paid {
-        None => fail(
-            name,
-            format!("no payment output for the attestation (due {due} NTX)"),
-        ),
-        Some(p) if p.to != a.provider => fail(
-            name,
-            format!(
-                "paid to {}, the assignment names {}",
-                hex::encode(p.to),
-                hex::encode(a.provider)
-            ),
-        ),
-        Some(p) if p.ntx != due => fail(
-            name,
-            format!(
-                "paid {} NTX; the escrow rule gives {} GPU-s × {} / 3600 = {due}",
-                p.ntx, att.gpu_seconds, a.rate
-            ),
-        ),
-        Some(p) => pass(
-            name,
-            format!(
-                "{} NTX = {} GPU-s × {} / 3600 to {}",
-                p.ntx,
-                att.gpu_seconds,
-                a.rate,
-                hex::encode(p.to)
-            ),
-        ),
-    }
-}
-
-fn check_refund(e: &Evidence, end: &End<'_>) -> Check {
-    let name = "refund";
-    let paid: u64 = end.payments.iter().map(|p| p.ntx).sum();
-    let Some(rest) = e.job.budget.checked_sub(paid) else {
-        return fail(
-            name,
-            format!("Σpay {paid} NTX exceeds the budget {}", e.job.budget),
-        );
-    };
-    let ok = match end.kind {
-        "settle" => end.refund == rest,
-        _ => end.refund >= rest,
-    };
-    let rule = if end.kind == "settle" { "=" } else { "≥" };
-    let detail = format!(
-        "refund {} NTX {rule} budget {} − Σpay {paid} = {rest}",
-        end.refund, e.job.budget
-    );
-    if ok {
-        pass(name, detail)
-    } else {
-        fail(name, format!("not: {detail}"))
-    }
-}
-
-/// Runs every check on `e`. See the module docs for the names and the rules.
+/// Runs every check on `e`: see `claims` for the names and the rules.
 pub fn check(e: &Evidence) -> Report {
-    if let Some(terms) = &e.job.receipts {
-        return super::claims::check(e, terms);
-    }
-    let t = trail(e);
-    let mut checks = vec![check_status(e, &t)];
-    let (spec, content) = check_spec(e);
-    checks.push(spec);
-    checks.push(check_spec_terms(e, content.as_deref()));
-    checks.push(check_assignment(e, &t));
-    if let Some((assignments, _, acceptances, _)) = t.assigned {
-        for (i, a) in assignments.iter().enumerate() {
-            checks.push(check_bond_key(e, i, a));
-            checks.push(check_acceptance(e, i, a, acceptances.get(i)));
-            let Some(end) = &t.end else { continue };
-            let k = end
-                .attestations
-                .iter()
-                .position(|x| x.provider_index == i as u64);
-            let Some(k) = k else {
-                let listed = end.defaulters.contains(&a.provider);
-                let detail = if listed {
-                    "no attestation: a defaulter of the expire (bond slashable)".to_string()
-                } else {
-                    format!(
-                        "no attestation in the {}, and not listed as a defaulter",
-                        end.kind
-                    )
-                };
-                checks.push(Check {
-                    name: format!("attestation[{i}]"),
-                    pass: listed,
-                    detail,
-                });
-                continue;
-            };
-            let att = &end.attestations[k];
-            checks.push(check_attestation(e, i, a, att));
-            checks.push(check_gpu_seconds(e, &t, i, a, att));
-            checks.push(check_artifact(e, format!("result_cid[{i}]"), &att.result));
-            checks.push(check_artifact(e, format!("logs_cid[{i}]"), &att.logs));
-            // The settle/expire pays attestation k with its k-th output.
-            checks.push(check_payment(i, a, att, end.payments.get(k)));
-        }
-    }
-    if let Some(end) = &t.end {
-        checks.push(check_refund(e, end));
-    }
-    Report {
-        job_id: hex::encode(e.job.job_id.0),
-        pass: checks.iter().all(|c| c.pass),
-        checks,
-    }
+    super::claims::check(e, &e.job.receipts)
 }

@@ -304,14 +304,10 @@ fn check_default(
 ) -> Vec<Check> {
     let name = format!("default[{i}]");
     let Some(x) = x else {
-        let window = e
-            .job
-            .claim_window_end_ms
-            .map(|end| format!(" (claims close at {end} ms)"))
-            .unwrap_or_default();
+        let end = e.job.claim_window_end_ms;
         return vec![fail(
             name,
-            format!("no claim yet and the job has not expired{window}"),
+            format!("no claim yet and the job has not expired (claims close at {end} ms)"),
         )];
     };
     let mut out = vec![pass(

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ganglion_contracts::test_utils::harness::NTX;
+use ganglion_contracts::test_utils::NTX;
 use ganglion_contracts::test_utils::harness_v2::{Harness, Job, RECEIPT_INTERVAL_MS};
 use ganglion_indexer::event::Event;
 use ganglion_indexer::store::MemoryKv;

@@ -1,6 +1,6 @@
 //! Why an audit could not be made (as opposed to a check that failed, which is in the report).
 
-use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::datum::JobId;
 
 /// Audit failures.
 #[derive(Debug, thiserror::Error)]

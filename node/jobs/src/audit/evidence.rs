@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cid::Cid;
-use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::v2::datum::JobId;
 use ganglion_indexer::event::Event;
 use ganglion_indexer::store::Kv;
 use ganglion_indexer::{Indexer, JobView};
@@ -19,7 +19,7 @@ use super::error::AuditError;
 /// any of them and see which check notices.
 #[derive(Debug, Clone)]
 pub struct Evidence {
-    /// The indexer's record of the job, with every event (lock, assign, settle/expire…).
+    /// The indexer's record of the job, with every event (lock, assign, claims, expire…).
     pub job: JobView,
     /// For each assigned provider, every attest key a bond of its ever carried on chain
     /// (`BondPosted` events and live bond datums).
@@ -37,12 +37,6 @@ pub fn roots(job: &JobView) -> Vec<Cid> {
     let mut out: Vec<Cid> = Cid::try_from(job.spec.as_slice()).into_iter().collect();
     for r in &job.history {
         let cids: Vec<&Vec<u8>> = match &r.event {
-            Event::JobSettled { attestations, .. } | Event::JobExpired { attestations, .. } => {
-                attestations
-                    .iter()
-                    .flat_map(|a| [&a.result, &a.logs])
-                    .collect()
-            }
             Event::JobClaimed { attestation, .. } => vec![&attestation.result, &attestation.logs],
             _ => Vec::new(),
         };
@@ -72,7 +66,7 @@ fn bonded_keys<S: Kv>(
         }
     }
     for t in indexer.live_utxos()? {
-        if let Some(b) = t.datum.bond()
+        if let Some(b) = t.bond()
             && providers.contains(&b.provider)
         {
             keys.entry(b.provider).or_default().insert(b.attest_key);

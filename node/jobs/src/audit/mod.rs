@@ -17,8 +17,8 @@
 //! - [`artifacts`]: the attested logs and outputs of a job (`job_logs`, `job_outputs`).
 //! - [`error`]: why an audit could not be made ([`AuditError`]).
 //! - [`evidence`]: what the checks look at, and how it is gathered.
-//! - [`checks`]: the checks; an escrow v2 job goes to `claims`, its claims and slashes
-//!   re-derived rule by rule (G1, G3, G4, G6).
+//! - [`checks`]: the checks every job gets, and [`checks::check`], which hands the job to
+//!   `claims`: its claims and slashes re-derived rule by rule (G1, G3, G4, G6).
 //! - [`dag`]: walking and re-hashing a DAG held in memory.
 //! - [`record`]: the indexer's job and provider records in their JSON-RPC shapes.
 //! - [`rpc`]: the `audit_*`, `market_*` and `provider_*` methods.
@@ -32,7 +32,7 @@ pub mod evidence;
 pub mod record;
 pub mod rpc;
 
-use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::datum::JobId;
 use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 use ganglion_storage::blockstore::Blockstore;

@@ -39,7 +39,6 @@ fn status_text(s: JobStatus) -> &'static str {
         JobStatus::Assigned => "assigned",
         JobStatus::Claiming => "claiming",
         JobStatus::Claimed => "claimed",
-        JobStatus::Settled => "settled",
         JobStatus::Cancelled => "cancelled",
         JobStatus::Expired => "expired",
     }
@@ -88,38 +87,9 @@ pub fn job(c: &Confirmed<JobView>) -> AuditJob {
                     .collect();
                 "assign"
             }
-            Event::JobSettled {
-                attestations,
-                payments,
-                refund,
-                ..
-            }
-            | Event::JobExpired {
-                attestations,
-                payments,
-                refund,
-                ..
-            } => {
+            Event::JobExpired { refund, .. } => {
                 out.refund = Some((*refund).into());
-                for (k, att) in attestations.iter().enumerate() {
-                    let slot = usize::try_from(att.provider_index)
-                        .ok()
-                        .and_then(|i| out.assignments.get_mut(i));
-                    if let Some(a) = slot {
-                        a.attestation = Some(AuditAttestation {
-                            result: cid_text(&att.result),
-                            logs: cid_text(&att.logs),
-                            gpu_ms: att.gpu_seconds.saturating_mul(1000),
-                            exit_code: att.exit_code,
-                        });
-                        a.paid = payments.get(k).map(|p| p.ntx.into());
-                    }
-                }
-                if matches!(r.event, Event::JobSettled { .. }) {
-                    "settle"
-                } else {
-                    "expire"
-                }
+                "expire"
             }
             Event::JobClaimed {
                 index,
@@ -174,7 +144,7 @@ pub fn bonds_of<S: Kv>(
     let active = indexer.active_bonds()?;
     let mut out = Vec::new();
     for t in indexer.live_utxos()? {
-        if let Some(b) = t.datum.bond()
+        if let Some(b) = t.bond()
             && b.provider == *provider
         {
             let free = active
@@ -213,7 +183,7 @@ pub fn provider_key<S: Kv>(indexer: &Indexer<S>, key: &str) -> Result<KeyHash, A
     })?;
     let bytes = peer.to_bytes();
     for t in indexer.live_utxos()? {
-        if let Some(b) = t.datum.bond()
+        if let Some(b) = t.bond()
             && b.peer_id == bytes
         {
             return Ok(b.provider);

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::v2::datum::JobId;
 use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 use ganglion_rpc::audit::{

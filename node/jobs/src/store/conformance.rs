@@ -4,7 +4,7 @@
 //! tests here pin the twin's semantics to sled's: compare-and-swap on absent, present and
 //! changed values, key order of iteration and prefix scans, and concurrent conditional updates.
 
-use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::datum::JobId;
 
 use super::{Backend, JobRecord, JobStore, Orchestrating, StoreError, Swap};
 use crate::state::OrchestratorState;

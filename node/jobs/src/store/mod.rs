@@ -22,7 +22,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::datum::JobId;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 

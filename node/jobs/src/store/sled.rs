@@ -121,7 +121,7 @@ mod tests {
     //! The on-disk layout is the one nodes already have: records written by the sled code
     //! before the backend existed open through [`JobStore::open`], and the reverse.
 
-    use ganglion_contracts::datum::JobId;
+    use ganglion_contracts::v2::datum::JobId;
 
     use crate::state::OrchestratorState;
     use crate::store::{JobRecord, JobStore, Orchestrating, RecordOf};

@@ -39,12 +39,15 @@ fn every_example_parses_and_maps_to_escrow() {
         assert_eq!(terms.gpus, u64::from(spec.gpus.count));
         assert_eq!(terms.budget, spec.budget_ntx);
         let datum = spec.escrow_datum(
-            ganglion_contracts::datum::JobId([7; 32]),
+            ganglion_contracts::v2::datum::JobId([7; 32]),
             [1; 28],
+            [2; 32],
             vec![1, 85, 0],
+            30_000,
         );
         assert_eq!(datum.max_rate, spec.limits.max_rate_ntx_per_gpu_hour);
         assert_eq!(datum.deadline_ms, spec.deadline_ms);
+        assert_eq!(datum.receipt_interval_ms, 30_000);
         let req = Requirements::from_ensemble(&spec);
         assert_eq!(req.min_vram_gib, spec.gpus.min_vram_gib);
         counts.push(spec.gpus.count);

@@ -21,7 +21,7 @@
 //! [`HeartbeatRefusal::Unrecognised`]. Anything else (a field removed or retyped, a new
 //! [`HeartbeatResponse`] variant) is a new protocol name, `/ganglion/heartbeat/2`.
 
-use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::datum::JobId;
 use ganglion_contracts::v2::signed::Receipt;
 use libp2p::StreamProtocol;
 use serde::{Deserialize, Serialize};

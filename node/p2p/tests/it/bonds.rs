@@ -2,8 +2,7 @@
 //! harness's bond and unbond transactions, assembled by the testnet producer) applied to an
 //! indexer over `MemoryKv`, read through `p2p::bonds`.
 
-use ganglion_contracts::build::{self, BondRequest};
-use ganglion_contracts::test_utils::harness::Harness;
+use ganglion_contracts::test_utils::harness_v2::Harness;
 use ganglion_indexer::store::MemoryKv;
 use ganglion_indexer::{Indexer, Watch};
 use ganglion_market::snapshot::Offer as MarketOffer;
@@ -54,33 +53,20 @@ async fn p2p_offers_are_checked_against_the_indexers_active_bonds() {
         })
         .collect();
     for (i, peer) in peers.iter().enumerate() {
-        let p = &h.providers[i];
-        let req = BondRequest {
-            provider: p.party.hash,
-            attest_key: p.attest_key(),
-            peer_id: peer.to_bytes(),
-            gpus: p.gpus,
-            stake: h.dep.params.min_bond_per_gpu * p.gpus,
-        };
-        let draft = build::post_bond(&h.dep, h.env(), &req).expect("bond draft");
-        let party = p.party.clone();
-        let b = h.run(draft, &party, &[]).expect("bond posts");
-        h.providers[i].bond = Some(h.output(&b, 0));
+        // The minimum stake for the provider's GPUs, with the offer's peer id.
+        let mut req = h.bond_request(i);
+        req.peer_id = peer.to_bytes();
+        h.post_bond_with(i, &req).expect("bond posts");
     }
     let bonded_txs = h.world.applied.len();
     // Provider 1 starts unbonding: its bond stops counting.
-    let p1 = h.providers[1].party.clone();
     let bond1 = h.providers[1].bond.clone().expect("bond");
-    let until = h.world.slot + 60;
-    h.run(
-        build::unbond(&h.dep, h.env(), &bond1, until).expect("unbond draft"),
-        &p1,
-        &[],
-    )
-    .expect("unbond");
+    h.unbond(1).expect("unbond");
+    // Its offers keep naming the bond it posted (now spent by the unbond).
+    h.providers[1].bond = Some(bond1.clone());
     let blocks = blocks_of(&h.world.applied);
 
-    let watch = Watch::v1(h.dep.script.hash, h.dep.params.clone());
+    let watch = Watch::v2(h.dep.script.hash, h.dep.params.clone());
     let ix = Indexer::new(MemoryKv::new(), watch, 10);
     for b in &blocks[..bonded_txs] {
         ix.apply_block(b).expect("block applies");

@@ -7,7 +7,7 @@
 //! Every wait is for an event or a reply under [`TIMEOUT`]; nothing sleeps for correctness.
 
 use ed25519_dalek::SigningKey;
-use ganglion_contracts::datum::JobId;
+use ganglion_contracts::v2::datum::JobId;
 use ganglion_contracts::v2::signed::Receipt;
 use ganglion_p2p::inbound::{INBOUND_CHANNEL, Inbound};
 use ganglion_p2p::offers::BondSnapshot;

@@ -8,10 +8,10 @@
 use std::time::Duration;
 
 use ed25519_dalek::SigningKey;
-use ganglion_contracts::datum::JobId;
 use ganglion_contracts::params::KeyHash;
-use ganglion_contracts::signed::sign;
 use ganglion_contracts::tx::TxoRef;
+use ganglion_contracts::v2::datum::JobId;
+use ganglion_contracts::v2::signed::sign;
 use ganglion_market::snapshot::Offer as MarketOffer;
 use ganglion_p2p::inbound::Inbound;
 use ganglion_p2p::offers::{BondSnapshot, LiveBond, OfferBody, OfferRejection};
@@ -329,13 +329,13 @@ async fn p2p_a_node_that_goes_away_drops_out_after_its_offer_expires() {
 
 /// The harness world's clock: its deadlines are in chain time, starting 2026-01-01.
 fn harness_clock() -> u64 {
-    ganglion_contracts::test_utils::harness::ZERO_TIME
+    ganglion_contracts::test_utils::ZERO_TIME
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p2p_acceptance_round_trip_is_accepted_by_the_escrow_validator() {
-    use ganglion_contracts::test_utils::harness::{NTX, assert_script_fails};
     use ganglion_contracts::test_utils::harness_v2::Harness;
+    use ganglion_contracts::test_utils::{NTX, assert_script_fails};
     use ganglion_contracts::v2::build;
 
     let mut h = Harness::new(1);
