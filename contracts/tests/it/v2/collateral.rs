@@ -394,3 +394,53 @@ fn provider_withdraws_two_bonds_burning_one_token() {
     let p = h.providers[0].party.clone();
     super::passes_then_rejected(&h, &p, good, broken);
 }
+
+/// A bond spent alone, its redeemer naming the bond's *own* token (28 bytes) as the job:
+/// `Commit` (constructor 7) or `Release` (constructor 8); its token and stake go to the
+/// spender's address.
+fn bond_taken_with(
+    h: &Harness,
+    redeemer: u64,
+    spender_address: Vec<u8>,
+) -> ganglion_contracts::tx::Draft {
+    use ganglion_contracts::data::{bytes, constr};
+    let bond = h.providers[0].bond.clone().expect("bond");
+    let b = bond_of(&bond);
+    let mut d = ganglion_contracts::tx::Draft::default();
+    d.spend_script(
+        bond.clone(),
+        constr(redeemer, vec![bytes(b.provider.to_vec())]),
+    )
+    .pay(ganglion_contracts::tx::Output {
+        address: spender_address,
+        value: bond.output.value.clone(),
+        datum: None,
+        script_ref: None,
+    })
+    .reference(h.dep.reference.clone())
+    .signer(b.provider)
+    .validity(Some(h.world.slot), Some(h.world.slot + 60));
+    d
+}
+
+#[test]
+fn anyone_takes_a_bond_committing_it_to_its_own_token() {
+    let mut h = Harness::new(1);
+    h.post_bonds();
+    let third = h.third.clone();
+    let mut d = bond_taken_with(&h, 7, third.address.clone());
+    d.required_signers.clear();
+    let before = books(&h);
+    assert_script_fails(h.balance(d, &third));
+    assert_eq!(books(&h), before);
+}
+
+#[test]
+fn provider_takes_its_committed_bond_releasing_it_to_its_own_token() {
+    let (h, _job) = super::assigned(1);
+    let p = h.providers[0].party.clone();
+    let d = bond_taken_with(&h, 8, p.address.clone());
+    let before = books(&h);
+    assert_script_fails(h.balance(d, &p));
+    assert_eq!(books(&h), before);
+}
