@@ -17,14 +17,31 @@ use super::engine::{Ctx, EngineError};
 use super::store::{Role, TxIntent, TxKind};
 use ganglion_contracts::v2::datum::JobId;
 
-fn intent(kind: TxKind, tx: &SignedTx, now: u64, valid_until_slot: Option<u64>) -> TxIntent {
-    TxIntent {
-        kind,
-        tx_hash: tx.hash,
-        signed: tx.bytes.clone(),
-        written_ms: now,
-        valid_until_slot,
-    }
+/// Writes `tx`'s intent for `job` in role `R` and marks it submitted at `now` (so [`nudge`]
+/// waits a re-submission interval from here).
+fn record<R: Role, S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    job: &JobId,
+    kind: TxKind,
+    tx: &SignedTx,
+    now: u64,
+    valid_until_slot: Option<u64>,
+) -> Result<(), EngineError> {
+    ctx.store.record_intent::<R>(
+        job,
+        TxIntent {
+            kind,
+            tx_hash: tx.hash,
+            signed: tx.bytes.clone(),
+            written_ms: now,
+            valid_until_slot,
+        },
+    )?;
+    ctx.submitted
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(tx.hash, now);
+    Ok(())
 }
 
 /// Submits a new transaction of `kind` for `job` in role `R`: intent first (flushed), then
@@ -41,12 +58,7 @@ pub(crate) async fn intent_first<R: Role, S: Kv, E: Executor>(
     valid_until_slot: Option<u64>,
 ) -> Result<(), EngineError> {
     let now = ctx.now();
-    ctx.store
-        .record_intent::<R>(job, intent(kind, &tx, now, valid_until_slot))?;
-    ctx.submitted
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(tx.hash, now);
+    record::<R, S, E>(ctx, job, kind, &tx, now, valid_until_slot)?;
     ctx.chain.submit(&tx, now).await?;
     tracing::info!(job = %job, ?kind, tx = %hex::encode(tx.hash), "submitted");
     Ok(())
@@ -67,12 +79,7 @@ pub(crate) async fn ledger_first<R: Role, S: Kv, E: Executor>(
 ) -> Result<(), EngineError> {
     let now = ctx.now();
     ctx.chain.submit(&tx, now).await?;
-    ctx.store
-        .record_intent::<R>(job, intent(kind, &tx, now, valid_until_slot))?;
-    ctx.submitted
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(tx.hash, now);
+    record::<R, S, E>(ctx, job, kind, &tx, now, valid_until_slot)?;
     tracing::info!(job = %job, ?kind, tx = %hex::encode(tx.hash), "submitted");
     Ok(())
 }

@@ -259,15 +259,20 @@ impl Network {
         sub.job_id
     }
 
+    /// The orchestrator's record of `id`, by `job_status`.
+    async fn orchestrator_status(&self, id: &str) -> Option<JobStatus> {
+        let s: Vec<JobStatus> = self
+            .rpc
+            .request("job_status", rpc_params![id])
+            .await
+            .expect("job_status");
+        s.into_iter().find(|r| r.role == "orchestrator")
+    }
+
     /// Waits for the orchestrator's record of `id` to reach `state` (or a later one).
     async fn reached(&self, id: &str, state: &str) {
         wait_for(state, || async {
-            let s: Vec<JobStatus> = self
-                .rpc
-                .request("job_status", rpc_params![id])
-                .await
-                .expect("job_status");
-            let o = s.iter().find(|r| r.role == "orchestrator")?;
+            let o = self.orchestrator_status(id).await?;
             (o.state == state || o.state == "settled").then_some(())
         })
         .await
@@ -276,17 +281,12 @@ impl Network {
     /// Waits for the orchestrator's record of `id` to reach `settled`.
     async fn settled(&self, id: &str) -> JobStatus {
         wait_for("settled, by job_status", || async {
-            let s: Vec<JobStatus> = self
-                .rpc
-                .request("job_status", rpc_params![id])
-                .await
-                .expect("job_status");
-            let o = s.iter().find(|r| r.role == "orchestrator")?;
+            let o = self.orchestrator_status(id).await?;
             assert!(
                 !matches!(o.state.as_str(), "cancelled" | "expired"),
                 "the job ended without settling: {o:?}"
             );
-            (o.state == "settled").then(|| o.clone())
+            (o.state == "settled").then_some(o)
         })
         .await
     }
