@@ -5,6 +5,9 @@
 //! owner died, leaves no namespace behind.
 //!
 //! Needs root (namespaces, iptables); not root: skipped loudly. CI runs as root.
+//!
+//! A binary of its own, apart from `tests/it` (the one integration binary): it needs root and
+//! changes the host's network (namespaces, iptables), so it runs, or is skipped, on its own.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};

@@ -2,6 +2,9 @@
 //! underlay, each running a node's userspace WireGuard (boringtun) over one UDP socket and a
 //! TUN; then the pod model with Docker sandboxes. Without root these tests print a loud SKIP;
 //! as root, missing tools (`ip`, Docker, images) fail them.
+//!
+//! A binary of its own, apart from `tests/it` (the one integration binary): it needs root and
+//! changes the host's network (namespaces, veth, TUNs), so it runs, or is skipped, on its own.
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};

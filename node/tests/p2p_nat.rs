@@ -8,6 +8,9 @@
 //! when it is missing (a run filtered to this test only) the test fails and says how to build
 //! it. The relayed path must work; the direct upgrade is reported (`RESULT relayed=… direct=…`)
 //! and asserted too, as the kernel here supports it.
+//!
+//! A binary of its own, apart from `tests/it` (the one integration binary): it needs root and
+//! changes the host's network (namespaces, iptables), so it runs, or is skipped, on its own.
 
 use std::path::PathBuf;
 use std::process::Command;

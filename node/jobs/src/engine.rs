@@ -36,7 +36,7 @@
 //!
 //! The devnet forges a block only when a transaction is pending, so nothing buries the last
 //! block: run the engine there with `depth: 0` (as the lifecycle tests do), or keep
-//! transactions flowing. Tests: `node/tests/lifecycle/` (claims, cancel, re-match, restart,
+//! transactions flowing. Tests: `node/tests/it/lifecycle/` (claims, cancel, re-match, restart,
 //! expire with slashing, a vanished orchestrator, RPC).
 
 use std::collections::{HashMap, HashSet};

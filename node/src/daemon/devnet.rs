@@ -1,7 +1,7 @@
 //! Nodes on a running devnet, as child processes: [`deploy_validator`] puts the validator's
 //! reference script on chain, [`DevnetNode`] writes a node's config file (and its devnet
 //! payment key), [`spawn`] starts `ganglion node run` on it and [`wait_started`] waits for its
-//! `node.json`. Used by the process-level test (`node/tests/daemon_run/`) and meant for
+//! `node.json`. Used by the process-level test (`node/tests/it/daemon_run/`) and meant for
 //! `ganglion devnet demo`:
 //!
 //! ```ignore

@@ -1,7 +1,13 @@
-//! Integration tests of `ganglion-node`, one binary (STYLE §3).
+//! Integration tests of `ganglion-node`, one binary (STYLE §3). The root-only suites that
+//! change the host's network (`overlay`, `p2p_nat`, `demo_natnet`) have binaries of their own;
+//! each says why at its top.
 
 mod crate_graph;
+mod daemon;
+mod daemon_run;
+mod demo;
 mod gpu_bench;
 mod gpus_cli;
 mod import_sdl_cli;
+mod lifecycle;
 mod mig;

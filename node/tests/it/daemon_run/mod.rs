@@ -10,9 +10,7 @@
 //! whose indexer store fails stops and names it (`supervisor`, root). Docker is required (the
 //! providers run the probe container).
 
-#[path = "../lifecycle/support.rs"]
-#[allow(dead_code)]
-mod support;
+use super::lifecycle::support;
 
 mod crash_points;
 mod detected_gpus;

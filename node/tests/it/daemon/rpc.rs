@@ -12,7 +12,7 @@ use jsonrpsee::http_client::{HeaderMap, HeaderValue, HttpClient, HttpClientBuild
 use jsonrpsee::rpc_params;
 use jsonrpsee::ws_client::WsClientBuilder;
 
-use crate::support::{devnet, settings};
+use super::support::{devnet, settings};
 
 fn http(addr: std::net::SocketAddr, token: Option<&str>) -> HttpClient {
     let mut h = HeaderMap::new();
@@ -369,7 +369,7 @@ fn openrpc_document_lists_exactly_the_served_methods() {
     // namespaces are attached as `node run` attaches them (audit over an empty index).
     let api = Api::new(s);
     let module = match api {
-        Ok(a) => crate::support::with_offline_namespaces(a)
+        Ok(a) => super::support::with_offline_namespaces(a)
             .into_module()
             .expect("the namespaces merge"),
         Err(e) => panic!("api: {e}"),

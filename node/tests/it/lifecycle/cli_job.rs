@@ -9,7 +9,7 @@ use ganglion_rpc::types::{JobStatus, JobSubmitted};
 
 use tokio::io::AsyncBufReadExt as _;
 
-use crate::support::{self, Chain, wait_for};
+use super::support::{self, Chain, wait_for};
 
 async fn ganglion(config: &std::path::Path, args: &[&str]) -> std::process::Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_ganglion"))
@@ -180,5 +180,5 @@ async fn job_cli_submits_follows_and_cancels_through_the_node() {
         err.contains("asking the node") && err.contains("64 hex digits"),
         "{err}"
     );
-    crate::support::shutdown(chain, orch, vec![]).await;
+    super::support::shutdown(chain, orch, vec![]).await;
 }

@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use crate::support::devnet;
+use super::support::devnet;
 
 fn ganglion(data_dir: &std::path::Path, n2c: &str, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_ganglion"))

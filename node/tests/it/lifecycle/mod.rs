@@ -2,7 +2,7 @@
 //! containers: one orchestrator and two providers in this process, each with its own
 //! data dir. Every wait polls a condition under `support::WAIT`; nothing sleeps for correctness.
 
-mod support;
+pub(super) mod support;
 
 mod audit;
 mod cancel;

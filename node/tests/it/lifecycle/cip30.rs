@@ -17,7 +17,7 @@ use jsonrpsee::rpc_params;
 use jsonrpsee::ws_client::WsClientBuilder;
 use pallas_codec::minicbor::{Decoder, Encoder};
 
-use crate::support::{self, Chain, dev_key, hash_of, wait_for};
+use super::support::{self, Chain, dev_key, hash_of, wait_for};
 
 const TOKEN: &str = "cip30-test-token";
 
@@ -297,5 +297,5 @@ async fn a_lock_signed_outside_the_node_is_submitted_adopted_and_streamed() {
         (chain.ntx_of(&orch.key_hash) == node_ntx + 750_000).then_some(())
     })
     .await;
-    crate::support::shutdown(chain, orch, vec![]).await;
+    super::support::shutdown(chain, orch, vec![]).await;
 }

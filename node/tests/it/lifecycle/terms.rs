@@ -8,7 +8,7 @@ use ganglion_node::job::EngineError;
 use ganglion_node::job::engine::OrchestratorRole;
 use ganglion_node::job::terms::{SETTLE_MARGIN_MS, TermsError};
 
-use crate::support::{self, Chain, RATE};
+use super::support::{self, Chain, RATE};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn impossible_terms_are_refused_before_the_lock() {

@@ -11,7 +11,7 @@ use ganglion_indexer::event::Event;
 use ganglion_node::job::state::{OrchestratorState, ProviderState};
 use ganglion_node::job::store::TxKind;
 
-use crate::support::{self, World, wait_for};
+use super::support::{self, World, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn providers_stop_and_claim_when_the_orchestrator_goes_silent() {
@@ -137,5 +137,5 @@ async fn providers_stop_and_claim_when_the_orchestrator_goes_silent() {
     })
     .await;
     assert!(r.intent(TxKind::Expire).is_none(), "nothing to expire");
-    crate::support::shutdown(chain, orch, vec![pa, pb]).await;
+    super::support::shutdown(chain, orch, vec![pa, pb]).await;
 }

@@ -3,7 +3,7 @@
 
 use ganglion_node::wallet::{Error, Wallet};
 
-use crate::support::{devnet, settings};
+use super::support::{devnet, settings};
 
 const ADA: u64 = 1_000_000;
 

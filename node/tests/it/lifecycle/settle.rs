@@ -2,7 +2,7 @@
 //! acknowledges each provider's work with receipts; each provider claims its own pay, exactly
 //! `pay_for(gpu_ms, rate)` NTX (the escrow rule, `rules::pay_for`) for the GPU-ms its executor
 //! measured, and the last claim refunds the rest to the orchestrator; `audit verify` passes
-//! every check (and `crate::audit` tampers).
+//! every check (and `super::audit` tampers).
 
 use ganglion_contracts::v2::rules::pay_for;
 use ganglion_indexer::JobStatus;
@@ -11,7 +11,7 @@ use ganglion_indexer::event::Event;
 use ganglion_node::job::state::{OrchestratorState, ProviderState};
 use ganglion_node::job::store::TxKind;
 
-use crate::support::{self, World, wait_for};
+use super::support::{self, World, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_job_across_two_providers_settles_and_pays_by_the_escrow_rule() {
@@ -202,7 +202,7 @@ async fn a_job_across_two_providers_settles_and_pays_by_the_escrow_rule() {
         assert_eq!(bonds[0].free_gpus, bonds[0].datum.gpus);
     }
 
-    // `audit verify` re-derives all of it from chain and IPFS only (crate::audit).
-    crate::audit::audit_settled_job(&orch, &[&pa, &pb], &job).await;
-    crate::support::shutdown(chain, orch, vec![pa, pb]).await;
+    // `audit verify` re-derives all of it from chain and IPFS only (super::audit).
+    super::audit::audit_settled_job(&orch, &[&pa, &pb], &job).await;
+    super::support::shutdown(chain, orch, vec![pa, pb]).await;
 }

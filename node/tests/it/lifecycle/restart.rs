@@ -12,7 +12,7 @@ use ganglion_node::job::provider::executor_job;
 use ganglion_node::job::state::{OrchestratorState, ProviderState};
 use ganglion_node::job::store::TxKind;
 
-use crate::support::{self, World, wait_for};
+use super::support::{self, World, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn restarts_neither_double_submit_nor_double_dispatch() {
@@ -121,5 +121,5 @@ async fn restarts_neither_double_submit_nor_double_dispatch() {
         );
         assert!(p.dir.join("jobs").exists());
     }
-    crate::support::shutdown(chain, orch, vec![pa, pb]).await;
+    super::support::shutdown(chain, orch, vec![pa, pb]).await;
 }

@@ -64,7 +64,7 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
     ))
     .expect("settings");
     // The namespaces `node run` attaches, the audit ones over an empty index and store.
-    let module = crate::support::with_offline_namespaces(Api::new(s).expect("api"))
+    let module = super::support::with_offline_namespaces(Api::new(s).expect("api"))
         .into_module()
         .expect("the namespaces merge");
     let served: Vec<&str> = ganglion_rpc::server::method_names(&module);

@@ -4,7 +4,7 @@
 use ganglion_indexer::JobStatus;
 use ganglion_node::job::state::OrchestratorState;
 
-use crate::support::{self, Chain, ProviderIdent, RATE, wait_for};
+use super::support::{self, Chain, ProviderIdent, RATE, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refusing_provider_is_rematched_away() {
@@ -58,5 +58,5 @@ async fn a_refusing_provider_is_rematched_away() {
     want.sort();
     assert_eq!(assigned, want, "the refuser is not assigned");
     assert!(view.payments.iter().all(|p| p.to != pr.key_hash));
-    crate::support::shutdown(chain, orch, vec![pr, pb, pc]).await;
+    super::support::shutdown(chain, orch, vec![pr, pb, pc]).await;
 }

@@ -10,7 +10,7 @@ use ganglion_indexer::event::Event;
 use ganglion_node::job::state::{OrchestratorState, ProviderState};
 use ganglion_node::job::store::TxKind;
 
-use crate::support::{self, STAKE, World, wait_for};
+use super::support::{self, STAKE, World, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_dead_provider_is_slashed_at_expiry_and_the_attested_one_paid() {
@@ -157,5 +157,5 @@ async fn a_dead_provider_is_slashed_at_expiry_and_the_attested_one_paid() {
         "B claims nothing late: {:?}",
         rb.intents
     );
-    crate::support::shutdown(chain, orch, vec![pa, pb]).await;
+    super::support::shutdown(chain, orch, vec![pa, pb]).await;
 }

@@ -12,7 +12,7 @@ use libp2p::PeerId;
 use libp2p::identity::Keypair;
 use libp2p::multiaddr::Protocol;
 
-use crate::support::{self, World, wait_for};
+use super::support::{self, World, wait_for};
 
 fn beat(job: JobId, provider_index: u64) -> HeartbeatRequest {
     HeartbeatRequest {
@@ -149,5 +149,5 @@ async fn heartbeats_from_anyone_but_the_assigned_provider_get_no_receipt() {
             "each provider claimed with a receipt of its own"
         );
     }
-    crate::support::shutdown(chain, orch, vec![pa, pb]).await;
+    super::support::shutdown(chain, orch, vec![pa, pb]).await;
 }

@@ -4,7 +4,7 @@
 //! shows the card as a real (not declared) GPU with its VRAM.
 
 use super::{Children, START, cli_json, config, ganglion, start};
-use crate::support::{self, Chain, RATE, STAKE, dev_key};
+use super::support::{self, Chain, RATE, STAKE, dev_key};
 use ganglion_node::daemon::devnet;
 
 /// An AMD card as the kernel shows it under `<root>/class/drm` (amdgpu): 64 GiB of VRAM and a

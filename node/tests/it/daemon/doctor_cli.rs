@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use crate::support::devnet;
+use super::support::devnet;
 
 fn doctor(data_dir: &std::path::Path, n2c: &str, rpc: &str) -> (i32, serde_json::Value) {
     let o = Command::new(env!("CARGO_BIN_EXE_ganglion"))

@@ -8,7 +8,7 @@ use ganglion_indexer::JobStatus;
 use ganglion_indexer::event::Event;
 use ganglion_node::job::state::{OrchestratorState, ProviderState};
 
-use crate::support::{self, World, wait_for};
+use super::support::{self, World, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_command_that_outlives_the_deadline_is_stopped_in_time_and_paid() {
@@ -68,5 +68,5 @@ async fn a_command_that_outlives_the_deadline_is_stopped_in_time_and_paid() {
         assert!(paid > 0, "the GPU time it ran is paid");
         assert_eq!(chain.ntx_of(&p.key_hash), before + paid);
     }
-    crate::support::shutdown(chain, orch, vec![pa, pb]).await;
+    super::support::shutdown(chain, orch, vec![pa, pb]).await;
 }

@@ -1,4 +1,4 @@
-//! `audit verify` on the settled job of [`crate::settle`]: every check passes from the
+//! `audit verify` on the settled job of [`super::settle`]: every check passes from the
 //! orchestrator's node (its indexer, its blockstore, results and logs fetched over bitswap
 //! from the providers); the same evidence, changed one item at a time, fails exactly the
 //! check about that item; and the read-only `audit_*`, `market_*`, `provider_*` methods and
@@ -23,7 +23,7 @@ use jsonrpsee::core::client::{ClientT, Error as ClientError};
 use jsonrpsee::http_client::HttpClientBuilder;
 use jsonrpsee::rpc_params;
 
-use crate::support::Node;
+use super::support::Node;
 
 fn failed(r: &Report) -> Vec<&str> {
     r.checks

@@ -7,7 +7,7 @@ use ganglion_node::job::EngineError;
 use ganglion_node::job::state::OrchestratorState;
 use ganglion_node::job::store::TxKind;
 
-use crate::support::{self, Chain, wait_for};
+use super::support::{self, Chain, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cancel_before_assignment_refunds_the_budget() {
@@ -53,7 +53,7 @@ async fn cancel_before_assignment_refunds_the_budget() {
         .await
         .expect_err("unknown");
     assert!(err.to_string().contains("unknown job"), "{err}");
-    crate::support::shutdown(chain, orch, vec![]).await;
+    super::support::shutdown(chain, orch, vec![]).await;
 }
 
 /// A lock that never reached the chain (refused by the ledger at submission, or the node died
@@ -119,5 +119,5 @@ async fn a_lock_that_can_no_longer_land_ends_the_job() {
     );
     assert_eq!(chain.ntx_of(&orch.key_hash), before, "nothing moved");
     assert!(orch.indexer.job(&job, 0).expect("q").is_none());
-    crate::support::shutdown(chain, orch, vec![]).await;
+    super::support::shutdown(chain, orch, vec![]).await;
 }

@@ -12,7 +12,7 @@ use jsonrpsee::core::client::{ClientT, Error as ClientError};
 use jsonrpsee::http_client::{HeaderMap, HeaderValue, HttpClient, HttpClientBuilder};
 use jsonrpsee::rpc_params;
 
-use crate::support::{self, Chain, wait_for};
+use super::support::{self, Chain, wait_for};
 
 const TOKEN: &str = "lifecycle-test-token";
 
@@ -151,5 +151,5 @@ async fn job_methods_submit_report_and_cancel_over_http() {
         .await
         .expect_err("no engine");
     assert_eq!(code(e), codes::JOB);
-    crate::support::shutdown(chain, orch, vec![]).await;
+    super::support::shutdown(chain, orch, vec![]).await;
 }
