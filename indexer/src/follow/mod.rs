@@ -10,6 +10,7 @@ mod n2n;
 use std::path::PathBuf;
 
 use pallas_network::miniprotocols::Point as WirePoint;
+use pallas_network::miniprotocols::chainsync::{self, NextResponse};
 
 pub use n2c::N2cFollower;
 pub use n2n::N2nFollower;
@@ -71,6 +72,37 @@ pub enum FollowError {
     /// A header the follower must decode did not decode.
     #[error("header does not decode: {0}")]
     Header(String),
+}
+
+/// What a chainsync server says next, once it has something to say: content `C` (a block over
+/// N2C, a header over N2N) or a rollback to a point (`None`: the origin).
+pub(crate) enum Roll<C> {
+    Forward(C),
+    Backward(Option<(u64, [u8; 32])>),
+}
+
+/// The next roll forward or backward of `client`, waiting through the server's `Await`.
+///
+/// # Errors
+/// [`FollowError::Protocol`] (`chainsync`).
+pub(crate) async fn next_roll<C>(client: &mut chainsync::Client<C>) -> Result<Roll<C>, FollowError>
+where
+    chainsync::Message<C>: pallas_codec::Fragment,
+{
+    loop {
+        let r = client
+            .request_or_await_next()
+            .await
+            .map_err(|e| FollowError::Protocol {
+                protocol: "chainsync",
+                reason: e.to_string(),
+            })?;
+        match r {
+            NextResponse::RollForward(content, _) => return Ok(Roll::Forward(content)),
+            NextResponse::RollBackward(point, _) => return Ok(Roll::Backward(from_wire(&point))),
+            NextResponse::Await => continue,
+        }
+    }
 }
 
 pub(crate) fn wire_point(p: Option<(u64, [u8; 32])>) -> WirePoint {

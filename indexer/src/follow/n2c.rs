@@ -3,11 +3,11 @@
 use std::path::Path;
 
 use pallas_network::facades::NodeClient;
-use pallas_network::miniprotocols::chainsync::{N2CClient, NextResponse};
+use pallas_network::miniprotocols::chainsync::N2CClient;
 use pallas_network::miniprotocols::handshake;
 use pallas_network::multiplexer::Bearer;
 
-use super::{ChainEvent, FollowError, from_wire};
+use super::{ChainEvent, FollowError, Roll, next_roll};
 
 /// A node-to-client chainsync follower.
 pub struct N2cFollower {
@@ -56,23 +56,9 @@ impl N2cFollower {
     }
 
     pub(crate) async fn next(&mut self) -> Result<ChainEvent, FollowError> {
-        loop {
-            let r = self
-                .client
-                .chainsync()
-                .request_or_await_next()
-                .await
-                .map_err(|e| FollowError::Protocol {
-                    protocol: "chainsync",
-                    reason: e.to_string(),
-                })?;
-            match r {
-                NextResponse::RollForward(block, _) => return Ok(ChainEvent::RollForward(block.0)),
-                NextResponse::RollBackward(point, _) => {
-                    return Ok(ChainEvent::RollBackward(from_wire(&point)));
-                }
-                NextResponse::Await => continue,
-            }
-        }
+        Ok(match next_roll(self.client.chainsync()).await? {
+            Roll::Forward(block) => ChainEvent::RollForward(block.0),
+            Roll::Backward(point) => ChainEvent::RollBackward(point),
+        })
     }
 }

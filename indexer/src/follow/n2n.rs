@@ -2,10 +2,10 @@
 
 use pallas_network::facades::PeerClient;
 use pallas_network::miniprotocols::Point as WirePoint;
-use pallas_network::miniprotocols::chainsync::{N2NClient, NextResponse};
+use pallas_network::miniprotocols::chainsync::N2NClient;
 use pallas_traverse::MultiEraHeader;
 
-use super::{ChainEvent, FollowError, from_wire};
+use super::{ChainEvent, FollowError, Roll, next_roll};
 
 /// A node-to-node follower.
 pub struct N2nFollower {
@@ -32,38 +32,23 @@ impl N2nFollower {
     }
 
     pub(crate) async fn next(&mut self) -> Result<ChainEvent, FollowError> {
-        loop {
-            let r = self
-                .client
-                .chainsync()
-                .request_or_await_next()
-                .await
-                .map_err(|e| FollowError::Protocol {
-                    protocol: "chainsync",
-                    reason: e.to_string(),
-                })?;
-            match r {
-                NextResponse::RollForward(header, _) => {
-                    let subtag = header.byron_prefix.map(|(s, _)| s);
-                    let h = MultiEraHeader::decode(header.variant, subtag, &header.cbor)
-                        .map_err(|e| FollowError::Header(e.to_string()))?;
-                    let point = WirePoint::Specific(h.slot(), h.hash().to_vec());
-                    let body = self
-                        .client
-                        .blockfetch()
-                        .fetch_single(point)
-                        .await
-                        .map_err(|e| FollowError::Protocol {
-                            protocol: "blockfetch",
-                            reason: e.to_string(),
-                        })?;
-                    return Ok(ChainEvent::RollForward(body));
-                }
-                NextResponse::RollBackward(point, _) => {
-                    return Ok(ChainEvent::RollBackward(from_wire(&point)));
-                }
-                NextResponse::Await => continue,
-            }
-        }
+        let header = match next_roll(self.client.chainsync()).await? {
+            Roll::Forward(header) => header,
+            Roll::Backward(point) => return Ok(ChainEvent::RollBackward(point)),
+        };
+        let subtag = header.byron_prefix.map(|(s, _)| s);
+        let h = MultiEraHeader::decode(header.variant, subtag, &header.cbor)
+            .map_err(|e| FollowError::Header(e.to_string()))?;
+        let point = WirePoint::Specific(h.slot(), h.hash().to_vec());
+        let body = self
+            .client
+            .blockfetch()
+            .fetch_single(point)
+            .await
+            .map_err(|e| FollowError::Protocol {
+                protocol: "blockfetch",
+                reason: e.to_string(),
+            })?;
+        Ok(ChainEvent::RollForward(body))
     }
 }

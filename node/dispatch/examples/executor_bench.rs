@@ -7,7 +7,6 @@
 //! Needs a Docker Engine (scripts/ensure-docker.sh) and the probe image (built if absent); the
 //! PyTorch image row runs when `ganglion/torch-cpu:bookworm-1` is present (say which).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -16,43 +15,20 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ganglion_dispatch::executor::Executor;
 use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
 use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, DockerEngine};
-use ganglion_dispatch::executor::plan::{
-    ContainerSlot, GpuAttachment, ImageSource, JobPlan, RunAs, RunId,
-};
+use ganglion_dispatch::executor::plan::{JobPlan, RunId};
 use ganglion_dispatch::executor::report::Timings;
-use ganglion_market::spec::{Framework, ResourcesPerGpu};
+use ganglion_dispatch::test_utils;
 use ganglion_storage::blockstore::SledBlockstore;
 use ganglion_storage::pin::Embedded;
 
 const TORCH_IMAGE: &str = "ganglion/torch-cpu:bookworm-1";
 
+/// The shared test plan, with 0.5 GiB of memory per GPU and two minutes at most.
 fn plan(job: RunId, image: &str, command: &[&str], ranks: u32) -> JobPlan {
-    JobPlan {
-        job,
-        image: ImageSource::Local { name: image.into() },
-        command: command.iter().map(|s| s.to_string()).collect(),
-        env: BTreeMap::new(),
-        framework: Framework::Torch,
-        master_port: 29500,
-        world: (0..ranks)
-            .map(|r| ContainerSlot {
-                node_rank: r,
-                gpus: vec![GpuAttachment::Declared {
-                    id: format!("d{r}"),
-                }],
-            })
-            .collect(),
-        local: (0..ranks).collect(),
-        per_gpu: ResourcesPerGpu {
-            cpu_cores: 0.5,
-            mem_gib: 0.5,
-            shm_gib: 0.0625,
-            disk_gib: 0.0,
-        },
-        inputs: vec![],
-        max_duration_s: 120,
-        run_as: RunAs::default(),
-    }
+    let mut plan = test_utils::plan(job, image, command, ranks);
+    plan.per_gpu.mem_gib = 0.5;
+    plan.max_duration_s = 120;
+    plan
 }
 
 fn median(mut v: Vec<u64>) -> u64 {

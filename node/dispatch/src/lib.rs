@@ -18,3 +18,5 @@
 pub mod executor;
 pub mod gpu;
 pub mod overlay;
+#[cfg(feature = "test-utils")]
+pub mod test_utils;

@@ -11,3 +11,4 @@ mod gpus_cli;
 mod import_sdl_cli;
 mod lifecycle;
 mod mig;
+mod rpc_client;

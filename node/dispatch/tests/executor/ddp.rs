@@ -64,16 +64,18 @@ fn values(exec: &Exec, report: &JobReport, marker: &str) -> Vec<String> {
         .collect()
 }
 
-async fn own_trainer(ranks: u32) -> (Node, Exec, JobReport) {
+/// Runs `script` (a path in the repository) as a `ranks`-rank Torch job named `name`; asserts
+/// that it succeeded and that every rank printed the same value after `marker`. Returns the
+/// node, the executor, the report and each rank's log.
+async fn run_agreeing(
+    name: &str,
+    script: &str,
+    ranks: u32,
+    marker: &str,
+) -> (Node, Exec, JobReport, Vec<String>) {
     let node = Node::new();
     let exec = node.executor(node.pinner()).await;
-    let plan = torch_plan(
-        &exec,
-        "ddp",
-        &repo("examples/workloads/ddp_train.py"),
-        ranks,
-    )
-    .await;
+    let plan = torch_plan(&exec, name, &repo(script), ranks).await;
     let report = exec.run(plan).await.expect("run");
     let logs: Vec<_> = (0..ranks)
         .map(|r| support::log(&exec, &report.job, r))
@@ -84,49 +86,36 @@ async fn own_trainer(ranks: u32) -> (Node, Exec, JobReport) {
         report.outcome,
         logs.join("\n---\n")
     );
-    let sums = values(&exec, &report, "checksum=");
+    let values = values(&exec, &report, marker);
     assert_eq!(
-        sums.len(),
+        values.len(),
         ranks as usize,
-        "one checksum per rank: {logs:?}"
+        "one `{marker}` per rank: {logs:?}"
     );
     assert_eq!(
-        sums.iter().collect::<BTreeSet<_>>().len(),
+        values.iter().collect::<BTreeSet<_>>().len(),
         1,
-        "ranks differ: {sums:?}"
+        "ranks differ: {values:?}"
     );
+    (node, exec, report, logs)
+}
+
+async fn own_trainer(ranks: u32) -> (Node, Exec, JobReport) {
+    let (node, exec, report, _) =
+        run_agreeing("ddp", "examples/workloads/ddp_train.py", ranks, "checksum=").await;
     assert!(report.ranks.iter().all(|r| r.outputs.is_some()));
     support::assert_no_leftovers(&exec, &report.job).await;
     (node, exec, report)
 }
 
 async fn smoke(ranks: u32) {
-    let node = Node::new();
-    let exec = node.executor(node.pinner()).await;
-    let plan = torch_plan(
-        &exec,
+    let (_node, exec, report, logs) = run_agreeing(
         "smoke",
-        &repo("../shared/workloads/ddp_smoke.py"),
+        "../shared/workloads/ddp_smoke.py",
         ranks,
+        "sha256[:16]=",
     )
     .await;
-    let report = exec.run(plan).await.expect("run");
-    let logs: Vec<_> = (0..ranks)
-        .map(|r| support::log(&exec, &report.job, r))
-        .collect();
-    assert!(
-        report.failure().is_none(),
-        "{:?}\n{}",
-        report.outcome,
-        logs.join("\n---\n")
-    );
-    let sums = values(&exec, &report, "sha256[:16]=");
-    assert_eq!(sums.len(), ranks as usize, "{logs:?}");
-    assert_eq!(
-        sums.iter().collect::<BTreeSet<_>>().len(),
-        1,
-        "ranks differ: {sums:?}"
-    );
     assert!(logs[0].contains("-> AGREE"), "{}", logs[0]);
     assert!(
         logs[0].contains("single-process reference MATCHES"),

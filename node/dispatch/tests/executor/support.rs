@@ -2,7 +2,6 @@
 //! the FROM-scratch probe image and the PyTorch CPU image (built by their scripts when absent,
 //! cached by tag), executors over a sled blockstore in a temp dir.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
@@ -10,10 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
 use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, DockerEngine};
-use ganglion_dispatch::executor::plan::{
-    ContainerSlot, GpuAttachment, ImageSource, JobPlan, RunAs, RunId,
-};
-use ganglion_market::spec::{Framework, ResourcesPerGpu};
+use ganglion_dispatch::executor::plan::RunId;
 use ganglion_storage::blockstore::SledBlockstore;
 use ganglion_storage::pin::Embedded;
 
@@ -133,35 +129,7 @@ pub(crate) fn config_at(dir: &Path) -> ExecutorConfig {
     ExecutorConfig::new(dir.join("work"))
 }
 
-/// A plan of `ranks` containers of `image` running `command`, one declared GPU each.
-pub(crate) fn plan(job: RunId, image: &str, command: &[&str], ranks: u32) -> JobPlan {
-    JobPlan {
-        job,
-        image: ImageSource::Local { name: image.into() },
-        command: command.iter().map(|s| s.to_string()).collect(),
-        env: BTreeMap::new(),
-        framework: Framework::Torch,
-        master_port: 29500,
-        world: (0..ranks)
-            .map(|r| ContainerSlot {
-                node_rank: r,
-                gpus: vec![GpuAttachment::Declared {
-                    id: format!("declared-{r}"),
-                }],
-            })
-            .collect(),
-        local: (0..ranks).collect(),
-        per_gpu: ResourcesPerGpu {
-            cpu_cores: 0.5,
-            mem_gib: 0.25,
-            shm_gib: 0.0625,
-            disk_gib: 0.0,
-        },
-        inputs: vec![],
-        max_duration_s: 60,
-        run_as: RunAs::default(),
-    }
-}
+pub(crate) use ganglion_dispatch::test_utils::plan;
 
 /// Ids of containers labelled with `job` (any state), straight from the engine.
 pub(crate) async fn leftovers(exec: &Exec, job: &RunId) -> Vec<String> {

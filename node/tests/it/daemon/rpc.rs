@@ -7,49 +7,56 @@ use ganglion_node::rpc::{self, Api};
 use ganglion_node::wallet::Wallet;
 use ganglion_rpc::error as codes;
 use ganglion_rpc::types::{Balance, NodeInfo, Sent, Tip};
-use jsonrpsee::core::client::{ClientT, Error as ClientError};
-use jsonrpsee::http_client::{HeaderMap, HeaderValue, HttpClient, HttpClientBuilder};
+use jsonrpsee::core::client::ClientT;
 use jsonrpsee::rpc_params;
 use jsonrpsee::ws_client::WsClientBuilder;
 
+use crate::rpc_client::{code, http};
+
 use super::support::{devnet, settings};
 
-fn http(addr: std::net::SocketAddr, token: Option<&str>) -> HttpClient {
-    let mut h = HeaderMap::new();
-    if let Some(t) = token {
-        h.insert(
-            "authorization",
-            HeaderValue::from_str(&format!("Bearer {t}")).expect("header"),
-        );
-    }
-    HttpClientBuilder::default()
-        .set_headers(h)
-        .build(format!("http://{addr}"))
-        .expect("client")
+/// A devnet, a node's RPC server on it with a funded wallet (devnet key 1), an empty
+/// destination wallet, and a client holding the node's cookie.
+struct Served {
+    h: ganglion_testnet::devnet::DevnetHandle,
+    w: Wallet,
+    dest: Wallet,
+    running: ganglion_rpc::server::Running,
+    c: jsonrpsee::http_client::HttpClient,
 }
 
-fn code(e: ClientError) -> i32 {
-    match e {
-        ClientError::Call(o) => o.code(),
-        other => panic!("expected a JSON-RPC error object, got {other:?}"),
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_method_answers_and_bad_params_get_codes() {
-    let t = tempfile::tempdir().expect("tempdir");
-    let h = devnet(t.path()).await;
-    let mut s = settings(&h, &t.path().join("node"));
+async fn served(dir: &std::path::Path) -> Served {
+    let h = devnet(dir).await;
+    let mut s = settings(&h, &dir.join("node"));
     s.apply_env(|k| (k == "GANGLION_RPC_LISTEN").then(|| "127.0.0.1:0".to_string()))
         .expect("listen");
     let w = Wallet::create(s.clone(), Some(1)).expect("wallet");
-    let dest = Wallet::create(settings(&h, &t.path().join("dest")), None).expect("dest");
+    let dest = Wallet::create(settings(&h, &dir.join("dest")), None).expect("dest");
     let running = rpc::serve(s.clone()).await.expect("serves");
     let token = DataDir::open(s.data_dir().expect("dir"))
         .expect("dir")
         .read_rpc_cookie()
         .expect("cookie");
     let c = http(running.addr, Some(&token));
+    Served {
+        h,
+        w,
+        dest,
+        running,
+        c,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_method_answers_and_bad_params_get_codes() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let Served {
+        h,
+        w,
+        dest,
+        running,
+        c,
+    } = served(t.path()).await;
 
     let info: NodeInfo = c.request("node_info", rpc_params![]).await.expect("info");
     assert_eq!(info.network, "devnet");
@@ -166,18 +173,13 @@ async fn amounts_are_strings_out_and_strings_or_integers_in() {
     use serde_json::{Value, json};
 
     let t = tempfile::tempdir().expect("tempdir");
-    let h = devnet(t.path()).await;
-    let mut s = settings(&h, &t.path().join("node"));
-    s.apply_env(|k| (k == "GANGLION_RPC_LISTEN").then(|| "127.0.0.1:0".to_string()))
-        .expect("listen");
-    let w = Wallet::create(s.clone(), Some(1)).expect("wallet");
-    let dest = Wallet::create(settings(&h, &t.path().join("dest")), None).expect("dest");
-    let running = rpc::serve(s.clone()).await.expect("serves");
-    let token = DataDir::open(s.data_dir().expect("dir"))
-        .expect("dir")
-        .read_rpc_cookie()
-        .expect("cookie");
-    let c = http(running.addr, Some(&token));
+    let Served {
+        h,
+        w,
+        dest,
+        running,
+        c,
+    } = served(t.path()).await;
 
     // Responses: strings, for lovelace and for every asset quantity.
     let before: Value = c
@@ -285,7 +287,7 @@ async fn amounts_are_strings_out_and_strings_or_integers_in() {
             .await
             .expect_err("refused");
         let o = match e {
-            ClientError::Call(o) => o,
+            jsonrpsee::core::client::Error::Call(o) => o,
             other => panic!("{p:?}: expected a JSON-RPC error, got {other:?}"),
         };
         assert_eq!(o.code(), codes::INVALID_PARAMS, "{p:?}");

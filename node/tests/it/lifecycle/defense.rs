@@ -12,7 +12,7 @@ use libp2p::PeerId;
 use libp2p::identity::Keypair;
 use libp2p::multiaddr::Protocol;
 
-use super::support::{self, World, wait_for};
+use super::support::{World, wait_for};
 
 fn beat(job: JobId, provider_index: u64) -> HeartbeatRequest {
     HeartbeatRequest {
@@ -42,11 +42,7 @@ async fn heartbeats_from_anyone_but_the_assigned_provider_get_no_receipt() {
         ..
     } = World::two_providers().await;
     let before = [chain.ntx_of(&pa.key_hash), chain.ntx_of(&pb.key_hash)];
-    let job = orch
-        .engine
-        .submit(&support::probe_spec(6, 600_000))
-        .await
-        .expect("lock submitted");
+    let job = orch.submit_probe(6, 600_000).await;
     wait_for("Assigned", || async {
         let r = orch.engine.orchestrator_record(&job).expect("store")?;
         (r.state == OrchestratorState::Assigned).then_some(())

@@ -10,10 +10,12 @@ use ganglion_indexer::event::Event;
 use ganglion_node::job::state::{OrchestratorState, ProviderState};
 use ganglion_node::job::store::TxKind;
 
-use super::support::{self, STAKE, World, wait_for};
+use super::support::{STAKE, World, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_dead_provider_is_slashed_at_expiry_and_the_attested_one_paid() {
+    let world = World::two_providers().await;
+    let before = world.ntx();
     let World {
         chain,
         b,
@@ -21,18 +23,9 @@ async fn a_dead_provider_is_slashed_at_expiry_and_the_attested_one_paid() {
         pa,
         pb,
         ..
-    } = World::two_providers().await;
-    let before = [
-        chain.ntx_of(&pa.key_hash),
-        chain.ntx_of(&pb.key_hash),
-        chain.ntx_of(&orch.key_hash),
-    ];
+    } = world;
 
-    let job = orch
-        .engine
-        .submit(&support::probe_spec(3, 20_000))
-        .await
-        .expect("lock submitted");
+    let job = orch.submit_probe(3, 20_000).await;
     wait_for("provider B dispatched", || async {
         let r = pb.engine.provider_record(&job).expect("store")?;
         matches!(r.state, ProviderState::Preparing | ProviderState::Running).then_some(())

@@ -20,11 +20,7 @@ async fn a_refusing_provider_is_rematched_away() {
     let pc = support::provider(&chain, &c, &root.join("pc")).await;
     support::connect_market(&orch, &[&pr, &pb, &pc], 3).await;
 
-    let job = orch
-        .engine
-        .submit(&support::probe_spec(1, 600_000))
-        .await
-        .expect("lock submitted");
+    let job = orch.submit_probe(1, 600_000).await;
     let r = wait_for("Settled", || async {
         let r = orch.engine.orchestrator_record(&job).expect("store")?;
         (r.state == OrchestratorState::Settled).then_some(r)

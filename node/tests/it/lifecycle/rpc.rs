@@ -8,34 +8,14 @@ use ganglion_node::rpc::Api;
 use ganglion_node::settings::Settings;
 use ganglion_rpc::error as codes;
 use ganglion_rpc::types::{JobStatus, JobSubmitted};
-use jsonrpsee::core::client::{ClientT, Error as ClientError};
-use jsonrpsee::http_client::{HeaderMap, HeaderValue, HttpClient, HttpClientBuilder};
+use jsonrpsee::core::client::ClientT;
 use jsonrpsee::rpc_params;
+
+use crate::rpc_client::{code, http};
 
 use super::support::{self, Chain, wait_for};
 
 const TOKEN: &str = "lifecycle-test-token";
-
-fn http(addr: std::net::SocketAddr, token: Option<&str>) -> HttpClient {
-    let mut h = HeaderMap::new();
-    if let Some(t) = token {
-        h.insert(
-            "authorization",
-            HeaderValue::from_str(&format!("Bearer {t}")).expect("header"),
-        );
-    }
-    HttpClientBuilder::default()
-        .set_headers(h)
-        .build(format!("http://{addr}"))
-        .expect("client")
-}
-
-fn code(e: ClientError) -> i32 {
-    match e {
-        ClientError::Call(o) => o.code(),
-        other => panic!("expected a JSON-RPC error object, got {other:?}"),
-    }
-}
 
 fn api(dir: &std::path::Path) -> Api {
     let s = Settings::from_toml(&format!(

@@ -11,28 +11,20 @@ use ganglion_indexer::event::Event;
 use ganglion_node::job::state::{OrchestratorState, ProviderState};
 use ganglion_node::job::store::TxKind;
 
-use super::support::{self, World, wait_for};
+use super::support::{World, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_job_across_two_providers_settles_and_pays_by_the_escrow_rule() {
+    let world = World::two_providers().await;
+    let before = world.ntx();
     let World {
         chain,
         orch,
         pa,
         pb,
         ..
-    } = World::two_providers().await;
-
-    let before = [
-        chain.ntx_of(&pa.key_hash),
-        chain.ntx_of(&pb.key_hash),
-        chain.ntx_of(&orch.key_hash),
-    ];
-    let job = orch
-        .engine
-        .submit(&support::probe_spec(2, 600_000))
-        .await
-        .expect("lock submitted");
+    } = world;
+    let job = orch.submit_probe(2, 600_000).await;
     let record = wait_for("the orchestrator to reach Settled", || async {
         let r = orch.engine.orchestrator_record(&job).expect("store")?;
         assert!(

@@ -11,29 +11,22 @@ use ganglion_indexer::event::Event;
 use ganglion_node::job::state::{OrchestratorState, ProviderState};
 use ganglion_node::job::store::TxKind;
 
-use super::support::{self, World, wait_for};
+use super::support::{World, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn providers_stop_and_claim_when_the_orchestrator_goes_silent() {
+    let world = World::two_providers().await;
+    let before = world.ntx();
     let World {
         chain,
         orch,
         pa,
         pb,
         ..
-    } = World::two_providers().await;
-    let before = [
-        chain.ntx_of(&pa.key_hash),
-        chain.ntx_of(&pb.key_hash),
-        chain.ntx_of(&orch.key_hash),
-    ];
+    } = world;
 
     // Two minutes of work: it must be stopped long before.
-    let job = orch
-        .engine
-        .submit(&support::probe_spec(120, 600_000))
-        .await
-        .expect("lock submitted");
+    let job = orch.submit_probe(120, 600_000).await;
     // Both providers run and hold a receipt: then the orchestrator's engine dies (its swarm
     // stays, so heartbeats reach a node that no longer answers them).
     for p in [&pa, &pb] {

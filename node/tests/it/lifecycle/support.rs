@@ -15,6 +15,7 @@ use ganglion_contracts::params::{AssetClass, KeyHash};
 use ganglion_contracts::protocol::ProtocolParams;
 use ganglion_contracts::tx::{TxoRef, Utxo};
 use ganglion_contracts::v2::build::{self, BondRequest, Deployment};
+use ganglion_contracts::v2::datum::JobId;
 use ganglion_contracts::v2::params::Params;
 use ganglion_contracts::v2::payout::Payout;
 use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
@@ -380,6 +381,15 @@ pub(crate) struct Stopped<E: ganglion_dispatch::executor::Executor + 'static> {
 }
 
 impl<E: ganglion_dispatch::executor::Executor + 'static> Node<E> {
+    /// Submits [`probe_spec`]`(sleep_s, deadline_in_ms)` through this node's engine (its lock
+    /// goes out) and returns the job id.
+    pub(crate) async fn submit_probe(&self, sleep_s: u32, deadline_in_ms: u64) -> JobId {
+        self.engine
+            .submit(&probe_spec(sleep_s, deadline_in_ms))
+            .await
+            .expect("lock submitted")
+    }
+
     /// Stops the engine and drops its job store (a crash of the job engine, as far as the
     /// store can tell: every write was already flushed).
     pub(crate) async fn stop_engine(self) -> Stopped<E> {
@@ -799,6 +809,15 @@ pub(crate) struct World {
 }
 
 impl World {
+    /// NTX (base units) of provider A, provider B and the orchestrator, in that order.
+    pub(crate) fn ntx(&self) -> [u64; 3] {
+        [
+            self.chain.ntx_of(&self.pa.key_hash),
+            self.chain.ntx_of(&self.pb.key_hash),
+            self.chain.ntx_of(&self.orch.key_hash),
+        ]
+    }
+
     /// [`World`] on a fresh devnet.
     pub(crate) async fn two_providers() -> Self {
         Self::two_providers_on(Chain::start().await).await
