@@ -12,7 +12,7 @@
 //! - [`job`], [`audit`]: `ganglion-jobs` re-exported: the engine driving lock → match →
 //!   accept → assign → dispatch → attest → settle, and `audit verify`.
 //! - [`rpc`]: the `ganglion-rpc` API implemented by the node (`node_*`, `wallet_*`, `job_*`;
-//!   `audit_*`, `market_*`, `provider_*` from [`audit::rpc`]).
+//!   `audit_*`, `market_*`, `provider_*` from [`audit::service`]).
 //! - [`rpc_client`]: a JSON-RPC client of a running node found through its data dir (CLI).
 //! - [`daemon`]: `ganglion node run` — the whole node in one process (indexer, swarm, engine,
 //!   provider side, overlay set-up and the cluster exchange, JSON-RPC) and devnet helpers

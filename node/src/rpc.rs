@@ -21,6 +21,7 @@ use crate::network::NetworkPreset;
 use crate::settings::Settings;
 use crate::wallet::{self, ChainClient, Wallet};
 
+mod audit;
 pub mod bond;
 mod cip30;
 mod codes;
@@ -54,17 +55,13 @@ struct Inner {
     wallet: Option<Wallet>,
 }
 
-/// Builds the `audit_*`, `market_*`, `provider_*` module when the API is turned into one module
-/// (so that a merge error surfaces from [`Api::into_module`]).
-type AuditModule = dyn Fn() -> Result<RpcModule<()>, RegisterMethodError> + Send + Sync;
-
 /// The implementation of every namespace (cheap to clone).
 #[derive(Clone)]
 pub struct Api {
     inner: Arc<Inner>,
     jobs: Option<Arc<dyn JobControl>>,
-    audit: Option<Arc<AuditModule>>,
-    bonds: Option<RpcModule<()>>,
+    audit: Option<Arc<dyn crate::audit::service::Audit>>,
+    bonds: Option<Arc<dyn bond::Bonds>>,
     locks: Option<Arc<dyn crate::job::WalletLocks>>,
     gpus: Option<Arc<GpuReport>>,
 }
@@ -109,12 +106,13 @@ impl Api {
         self
     }
 
-    /// The same API answering `audit_*`, `market_*` and `provider_*` from `audit`.
+    /// The same API answering `audit_*`, `market_*`, `provider_bond`, `provider_offers`,
+    /// `job_logs` and `job_outputs` from `audit`.
     pub fn with_audit<S: ganglion_indexer::store::Kv + Send + Sync + 'static>(
         mut self,
-        audit: crate::audit::rpc::AuditRpc<S>,
+        audit: crate::audit::service::AuditService<S>,
     ) -> Self {
-        self.audit = Some(Arc::new(move || audit.clone().into_module()));
+        self.audit = Some(Arc::new(audit));
         self
     }
 
@@ -123,7 +121,7 @@ impl Api {
         mut self,
         bonds: bond::BondRpc<S>,
     ) -> Self {
-        self.bonds = Some(bonds.into_module());
+        self.bonds = Some(Arc::new(bonds));
         self
     }
 
@@ -138,26 +136,20 @@ impl Api {
         self
     }
 
-    /// All namespaces in one module.
+    /// Every namespace in one module (one trait each: `ganglion_rpc::api`).
     ///
     /// # Errors
     /// [`Error::Merge`] when two namespaces register the same method name.
-    pub fn into_module(mut self) -> Result<RpcModule<()>, Error> {
+    pub fn into_module(self) -> Result<RpcModule<()>, Error> {
+        use ganglion_rpc::api::{AuditApiServer, MarketApiServer, ProviderApiServer, TxApiServer};
         let mut m = RpcModule::new(());
-        if let Some(audit) = self.audit.take() {
-            m.merge(audit()?)?;
-        }
-        if let Some(bonds) = self.bonds.take() {
-            m.merge(bonds)?;
-        }
         m.merge(NodeApiServer::into_rpc(self.clone()))?;
         m.merge(WalletApiServer::into_rpc(self.clone()))?;
         m.merge(JobApiServer::into_rpc(self.clone()))?;
-        m.merge(ganglion_rpc::api::JobWalletApiServer::into_rpc(
-            self.clone(),
-        ))?;
-        m.merge(ganglion_rpc::api::TxApiServer::into_rpc(self.clone()))?;
-        m.merge(ganglion_rpc::api::JobEventsApiServer::into_rpc(self))?;
+        m.merge(TxApiServer::into_rpc(self.clone()))?;
+        m.merge(ProviderApiServer::into_rpc(self.clone()))?;
+        m.merge(AuditApiServer::into_rpc(self.clone()))?;
+        m.merge(MarketApiServer::into_rpc(self))?;
         Ok(m)
     }
 
@@ -365,6 +357,35 @@ impl JobApiServer for Api {
             .into_iter()
             .find(|s| s.role == "orchestrator")
             .ok_or_else(|| error(error::JOB, "the job has no orchestrator record"))
+    }
+
+    async fn build_lock(
+        &self,
+        spec: serde_json::Value,
+        change_address: String,
+        utxos: Option<Vec<String>>,
+    ) -> RpcResult<ganglion_rpc::types::UnsignedLock> {
+        cip30::build_lock(self, spec, change_address, utxos).await
+    }
+
+    async fn events(
+        &self,
+        pending: ganglion_rpc::jsonrpsee::PendingSubscriptionSink,
+        job_id: String,
+    ) -> ganglion_rpc::jsonrpsee::core::SubscriptionResult {
+        events::subscribe(self, pending, job_id).await
+    }
+
+    async fn logs(&self, job_id: String) -> RpcResult<Vec<ganglion_rpc::audit::JobLog>> {
+        audit::logs(self, job_id).await
+    }
+
+    async fn outputs(
+        &self,
+        job_id: String,
+        dir: Option<String>,
+    ) -> RpcResult<Vec<ganglion_rpc::audit::JobOutput>> {
+        audit::outputs(self, job_id, dir).await
     }
 }
 

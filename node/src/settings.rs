@@ -34,21 +34,11 @@
 //! listen = "127.0.0.1:9464"
 //! ```
 //!
-//! **Environment.** Every key of every section has a variable: `GANGLION_<SECTION>__<KEY>`
-//! (upper case, `__` between path levels, e.g. `GANGLION_PROVIDER__MAX_CONCURRENT_JOBS=2`,
-//! `GANGLION_OVERLAY__MTU=1380`, `GANGLION_P2P__BOOTSTRAP='["/ip4/…/p2p/…"]'`). The value is
-//! read as a TOML value (integer, boolean, array, inline table), and as a string when it is
-//! not one. It replaces the file's value before the sections are parsed, so a wrong key or
-//! type is the same named error as in the file. Top-level keys and the usual ones also have
-//! short names, applied last:
-//!
-//! | variable | overrides |
-//! |---|---|
-//! | `GANGLION_NETWORK` | `network` |
-//! | `GANGLION_DATA_DIR` | `data_dir` |
-//! | `GANGLION_N2C` | `chain.n2c` |
-//! | `GANGLION_RPC_LISTEN` | `rpc.listen` |
-//! | `GANGLION_METRICS_LISTEN` | `metrics.listen` (`off` disables it) |
+//! **Environment.** Every key of every section has a variable, `GANGLION_<SECTION>__<KEY>`
+//! (read as a TOML value, else as a string; it replaces the file's value before the sections
+//! are parsed), and the usual keys also short names applied last ([`Settings::apply_env`]).
+//! The variables are documented for users in one place: `docs/provider-guide.md`
+//! (the table after "The daemon's own keys").
 //!
 //! `ganglion node config --print` shows the effective config, each value with where it came
 //! from ([`Sources`]).
@@ -192,9 +182,6 @@ fn env_layer(
     Ok(())
 }
 
-/// Default JSON-RPC listen address (localhost only).
-pub const DEFAULT_RPC_LISTEN: &str = "127.0.0.1:7070";
-
 /// Everything the daemon and the CLI read from config and environment: the one config root,
 /// a section per reader.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -246,6 +233,7 @@ pub struct RpcSection {
 }
 
 impl Default for RpcSection {
+    /// `127.0.0.1:7070`: localhost only.
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
@@ -290,6 +278,9 @@ pub enum Error {
     /// No N2C endpoint configured.
     #[error("no chain connection: set [chain] n2c or GANGLION_N2C")]
     NoN2c,
+    /// The network's preset could not be built.
+    #[error(transparent)]
+    Preset(#[from] crate::network::Error),
     /// Parsed, but a `[provider]` value is impossible.
     #[error("config {path}: {source}")]
     Limits {
@@ -491,6 +482,22 @@ impl Settings {
         }
     }
 
+    /// These settings with every default that depends on where the node runs filled in:
+    /// `data_dir` (from `HOME` and the network) and every `[engine]` key (the engine's defaults
+    /// and the network preset's confirmation depth). What `ganglion node config --print`
+    /// shows; keys with no default (`[chain] n2c`, `[metrics] listen`, …) stay unset.
+    ///
+    /// # Errors
+    /// [`Error::NoDataDir`]; [`Error::Preset`] when the network's preset cannot be built.
+    pub fn effective(&self) -> Result<Self, Error> {
+        let preset = crate::network::NetworkPreset::of(self.network())?;
+        Ok(Self {
+            data_dir: Some(self.data_dir()?),
+            engine: self.engine.filled(&preset),
+            ..self.clone()
+        })
+    }
+
     /// The N2C endpoint: `host:port` when it parses as a socket address, else a socket path.
     ///
     /// # Errors
@@ -520,6 +527,9 @@ fn annotate(out: &mut String, key: &str, path: &str, v: &toml::Value, sources: &
 fn write_section(out: &mut String, name: &str, t: &toml::Table, sources: &Sources) {
     use std::fmt::Write as _;
     let _ = writeln!(out, "\n[{name}]");
+    if t.is_empty() {
+        let _ = writeln!(out, "# nothing set, and no key of it has a default");
+    }
     let mut nested = Vec::new();
     for (k, v) in t {
         match v {
@@ -713,7 +723,35 @@ sysfs_root = "/sys"
     fn the_default_rpc_listen_address_is_localhost() {
         let s = Settings::from_toml("").expect("empty");
         assert!(s.rpc.listen.ip().is_loopback());
-        assert_eq!(s.rpc.listen.to_string(), DEFAULT_RPC_LISTEN);
+        assert_eq!(s.rpc.listen.to_string(), "127.0.0.1:7070");
         assert!(matches!(s.n2c(), Err(Error::NoN2c)));
+    }
+
+    #[test]
+    fn the_printed_config_shows_the_engine_defaults_the_node_runs_with() {
+        let text = "data_dir = \"/srv/g\"\n[engine]\npoll_ms = 750\n";
+        let file = tempfile::NamedTempFile::new().expect("temp");
+        std::fs::write(file.path(), text).expect("write");
+        let (s, sources) = Settings::layered(Some(file.path()), vars(&[])).expect("loads");
+        let effective = s.effective().expect("devnet preset");
+        let d = crate::job::EngineConfig::default();
+        // Set in the file: kept, with its source.
+        assert_eq!(effective.engine.poll_ms, Some(750));
+        // Unset: the value the engine runs with (the devnet preset's depth, the defaults).
+        let preset = crate::network::NetworkPreset::of(Network::Devnet).expect("preset");
+        assert_eq!(
+            effective.engine.confirmation_depth,
+            Some(preset.confirmation_depth)
+        );
+        assert_eq!(effective.engine.validity_slots, Some(d.validity_slots));
+        assert_eq!(effective.engine.missed_receipts, Some(d.missed_receipts));
+        let printed = effective.to_annotated_toml(&sources).expect("toml");
+        assert!(printed.contains("poll_ms = 750  # "), "{printed}");
+        assert!(
+            printed.contains(&format!("validity_slots = {}  # default", d.validity_slots)),
+            "{printed}"
+        );
+        assert!(printed.contains("receipt_interval_ms = "), "{printed}");
+        assert!(printed.contains("data_dir = \"/srv/g\"  # "), "{printed}");
     }
 }

@@ -1,10 +1,14 @@
-//! The method traits. Each namespace is one trait; the node implements them and merges the
+//! The method traits, one per namespace (`node`, `wallet`, `job`, `tx`, `provider`, `audit`,
+//! `market`); the node implements them and merges the
 //! modules (`into_rpc()`) into one server. Mutating methods (`crate::auth::MUTATING`)
 //! are refused without the bearer token by the server's middleware (`crate::auth::RequireToken`).
 
 use jsonrpsee::core::RpcResult;
 use jsonrpsee::proc_macros::rpc;
 
+use crate::audit::{
+    AuditJob, AuditProvider, AuditReport, BondInfo, JobLog, JobOutput, MarketOffer,
+};
 use crate::types::{AmountParam, Balance, GpuReport, JobStatus, JobSubmitted, NodeInfo, Sent, Tip};
 
 /// `node_*`: about the node and its chain.
@@ -51,7 +55,11 @@ pub trait WalletApi {
 }
 
 /// `job_*`: jobs this node orchestrates or runs (answered by the node's job engine; without
-/// one every method answers [`crate::error::JOB`]).
+/// one every method answers [`crate::error::JOB`]), the CIP-30 lock of a wallet outside the
+/// node (`job_buildLock`, submitted back through [`TxApi`]'s `tx_submit`), a job's transitions
+/// as they happen (`job_subscribe`, WebSocket), and the artifacts its providers attested on
+/// chain in their claims (`job_logs`, `job_outputs`: read from the node's blockstore or fetched
+/// over bitswap from the providers).
 #[rpc(server, client, namespace = "job")]
 pub trait JobApi {
     /// Pins the ensemble spec (a JSON object, `docs/ensemble-spec.md`) and locks its budget
@@ -68,12 +76,7 @@ pub trait JobApi {
     /// required). Returns the job's state afterwards.
     #[method(name = "cancel")]
     async fn cancel(&self, job_id: String) -> RpcResult<JobStatus>;
-}
 
-/// `job_buildLock`: a lock for a wallet outside the node (CIP-30), submitted back through
-/// [`TxApi`]'s `tx_submit`.
-#[rpc(server, client, namespace = "job")]
-pub trait JobWalletApi {
     /// Pins the ensemble spec and builds its lock funded by the wallet at `change_address`
     /// (bech32 or hex, a key address on the node's network), spending `utxos` (CIP-30
     /// `getUtxos()` items, hex CBOR) or, when absent, the address's UTxOs on chain. The escrow
@@ -87,6 +90,31 @@ pub trait JobWalletApi {
         change_address: String,
         utxos: Option<Vec<String>>,
     ) -> RpcResult<crate::types::UnsignedLock>;
+
+    /// Streams [`crate::types::JobEvent`]s for `job_id` (64 hex digits) as `job_event`
+    /// notifications: first every transition so far, then each new one, until every record
+    /// the node holds for the job is terminal; then the server closes the subscription with a
+    /// last `job_event` whose `params.error` (instead of `result`) says the job ended, which
+    /// jsonrpsee clients read as the end of the stream.
+    /// Unknown job or no engine: [`crate::error::JOB`]; a malformed id:
+    /// [`crate::error::INVALID_PARAMS`].
+    #[subscription(name = "subscribe" => "event", unsubscribe = "unsubscribe", item = crate::types::JobEvent)]
+    async fn events(&self, job_id: String) -> jsonrpsee::core::SubscriptionResult;
+
+    /// The log of each attested provider of `job_id` (64 hex digits), in assignment order.
+    /// A job with no attestation on chain yet (no provider claimed), or unknown:
+    /// [`crate::error::JOB`]; a malformed id: [`crate::error::INVALID_PARAMS`].
+    #[method(name = "logs")]
+    async fn logs(&self, job_id: String) -> RpcResult<Vec<JobLog>>;
+
+    /// The outputs of each attested provider of `job_id`, listed; with `dir` (an absolute
+    /// path on the node's host) each provider's directory is also unpacked to
+    /// `<dir>/rank-<index>` (existing files there are overwritten). Mutating (it writes
+    /// files): bearer token required. Errors as `job_logs`, and
+    /// [`crate::error::INVALID_PARAMS`] for a relative `dir`, [`crate::error::INTERNAL`] when
+    /// writing fails.
+    #[method(name = "outputs")]
+    async fn outputs(&self, job_id: String, dir: Option<String>) -> RpcResult<Vec<JobOutput>>;
 }
 
 /// `tx_*`: transactions signed outside the node.
@@ -104,24 +132,19 @@ pub trait TxApi {
     ) -> RpcResult<crate::types::TxSubmitted>;
 }
 
-/// `job_subscribe` (WebSocket): a job's transitions as they happen.
-#[rpc(server, client, namespace = "job")]
-pub trait JobEventsApi {
-    /// Streams [`crate::types::JobEvent`]s for `job_id` (64 hex digits) as `job_event`
-    /// notifications: first every transition so far, then each new one, until every record
-    /// the node holds for the job is terminal; then the server closes the subscription with a
-    /// last `job_event` whose `params.error` (instead of `result`) says the job ended, which
-    /// jsonrpsee clients read as the end of the stream.
-    /// Unknown job or no engine: [`crate::error::JOB`]; a malformed id:
-    /// [`crate::error::INVALID_PARAMS`].
-    #[subscription(name = "subscribe" => "event", unsubscribe = "unsubscribe", item = crate::types::JobEvent)]
-    async fn events(&self, job_id: String) -> jsonrpsee::core::SubscriptionResult;
-}
-
-/// `provider_unbond` / `provider_withdraw`: this node's bond, through its wallet (mutating:
-/// bearer token required; the wallet pays the fee and signs).
+/// `provider_*`: this node as a provider: its bonds and offers (read-only), and unbonding and
+/// withdrawing its bond through its wallet (mutating: bearer token required; the wallet pays
+/// the fee and signs).
 #[rpc(server, client, namespace = "provider")]
-pub trait ProviderBondApi {
+pub trait ProviderApi {
+    /// This node's bonds on chain (active and unbonding); empty when it has none.
+    #[method(name = "bond")]
+    async fn bond(&self) -> RpcResult<Vec<BondInfo>>;
+
+    /// This node's offers as its market holds them; empty when it offers nothing.
+    #[method(name = "offers")]
+    async fn offers(&self) -> RpcResult<Vec<MarketOffer>>;
+
     /// Starts unbonding `bond` (`<tx hash hex>#<index>`), or this node's only active bond when
     /// absent: its GPUs leave the market and the unbonding delay (network parameter) starts.
     /// Errors: [`crate::error::INVALID_PARAMS`] (malformed reference), [`crate::error::JOB`]
@@ -137,4 +160,29 @@ pub trait ProviderBondApi {
     /// possible. Other errors as `provider_unbond`.
     #[method(name = "withdraw")]
     async fn withdraw(&self, bond: Option<String>) -> RpcResult<crate::types::BondTx>;
+}
+
+/// `audit_*`: the chain's record of jobs and providers, and independent verification.
+#[rpc(server, client, namespace = "audit")]
+pub trait AuditApi {
+    /// The indexer's view of a job (64 hex digits).
+    #[method(name = "job")]
+    async fn job(&self, job_id: String) -> RpcResult<AuditJob>;
+
+    /// A provider by payment key hash (56 hex digits) or libp2p peer id (base58).
+    #[method(name = "provider")]
+    async fn provider(&self, key: String) -> RpcResult<AuditProvider>;
+
+    /// Re-derives a job from chain and IPFS only (blocks missing locally are fetched over
+    /// bitswap from the job's providers) and reports each check.
+    #[method(name = "verify")]
+    async fn verify(&self, job_id: String) -> RpcResult<AuditReport>;
+}
+
+/// `market_*`: what the node sees of the market.
+#[rpc(server, client, namespace = "market")]
+pub trait MarketApi {
+    /// Live, verified offers (gossipsub), this node's own included.
+    #[method(name = "offers")]
+    async fn offers(&self) -> RpcResult<Vec<MarketOffer>>;
 }

@@ -1,13 +1,8 @@
-//! The read-only namespaces about the chain's record and the live market: `audit_*` (a job,
-//! a provider, and the re-verification of a job from chain and IPFS), `market_*` (live
-//! offers) and `provider_*` (this node's bond and offers), none of which changes state or
-//! needs the bearer token; and `job_logs` / `job_outputs`, a job's attested artifacts
-//! (`job_outputs` writes files, so it needs the token). Types and traits live together here;
-//! amounts are NTX base units as [`Amount`]s (decimal strings), times POSIX ms, keys and hashes
-//! hex.
+//! What the read-only methods about the chain's record and the live market return
+//! (`audit_*`, `market_*`, `provider_bond` / `provider_offers`) and a job's attested artifacts
+//! (`job_logs` / `job_outputs`); their traits are in [`crate::api`]. Amounts are NTX base units
+//! as [`Amount`]s (decimal strings), times POSIX ms, keys and hashes hex.
 
-use jsonrpsee::core::RpcResult;
-use jsonrpsee::proc_macros::rpc;
 use serde::{Deserialize, Serialize};
 
 use crate::amount::Amount;
@@ -184,43 +179,6 @@ pub struct MarketOffer {
     pub expires_ms: u64,
 }
 
-/// `audit_*`: the chain's record of jobs and providers, and independent verification.
-#[rpc(server, client, namespace = "audit")]
-pub trait AuditApi {
-    /// The indexer's view of a job (64 hex digits).
-    #[method(name = "job")]
-    async fn job(&self, job_id: String) -> RpcResult<AuditJob>;
-
-    /// A provider by payment key hash (56 hex digits) or libp2p peer id (base58).
-    #[method(name = "provider")]
-    async fn provider(&self, key: String) -> RpcResult<AuditProvider>;
-
-    /// Re-derives a job from chain and IPFS only (blocks missing locally are fetched over
-    /// bitswap from the job's providers) and reports each check.
-    #[method(name = "verify")]
-    async fn verify(&self, job_id: String) -> RpcResult<AuditReport>;
-}
-
-/// `market_*`: what the node sees of the market.
-#[rpc(server, client, namespace = "market")]
-pub trait MarketApi {
-    /// Live, verified offers (gossipsub), this node's own included.
-    #[method(name = "offers")]
-    async fn offers(&self) -> RpcResult<Vec<MarketOffer>>;
-}
-
-/// `provider_*`: this node as a provider.
-#[rpc(server, client, namespace = "provider")]
-pub trait ProviderApi {
-    /// This node's bonds on chain (active and unbonding); empty when it has none.
-    #[method(name = "bond")]
-    async fn bond(&self) -> RpcResult<Vec<BondInfo>>;
-
-    /// This node's offers as its market holds them; empty when it offers nothing.
-    #[method(name = "offers")]
-    async fn offers(&self) -> RpcResult<Vec<MarketOffer>>;
-}
-
 /// `job_logs`: one provider's attested logs (its rank's container output).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobLog {
@@ -264,24 +222,4 @@ pub struct JobOutput {
     pub written_to: Option<String>,
     /// Why the outputs could not be read (blocks neither held nor fetched), when they could not.
     pub error: Option<String>,
-}
-
-/// `job_logs` / `job_outputs`: the artifacts a job's providers attested on chain (in their
-/// claims), read from the node's blockstore or fetched over bitswap from the providers.
-#[rpc(server, client, namespace = "job")]
-pub trait JobArtifactsApi {
-    /// The log of each attested provider of `job_id` (64 hex digits), in assignment order.
-    /// A job with no attestation on chain yet (no provider claimed), or unknown:
-    /// [`crate::error::JOB`]; a malformed id: [`crate::error::INVALID_PARAMS`].
-    #[method(name = "logs")]
-    async fn logs(&self, job_id: String) -> RpcResult<Vec<JobLog>>;
-
-    /// The outputs of each attested provider of `job_id`, listed; with `dir` (an absolute
-    /// path on the node's host) each provider's directory is also unpacked to
-    /// `<dir>/rank-<index>` (existing files there are overwritten). Mutating (it writes
-    /// files): bearer token required. Errors as `job_logs`, and
-    /// [`crate::error::INVALID_PARAMS`] for a relative `dir`, [`crate::error::INTERNAL`] when
-    /// writing fails.
-    #[method(name = "outputs")]
-    async fn outputs(&self, job_id: String, dir: Option<String>) -> RpcResult<Vec<JobOutput>>;
 }

@@ -5,17 +5,17 @@
 //! the server (HTTP and WebSocket on one port, localhost by default).
 //!
 //! Modules:
-//! - [`api`]: the `node_*`, `wallet_*`, `job_*`, `tx_*` and mutating `provider_*` (unbond,
-//!   withdraw) method traits (`#[rpc(server, client)]`: the node implements the servers, the
-//!   CLI and the demo call the generated `*Client` traits on any jsonrpsee client).
+//! - [`api`]: one method trait per namespace, `node_*`, `wallet_*`, `job_*`, `tx_*`,
+//!   `provider_*`, `audit_*` and `market_*` (`#[rpc(server, client)]`: the node implements the
+//!   servers, the CLI and the demo call the generated `*Client` traits on any jsonrpsee client).
 //! - [`types`]: what the methods take and return (JSON shapes, units).
 //! - [`amount`]: [`amount::Amount`], every lovelace and NTX amount: a decimal string in
 //!   responses, a string or an exact integer in requests, typed "invalid amount" errors.
 //! - [`error`]: JSON-RPC error codes and readable messages.
 //! - [`auth`]: the `Authorization: Bearer <cookie>` check for mutating calls.
 //! - [`server`]: start a server for a set of methods.
-//! - [`audit`]: the read-only `audit_*`, `market_*` and `provider_*` traits and their types,
-//!   and `job_logs` / `job_outputs` (a job's attested artifacts).
+//! - [`audit`]: what the read-only `audit_*`, `market_*`, `provider_bond` / `provider_offers`
+//!   and the artifact (`job_logs` / `job_outputs`) methods return.
 //!
 //! The published API is `docs/openrpc.json`; the node's tests check it against the method
 //! list of the running server.

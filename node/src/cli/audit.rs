@@ -5,7 +5,7 @@
 use ganglion_rpc::audit::{AuditJob, AuditProvider, AuditReport};
 
 use super::remote::{RemoteArgs, call, print_json};
-use ganglion_rpc::audit::AuditApiClient;
+use ganglion_rpc::api::AuditApiClient;
 
 /// Audit jobs and providers (a running node answers: `ganglion node run`).
 #[derive(Debug, clap::Args)]

@@ -14,7 +14,6 @@ use ganglion_rpc::types::{JobStatus, JobSubmitted};
 
 use super::remote::{RemoteArgs, call, print_json};
 use ganglion_rpc::api::JobApiClient;
-use ganglion_rpc::audit::JobArtifactsApiClient;
 
 /// How often `job submit --wait` asks for the job's state.
 const POLL: Duration = Duration::from_secs(1);
@@ -248,7 +247,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         Command::Logs { job_id } => {
             let logs: Vec<JobLog> = call(config, |rpc| {
                 let id = job_id.clone();
-                async move { JobArtifactsApiClient::logs(&rpc, id).await }
+                async move { JobApiClient::logs(&rpc, id).await }
             })?;
             if args.remote.json {
                 print_json(&logs)?;
@@ -271,7 +270,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             };
             let outputs: Vec<JobOutput> = call(config, |rpc| {
                 let id = job_id.clone();
-                async move { JobArtifactsApiClient::outputs(&rpc, id, dir).await }
+                async move { JobApiClient::outputs(&rpc, id, dir).await }
             })?;
             if args.remote.json {
                 print_json(&outputs)?;

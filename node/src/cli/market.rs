@@ -3,7 +3,7 @@
 use ganglion_rpc::audit::MarketOffer;
 
 use super::remote::{RemoteArgs, call, print_json};
-use ganglion_rpc::audit::MarketApiClient;
+use ganglion_rpc::api::MarketApiClient;
 
 /// The live market as the node sees it.
 #[derive(Debug, clap::Args)]

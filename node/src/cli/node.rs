@@ -68,7 +68,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             let (settings, sources) =
                 Settings::load_with_sources(config.as_deref()).context("loading the settings")?;
             if print {
-                print!("{}", settings.to_annotated_toml(&sources)?);
+                print!("{}", settings.effective()?.to_annotated_toml(&sources)?);
             }
             Ok(())
         }

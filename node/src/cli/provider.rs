@@ -6,8 +6,7 @@ use ganglion_rpc::audit::{BondInfo, MarketOffer};
 use ganglion_rpc::types::BondTx;
 
 use super::remote::{RemoteArgs, call, print_json};
-use ganglion_rpc::api::ProviderBondApiClient;
-use ganglion_rpc::audit::ProviderApiClient;
+use ganglion_rpc::api::ProviderApiClient;
 
 /// This node as a provider (a running node answers).
 #[derive(Debug, clap::Args)]
@@ -74,7 +73,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         }
         Command::Unbond { bond } => {
             let t: BondTx = call(config, |rpc| async move {
-                ProviderBondApiClient::unbond(&rpc, bond).await
+                ProviderApiClient::unbond(&rpc, bond).await
             })?;
             if args.remote.json {
                 return print_json(&t);
@@ -89,7 +88,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         }
         Command::Withdraw { bond } => {
             let t: BondTx = call(config, |rpc| async move {
-                ProviderBondApiClient::withdraw(&rpc, bond).await
+                ProviderApiClient::withdraw(&rpc, bond).await
             })?;
             if args.remote.json {
                 return print_json(&t);

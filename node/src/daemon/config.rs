@@ -107,6 +107,52 @@ pub struct EngineSection {
     pub missed_receipts: Option<u32>,
 }
 
+impl EngineSection {
+    /// The engine's timing: these keys over [`crate::job::EngineConfig`]'s defaults, the
+    /// confirmation depth over `preset`'s. `overclaim_factor` counts on the devnet only (on
+    /// another network it is ignored with a warning); declared GPUs are allowed on the
+    /// devnet only.
+    pub fn resolve(&self, preset: &crate::network::NetworkPreset) -> crate::job::EngineConfig {
+        use crate::config::Network;
+        let d = crate::job::EngineConfig::default();
+        crate::job::EngineConfig {
+            depth: self.confirmation_depth.unwrap_or(preset.confirmation_depth),
+            poll: self
+                .poll_ms
+                .map_or(d.poll, std::time::Duration::from_millis),
+            validity_slots: self.validity_slots.unwrap_or(d.validity_slots),
+            receipt_interval_ms: self.receipt_interval_ms.unwrap_or(d.receipt_interval_ms),
+            missed_receipts: self.missed_receipts.unwrap_or(d.missed_receipts),
+            overclaim_factor: match self.overclaim_factor {
+                Some(f) if preset.network == Network::Devnet => f,
+                Some(_) => {
+                    tracing::warn!(
+                        "[engine] overclaim_factor is for the devnet demo only: ignored"
+                    );
+                    1
+                }
+                None => d.overclaim_factor,
+            },
+            allow_declared_gpus: preset.network == Network::Devnet,
+            ..d
+        }
+    }
+
+    /// Every key set to the value the engine runs with ([`EngineSection::resolve`]), for
+    /// `ganglion node config --print`.
+    pub fn filled(&self, preset: &crate::network::NetworkPreset) -> Self {
+        let c = self.resolve(preset);
+        Self {
+            confirmation_depth: Some(c.depth),
+            poll_ms: Some(u64::try_from(c.poll.as_millis()).unwrap_or(u64::MAX)),
+            validity_slots: Some(c.validity_slots),
+            receipt_interval_ms: Some(c.receipt_interval_ms),
+            overclaim_factor: Some(c.overclaim_factor),
+            missed_receipts: Some(c.missed_receipts),
+        }
+    }
+}
+
 /// `[metrics]`: the Prometheus endpoint ([`crate::metrics`]). Off by default; with `listen`
 /// set the node serves `GET /metrics` there (no token: read-only, keep it on localhost or
 /// behind a firewall) and writes the bound address to `node.json` (`metrics`).

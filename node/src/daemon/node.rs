@@ -3,7 +3,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use ganglion_indexer::follow::Source;
 use ganglion_indexer::store::SledKv;
@@ -151,25 +150,7 @@ async fn job_network(
 
 /// Engine timing: `[engine]` over the defaults, depth from the preset.
 fn engine_config(settings: &Settings, preset: &NetworkPreset) -> EngineConfig {
-    let e = &settings.engine;
-    let d = EngineConfig::default();
-    EngineConfig {
-        depth: e.confirmation_depth.unwrap_or(preset.confirmation_depth),
-        poll: e.poll_ms.map_or(d.poll, Duration::from_millis),
-        validity_slots: e.validity_slots.unwrap_or(d.validity_slots),
-        receipt_interval_ms: e.receipt_interval_ms.unwrap_or(d.receipt_interval_ms),
-        missed_receipts: e.missed_receipts.unwrap_or(d.missed_receipts),
-        overclaim_factor: match e.overclaim_factor {
-            Some(f) if preset.network == Network::Devnet => f,
-            Some(_) => {
-                tracing::warn!("[engine] overclaim_factor is for the devnet demo only: ignored");
-                1
-            }
-            None => d.overclaim_factor,
-        },
-        allow_declared_gpus: preset.network == Network::Devnet,
-        ..d
-    }
+    settings.engine.resolve(preset)
 }
 
 /// Runs the node of `settings` until `shutdown` is cancelled, then stops the engine, the RPC
@@ -488,7 +469,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
     let module = api
         .with_engine(engine.handle())
         .with_audit(
-            crate::audit::rpc::AuditRpc::new(
+            crate::audit::service::AuditService::new(
                 r.indexer.clone(),
                 blocks.clone() as Arc<dyn Blockstore>,
             )

@@ -31,8 +31,9 @@ pub mod torch;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use ganglion_rpc::api::AuditApiClient;
 use ganglion_rpc::api::JobApiClient;
-use ganglion_rpc::audit::{AuditApiClient, AuditReport};
+use ganglion_rpc::audit::AuditReport;
 use ganglion_rpc::types::{JobStatus, JobSubmitted};
 use ganglion_testnet::devnet::{self, DevnetConfig};
 use ganglion_testnet::genesis::Genesis;

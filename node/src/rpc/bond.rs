@@ -12,9 +12,7 @@ use ganglion_contracts::v2::build;
 use ganglion_contracts::v2::datum::{BondDatum, GanglionDatum};
 use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
-use ganglion_rpc::api::ProviderBondApiServer;
 use ganglion_rpc::error::{self, error};
-use ganglion_rpc::jsonrpsee::RpcModule;
 use ganglion_rpc::jsonrpsee::core::{RpcResult, async_trait};
 use ganglion_rpc::types::BondTx;
 
@@ -75,11 +73,6 @@ impl<S: Kv + Send + Sync + 'static> BondRpc<S> {
             chain: Arc::new(chain),
             validity_slots,
         }
-    }
-
-    /// `provider_unbond` and `provider_withdraw` in one module.
-    pub fn into_module(self) -> RpcModule<()> {
-        ProviderBondApiServer::into_rpc(self).remove_context()
     }
 
     /// This node's live bonds in `unbonding` state (or not), optionally the one named.
@@ -156,8 +149,26 @@ impl<S: Kv + Send + Sync + 'static> BondRpc<S> {
     }
 }
 
+/// `provider_unbond` and `provider_withdraw` (`ganglion_rpc::api::ProviderApi`): this node's
+/// bond spent through its wallet. Object-safe, so that the RPC server holds one whatever the
+/// indexer's store.
 #[async_trait]
-impl<S: Kv + Send + Sync + 'static> ProviderBondApiServer for BondRpc<S> {
+pub trait Bonds: Send + Sync {
+    /// Starts unbonding `bond` (`<tx hash hex>#<index>`), or this node's only active bond.
+    ///
+    /// # Errors
+    /// As `provider_unbond`.
+    async fn unbond(&self, bond: Option<String>) -> RpcResult<BondTx>;
+
+    /// Withdraws the stake of unbonding `bond`, or of this node's only unbonding bond.
+    ///
+    /// # Errors
+    /// As `provider_withdraw`.
+    async fn withdraw(&self, bond: Option<String>) -> RpcResult<BondTx>;
+}
+
+#[async_trait]
+impl<S: Kv + Send + Sync + 'static> Bonds for BondRpc<S> {
     async fn unbond(&self, bond: Option<String>) -> RpcResult<BondTx> {
         let (r, _) = self.mine(bond.as_deref(), false)?;
         let utxo = self.utxo(r).await?;

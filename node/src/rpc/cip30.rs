@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use ganglion_rpc::api::{JobWalletApiServer, TxApiServer};
+use ganglion_rpc::api::TxApiServer;
 use ganglion_rpc::error::{self, error};
 use ganglion_rpc::jsonrpsee::core::{RpcResult, async_trait};
 use ganglion_rpc::types::{TxSubmitted, UnsignedLock};
@@ -21,17 +21,17 @@ fn unhex(what: &str, s: &str) -> RpcResult<Vec<u8>> {
         .map_err(|e| error(error::INVALID_PARAMS, format!("{what} is not hex: {e}")))
 }
 
-#[async_trait]
-impl JobWalletApiServer for Api {
-    async fn build_lock(
-        &self,
-        spec: serde_json::Value,
-        change_address: String,
-        utxos: Option<Vec<String>>,
-    ) -> RpcResult<UnsignedLock> {
+/// `job_buildLock` (`ganglion_rpc::api::JobApi`).
+pub(super) async fn build_lock(
+    api: &Api,
+    spec: serde_json::Value,
+    change_address: String,
+    utxos: Option<Vec<String>>,
+) -> RpcResult<UnsignedLock> {
+    {
         let spec = ganglion_market::spec::Ensemble::from_json_str(&spec.to_string())
             .map_err(|e| error(error::INVALID_PARAMS, e.to_string()))?;
-        let locks = locks_of(self)?;
+        let locks = locks_of(api)?;
         let l = locks
             .build_lock(&spec, &change_address, utxos.as_deref())
             .await

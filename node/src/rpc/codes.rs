@@ -2,13 +2,12 @@
 //! (`ganglion_rpc::error`): every RPC method turns a failure into an error object here, so the
 //! same failure has the same code whichever method met it. The message is the error with its
 //! whole `source()` chain (the ledger's reason for a refused transaction included).
-//!
-//! The audit namespace maps its own [`AuditError`](crate::audit::AuditError) in
-//! `ganglion_jobs::audit::rpc` (it has no chain, wallet or engine failures).
 
 use ganglion_rpc::error::{self, error};
 use ganglion_rpc::jsonrpsee::types::ErrorObjectOwned;
 
+use crate::audit::AuditError;
+use crate::audit::artifacts::ArtifactsError;
 use crate::job::EngineError;
 use crate::job::chain::ChainError;
 use crate::job::external::ExternalError;
@@ -76,6 +75,33 @@ fn external_code(e: &ExternalError) -> i32 {
     }
 }
 
+fn audit_code(e: &AuditError) -> i32 {
+    match e {
+        AuditError::UnknownJob(_) => error::JOB,
+        AuditError::UnknownProvider(_) => error::INVALID_PARAMS,
+        AuditError::NoPaymentKey => error::WALLET,
+        _ => error::INTERNAL,
+    }
+}
+
+fn artifacts_code(e: &ArtifactsError) -> i32 {
+    match e {
+        ArtifactsError::Audit(a) => audit_code(a),
+        ArtifactsError::NotAttested { .. } => error::JOB,
+        _ => error::INTERNAL,
+    }
+}
+
+/// An audit, market or provider query that failed.
+pub(crate) fn audit(e: &AuditError) -> ErrorObjectOwned {
+    error(audit_code(e), message(e))
+}
+
+/// A job's artifacts that could not be read or written.
+pub(crate) fn artifacts(e: &ArtifactsError) -> ErrorObjectOwned {
+    error(artifacts_code(e), message(e))
+}
+
 /// A chain action (build, balance, sign, submit) that failed.
 pub(crate) fn chain(e: &ChainError) -> ErrorObjectOwned {
     error(chain_code(e), message(e))
@@ -118,5 +144,27 @@ mod tests {
         let missing = ChainError::Missing("ab#0".into());
         assert_eq!(chain_code(&missing), error::JOB);
         assert_eq!(engine_code(&EngineError::Chain(missing)), error::JOB);
+    }
+
+    #[test]
+    fn audit_failures_have_the_codes_of_their_kind() {
+        let job = ganglion_contracts::v2::datum::JobId([7; 32]);
+        assert_eq!(audit_code(&AuditError::UnknownJob(job)), error::JOB);
+        assert_eq!(
+            audit_code(&AuditError::UnknownProvider("zz".into())),
+            error::INVALID_PARAMS
+        );
+        assert_eq!(audit_code(&AuditError::NoPaymentKey), error::WALLET);
+        assert_eq!(audit_code(&AuditError::NoSwarm), error::INTERNAL);
+        // The same unknown job, met while reading artifacts, keeps its code.
+        assert_eq!(
+            artifacts_code(&ArtifactsError::Audit(AuditError::UnknownJob(job))),
+            error::JOB
+        );
+        let not_yet = ArtifactsError::NotAttested {
+            job,
+            status: "assigned".into(),
+        };
+        assert_eq!(artifacts_code(&not_yet), error::JOB);
     }
 }

@@ -5,10 +5,9 @@
 
 use std::time::Duration;
 
-use ganglion_rpc::api::JobEventsApiServer;
 use ganglion_rpc::error::{self, error};
 use ganglion_rpc::jsonrpsee::PendingSubscriptionSink;
-use ganglion_rpc::jsonrpsee::core::{SubscriptionResult, async_trait};
+use ganglion_rpc::jsonrpsee::core::SubscriptionResult;
 use ganglion_rpc::types::{JobEvent, JobTx};
 
 use super::{Api, codes, jobs_of, name, parse_job_id};
@@ -71,9 +70,13 @@ fn poll(
     Ok((out, done))
 }
 
-#[async_trait]
-impl JobEventsApiServer for Api {
-    async fn events(&self, pending: PendingSubscriptionSink, job_id: String) -> SubscriptionResult {
+/// `job_subscribe` (`ganglion_rpc::api::JobApi`).
+pub(super) async fn subscribe(
+    api: &Api,
+    pending: PendingSubscriptionSink,
+    job_id: String,
+) -> SubscriptionResult {
+    {
         let job = match parse_job_id(&job_id) {
             Ok(j) => j,
             Err(e) => {
@@ -81,7 +84,7 @@ impl JobEventsApiServer for Api {
                 return Ok(());
             }
         };
-        let jobs = match jobs_of(self) {
+        let jobs = match jobs_of(api) {
             Ok(j) => j.clone(),
             Err(e) => {
                 pending.reject(e).await;

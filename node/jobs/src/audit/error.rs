@@ -18,6 +18,15 @@ pub enum AuditError {
     /// No provider with this key hash or peer id is known on chain.
     #[error("no provider {0} on chain")]
     UnknownProvider(String),
+    /// A market query on a node that runs no p2p swarm.
+    #[error("this node runs no p2p swarm")]
+    NoSwarm,
+    /// The node's swarm did not answer (boxed: its errors are large).
+    #[error("p2p: {0}")]
+    Swarm(#[from] Box<ganglion_p2p::Error>),
+    /// A query about this node as a provider on a node without a payment key.
+    #[error("this node has no payment key: run `ganglion wallet new`")]
+    NoPaymentKey,
 }
 
 impl From<ganglion_storage::blockstore::Error> for AuditError {

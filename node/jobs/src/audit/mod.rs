@@ -9,7 +9,7 @@
 //!    assignment, each acceptance and attestation signature, each result and log DAG, each
 //!    payment against the escrow rule, the refund). The report passes only if all do.
 //!
-//! [`verify`] does both. The node serves it as JSON-RPC `audit_verify` ([`rpc::AuditRpc`],
+//! [`verify`] does both. The node serves it as JSON-RPC `audit_verify` ([`service::AuditService`],
 //! which also answers `audit_job`, `audit_provider`, `market_offers`, `provider_bond`,
 //! `provider_offers`, `job_logs` and `job_outputs`); `ganglion audit verify <job>` calls that.
 //!
@@ -21,7 +21,8 @@
 //!   `claims`: its claims and slashes re-derived rule by rule (G1, G3, G4, G6).
 //! - [`dag`]: walking and re-hashing a DAG held in memory.
 //! - [`record`]: the indexer's job and provider records in their JSON-RPC shapes.
-//! - [`rpc`]: the `audit_*`, `market_*` and `provider_*` methods.
+//! - [`service`]: the read-only queries the node's `audit_*`, `market_*`, `provider_bond` /
+//!   `provider_offers` and `job_logs` / `job_outputs` methods answer ([`service::Audit`]).
 
 pub mod artifacts;
 pub mod checks;
@@ -30,7 +31,7 @@ pub mod dag;
 pub mod error;
 pub mod evidence;
 pub mod record;
-pub mod rpc;
+pub mod service;
 
 use ganglion_contracts::v2::datum::JobId;
 use ganglion_indexer::Indexer;

@@ -65,7 +65,7 @@ pub(crate) fn with_offline_namespaces(api: ganglion_node::rpc::Api) -> ganglion_
     ));
     let blocks: std::sync::Arc<dyn ganglion_storage::blockstore::Blockstore> =
         std::sync::Arc::new(ganglion_storage::blockstore::MemoryBlockstore::new());
-    api.with_audit(ganglion_node::audit::rpc::AuditRpc::new(
+    api.with_audit(ganglion_node::audit::service::AuditService::new(
         indexer.clone(),
         blocks,
     ))

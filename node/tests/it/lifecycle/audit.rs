@@ -10,7 +10,7 @@ use cid::Cid;
 use ganglion_contracts::v2::datum::JobId;
 use ganglion_dispatch::executor::Executor;
 use ganglion_indexer::event::Event;
-use ganglion_node::audit::rpc::AuditRpc;
+use ganglion_node::audit::service::AuditService;
 use ganglion_node::audit::{self, Evidence, Report, checks};
 use ganglion_node::rpc::Api;
 use ganglion_node::settings::Settings;
@@ -235,7 +235,7 @@ pub(crate) async fn audit_settled_job<E: Executor + 'static, F: Executor + 'stat
     let module = Api::new(settings)
         .expect("api")
         .with_audit(
-            AuditRpc::new(
+            AuditService::new(
                 orch.indexer.clone(),
                 orch.blocks.clone() as Arc<dyn Blockstore>,
             )
