@@ -147,6 +147,16 @@ pub enum EngineError {
     },
 }
 
+impl EngineError {
+    /// Whether trying again with the same inputs can help ([`crate::retry::classify`]): a
+    /// [`Class::Fatal`](crate::retry::Class::Fatal) failure (a request the builder or the validator
+    /// refuses, terms that cannot be met) never succeeds by waiting; anything else (the chain or
+    /// the swarm unreachable, a UTxO not yet seen, wallet funds) may.
+    pub fn retry_class(&self) -> crate::retry::Class {
+        crate::retry::classify(self)
+    }
+}
+
 impl From<ganglion_storage::blockstore::Error> for EngineError {
     fn from(e: ganglion_storage::blockstore::Error) -> Self {
         Self::Blockstore(Box::new(e))

@@ -293,7 +293,16 @@ pub(crate) async fn pass<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
     for r in records.into_iter().filter(|r| !r.state.is_terminal()) {
         let job = r.job_id;
         if let Err(e) = step(ctx, r).await {
-            tracing::warn!(job = %job, error = %e, "orchestrator step");
+            // A failure no retry can mend is an error for the operator; the rest are
+            // passing (the next pass, or the retry governor, tries again).
+            match e.retry_class() {
+                crate::retry::Class::Fatal => {
+                    tracing::error!(job = %job, error = %e, retryable = false, "orchestrator step");
+                }
+                crate::retry::Class::Retryable => {
+                    tracing::warn!(job = %job, error = %e, retryable = true, "orchestrator step");
+                }
+            }
             if let Ok(Some(mut rec)) = ctx.store.get::<OrchestratorRole>(&job) {
                 rec.detail.last_error = Some(e.to_string());
                 let _ = ctx.store.set_detail::<OrchestratorRole>(&job, rec.detail);

@@ -271,7 +271,16 @@ pub(crate) async fn pass<S: Kv + 'static, E: Executor + 'static>(ctx: &Arc<Ctx<S
     for r in records.into_iter().filter(|r| !r.state.is_terminal()) {
         let job = r.job_id;
         if let Err(e) = step(ctx, r).await {
-            tracing::warn!(job = %job, error = %e, "provider step");
+            // A failure no retry can mend is an error for the operator; the rest are
+            // passing (the next pass, or the retry governor, tries again).
+            match e.retry_class() {
+                crate::retry::Class::Fatal => {
+                    tracing::error!(job = %job, error = %e, retryable = false, "provider step");
+                }
+                crate::retry::Class::Retryable => {
+                    tracing::warn!(job = %job, error = %e, retryable = true, "provider step");
+                }
+            }
             // For status displays (`job_status`'s `last_error`).
             let why = e.to_string();
             if let Ok(Some(mut rec)) = ctx.store.get::<ProviderRole>(&job)

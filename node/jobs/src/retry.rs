@@ -185,6 +185,13 @@ mod tests {
     }
 
     #[test]
+    fn an_error_says_whether_a_retry_can_help() {
+        assert_eq!(over_budget().retry_class(), Class::Fatal);
+        let unreachable = EngineError::Chain(ChainError::Missing("ab#0".into()));
+        assert_eq!(unreachable.retry_class(), Class::Retryable);
+    }
+
+    #[test]
     fn an_impossible_settle_is_fatal_and_never_tried_again() {
         let r = Retries::default();
         let job = JobId([7; 32]);
