@@ -11,7 +11,9 @@ pub enum Error {
     #[error("blueprint: {0}")]
     Blueprint(String),
 
-    /// Applying the parameters to the compiled validator failed.
+    /// Applying the parameters to the compiled validator failed (uplc could not decode the
+    /// program or the parameters). uplc's reason as text: its error holds `Rc`s, so it could
+    /// not cross threads inside this error.
     #[error("applying validator parameters failed: {0}")]
     ApplyParams(String),
 
@@ -121,9 +123,16 @@ pub enum Error {
     #[error("invalid request: {0}")]
     InvalidRequest(String),
 
-    /// A signature does not verify.
-    #[error("signature does not verify: {0}")]
-    BadSignature(String),
+    /// A signature does not verify: `what` says whether the key or the signature was
+    /// malformed or the signature is not the key's over the message.
+    #[error("signature does not verify: {what}")]
+    BadSignature {
+        /// `the key is malformed`, `the signature is malformed` or `not signed by this key`.
+        what: &'static str,
+        /// ed25519's reason.
+        #[source]
+        source: ed25519_dalek::SignatureError,
+    },
 
     /// The UTxO needed for an action is not in the given set.
     #[error("missing UTxO: {0}")]

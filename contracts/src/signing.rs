@@ -18,12 +18,11 @@ pub fn sign(key: &SigningKey, message: &[u8]) -> Vec<u8> {
 /// # Errors
 /// [`Error::BadSignature`] when the key or signature is malformed or does not verify.
 pub fn verify(key: &[u8; 32], message: &[u8], signature: &[u8]) -> Result<()> {
-    let vkey = VerifyingKey::from_bytes(key)
-        .map_err(|e| Error::BadSignature(format!("attest key: {e}")))?;
-    let sig = Signature::from_slice(signature)
-        .map_err(|e| Error::BadSignature(format!("signature: {e}")))?;
+    let bad = |what| move |source| Error::BadSignature { what, source };
+    let vkey = VerifyingKey::from_bytes(key).map_err(bad("the key is malformed"))?;
+    let sig = Signature::from_slice(signature).map_err(bad("the signature is malformed"))?;
     vkey.verify(message, &sig)
-        .map_err(|e| Error::BadSignature(e.to_string()))
+        .map_err(bad("not signed by this key"))
 }
 
 #[cfg(test)]

@@ -22,9 +22,12 @@ pub enum ClientCallError {
     /// No `node.json`: the node is not running (or has not finished starting).
     #[error("no running node found: {0} is missing (start one with `ganglion node run`)")]
     NotRunning(PathBuf),
-    /// The cookie could not be read.
-    #[error("reading the RPC cookie: {0}")]
-    Cookie(String),
+    /// The cookie could not be read from the data dir.
+    #[error("reading the RPC cookie")]
+    Cookie(#[source] crate::datadir::Error),
+    /// The token cannot be sent as an HTTP header value.
+    #[error("the RPC token cannot be an HTTP header: it holds a byte outside visible ASCII")]
+    Token,
     /// The node answered with a JSON-RPC error.
     #[error("{message} (JSON-RPC error {code})")]
     Rpc {
@@ -70,21 +73,21 @@ impl NodeClient {
         })?;
         let token = DataDir::open(data_dir)
             .and_then(|d| d.read_rpc_cookie())
-            .map_err(|e| ClientCallError::Cookie(e.to_string()))?;
+            .map_err(ClientCallError::Cookie)?;
         Self::new(info.rpc, Some(&token))
     }
 
     /// A client of `addr`, sending `token` as the bearer token when given.
     ///
     /// # Errors
-    /// [`ClientCallError::Cookie`] for a token that cannot be a header value.
+    /// [`ClientCallError::Token`] for a token that cannot be a header value.
     pub fn new(addr: std::net::SocketAddr, token: Option<&str>) -> Result<Self, ClientCallError> {
         let mut headers = HeaderMap::new();
         if let Some(t) = token {
             headers.insert(
                 "authorization",
                 HeaderValue::from_str(&format!("Bearer {t}"))
-                    .map_err(|e| ClientCallError::Cookie(e.to_string()))?,
+                    .map_err(|_| ClientCallError::Token)?,
             );
         }
         let http = HttpClientBuilder::default()

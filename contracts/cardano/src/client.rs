@@ -28,9 +28,12 @@ pub enum ClientError {
     /// Connecting failed.
     #[error("cannot connect")]
     Connect(#[source] std::io::Error),
-    /// The handshake failed or was refused.
-    #[error("handshake failed: {0}")]
-    Handshake(String),
+    /// The handshake failed (connection, protocol).
+    #[error("handshake failed")]
+    Handshake(#[source] pallas_network::miniprotocols::handshake::Error),
+    /// The node refused every version offered (its answer, as pallas prints it).
+    #[error("handshake refused: {0}")]
+    HandshakeRefused(String),
     /// The submission protocol failed (connection closed, agency).
     #[error("local-tx-submission")]
     Protocol(#[from] pallas_network::miniprotocols::localtxsubmission::Error),
@@ -57,7 +60,7 @@ impl N2cClient {
     /// `node.socket`) and hand-shake with network `magic`.
     ///
     /// # Errors
-    /// [`ClientError::Connect`], [`ClientError::Handshake`].
+    /// [`ClientError::Connect`], [`ClientError::Handshake`], [`ClientError::HandshakeRefused`].
     pub async fn connect_unix(path: &Path, magic: u64) -> Result<Self, ClientError> {
         let bearer = Bearer::connect_unix(path)
             .await
@@ -69,7 +72,7 @@ impl N2cClient {
     /// and hand-shake with network `magic`.
     ///
     /// # Errors
-    /// [`ClientError::Connect`], [`ClientError::Handshake`].
+    /// [`ClientError::Connect`], [`ClientError::Handshake`], [`ClientError::HandshakeRefused`].
     pub async fn connect_tcp(addr: SocketAddr, magic: u64) -> Result<Self, ClientError> {
         let bearer = Bearer::connect_tcp(addr)
             .await
@@ -94,11 +97,11 @@ impl N2cClient {
             }),
             Ok(other) => {
                 plexer.abort().await;
-                Err(ClientError::Handshake(format!("{other:?}")))
+                Err(ClientError::HandshakeRefused(format!("{other:?}")))
             }
             Err(e) => {
                 plexer.abort().await;
-                Err(ClientError::Handshake(e.to_string()))
+                Err(ClientError::Handshake(e))
             }
         }
     }

@@ -88,9 +88,9 @@ pub enum EngineError {
     /// The p2p layer.
     #[error("p2p: {0}")]
     P2p(#[from] p2p::Error),
-    /// The spec is invalid or could not be stored or read.
+    /// The spec is invalid or could not be stored, read or matched.
     #[error("spec: {0}")]
-    Spec(String),
+    Spec(#[source] Box<SpecError>),
     /// Terms no honest run can meet (budget below the window, run past the deadline): refused
     /// before the lock.
     #[error(transparent)]
@@ -145,6 +145,48 @@ pub enum EngineError {
         /// Why.
         reason: String,
     },
+}
+
+/// Why a job's ensemble spec could not be checked, stored, fetched, read or matched
+/// ([`EngineError::Spec`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// The spec breaks a rule of `docs/ensemble-spec.md`, or is not a spec.
+    #[error(transparent)]
+    Invalid(#[from] ganglion_market::spec::SpecError),
+    /// The spec could not be serialised for pinning.
+    #[error("serialising the spec")]
+    Serialise(#[source] serde_json::Error),
+    /// The escrow's spec CID does not parse.
+    #[error("the spec CID does not parse")]
+    Cid(#[source] cid::Error),
+    /// The orchestrator's peer id (recorded at accept) does not parse.
+    #[error("the orchestrator's peer id does not parse")]
+    OrchestratorPeer(#[source] libp2p::identity::ParseError),
+    /// The spec could not be imported into the blockstore (UnixFS).
+    #[error("pinning the spec")]
+    Import(#[source] ganglion_storage::unixfs::Error),
+    /// The spec's blocks could not be pinned.
+    #[error("pinning the spec")]
+    Pin(#[source] ganglion_storage::blockstore::Error),
+    /// The spec's blocks are not readable as one file.
+    #[error("reading the spec from the blockstore")]
+    Read(#[source] ganglion_storage::unixfs::Error),
+    /// The market's offers do not form a snapshot to match against.
+    #[error("the market snapshot")]
+    Snapshot(#[from] ganglion_market::snapshot::SnapshotError),
+    /// Every UTxO of the wallet already seeded a job this node tracks: no new job id.
+    #[error(
+        "the wallet has no UTxO to seed a new job id (every one seeded a job this node tracks)"
+    )]
+    NoSeed,
+}
+
+impl From<SpecError> for EngineError {
+    fn from(e: SpecError) -> Self {
+        Self::Spec(Box::new(e))
+    }
 }
 
 impl EngineError {

@@ -23,7 +23,7 @@ use libp2p::PeerId;
 use serde::{Deserialize, Serialize};
 
 use super::chain::SignedTx;
-use super::engine::{Ctx, EngineError, OrchestratorRecord, OrchestratorRole};
+use super::engine::{Ctx, EngineError, OrchestratorRecord, OrchestratorRole, SpecError};
 use super::retry;
 use super::state::{OrchestratorEvent, OrchestratorState};
 use super::store::{JobRecord, TxIntent, TxKind};
@@ -141,16 +141,15 @@ pub(crate) fn pin_spec<S: Kv, E: Executor>(
     spec: &Ensemble,
     now: u64,
 ) -> Result<Vec<u8>, EngineError> {
-    spec.validate(now)
-        .map_err(|e| EngineError::Spec(e.to_string()))?;
+    spec.validate(now).map_err(SpecError::from)?;
     // Before anything is locked: a budget that cannot pay the window or a run that cannot end
     // before the deadline is refused here, not found out at the assign, a claim or the expire.
     super::terms::check(spec, now)?;
-    let json = serde_json::to_vec(spec).map_err(|e| EngineError::Spec(e.to_string()))?;
+    let json = serde_json::to_vec(spec).map_err(SpecError::Serialise)?;
     let imported = unixfs::import_bytes(&json, &ImportOptions::cid_v1(), &ctx.blockstore)
-        .map_err(|e| EngineError::Spec(format!("pinning the spec: {e}")))?;
+        .map_err(SpecError::Import)?;
     ganglion_storage::blockstore::pin_recursive(&ctx.blockstore, &imported.root)
-        .map_err(|e| EngineError::Spec(format!("pinning the spec: {e}")))?;
+        .map_err(SpecError::Pin)?;
     // On disk before the lock names it: after a crash the providers must still find the spec.
     ctx.blockstore.flush()?;
     Ok(imported.root.to_bytes())
@@ -177,13 +176,7 @@ pub(crate) fn seed_of(
         .max_by_key(|u| u.output.value.lovelace)
         .or_else(|| fresh.iter().max_by_key(|u| u.output.value.lovelace))
         .map(|u| (*u).clone())
-        .ok_or_else(|| {
-            EngineError::Spec(
-                "the wallet has no UTxO to seed a new job id (every one seeded a job this node \
-                 tracks)"
-                    .into(),
-            )
-        })
+        .ok_or_else(|| SpecError::NoSeed.into())
 }
 
 /// Pins the spec, locks the budget. See [`super::Engine::submit`].
@@ -442,7 +435,7 @@ async fn do_match<S: Kv, E: Executor>(
             allow_declared: ctx.config.allow_declared_gpus,
         },
     )
-    .map_err(|e| EngineError::Spec(e.to_string()))?;
+    .map_err(SpecError::from)?;
     let plan = match match_gang(&Requirements::from_ensemble(&r.detail.spec), &snapshot) {
         Ok(p) => p,
         Err(no_fit) => {

@@ -24,7 +24,7 @@ use libp2p::PeerId;
 use serde::{Deserialize, Serialize};
 
 use super::cluster::{ClusterPeers, ClusterSetup, peers_of};
-use super::engine::{Ctx, EngineError, ProviderRecord, ProviderRole};
+use super::engine::{Ctx, EngineError, ProviderRecord, ProviderRole, SpecError};
 use super::gpu_pick::{self, PooledGpu};
 use super::orchestrator;
 use super::state::{ProviderEvent, ProviderState};
@@ -576,15 +576,13 @@ async fn fetch_spec<S: Kv, E: Executor>(
     r: &ProviderRecord,
     spec_cid: &[u8],
 ) -> Result<Ensemble, EngineError> {
-    let cid = cid::Cid::try_from(spec_cid).map_err(|e| EngineError::Spec(e.to_string()))?;
-    let peer = PeerId::from_bytes(&r.detail.orchestrator_peer)
-        .map_err(|e| EngineError::Spec(format!("orchestrator peer id: {e}")))?;
+    let cid = cid::Cid::try_from(spec_cid).map_err(SpecError::Cid)?;
+    let peer =
+        PeerId::from_bytes(&r.detail.orchestrator_peer).map_err(SpecError::OrchestratorPeer)?;
     ctx.p2p.fetch_dag(cid, peer).await?;
     let mut json = Vec::new();
-    ganglion_storage::unixfs::cat(&ctx.blockstore, &cid, &mut json)
-        .map_err(|e| EngineError::Spec(e.to_string()))?;
-    Ensemble::from_json_str(&String::from_utf8_lossy(&json))
-        .map_err(|e| EngineError::Spec(e.to_string()))
+    ganglion_storage::unixfs::cat(&ctx.blockstore, &cid, &mut json).map_err(SpecError::Read)?;
+    Ok(Ensemble::from_json_str(&String::from_utf8_lossy(&json)).map_err(SpecError::from)?)
 }
 
 /// Why this node's share of a job cannot be planned.

@@ -55,7 +55,7 @@ pub fn classify(e: &EngineError) -> Class {
             Build::InvalidRequest(_)
             | Build::ScriptFailed { .. }
             | Build::MalformedData { .. }
-            | Build::BadSignature(_)
+            | Build::BadSignature { .. }
             | Build::ExUnitsTooLarge { .. }
             | Build::TxTooLarge { .. },
         ))
