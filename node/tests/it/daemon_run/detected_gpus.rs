@@ -3,8 +3,8 @@
 //! machine cannot cross, having no GPU) posts a bond for it, and the orchestrator's market
 //! shows the card as a real (not declared) GPU with its VRAM.
 
-use super::{Children, START, cli_json, config, ganglion, start};
 use super::support::{self, Chain, RATE, STAKE, dev_key};
+use super::{Children, START, cli_json, config, ganglion, start};
 use ganglion_node::daemon::devnet;
 
 /// An AMD card as the kernel shows it under `<root>/class/drm` (amdgpu): 64 GiB of VRAM and a
