@@ -24,6 +24,8 @@ use ganglion_dispatch::overlay::node::OverlayNode;
 use ganglion_dispatch::overlay::pod::{self, OVERLAY_IFNAME};
 use ganglion_dispatch::overlay::router::{LinkMode, OverlayPeer};
 use ganglion_dispatch::overlay::tun::{self, OVERLAY_MTU, TunDevice};
+use ganglion_node::daemon::exchange::ClusterHellos;
+use ganglion_p2p::protocols::ClusterResponse;
 
 /// True when root; otherwise prints why the test is skipped.
 fn root(test: &str) -> bool {
@@ -945,18 +947,25 @@ async fn overlay_isolation_between_two_jobs() {
     }
 }
 
-/// A p2p node on loopback TCP (port 0) with no bonds: enough for the `cluster` protocol.
+/// A p2p node on loopback TCP (port 0) with no bonds: enough for the `cluster` protocol. Its
+/// inbound cluster hellos are answered from `hellos`, as a provider's job engine answers them
+/// through its overlay set-up.
 struct P2pNode {
     client: ganglion_p2p::Client,
-    events: tokio::sync::mpsc::Receiver<ganglion_p2p::Event>,
+    /// What this node announced (`exchange::exchange` registers there).
+    hellos: Arc<ClusterHellos>,
+    /// Every inbound hello's sender and the answer it got.
+    answered: Arc<std::sync::Mutex<Vec<(libp2p::PeerId, ClusterResponse)>>>,
     peer: libp2p::PeerId,
     addr: libp2p::Multiaddr,
-    task: tokio::task::JoinHandle<()>,
+    tasks: [tokio::task::JoinHandle<()>; 2],
 }
 
 impl Drop for P2pNode {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
     }
 }
 
@@ -968,9 +977,29 @@ async fn p2p_node(seed: u8) -> P2pNode {
         listen: vec![],
         ..Config::default()
     };
-    let (client, event_loop, events, _inbound) =
+    let (client, event_loop, events, mut inbound) =
         p2p::new(key, config, BondSnapshot::default()).expect("swarm builds");
     let task = tokio::spawn(event_loop.run());
+    tokio::spawn(p2p::log_events(events));
+    let hellos = Arc::new(ClusterHellos::default());
+    let answered = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let serve = tokio::spawn({
+        let (client, hellos, answered) = (client.clone(), hellos.clone(), answered.clone());
+        async move {
+            while let Some(request) = inbound.recv().await {
+                if let p2p::inbound::Inbound::Cluster {
+                    peer,
+                    request,
+                    responder,
+                } = request
+                {
+                    let answer = hellos.answer(peer, &request);
+                    answered.lock().expect("lock").push((peer, answer.clone()));
+                    let _ = client.respond_cluster(responder, answer).await;
+                }
+            }
+        }
+    });
     let addr = client
         .listen("/ip4/127.0.0.1/tcp/0".parse().expect("multiaddr"))
         .await
@@ -978,10 +1007,11 @@ async fn p2p_node(seed: u8) -> P2pNode {
         .with(libp2p::multiaddr::Protocol::P2p(peer));
     P2pNode {
         client,
-        events,
+        hellos,
+        answered,
         peer,
         addr,
-        task,
+        tasks: [task, serve],
     }
 }
 
@@ -1007,10 +1037,8 @@ async fn observed(node: &P2pNode) -> Vec<libp2p::Multiaddr> {
 async fn overlay_keys_exchanged_over_p2p_cluster_protocol() {
     use ganglion_contracts::v2::datum::JobId as ChainJobId;
     use ganglion_node::daemon::exchange;
-    use ganglion_p2p::Event;
-    use ganglion_p2p::protocols::ClusterResponse;
 
-    let (mut a, b, c) = (p2p_node(71).await, p2p_node(72).await, p2p_node(73).await);
+    let (a, b, c) = (p2p_node(71).await, p2p_node(72).await, p2p_node(73).await);
     b.client.dial(a.addr.clone()).await.expect("b dials a");
     c.client.dial(a.addr.clone()).await.expect("c dials a");
     let (seen_a, seen_b) = (observed(&a).await, observed(&b).await);
@@ -1039,8 +1067,8 @@ async fn overlay_keys_exchanged_over_p2p_cluster_protocol() {
     let timeout = Duration::from_secs(20);
     let (only_b, only_a) = ([b.peer], [a.peer]);
     let (got_a, got_b) = tokio::join!(
-        exchange::exchange(&a.client, hello_a.clone(), &only_b, timeout),
-        exchange::exchange(&b.client, hello_b.clone(), &only_a, timeout),
+        exchange::exchange(&a.client, &a.hellos, hello_a.clone(), &only_b, timeout),
+        exchange::exchange(&b.client, &b.hellos, hello_b.clone(), &only_a, timeout),
     );
     let (got_a, got_b) = (got_a.expect("a's exchange"), got_b.expect("b's exchange"));
     assert_eq!(got_a.get(&b.peer), Some(&hello_b));
@@ -1060,23 +1088,19 @@ async fn overlay_keys_exchanged_over_p2p_cluster_protocol() {
             .expect("answer"),
         ClusterResponse::NotAssigned
     );
-    let err = exchange::exchange(&c.client, hello_c, &[a.peer], timeout)
+    let err = exchange::exchange(&c.client, &c.hellos, hello_c, &[a.peer], timeout)
         .await
         .expect_err("not assigned");
     assert!(err.to_string().contains("not assigned"), "{err}");
-    let mut from_c = 0;
-    let mut from_b = 0;
-    while let Ok(e) = a.events.try_recv() {
-        if let Event::ClusterHelloReceived { peer, .. } = e {
-            if peer == c.peer {
-                from_c += 1;
-            } else if peer == b.peer {
-                from_b += 1;
-            }
-        }
-    }
-    assert_eq!(from_c, 0, "A never accepts C's hello");
-    assert!(from_b >= 1, "A took B's hello");
+    let answered = a.answered.lock().expect("lock").clone();
+    let hellos_to = |peer| {
+        answered
+            .iter()
+            .filter(|(p, r)| *p == peer && matches!(r, ClusterResponse::Hello(_)))
+            .count()
+    };
+    assert_eq!(hellos_to(c.peer), 0, "A never gives C its hello");
+    assert!(hellos_to(b.peer) >= 1, "A gave B its hello");
 
     // A knows no shared LAN (takes B's observed mapping); B shares 127/8 (takes A's LAN one).
     let peer_b = exchange::learn_peer(
@@ -1870,8 +1894,8 @@ async fn overlay_relay_fallback_when_direct_udp_is_blocked() {
     let timeout = Duration::from_secs(20);
     let (only_b, only_a) = ([b.peer], [a.peer]);
     let (got_a, got_b) = tokio::join!(
-        exchange::exchange(&a.client, hellos[0].clone(), &only_b, timeout),
-        exchange::exchange(&b.client, hellos[1].clone(), &only_a, timeout),
+        exchange::exchange(&a.client, &a.hellos, hellos[0].clone(), &only_b, timeout),
+        exchange::exchange(&b.client, &b.hellos, hellos[1].clone(), &only_a, timeout),
     );
     let got = [got_a.expect("a's exchange"), got_b.expect("b's exchange")];
     let relay_after = Duration::from_secs(2);

@@ -4,6 +4,10 @@
 //! DESIGN §6). The engine knows the assignment; [`ClusterSetup`] knows the network. The daemon
 //! implements it with the overlay (`ganglion_node::daemon::overlay`); without one (tests, a single
 //! Docker host) the executor's own network needs no set-up.
+//!
+//! The other side of the exchange: another node's hello reaches the engine from the swarm
+//! ([`ganglion_p2p::inbound::Inbound::Cluster`]) and is answered by `on_hello`, which asks
+//! the [`ClusterSetup`]: it holds what this node announced for each job, and to whom.
 
 use async_trait::async_trait;
 use ganglion_contracts::v2::datum::{Assignment, JobId};
@@ -13,6 +17,7 @@ use libp2p::PeerId;
 
 use ganglion_dispatch::executor::plan::RunId;
 use ganglion_p2p::Client;
+use ganglion_p2p::protocols::{ClusterHello, ClusterResponse};
 
 /// One job's nodes as the assignment names them, seen from this provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +47,26 @@ pub trait ClusterSetup: Send + Sync {
 
     /// Forgets `job` (its run ended).
     fn forget(&self, job: &JobId);
+
+    /// Answers `peer`'s cluster `hello` (`/ganglion/cluster/1`): this node's hello for the
+    /// job when `peer` is one of the job's other assigned nodes,
+    /// [`ClusterResponse::NotAssigned`] (no key, no endpoint) when it is not, and
+    /// [`ClusterResponse::UnknownJob`] when this node has announced nothing for the job (yet).
+    fn answer(&self, peer: PeerId, hello: &ClusterHello) -> ClusterResponse;
+}
+
+/// The engine's answer to `peer`'s cluster `hello`: the [`ClusterSetup`]'s, when `cluster` (the
+/// provider side's) is one; [`ClusterResponse::UnknownJob`] otherwise (an orchestrator, or a
+/// provider whose executor network needs no exchange, runs no job network with others).
+pub(crate) fn on_hello(
+    cluster: Option<&dyn ClusterSetup>,
+    peer: PeerId,
+    hello: &ClusterHello,
+) -> ClusterResponse {
+    match cluster {
+        Some(setup) => setup.answer(peer, hello),
+        None => ClusterResponse::UnknownJob,
+    }
 }
 
 /// The peers of `assignments` for the provider at `index`: each other assignment's provider's

@@ -29,7 +29,8 @@
 //! engine.orchestrator_record(&job)?;              // state, history, intents
 //! engine.cancel(&job).await?;                     // while still open
 //! // provider: `provider: Some(ProviderSide { executor, attest, offer, policy, .. })`: the
-//! // engine answers accept requests itself (`accept`).
+//! // engine answers accept requests itself (`accept`), and cluster hellos through the side's
+//! // `cluster` set-up (`cluster::on_hello`).
 //! // JSON-RPC `job_*`: Api::new(settings)?.with_jobs(Arc::new(engine.handle())).into_module()
 //! engine.shutdown().await;
 //! ```
@@ -542,9 +543,10 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
     }
 }
 
-/// Answers the swarm's inbound requests, one at a time (so two accept decisions never race),
-/// apart from the driver passes (so a slow chain action never delays an answer past the
-/// requester's timeout). Ends when the engine stops or the swarm is gone.
+/// Answers the swarm's inbound requests (accept requests, cluster hellos, heartbeats): the one
+/// place where this node decides what its peers asked. One at a time (so two accept decisions
+/// never race), apart from the driver passes (so a slow chain action never delays an answer
+/// past the requester's timeout). Ends when the engine stops or the swarm is gone.
 async fn answer_inbound<S: Kv + 'static, E: Executor + 'static>(
     ctx: Arc<Ctx<S, E>>,
     mut inbound: InboundRx,
@@ -566,6 +568,15 @@ async fn answer_inbound<S: Kv + 'static, E: Executor + 'static>(
             } => {
                 let answer = super::accept::on_request(&ctx, peer, &request);
                 ctx.p2p.respond_accept(responder, answer).await
+            }
+            Inbound::Cluster {
+                peer,
+                request,
+                responder,
+            } => {
+                let setup = ctx.provider.as_ref().and_then(|p| p.cluster.as_deref());
+                let answer = super::cluster::on_hello(setup, peer, &request);
+                ctx.p2p.respond_cluster(responder, answer).await
             }
             Inbound::Heartbeat {
                 peer,

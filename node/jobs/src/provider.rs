@@ -57,7 +57,8 @@ pub struct ProviderSide<E> {
     /// What this provider accepts (price, deadline, capacity, reservation TTL).
     pub policy: super::accept::AcceptPolicy,
     /// Sets up the job's network with the other assigned providers before each dispatch (the
-    /// daemon's overlay); `None` when the executor's network needs no set-up.
+    /// daemon's overlay), and answers their cluster hellos ([`ClusterSetup::answer`]); `None`
+    /// when the executor's network needs no set-up (every hello is then `UnknownJob`).
     pub cluster: Option<Arc<dyn ClusterSetup>>,
 }
 

@@ -15,6 +15,11 @@ use super::protocols::{
 };
 use super::rtt::Rtt;
 
+/// Capacity of the command channel (Client → EventLoop). Commands are small and the loop handles
+/// each in microseconds; 256 absorbs a burst of parallel requests while still applying
+/// back-pressure to a runaway caller.
+pub const COMMAND_CHANNEL: usize = 256;
+
 /// A command for the event loop.
 #[derive(Debug)]
 pub(crate) enum Command {
@@ -38,7 +43,6 @@ pub(crate) enum Command {
         Box<ClusterHello>,
         oneshot::Sender<Result<ClusterResponse, Error>>,
     ),
-    RegisterCluster(Box<ClusterHello>, Vec<PeerId>, oneshot::Sender<()>),
     ObservedAddrs(oneshot::Sender<Vec<(PeerId, Multiaddr)>>),
     Heartbeat(
         PeerId,
@@ -46,6 +50,7 @@ pub(crate) enum Command {
         oneshot::Sender<Result<HeartbeatResponse, Error>>,
     ),
     RespondAccept(Responder<AcceptResponse>, AcceptResponse),
+    RespondCluster(Responder<ClusterResponse>, Box<ClusterResponse>),
     RespondHeartbeat(Responder<HeartbeatResponse>, Box<HeartbeatResponse>),
     RawGossip(Vec<u8>, oneshot::Sender<Result<(), Error>>),
     FindPeer(PeerId, oneshot::Sender<Vec<Multiaddr>>),
@@ -194,23 +199,6 @@ impl Client {
         self.ask(|r| Command::Accept(peer, req, r)).await?
     }
 
-    /// Registers this node's overlay info for a job, bound to the job's assignment: a peer in
-    /// `assigned` (the other nodes of the job) sending its hello gets this one back; any other
-    /// peer gets [`ClusterResponse::NotAssigned`] and its hello is not reported. Registering
-    /// again replaces both.
-    ///
-    /// # Errors
-    /// [`Error::Stopped`].
-    pub async fn register_cluster(
-        &self,
-        hello: ClusterHello,
-        assigned: impl IntoIterator<Item = PeerId>,
-    ) -> Result<(), Error> {
-        let assigned = assigned.into_iter().collect();
-        self.ask(|r| Command::RegisterCluster(Box::new(hello), assigned, r))
-            .await
-    }
-
     /// This node's addresses as connected peers observed them (identify's `observed_addr`),
     /// one per connected peer: behind a NAT, the public side of the mapping.
     ///
@@ -220,7 +208,8 @@ impl Client {
         self.ask(Command::ObservedAddrs).await
     }
 
-    /// Sends this node's cluster hello to a peer of the job; returns the peer's answer.
+    /// Sends this node's cluster hello to a peer of the job; returns the peer's answer (its
+    /// hello, or why not: the peer's job engine decides, [`super::inbound::Inbound::Cluster`]).
     ///
     /// # Errors
     /// [`Error::Request`], [`Error::Stopped`].
@@ -243,6 +232,19 @@ impl Client {
         response: AcceptResponse,
     ) -> Result<(), Error> {
         self.send(Command::RespondAccept(responder, response)).await
+    }
+
+    /// Answers an inbound cluster hello ([`super::inbound::Inbound::Cluster`]).
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn respond_cluster(
+        &self,
+        responder: Responder<ClusterResponse>,
+        response: ClusterResponse,
+    ) -> Result<(), Error> {
+        self.send(Command::RespondCluster(responder, Box::new(response)))
+            .await
     }
 
     /// Sends a provider's heartbeat to the job's orchestrator `peer` and returns its answer: a

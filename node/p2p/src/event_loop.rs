@@ -1,20 +1,17 @@
 //! The event loop: sole owner of the [`Swarm`]; selects over swarm events, client commands and
-//! the market prune timer. Requests the node answers (accept, heartbeat) go to the job engine with
-//! their response channel ([`super::inbound`]); the loop keeps no job state.
+//! the market prune timer, and keeps the pending requests (ours, by request id). Requests the
+//! node answers (accept, cluster, heartbeat) go to the job engine with their response channel
+//! ([`super::inbound`]); the loop keeps no job state.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::Instant;
 
 use futures::StreamExt;
-use ganglion_contracts::v2::datum::JobId;
 use libp2p::gossipsub::{self, MessageAcceptance};
-use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport};
+use libp2p::request_response::{self, OutboundRequestId};
 use libp2p::swarm::dial_opts::DialOpts;
 use libp2p::swarm::{ConnectionId, SwarmEvent};
-use libp2p::{
-    Multiaddr, PeerId, StreamProtocol, Swarm, autonat, core::transport::ListenerId, dcutr,
-    identify, kad, noise, ping, relay, tcp, yamux,
-};
+use libp2p::{Multiaddr, PeerId, Swarm, autonat, core::transport::ListenerId, identify, kad, ping};
 use tokio::sync::{mpsc, oneshot};
 
 use super::behaviour::{Behaviour, BehaviourEvent};
@@ -25,14 +22,12 @@ use super::limits::{InFlight, RateLimiter};
 use super::listen::PendingListen;
 use super::offers::{BondSnapshot, Market, SignedOffer, verify_offer};
 use super::protocols::{
-    self, ACCEPT_PROTOCOL, AcceptResponse, CLUSTER_PROTOCOL, CborCodec, ClusterHello,
-    ClusterResponse, HEARTBEAT_PROTOCOL, HeartbeatRequest, HeartbeatResponse, RefusalReason,
+    self, AcceptResponse, ClusterHello, ClusterResponse, HeartbeatRequest, HeartbeatResponse,
+    RefusalReason,
 };
 use super::relayed::RelayRoutes;
 use super::rtt::RttMatrix;
-use super::{
-    Config, Error, Event, INVALID_OFFER_WEIGHT, MAX_CLUSTER_JOBS, MAX_HEARTBEATS_IN_FLIGHT,
-};
+use super::{Config, Error, Event, MAX_HEARTBEATS_IN_FLIGHT};
 
 type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
@@ -74,123 +69,6 @@ fn complete_outbound<Req, Resp>(
     }
 }
 
-/// Builds the swarm: TCP + QUIC + relay client transports, noise, yamux, and [`Behaviour`].
-pub(crate) fn build_swarm(
-    keypair: libp2p::identity::Keypair,
-    config: &Config,
-) -> Result<Swarm<Behaviour>, Error> {
-    let cfg = config.clone();
-    let swarm = libp2p::SwarmBuilder::with_existing_identity(keypair)
-        .with_tokio()
-        .with_tcp(
-            tcp::Config::default().nodelay(true),
-            noise::Config::new,
-            yamux::Config::default,
-        )
-        .map_err(|e| Error::Build(Box::new(e)))?
-        .with_quic()
-        .with_relay_client(noise::Config::new, yamux::Config::default)
-        .map_err(|e| Error::Build(Box::new(e)))?
-        .with_behaviour(|key, relay_client| make_behaviour(key, relay_client, &cfg))
-        .map_err(|e| Error::Build(e.to_string().into()))?
-        .with_swarm_config(|c| c.with_idle_connection_timeout(cfg.idle_timeout))
-        .build();
-    Ok(swarm)
-}
-
-fn make_behaviour(
-    key: &libp2p::identity::Keypair,
-    relay_client: relay::client::Behaviour,
-    cfg: &Config,
-) -> Result<Behaviour, Box<dyn std::error::Error + Send + Sync>> {
-    let peer_id = key.public().to_peer_id();
-    let topic = protocols::offer_topic(cfg.network_magic);
-    let gossip_config = gossipsub::ConfigBuilder::default()
-        .heartbeat_interval(cfg.gossip_heartbeat)
-        .validation_mode(gossipsub::ValidationMode::Strict)
-        .validate_messages()
-        .max_transmit_size(super::offers::MAX_OFFER_BYTES)
-        .message_id_fn(|m: &gossipsub::Message| {
-            use std::hash::{DefaultHasher, Hash, Hasher};
-            let mut h = DefaultHasher::new();
-            m.data.hash(&mut h);
-            m.source.hash(&mut h);
-            gossipsub::MessageId::from(h.finish().to_be_bytes().to_vec())
-        })
-        .build()?;
-    let mut gossipsub = gossipsub::Behaviour::new(
-        gossipsub::MessageAuthenticity::Signed(key.clone()),
-        gossip_config,
-    )?;
-    let mut score = gossipsub::PeerScoreParams::default();
-    let topic_score = gossipsub::TopicScoreParams {
-        topic_weight: 1.0,
-        mesh_message_deliveries_weight: 0.0,
-        mesh_failure_penalty_weight: 0.0,
-        invalid_message_deliveries_weight: INVALID_OFFER_WEIGHT,
-        invalid_message_deliveries_decay: 0.5,
-        ..Default::default()
-    };
-    score.topics.insert(topic.hash(), topic_score);
-    // Loopback tests and devnets run many peers on one IP.
-    score.ip_colocation_factor_weight = 0.0;
-    gossipsub.with_peer_score(score, gossipsub::PeerScoreThresholds::default())?;
-
-    let rr_config = request_response::Config::default()
-        .with_request_timeout(cfg.request_timeout)
-        .with_max_concurrent_streams(super::MAX_CONCURRENT_STREAMS);
-    let mut kad = kad::Behaviour::with_config(
-        peer_id,
-        kad::store::MemoryStore::new(peer_id),
-        kad::Config::new(StreamProtocol::new("/ganglion/kad/1")),
-    );
-    kad.set_mode(Some(kad::Mode::Server));
-    Ok(Behaviour {
-        relay_client,
-        relay_server: cfg
-            .relay_server
-            .then(|| relay::Behaviour::new(peer_id, relay::Config::default()))
-            .into(),
-        dcutr: dcutr::Behaviour::new(peer_id),
-        autonat: autonat::Behaviour::new(
-            peer_id,
-            autonat::Config {
-                boot_delay: cfg.autonat_boot_delay,
-                only_global_ips: cfg.autonat_only_global_ips,
-                // Serving is opt-in: with no dial-back budget every probe is refused.
-                throttle_clients_global_max: if cfg.autonat_server { 30 } else { 0 },
-                ..autonat::Config::default()
-            },
-        ),
-        kad,
-        // Pushing listen-address changes keeps Kademlia's view of a peer right when it starts
-        // listening after it dialled its bootstrap peers.
-        identify: identify::Behaviour::new(
-            identify::Config::new("/ganglion/id/1".into(), key.public())
-                .with_push_listen_addr_updates(true),
-        ),
-        ping: ping::Behaviour::new(ping::Config::new().with_interval(cfg.ping_interval)),
-        gossipsub,
-        accept: request_response::Behaviour::with_codec(
-            CborCodec::new(protocols::MAX_ACCEPT_BYTES),
-            [(ACCEPT_PROTOCOL, ProtocolSupport::Full)],
-            rr_config.clone(),
-        ),
-        cluster: request_response::Behaviour::with_codec(
-            CborCodec::new(protocols::MAX_CLUSTER_BYTES),
-            [(CLUSTER_PROTOCOL, ProtocolSupport::Full)],
-            rr_config.clone(),
-        ),
-        heartbeat: request_response::Behaviour::with_codec(
-            CborCodec::new(protocols::MAX_HEARTBEAT_BYTES),
-            [(HEARTBEAT_PROTOCOL, ProtocolSupport::Full)],
-            rr_config,
-        ),
-        bitswap: cfg.blockstore.clone().map(super::bitswap::behaviour).into(),
-        streams: libp2p_stream::Behaviour::new(),
-    })
-}
-
 /// Owns the swarm. Run it with [`EventLoop::run`].
 pub struct EventLoop {
     swarm: Swarm<Behaviour>,
@@ -211,8 +89,6 @@ pub struct EventLoop {
     pending_accept: HashMap<OutboundRequestId, (PeerId, Reply<AcceptResponse>)>,
     pending_cluster: HashMap<OutboundRequestId, (PeerId, Reply<ClusterResponse>)>,
     pending_heartbeat: HashMap<OutboundRequestId, (PeerId, Reply<HeartbeatResponse>)>,
-    /// Own hello per job and the peers assigned to it (the only ones answered).
-    clusters: HashMap<JobId, (ClusterHello, HashSet<PeerId>)>,
     /// Our address as each connected peer observed it (identify).
     observed: HashMap<PeerId, Multiaddr>,
     relays: RelayRoutes,
@@ -251,7 +127,6 @@ impl EventLoop {
             pending_accept: HashMap::new(),
             pending_cluster: HashMap::new(),
             pending_heartbeat: HashMap::new(),
-            clusters: HashMap::new(),
             observed: HashMap::new(),
             relays,
             fetches,
@@ -438,19 +313,6 @@ impl EventLoop {
             Command::ObservedAddrs(reply) => {
                 let _ = reply.send(self.observed.iter().map(|(p, a)| (*p, a.clone())).collect());
             }
-            Command::RegisterCluster(hello, assigned, reply) => {
-                if self.clusters.len() >= MAX_CLUSTER_JOBS
-                    && !self.clusters.contains_key(&hello.job_id)
-                {
-                    // Drop an arbitrary old registration; jobs this old are long settled.
-                    if let Some(k) = self.clusters.keys().next().copied() {
-                        self.clusters.remove(&k);
-                    }
-                }
-                self.clusters
-                    .insert(hello.job_id, (*hello, assigned.into_iter().collect()));
-                let _ = reply.send(());
-            }
             Command::Heartbeat(peer, request, reply) => {
                 self.relays.route(&mut self.swarm, &peer);
                 let id = self
@@ -485,6 +347,13 @@ impl EventLoop {
                     .behaviour_mut()
                     .accept
                     .send_response(responder.0, response);
+            }
+            Command::RespondCluster(responder, response) => {
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .cluster
+                    .send_response(responder.0, *response);
             }
             Command::RespondHeartbeat(responder, response) => {
                 // The request leaves `heartbeats_in_flight` when request-response reports the
@@ -758,6 +627,8 @@ impl EventLoop {
         }
     }
 
+    /// Another node's cluster hello: per-peer token bucket, then the engine's channel; either
+    /// full answers `RateLimited` at once and hands nothing over.
     fn on_cluster(&mut self, event: request_response::Event<ClusterHello, ClusterResponse>) {
         let Some(event) = complete_outbound(&mut self.pending_cluster, event) else {
             return;
@@ -771,30 +642,29 @@ impl EventLoop {
             ..
         } = event
         {
-            let response = if !self.allow(peer) {
-                ClusterResponse::RateLimited
-            } else {
-                match self.clusters.get(&request.job_id) {
-                    Some((_, assigned)) if !assigned.contains(&peer) => {
-                        tracing::debug!(target: "p2p", %peer, "cluster hello from a peer not assigned to the job");
-                        ClusterResponse::NotAssigned
-                    }
-                    Some((own, _)) => {
-                        let own = own.clone();
-                        self.emit(Event::ClusterHelloReceived {
-                            peer,
-                            hello: request,
-                        });
-                        ClusterResponse::Hello(own)
-                    }
-                    None => ClusterResponse::UnknownJob,
-                }
+            if !self.allow(peer) {
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .cluster
+                    .send_response(channel, ClusterResponse::RateLimited);
+                return;
+            }
+            let inbound = Inbound::Cluster {
+                peer,
+                request,
+                responder: Responder(channel),
             };
-            let _ = self
-                .swarm
-                .behaviour_mut()
-                .cluster
-                .send_response(channel, response);
+            if let Err(e) = self.inbound.try_send(inbound)
+                && let Inbound::Cluster { responder, .. } = e.into_inner()
+            {
+                tracing::debug!(target: "p2p", %peer, "cluster hello not handed over: the engine is busy or gone");
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .cluster
+                    .send_response(responder.0, ClusterResponse::RateLimited);
+            }
         }
     }
 

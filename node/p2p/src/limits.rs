@@ -1,12 +1,21 @@
 //! Per-peer limits on inbound requests: a token bucket over all request-response protocols
 //! ([`RateLimiter`]) and, for heartbeats, a cap on the requests waiting for the job engine's
-//! answer ([`InFlight`]).
+//! answer ([`InFlight`], [`MAX_HEARTBEATS_IN_FLIGHT`]); the streams per protocol and connection
+//! ([`MAX_CONCURRENT_STREAMS`]).
 
 use std::collections::HashMap;
 use std::time::Instant;
 
 use libp2p::PeerId;
 use libp2p::request_response::InboundRequestId;
+
+/// Concurrent inbound + outbound streams per request-response protocol and connection.
+pub const MAX_CONCURRENT_STREAMS: usize = 32;
+/// Heartbeats one peer may have with the job engine, unanswered, at once. A provider sends one
+/// per job per receipt interval and the engine answers in milliseconds, so 8 covers a provider
+/// on 8 jobs of one orchestrator whose heartbeats coincide; a flood cannot take more than 8 of
+/// the [`INBOUND_CHANNEL`](crate::inbound::INBOUND_CHANNEL) places.
+pub const MAX_HEARTBEATS_IN_FLIGHT: usize = 8;
 
 /// A token bucket per peer: `burst` requests at once, refilled at `per_second`.
 ///

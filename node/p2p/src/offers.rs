@@ -28,6 +28,8 @@ pub const MAX_OFFER_ADDRS: usize = 16;
 pub const MAX_OFFER_GPU_GROUPS: usize = 64;
 /// Longest validity an offer may claim, ms (1 hour): a provider re-publishes well before.
 pub const MAX_OFFER_TTL_MS: u64 = 3_600_000;
+/// Gossipsub P4 weight for an invalid offer (score −10 × count² per offence; graylisted at −80).
+pub const INVALID_OFFER_WEIGHT: f64 = -10.0;
 
 const OFFER_DOMAIN: &str = "ganglion/offer/v1";
 

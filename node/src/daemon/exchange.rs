@@ -3,15 +3,19 @@
 //! candidates of its WireGuard socket to the job's other assigned nodes, and turns their
 //! answers into [`OverlayPeer`]s.
 //!
-//! - Binding: a node registers its hello for exactly the peers assigned to the job
-//!   ([`ganglion_p2p::Client::register_cluster`]); any other peer gets `NotAssigned` and no key.
+//! - Binding: a node keeps its hello for exactly the peers assigned to the job
+//!   ([`ClusterHellos`]); another node's hello reaches the job engine from the swarm
+//!   (`ganglion_p2p::inbound::Inbound::Cluster`), which asks the overlay set-up, which answers
+//!   from its [`ClusterHellos`]: an assigned peer gets the hello, any other peer `NotAssigned`
+//!   and no key, a job with no hello (yet) `UnknownJob`.
 //! - Candidates, in order: the socket's LAN address(es), then the public mapping a connected
 //!   peer observed for this node (identify's `observed_addr`) with the WireGuard socket's port
 //!   (MASQUERADE keeps a source port when it is free; simultaneous punching then opens both
 //!   NATs). The receiver picks a candidate on a LAN it shares, else the first observed one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use boringtun::x25519::PublicKey;
@@ -29,6 +33,63 @@ use ganglion_p2p::protocols::{ClusterHello, ClusterResponse, MAX_CLUSTER_CANDIDA
 
 /// Pause between tries while a peer has not registered the job yet.
 const RETRY: Duration = Duration::from_millis(200);
+
+/// Most jobs a node keeps its hello for; registering one more drops the oldest registration
+/// (jobs that old are long settled).
+pub const MAX_CLUSTER_JOBS: usize = 256;
+
+/// This node's side of the exchange: its hello per job and the peers assigned to the job with
+/// it, the only ones [`ClusterHellos::answer`] gives it to. A hello stays registered after its
+/// job's run ended (a peer late to the exchange still gets it), at most [`MAX_CLUSTER_JOBS`]
+/// jobs, the oldest dropped first.
+#[derive(Debug, Default)]
+pub struct ClusterHellos {
+    book: Mutex<HelloBook>,
+}
+
+#[derive(Debug, Default)]
+struct HelloBook {
+    jobs: HashMap<ChainJobId, (ClusterHello, HashSet<PeerId>)>,
+    /// Registration order, oldest first.
+    order: VecDeque<ChainJobId>,
+}
+
+impl ClusterHellos {
+    /// Registers `hello` for its job, given to the peers in `assigned` (the job's other
+    /// nodes) only. Registering a job again replaces both.
+    pub fn register(&self, hello: ClusterHello, assigned: impl IntoIterator<Item = PeerId>) {
+        let mut book = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        let job = hello.job_id;
+        book.order.retain(|j| *j != job);
+        while book.order.len() >= MAX_CLUSTER_JOBS {
+            if let Some(oldest) = book.order.pop_front() {
+                book.jobs.remove(&oldest);
+            }
+        }
+        book.order.push_back(job);
+        book.jobs
+            .insert(job, (hello, assigned.into_iter().collect()));
+    }
+
+    /// The answer to `peer`'s `hello`: this node's hello for the job when `peer` is assigned
+    /// to it, [`ClusterResponse::NotAssigned`] when it is not, [`ClusterResponse::UnknownJob`]
+    /// when no hello is registered for the job.
+    pub fn answer(&self, peer: PeerId, hello: &ClusterHello) -> ClusterResponse {
+        let book = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        match book.jobs.get(&hello.job_id) {
+            Some((_, assigned)) if !assigned.contains(&peer) => {
+                tracing::debug!(%peer, job = %hello.job_id,
+                    "cluster hello from a peer not assigned to the job");
+                ClusterResponse::NotAssigned
+            }
+            Some((own, _)) => {
+                tracing::debug!(%peer, job = %hello.job_id, "cluster hello answered");
+                ClusterResponse::Hello(own.clone())
+            }
+            None => ClusterResponse::UnknownJob,
+        }
+    }
+}
 
 /// The endpoint candidates of a WireGuard socket: `lan` (concrete addresses, not `0.0.0.0`)
 /// first, then every distinct IPv4 address in `observed` (what peers saw as this node's
@@ -199,10 +260,11 @@ async fn relearn(client: &Client, peer: PeerId) {
     }
 }
 
-/// Runs the exchange for one job from this node: registers `own` for the `assigned` peers
-/// (the job's other nodes), then sends it to each of them until each answers with its own
-/// hello for the job; a peer that has not registered yet is asked again every 200 ms, one that
-/// cannot be reached is looked up in the DHT first ([`relearn`]).
+/// Runs the exchange for one job from this node: registers `own` in `hellos` for the
+/// `assigned` peers (the job's other nodes; whoever answers this node's inbound hellos answers
+/// from `hellos`), then sends it to each of them until each answers with its own hello for the
+/// job; a peer that has not registered yet is asked again every 200 ms, one that cannot be
+/// reached is looked up in the DHT first ([`relearn`]).
 /// Returns every peer's hello.
 ///
 /// # Errors
@@ -211,6 +273,7 @@ async fn relearn(client: &Client, peer: PeerId) {
 /// when the p2p layer has stopped.
 pub async fn exchange(
     client: &Client,
+    hellos: &ClusterHellos,
     own: ClusterHello,
     assigned: &[PeerId],
     timeout: Duration,
@@ -219,13 +282,7 @@ pub async fn exchange(
         peer: peer.to_string(),
         reason,
     };
-    client
-        .register_cluster(own.clone(), assigned.iter().copied())
-        .await
-        .map_err(|e| OverlayError::Exchange {
-            peer: "this node".into(),
-            reason: format!("p2p stopped: {e}"),
-        })?;
+    hellos.register(own.clone(), assigned.iter().copied());
     let deadline = tokio::time::Instant::now() + timeout;
     let ask = |peer: PeerId| {
         let own = own.clone();
@@ -243,6 +300,9 @@ pub async fn exchange(
                         return Err(fail(&peer, "refused: not assigned to the job".into()));
                     }
                     Ok(other) => last = format!("{other:?}"),
+                    Err(e @ ganglion_p2p::Error::Stopped) => {
+                        return Err(fail(&peer, format!("p2p stopped: {e}")));
+                    }
                     Err(e) => {
                         last = e.to_string();
                         relearn(client, peer).await;
@@ -349,6 +409,63 @@ mod tests {
             ..good
         };
         assert!(check(&garbage).is_err());
+    }
+
+    #[test]
+    fn a_hello_goes_to_the_assigned_peers_only() {
+        let keys = JobKeys::generate();
+        let ep: SocketAddr = "10.0.0.1:1".parse().expect("addr");
+        let own = hello(ChainJobId([7; 32]), &keys, &[plan().addresses[0]], &[ep]);
+        let theirs = hello(ChainJobId([7; 32]), &keys, &[plan().addresses[1]], &[ep]);
+        let (assigned, other) = (PeerId::random(), PeerId::random());
+        let book = ClusterHellos::default();
+        assert_eq!(book.answer(assigned, &theirs), ClusterResponse::UnknownJob);
+        book.register(own.clone(), [assigned]);
+        assert_eq!(
+            book.answer(assigned, &theirs),
+            ClusterResponse::Hello(own.clone())
+        );
+        assert_eq!(book.answer(other, &theirs), ClusterResponse::NotAssigned);
+        let elsewhere = ClusterHello {
+            job_id: ChainJobId([8; 32]),
+            ..theirs.clone()
+        };
+        assert_eq!(
+            book.answer(assigned, &elsewhere),
+            ClusterResponse::UnknownJob
+        );
+        // Registering the job again replaces its peers.
+        book.register(own, [other]);
+        assert_eq!(book.answer(assigned, &theirs), ClusterResponse::NotAssigned);
+    }
+
+    #[test]
+    fn a_full_book_drops_its_oldest_registration() {
+        let hello_of = |n: usize| {
+            let mut job = [0u8; 32];
+            job[..8].copy_from_slice(&(n as u64).to_be_bytes());
+            ClusterHello {
+                job_id: ChainJobId(job),
+                overlay_key: [1; 32],
+                overlay_addrs: vec![],
+                endpoints: vec![],
+            }
+        };
+        let peer = PeerId::random();
+        let book = ClusterHellos::default();
+        for n in 0..MAX_CLUSTER_JOBS {
+            book.register(hello_of(n), [peer]);
+        }
+        // Job 0 registered again is the newest; one more job drops job 1, now the oldest.
+        book.register(hello_of(0), [peer]);
+        book.register(hello_of(MAX_CLUSTER_JOBS), [peer]);
+        assert_eq!(book.answer(peer, &hello_of(1)), ClusterResponse::UnknownJob);
+        for n in [0, 2, MAX_CLUSTER_JOBS] {
+            assert_eq!(
+                book.answer(peer, &hello_of(n)),
+                ClusterResponse::Hello(hello_of(n))
+            );
+        }
     }
 
     #[test]

@@ -41,6 +41,8 @@ use ganglion_dispatch::overlay::keys::JobKeys;
 use ganglion_dispatch::overlay::network::{JobSetup, OverlayNetwork};
 use ganglion_dispatch::overlay::node::OverlayNode;
 use ganglion_p2p::Client;
+use ganglion_p2p::protocols::{ClusterHello, ClusterResponse};
+use libp2p::PeerId;
 
 /// Longest wait for every peer's hello in one dispatch try, then the engine retries.
 pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -125,13 +127,15 @@ struct Announced {
 }
 
 /// The overlay's [`ClusterSetup`]: the `cluster` exchange bound to the assignment, then
-/// [`OverlayNetwork::prepare`].
+/// [`OverlayNetwork::prepare`]; it answers the other nodes' hellos from what it announced
+/// ([`exchange::ClusterHellos`]).
 pub struct OverlaySetup {
     network: OverlayNetwork,
     node: Arc<OverlayNode>,
     config: OverlayConfig,
     port: u16,
     jobs: Mutex<HashMap<ChainJobId, Announced>>,
+    hellos: exchange::ClusterHellos,
 }
 
 impl OverlaySetup {
@@ -148,6 +152,7 @@ impl OverlaySetup {
             config,
             port,
             jobs: Mutex::default(),
+            hellos: exchange::ClusterHellos::default(),
         }
     }
 
@@ -218,7 +223,7 @@ impl ClusterSetup for OverlaySetup {
         let candidates = exchange::candidates(&lan_sockets, observed);
         let hello = exchange::hello(job.job, &keys, &[own], &candidates);
         let assigned: Vec<_> = job.peers.iter().map(|(_, p)| *p).collect();
-        let answers = exchange::exchange(p2p, hello, &assigned, EXCHANGE_TIMEOUT)
+        let answers = exchange::exchange(p2p, &self.hellos, hello, &assigned, EXCHANGE_TIMEOUT)
             .await
             .map_err(|e| e.to_string())?;
         let nets: Vec<Ipv4Net> = lan.iter().map(|(_, n)| *n).collect();
@@ -259,11 +264,17 @@ impl ClusterSetup for OverlaySetup {
         Ok(())
     }
 
+    /// Forgets the keys and plan announced for `job`; its hello stays registered
+    /// ([`exchange::ClusterHellos`]) for a peer late to the exchange.
     fn forget(&self, job: &ChainJobId) {
         self.jobs
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(job);
+    }
+
+    fn answer(&self, peer: PeerId, hello: &ClusterHello) -> ClusterResponse {
+        self.hellos.answer(peer, hello)
     }
 }
 

@@ -27,7 +27,7 @@ pub enum Swap {
 }
 
 /// Named trees of ordered byte keys. A tree that was never written reads as empty; tree names
-/// are the store's (`orchestrator`, `provider`, `attestations`, `receipts`).
+/// are the store's (`orchestrator`, `provider`, `receipts`).
 ///
 /// Writes are visible to every later read of any handle on the same backend as soon as the
 /// call returns; they are durable (survive `kill -9` and power loss, as far as the backend

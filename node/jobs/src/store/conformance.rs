@@ -1,8 +1,8 @@
 //! One conformance suite for both backends. [`on_both_backends!`] runs a test fn taking a
 //! [`Backing`] once on sled (`…::sled::name`) and once on the in-memory twin
-//! (`…::memory::name`); the store's, the attestations' and the receipts' tests use it, and the
-//! tests here pin the twin's semantics to sled's: compare-and-swap on absent, present and
-//! changed values, key order of iteration and prefix scans, and concurrent conditional updates.
+//! (`…::memory::name`); the store's and the receipts' tests use it, and the tests here pin the
+//! twin's semantics to sled's: compare-and-swap on absent, present and changed values, key
+//! order of iteration and prefix scans, and concurrent conditional updates.
 
 use ganglion_contracts::v2::datum::JobId;
 

@@ -2,10 +2,10 @@
 //! its transitions, an *intent log* of the transactions it submitted and its dispatch intent.
 //!
 //! Records are JSON in a [`Backend`]'s named trees, one tree per role ([`Role::NAME`]), keyed by
-//! the job id; [`super::attestations`] and [`super::receipts`] keep their own trees in the same
-//! backend. A node runs [`SledBackend`] ([`JobStore::open`], its data dir's `jobs.sled`); tests
-//! and tools can run [`MemoryBackend`] ([`JobStore::in_memory`]), its twin, held to the same
-//! semantics by one conformance suite run on both.
+//! the job id; [`super::receipts`] keeps a provider's best receipts in a tree of its own
+//! (`receipts`) in the same backend. A node runs [`SledBackend`] ([`JobStore::open`], its data
+//! dir's `jobs.sled`); tests and tools can run [`MemoryBackend`] ([`JobStore::in_memory`]), its
+//! twin, held to the same semantics by one conformance suite run on both.
 //!
 //! - [`backend`]: the [`Backend`] trait, bytes in and out.
 //! - [`SledBackend`]: on disk; [`MemoryBackend`]: in memory, the readable spec.
@@ -239,7 +239,7 @@ impl JobStore {
         }
     }
 
-    /// The backend, for the store's other trees ([`super::attestations`], [`super::receipts`]).
+    /// The backend, for the store's other tree (`receipts`, [`super::receipts`]).
     pub(crate) fn backend(&self) -> &dyn Backend {
         &*self.backend
     }

@@ -1,10 +1,13 @@
 //! The p2p layer with real swarms on loopback TCP (port 0): offers, rejection, accept round
 //! trip through the escrow validator, cluster hellos, expiry, RTT, rate limits.
-//! Inbound accept requests and heartbeats are handed to whoever drains the node's inbound
-//! channel (the job engine in a node; the test here) and answered with what it says.
+//! Inbound accept requests, cluster hellos and heartbeats are handed to whoever drains the
+//! node's inbound channel (the job engine in a node; the test here) and answered with what it
+//! says.
 //!
 //! Every wait is for an event or a reply under [`TIMEOUT`]; nothing sleeps for correctness.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ed25519_dalek::SigningKey;
@@ -22,7 +25,7 @@ use ganglion_p2p::protocols::{
 use ganglion_p2p::{self as p2p, Client, Config, Event};
 use libp2p::identity::Keypair;
 use libp2p::{Multiaddr, PeerId};
-use tokio::sync::mpsc::Receiver;
+use tokio::sync::mpsc::{Receiver, UnboundedReceiver, unbounded_channel};
 use tokio::task::JoinHandle;
 
 /// Upper bound on any single wait. Generous for a loaded 2-core CI machine; a healthy run
@@ -86,7 +89,7 @@ pub(crate) struct Node {
 
 impl Node {
     /// Answers every inbound request as a node that is no provider and takes part in no job:
-    /// accept requests `NotProvider`, heartbeats `UnknownJob`.
+    /// accept requests `NotProvider`, cluster hellos and heartbeats `UnknownJob`.
     pub(crate) fn serve_as_bystander(&mut self) {
         let mut inbound = self.inbound.take().expect("inbound not taken yet");
         let client = self.client.clone();
@@ -101,6 +104,11 @@ impl Node {
                             )
                             .await
                     }
+                    Inbound::Cluster { responder, .. } => {
+                        client
+                            .respond_cluster(responder, ClusterResponse::UnknownJob)
+                            .await
+                    }
                     Inbound::Heartbeat { responder, .. } => {
                         client
                             .respond_heartbeat(
@@ -113,7 +121,47 @@ impl Node {
             }
         });
     }
+
+    /// Answers cluster hellos as a node's job engine does, from `hellos` (this node's hello
+    /// per job and the peers assigned to it, changeable while it serves): an assigned peer
+    /// gets the job's hello, any other `NotAssigned`, a job not in `hellos` `UnknownJob`.
+    /// Every hello answered with ours is reported; other requests are dropped unanswered.
+    pub(crate) fn serve_cluster(
+        &mut self,
+        hellos: Hellos,
+    ) -> UnboundedReceiver<(PeerId, ClusterHello)> {
+        let mut inbound = self.inbound.take().expect("inbound not taken yet");
+        let client = self.client.clone();
+        let (taken_tx, taken) = unbounded_channel();
+        tokio::spawn(async move {
+            while let Some(request) = inbound.recv().await {
+                let Inbound::Cluster {
+                    peer,
+                    request,
+                    responder,
+                } = request
+                else {
+                    continue;
+                };
+                let answer = match hellos.lock().expect("lock").get(&request.job_id) {
+                    Some((_, assigned)) if !assigned.contains(&peer) => {
+                        ClusterResponse::NotAssigned
+                    }
+                    Some((own, _)) => ClusterResponse::Hello(own.clone()),
+                    None => ClusterResponse::UnknownJob,
+                };
+                if matches!(answer, ClusterResponse::Hello(_)) {
+                    let _ = taken_tx.send((peer, request));
+                }
+                let _ = client.respond_cluster(responder, answer).await;
+            }
+        });
+        taken
+    }
 }
+
+/// A node's own cluster hello per job and the peers assigned to the job with it.
+pub(crate) type Hellos = Arc<Mutex<HashMap<JobId, (ClusterHello, Vec<PeerId>)>>>;
 
 pub(crate) async fn start(id: Ident, bonds: BondSnapshot, config: Config) -> Node {
     let (client, event_loop, events, inbound) =
@@ -470,6 +518,71 @@ async fn p2p_requests_nobody_takes_are_refused_at_once_not_timed_out() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_cluster_requests_nobody_takes_are_refused_at_once_not_timed_out() {
+    // A node whose engine is gone (inbound receiver dropped) answers at once: rate-limited.
+    let mut target = start(ident(0), BondSnapshot::default(), test_config()).await;
+    drop(target.inbound.take());
+    let asker = start(ident(1), BondSnapshot::default(), test_config()).await;
+    asker.client.dial(target.addr.clone()).await.unwrap();
+    let hello = ClusterHello {
+        job_id: JobId([9; 32]),
+        overlay_key: [1; 32],
+        overlay_addrs: vec!["100.64.0.2/32".into()],
+        endpoints: vec!["127.0.0.1:51820".into()],
+    };
+    let started = std::time::Instant::now();
+    assert_eq!(
+        asker
+            .client
+            .cluster_hello(target.id.peer, hello)
+            .await
+            .unwrap(),
+        ClusterResponse::RateLimited
+    );
+    assert!(
+        started.elapsed() < test_config().request_timeout,
+        "answered before the request timeout"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_a_cluster_hello_flood_is_rate_limited_before_the_engine() {
+    let config = Config {
+        inbound_burst: 5,
+        inbound_per_second: 1,
+        ..test_config()
+    };
+    let mut target = start(ident(0), BondSnapshot::default(), config).await;
+    target.serve_as_bystander();
+    let flooder = start(ident(1), BondSnapshot::default(), test_config()).await;
+    flooder.client.dial(target.addr.clone()).await.unwrap();
+    let hello = ClusterHello {
+        job_id: JobId([9; 32]),
+        overlay_key: [1; 32],
+        overlay_addrs: vec!["100.64.0.2/32".into()],
+        endpoints: vec!["127.0.0.1:51820".into()],
+    };
+    let answers = futures::future::join_all(
+        (0..40).map(|_| flooder.client.cluster_hello(target.id.peer, hello.clone())),
+    )
+    .await;
+    let limited = answers
+        .iter()
+        .filter(|a| matches!(a, Ok(ClusterResponse::RateLimited)))
+        .count();
+    // Answered by the engine (a bystander: `UnknownJob`).
+    let served = answers
+        .iter()
+        .filter(|a| matches!(a, Ok(ClusterResponse::UnknownJob)))
+        .count();
+    let refused_by_stream_cap = answers.iter().filter(|a| a.is_err()).count();
+    // As for accept requests: the burst (5) and at most one refill token reach the engine.
+    assert!(served <= 6, "{served} of 40 served: {answers:?}");
+    assert_eq!(limited + served + refused_by_stream_cap, 40);
+    assert!(limited >= 20, "only {limited} of 40 rate limited");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p2p_cluster_hellos_are_exchanged_between_the_nodes_of_a_job() {
     let mut nodes = Vec::new();
     for i in 0..3 {
@@ -482,12 +595,17 @@ async fn p2p_cluster_hellos_are_exchanged_between_the_nodes_of_a_job() {
         overlay_addrs: vec![format!("100.64.0.{}/32", i + 1)],
         endpoints: vec![format!("127.0.0.1:{}", 51820 + u16::from(i))],
     };
+    // Each node's engine, as the test plays it: its hello for the job, for all three nodes.
     let peers: Vec<_> = nodes.iter().map(|n| n.id.peer).collect();
-    for (i, node) in nodes.iter().enumerate() {
-        node.client
-            .register_cluster(hello(i as u8), peers.clone())
-            .await
-            .unwrap();
+    let mut books = Vec::new();
+    let mut taken = Vec::new();
+    for (i, node) in nodes.iter_mut().enumerate() {
+        let book = Hellos::default();
+        book.lock()
+            .expect("lock")
+            .insert(job, (hello(i as u8), peers.clone()));
+        taken.push(node.serve_cluster(book.clone()));
+        books.push(book);
     }
     for i in 1..3 {
         let addr = nodes[i].addr.clone();
@@ -495,12 +613,11 @@ async fn p2p_cluster_hellos_are_exchanged_between_the_nodes_of_a_job() {
         let peer = nodes[i].id.peer;
         let resp = nodes[0].client.cluster_hello(peer, hello(0)).await.unwrap();
         assert_eq!(resp, ClusterResponse::Hello(hello(i as u8)));
-        let got = wait_for(&mut nodes[i].events, |e| match e {
-            Event::ClusterHelloReceived { hello, .. } => Some(hello.clone()),
-            _ => None,
-        })
-        .await;
-        assert_eq!(got, hello(0));
+        let got = tokio::time::timeout(TIMEOUT, taken[i].recv())
+            .await
+            .expect("in time")
+            .expect("the engine took a hello");
+        assert_eq!(got, (nodes[0].id.peer, hello(0)));
     }
     let mut unknown = hello(0);
     unknown.job_id = JobId([10; 32]);
@@ -509,16 +626,17 @@ async fn p2p_cluster_hellos_are_exchanged_between_the_nodes_of_a_job() {
         nodes[0].client.cluster_hello(peer, unknown).await.unwrap(),
         ClusterResponse::UnknownJob
     );
-    // Bound to the assignment: node 1 re-registers the job for node 2 only; node 0 is refused.
-    nodes[1]
-        .client
-        .register_cluster(hello(1), [nodes[2].id.peer])
-        .await
-        .unwrap();
+    // Bound to the assignment: node 1's engine now has the job for node 2 only; node 0 is
+    // refused and its hello is not taken.
+    books[1]
+        .lock()
+        .expect("lock")
+        .insert(job, (hello(1), vec![nodes[2].id.peer]));
     assert_eq!(
         nodes[0].client.cluster_hello(peer, hello(0)).await.unwrap(),
         ClusterResponse::NotAssigned
     );
+    assert!(taken[1].try_recv().is_err(), "a refused hello is not taken");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -594,7 +712,9 @@ async fn p2p_two_nodes_connect_through_a_relay_node_on_loopback() {
         ..test_config()
     };
     let r = start(ident(0), BondSnapshot::default(), relay_config).await;
-    let a = Node::without_listen(ident(1)).await;
+    let mut a = Node::without_listen(ident(1)).await;
+    // A's engine is in no job: it answers a cluster hello `UnknownJob`.
+    a.serve_as_bystander();
     let mut b = start(ident(2), BondSnapshot::default(), test_config()).await;
     // A relay serves reservations only with a confirmed external address (here: loopback).
     r.client.add_external_address(r.addr.clone()).await.unwrap();
