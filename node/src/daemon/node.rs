@@ -417,8 +417,14 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         event_loop.run().await;
         Ok::<(), String>(())
     });
-    tokio::spawn(p2p::log_events(events));
+    r.tasks.spawn("p2p events", async move {
+        p2p::log_events(events).await;
+        Ok::<(), String>(())
+    });
     if let Some(setup) = &overlay_setup {
+        if let Some(driver) = setup.driver() {
+            r.tasks.spawn("overlay driver", driver);
+        }
         let relay = setup.enable_relay(&client)?;
         r.tasks.spawn("overlay relay", async move {
             relay.run().await;

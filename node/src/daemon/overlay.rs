@@ -174,6 +174,18 @@ impl OverlaySetup {
             .set_relay(p2p.streams(), self.config.relay_fallback())
     }
 
+    /// The overlay node's driver watch ([`OverlayNode::driver`]): run it as the critical task
+    /// `overlay driver`. `None` when it was taken already.
+    pub fn driver(
+        &self,
+    ) -> Option<
+        impl std::future::Future<Output = Result<(), ganglion_dispatch::overlay::OverlayError>>
+        + Send
+        + 'static,
+    > {
+        self.node.driver()
+    }
+
     /// This node's links of `job` (direct, relayed or pending), for logs and status.
     pub fn links(&self, job: &RunId) -> Vec<ganglion_dispatch::overlay::router::LinkReport> {
         self.node.links(job)

@@ -102,6 +102,15 @@ pub enum OverlayError {
     /// A sandbox container is not running (no PID, so no namespace to join).
     #[error("sandbox container {0} is not running")]
     SandboxNotRunning(String),
+    /// One of the node's driver loops (UDP receive, timer) ended: they end only by panicking
+    /// or being cancelled, and the overlay moves no packet without them.
+    #[error("the overlay's {which} loop stopped ({how})")]
+    DriverStopped {
+        /// `receive` or `timer`.
+        which: &'static str,
+        /// `panicked`, `cancelled` or `returned`.
+        how: &'static str,
+    },
 }
 
 impl OverlayError {

@@ -123,8 +123,14 @@ impl RelayAcceptor {
 /// The node's overlay: started once, jobs added and removed as they run.
 pub struct OverlayNode {
     inner: Arc<Inner>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The driver loops, aborted when the node drops.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// The same loops, named, until [`OverlayNode::driver`] takes them to watch.
+    loops: Mutex<Option<Vec<DriverLoop>>>,
 }
+
+/// A driver loop of the node: its name and its task.
+type DriverLoop = (&'static str, JoinHandle<()>);
 
 impl std::fmt::Debug for OverlayNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -222,7 +228,30 @@ impl OverlayNode {
         });
         Ok(Self {
             inner,
-            tasks: Mutex::new(vec![recv, tick]),
+            tasks: Mutex::new(vec![recv.abort_handle(), tick.abort_handle()]),
+            loops: Mutex::new(Some(vec![("receive", recv), ("timer", tick)])),
+        })
+    }
+
+    /// A future that ends, with [`OverlayError::DriverStopped`] naming it, when one of this
+    /// node's driver loops (UDP receive, timer) ends: they run for as long as the node lives,
+    /// so that only happens when one panics; without them no packet moves. Run it as a
+    /// critical task (the daemon's `overlay driver`). `None` when it was taken already.
+    pub fn driver(
+        &self,
+    ) -> Option<impl std::future::Future<Output = Result<(), OverlayError>> + Send + 'static> {
+        let loops = lock(&self.loops).take()?;
+        Some(async move {
+            let (names, handles): (Vec<_>, Vec<_>) = loops.into_iter().unzip();
+            let (ended, index, _) = futures::future::select_all(handles).await;
+            Err(OverlayError::DriverStopped {
+                which: names[index],
+                how: match ended {
+                    Ok(()) => "returned",
+                    Err(e) if e.is_panic() => "panicked",
+                    Err(_) => "cancelled",
+                },
+            })
         })
     }
 
@@ -397,5 +426,26 @@ mod tests {
         };
         let err = OverlayNode::bind(&taken).expect_err("port in use");
         assert!(err.to_string().contains("bind overlay socket"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn the_driver_watch_names_a_loop_that_stopped() {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let node = OverlayNode::start(socket).expect("starts");
+        let driver = node.driver().expect("the watch");
+        assert!(node.driver().is_none(), "taken once");
+        // Dropping the node aborts its loops: the watch says which stopped and how.
+        drop(node);
+        let err = driver.await.expect_err("a loop stopped");
+        assert!(
+            matches!(
+                err,
+                OverlayError::DriverStopped {
+                    how: "cancelled",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 }
