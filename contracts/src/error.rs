@@ -125,7 +125,7 @@ pub enum Error {
 
     /// A signature does not verify: `what` says whether the key or the signature was
     /// malformed or the signature is not the key's over the message.
-    #[error("signature does not verify: {what}")]
+    #[error("signature does not verify: {what}: {source}")]
     BadSignature {
         /// `the key is malformed`, `the signature is malformed` or `not signed by this key`.
         what: &'static str,

@@ -268,6 +268,17 @@ fn jobs_of(api: &Api) -> RpcResult<&Arc<dyn JobControl>> {
         .ok_or_else(|| error(error::JOB, "no job engine runs on this node"))
 }
 
+/// A spec given as a JSON-RPC param: deserialized, its `deadline` (`+2h`, RFC 3339), when given,
+/// turned into `deadline_ms` at the node's now. Validation is the engine's.
+pub(crate) fn spec_param(spec: &serde_json::Value) -> RpcResult<ganglion_market::spec::Ensemble> {
+    let invalid = |e: ganglion_market::spec::SpecError| error(error::INVALID_PARAMS, e.to_string());
+    let mut spec =
+        ganglion_market::spec::Ensemble::from_json_str(&spec.to_string()).map_err(invalid)?;
+    spec.resolve_deadline(ganglion_p2p::now_ms())
+        .map_err(invalid)?;
+    Ok(spec)
+}
+
 fn parse_job_id(s: &str) -> RpcResult<ganglion_contracts::v2::datum::JobId> {
     let bytes: [u8; 32] = hex::decode(s)
         .ok()
@@ -335,8 +346,7 @@ fn statuses(
 #[async_trait]
 impl JobApiServer for Api {
     async fn submit(&self, spec: serde_json::Value) -> RpcResult<JobSubmitted> {
-        let spec = ganglion_market::spec::Ensemble::from_json_str(&spec.to_string())
-            .map_err(|e| error(error::INVALID_PARAMS, e.to_string()))?;
+        let spec = spec_param(&spec)?;
         let jobs = jobs_of(self)?;
         let job = jobs.submit(&spec).await.map_err(|e| codes::engine(&e))?;
         Ok(JobSubmitted {

@@ -23,7 +23,7 @@ pub enum ClientCallError {
     #[error("no running node found: {0} is missing (start one with `ganglion node run`)")]
     NotRunning(PathBuf),
     /// The cookie could not be read from the data dir.
-    #[error("reading the RPC cookie")]
+    #[error("reading the RPC cookie: {0}")]
     Cookie(#[source] crate::datadir::Error),
     /// The token cannot be sent as an HTTP header value.
     #[error("the RPC token cannot be an HTTP header: it holds a byte outside visible ASCII")]

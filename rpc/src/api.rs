@@ -55,11 +55,13 @@ pub trait WalletApi {
 }
 
 /// `job_*`: jobs this node orchestrates or runs (answered by the node's job engine; without
-/// one every method answers [`crate::error::JOB`]), the CIP-30 lock of a wallet outside the
+/// one `submit`, `status`, `cancel`, `buildLock` and `subscribe` answer
+/// [`crate::error::JOB`]), the CIP-30 lock of a wallet outside the
 /// node (`job_buildLock`, submitted back through [`TxApi`]'s `tx_submit`), a job's transitions
 /// as they happen (`job_subscribe`, WebSocket), and the artifacts its providers attested on
 /// chain in their claims (`job_logs`, `job_outputs`: read from the node's blockstore or fetched
-/// over bitswap from the providers).
+/// over bitswap from the providers; a server that follows no chain answers them
+/// [`crate::error::CHAIN_UNAVAILABLE`]).
 #[rpc(server, client, namespace = "job")]
 pub trait JobApi {
     /// Pins the ensemble spec (a JSON object, `docs/ensemble-spec.md`) and locks its budget

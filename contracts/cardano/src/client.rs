@@ -29,7 +29,7 @@ pub enum ClientError {
     #[error("cannot connect")]
     Connect(#[source] std::io::Error),
     /// The handshake failed (connection, protocol).
-    #[error("handshake failed")]
+    #[error("handshake failed: {0}")]
     Handshake(#[source] pallas_network::miniprotocols::handshake::Error),
     /// The node refused every version offered (its answer, as pallas prints it).
     #[error("handshake refused: {0}")]

@@ -157,25 +157,25 @@ pub enum SpecError {
     #[error(transparent)]
     Invalid(#[from] ganglion_market::spec::SpecError),
     /// The spec could not be serialised for pinning.
-    #[error("serialising the spec")]
+    #[error("serialising the spec: {0}")]
     Serialise(#[source] serde_json::Error),
     /// The escrow's spec CID does not parse.
-    #[error("the spec CID does not parse")]
+    #[error("the spec CID does not parse: {0}")]
     Cid(#[source] cid::Error),
     /// The orchestrator's peer id (recorded at accept) does not parse.
-    #[error("the orchestrator's peer id does not parse")]
+    #[error("the orchestrator's peer id does not parse: {0}")]
     OrchestratorPeer(#[source] libp2p::identity::ParseError),
     /// The spec could not be imported into the blockstore (UnixFS).
-    #[error("pinning the spec")]
+    #[error("pinning the spec: {0}")]
     Import(#[source] ganglion_storage::unixfs::Error),
     /// The spec's blocks could not be pinned.
-    #[error("pinning the spec")]
+    #[error("pinning the spec: {0}")]
     Pin(#[source] ganglion_storage::blockstore::Error),
     /// The spec's blocks are not readable as one file.
-    #[error("reading the spec from the blockstore")]
+    #[error("reading the spec from the blockstore: {0}")]
     Read(#[source] ganglion_storage::unixfs::Error),
     /// The market's offers do not form a snapshot to match against.
-    #[error("the market snapshot")]
+    #[error("the market snapshot: {0}")]
     Snapshot(#[from] ganglion_market::snapshot::SnapshotError),
     /// Every UTxO of the wallet already seeded a job this node tracks: no new job id.
     #[error(

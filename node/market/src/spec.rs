@@ -68,8 +68,17 @@ pub struct Ensemble {
     /// NTX base units locked in the escrow; must be > 0. Maps to `EscrowDatum::budget`.
     pub budget_ntx: u64,
     /// POSIX time in ms after which the job can only expire; must be in the future.
-    /// Maps to `EscrowDatum::deadline_ms`.
+    /// Maps to `EscrowDatum::deadline_ms`. In a spec file, [`Ensemble::deadline`] may give it
+    /// instead (0 here until [`Ensemble::resolve_deadline`] does).
+    #[serde(default)]
     pub deadline_ms: u64,
+    /// The deadline as a person writes it, instead of `deadline_ms`: `+<n><unit>…` from now
+    /// (units `d`, `h`, `m`, `s`, e.g. `+2h30m`) or an RFC 3339 time
+    /// (`2026-12-24T18:00:00Z`). Read from spec files only: [`Ensemble::resolve_deadline`]
+    /// turns it into `deadline_ms`, and it is never written out (the pinned spec and the escrow
+    /// carry `deadline_ms`).
+    #[serde(default, skip_serializing)]
+    pub deadline: Option<String>,
 }
 
 /// Where the image comes from: exactly one of `local` and `archive`.
@@ -485,6 +494,18 @@ pub enum Rule {
         /// `gpus.count`.
         count: u32,
     },
+    /// Both `deadline` and `deadline_ms` are given.
+    #[error("give `deadline` or `deadline_ms`, not both")]
+    DeadlineTwice,
+    /// `deadline` is neither `+<n><unit>…` nor an RFC 3339 time.
+    #[error(
+        "{value:?} is neither a time from now (`+2h`, `+1d12h`, `+90m`: units d, h, m, s) nor an \
+         RFC 3339 time (`2026-12-24T18:00:00Z`)"
+    )]
+    BadDeadline {
+        /// As written.
+        value: String,
+    },
     /// The deadline is not in the future.
     #[error("deadline {deadline_ms} ms is not after now ({now_ms} ms POSIX)")]
     DeadlineInPast {
@@ -560,8 +581,47 @@ impl Ensemble {
         } else {
             Self::from_yaml_str(text)?
         };
+        let mut spec = spec;
+        spec.resolve_deadline(now_ms)?;
         spec.validate(now_ms)?;
         Ok(spec)
+    }
+
+    /// Turns [`Ensemble::deadline`], when given, into `deadline_ms` at `now_ms` (POSIX ms), and
+    /// clears it. [`Ensemble::parse`] calls it; a spec read otherwise (JSON-RPC `job_submit`)
+    /// calls it before [`Ensemble::validate`].
+    ///
+    /// # Errors
+    /// [`SpecError::Invalid`] naming `deadline`: [`Rule::DeadlineTwice`] when `deadline_ms` is
+    /// given too, [`Rule::BadDeadline`] when it does not parse.
+    pub fn resolve_deadline(&mut self, now_ms: u64) -> Result<(), SpecError> {
+        let Some(text) = self.deadline.take() else {
+            return Ok(());
+        };
+        let invalid = |rule| SpecError::Invalid {
+            field: "deadline".into(),
+            rule,
+        };
+        if self.deadline_ms != 0 {
+            return Err(invalid(Rule::DeadlineTwice));
+        }
+        let bad = || {
+            invalid(Rule::BadDeadline {
+                value: text.clone(),
+            })
+        };
+        self.deadline_ms = match text.trim().strip_prefix('+') {
+            Some(relative) => now_ms.saturating_add(duration_ms(relative).ok_or_else(bad)?),
+            None => {
+                let at = time::OffsetDateTime::parse(
+                    text.trim(),
+                    &time::format_description::well_known::Rfc3339,
+                )
+                .map_err(|_| bad())?;
+                u64::try_from(at.unix_timestamp_nanos() / 1_000_000).map_err(|_| bad())?
+            }
+        };
+        Ok(())
     }
 
     /// Deserializes YAML without validating.
@@ -909,4 +969,30 @@ fn path_under(path: &str, root: &str) -> bool {
                 .split('/')
                 .all(|c| !c.is_empty() && c != ".." && c != ".")
     })
+}
+
+/// Milliseconds in `text`, a run of `<n><unit>` with units `d`, `h`, `m`, `s` (e.g. `2h30m`);
+/// `None` when it is empty, has another unit or a number without one, or overflows.
+fn duration_ms(text: &str) -> Option<u64> {
+    let mut total: u64 = 0;
+    let mut digits = String::new();
+    let mut any = false;
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit_ms: u64 = match c {
+            'd' => 86_400_000,
+            'h' => 3_600_000,
+            'm' => 60_000,
+            's' => 1_000,
+            _ => return None,
+        };
+        let n: u64 = digits.parse().ok()?;
+        digits.clear();
+        total = total.checked_add(n.checked_mul(unit_ms)?)?;
+        any = true;
+    }
+    (any && digits.is_empty()).then_some(total)
 }

@@ -1,7 +1,8 @@
 //! `ganglion job submit|status|cancel|logs|outputs`: jobs of a running node, over its JSON-RPC
 //! API (`job_submit`, `job_status`, `job_cancel`, `job_logs`, `job_outputs`), found through
-//! the config's data dir ([`super::remote::call`]); and `ganglion job import-sdl`, local: an
-//! Akash SDL GPU block to ensemble-spec fields ([`ganglion_market::sdl`]).
+//! the config's data dir ([`super::remote::call`]); and, local: `ganglion job validate` (a spec
+//! checked as `job submit` would, before anything is paid) and `ganglion job import-sdl` (an
+//! Akash SDL GPU block to ensemble-spec fields, [`ganglion_market::sdl`]).
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -62,6 +63,15 @@ pub(crate) enum Command {
         /// Directory to write the outputs to (created if missing).
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+    /// Check a spec before paying for it, offline: it parses, every field obeys
+    /// docs/ensemble-spec.md (an error names the field), and its terms can be met (the budget
+    /// pays every GPU at the highest rate for `max_duration_s`; the run ends before the
+    /// deadline). Prints the terms and what the window costs at most; exits non-zero, naming
+    /// the first rule broken, when the spec cannot be submitted. No node needed.
+    Validate {
+        /// The spec file (YAML or JSON).
+        spec: PathBuf,
     },
     /// Translate an Akash SDL (a whole v2 document, or one GPU block `{count, gpu}`) into
     /// ensemble-spec fields (YAML, or JSON with --json) on stdout; what cannot be carried is
@@ -124,6 +134,70 @@ fn wait(config: Option<&std::path::Path>, job_id: &str, json: bool) -> anyhow::R
     }
 }
 
+/// What `job validate` reports of a spec that can be submitted.
+#[derive(Debug, serde::Serialize)]
+struct Validated {
+    /// The file checked.
+    spec: String,
+    /// GPUs in total.
+    gpus: u64,
+    /// NTX base units per GPU-hour, at most.
+    max_rate: u64,
+    /// Longest run, seconds.
+    max_duration_s: u64,
+    /// NTX base units the lock takes.
+    budget: u64,
+    /// The most the window can cost: every GPU at `max_rate` for `max_duration_s`, NTX base
+    /// units (never above `budget`).
+    window_cost: u64,
+    /// POSIX ms.
+    deadline_ms: u64,
+    /// Seconds from now to the deadline.
+    deadline_in_s: u64,
+}
+
+/// `job validate`: the spec parsed and checked as `job submit` and the engine check it
+/// (`Ensemble::parse`, then `ganglion_jobs::terms::check`).
+fn validate(spec: &std::path::Path, json: bool) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(spec).with_context(|| format!("reading {}", spec.display()))?;
+    let now = ganglion_p2p::now_ms();
+    let parsed = Ensemble::parse(&text, now).with_context(|| format!("{}", spec.display()))?;
+    ganglion_node::job::terms::check(&parsed, now)
+        .with_context(|| format!("{}: terms that cannot be met", spec.display()))?;
+    let t = parsed.escrow_terms();
+    let v = Validated {
+        spec: spec.display().to_string(),
+        gpus: t.gpus,
+        max_rate: t.max_rate,
+        max_duration_s: parsed.limits.max_duration_s,
+        budget: t.budget,
+        window_cost: ganglion_node::job::terms::window_cost(
+            t.gpus,
+            t.max_rate,
+            parsed.limits.max_duration_s,
+        ),
+        deadline_ms: t.deadline_ms,
+        deadline_in_s: t.deadline_ms.saturating_sub(now) / 1000,
+    };
+    if json {
+        return print_json(&v);
+    }
+    println!(
+        "{}: valid. {} GPU{} at most {} NTX base units per GPU-hour for {} s: the window costs \
+         at most {} of the budget of {} NTX base units; deadline in {} s.",
+        v.spec,
+        v.gpus,
+        if v.gpus == 1 { "" } else { "s" },
+        v.max_rate,
+        v.max_duration_s,
+        v.window_cost,
+        v.budget,
+        v.deadline_in_s
+    );
+    Ok(())
+}
+
 fn print_logs(logs: &[JobLog]) {
     if logs.is_empty() {
         println!("no provider attested logs");
@@ -166,6 +240,7 @@ fn print_outputs(outputs: &[JobOutput]) {
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let config = args.remote.config.as_deref();
     match args.command {
+        Command::Validate { spec } => validate(&spec, args.remote.json)?,
         Command::ImportSdl { file } => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading {}", file.display()))?;

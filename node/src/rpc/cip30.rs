@@ -7,7 +7,7 @@ use ganglion_rpc::error::{self, error};
 use ganglion_rpc::jsonrpsee::core::{RpcResult, async_trait};
 use ganglion_rpc::types::{TxSubmitted, UnsignedLock};
 
-use super::{Api, codes};
+use super::{Api, codes, spec_param};
 use crate::job::WalletLocks;
 
 fn locks_of(api: &Api) -> RpcResult<&Arc<dyn WalletLocks>> {
@@ -29,8 +29,7 @@ pub(super) async fn build_lock(
     utxos: Option<Vec<String>>,
 ) -> RpcResult<UnsignedLock> {
     {
-        let spec = ganglion_market::spec::Ensemble::from_json_str(&spec.to_string())
-            .map_err(|e| error(error::INVALID_PARAMS, e.to_string()))?;
+        let spec = spec_param(&spec)?;
         let locks = locks_of(api)?;
         let l = locks
             .build_lock(&spec, &change_address, utxos.as_deref())

@@ -9,6 +9,7 @@ mod demo;
 mod gpu_bench;
 mod gpus_cli;
 mod import_sdl_cli;
+mod job_validate_cli;
 mod lifecycle;
 mod mig;
 mod rpc_client;

@@ -104,10 +104,8 @@ fn zero_gpus_rejected() {
 
 #[test]
 fn deadline_equal_to_now_rejected() {
-    let text = base().replace(
-        "deadline_ms: 4102444800000",
-        &format!("deadline_ms: {NOW_MS}"),
-    );
+    let text = base().replace("deadline: \"+2h10m\"", &format!("deadline_ms: {NOW_MS}"));
+    assert!(text.contains(&format!("deadline_ms: {NOW_MS}")), "{text}");
     let (field, _) = invalid(&text);
     assert_eq!(field, "deadline_ms");
 }
@@ -159,4 +157,50 @@ fn yaml_and_json_give_the_same_spec() {
     let spec = Ensemble::parse(&yaml, NOW_MS).expect("valid");
     let json = serde_json::to_string(&spec).expect("serializable");
     assert_eq!(Ensemble::parse(&json, NOW_MS).expect("valid json"), spec);
+}
+
+/// `deadline` as a person writes it: from now, or an RFC 3339 time; never with `deadline_ms`,
+/// never malformed; and not written out (the pinned spec carries `deadline_ms`).
+#[test]
+fn a_written_deadline_becomes_deadline_ms() {
+    let base = std::fs::read_to_string(dir().join("single-gpu-1.yaml")).expect("example");
+    let with = |deadline: &str| {
+        let text: String = base
+            .lines()
+            .filter(|l| !l.starts_with("deadline"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        format!("{text}{deadline}\n")
+    };
+    let spec = Ensemble::parse(&with("deadline: \"+2h10m\""), NOW_MS).expect("relative");
+    assert_eq!(spec.deadline_ms, NOW_MS + 130 * 60_000);
+    assert_eq!(spec.deadline, None);
+    let json = serde_json::to_value(&spec).expect("JSON");
+    assert!(json.get("deadline").is_none(), "{json}");
+    assert_eq!(json["deadline_ms"], NOW_MS + 130 * 60_000);
+
+    let spec =
+        Ensemble::parse(&with("deadline: \"2026-01-02T00:00:00Z\""), NOW_MS).expect("RFC 3339");
+    assert_eq!(spec.deadline_ms, NOW_MS + 86_400_000);
+
+    for (line, rule) in [
+        ("deadline: \"+2x\"", "neither"),
+        ("deadline: \"+\"", "neither"),
+        ("deadline: \"+12\"", "neither"),
+        ("deadline: \"tomorrow\"", "neither"),
+        ("deadline: \"+1h\"\ndeadline_ms: 1767229200000", "not both"),
+    ] {
+        let e = Ensemble::parse(&with(line), NOW_MS).expect_err(line);
+        assert_eq!(e.field(), "deadline", "{line}: {e}");
+        assert!(e.to_string().contains(rule), "{line}: {e}");
+    }
+    // A deadline in the past, written either way, is refused as before.
+    let e = Ensemble::parse(&with("deadline: \"2025-12-31T00:00:00Z\""), NOW_MS).expect_err("past");
+    assert!(matches!(
+        e,
+        SpecError::Invalid {
+            rule: Rule::DeadlineInPast { .. },
+            ..
+        }
+    ));
 }
