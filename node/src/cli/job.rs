@@ -40,7 +40,8 @@ pub(crate) enum Command {
         #[arg(long)]
         wait: bool,
     },
-    /// The node's records of a job: state, history, transactions.
+    /// The node's records of a job: state, history, transactions. Exits non-zero when the node
+    /// holds no record of it.
     Status {
         /// Job id (64 hex digits).
         job_id: String,
@@ -301,13 +302,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             })?;
             if args.remote.json {
                 print_json(&s)?;
-            } else if s.is_empty() {
-                println!("this node holds no record of job {job_id}");
             } else {
                 for r in &s {
                     println!("{}", human(r));
                 }
             }
+            // An unknown job is an answer a script must be able to tell apart.
+            anyhow::ensure!(!s.is_empty(), "this node holds no record of job {job_id}");
         }
         Command::Cancel { job_id } => {
             let s: JobStatus = call(config, |rpc| async move {

@@ -180,5 +180,10 @@ async fn job_cli_submits_follows_and_cancels_through_the_node() {
         err.contains("asking the node") && err.contains("64 hex digits"),
         "{err}"
     );
+    // A well-formed id the node does not know: non-zero too, saying so.
+    let o = ganglion(&config, &["job", "status", &"ab".repeat(32)]).await;
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no record of job"), "{err}");
     super::support::shutdown(chain, orch, vec![]).await;
 }
