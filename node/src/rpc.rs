@@ -359,6 +359,25 @@ impl JobApiServer for Api {
         statuses(jobs_of(self)?.as_ref(), &job)
     }
 
+    async fn list(&self, state: Option<String>) -> RpcResult<Vec<JobStatus>> {
+        let (orchestrated, provided) = jobs_of(self)?
+            .all_records()
+            .map_err(|e| codes::engine(&e))?;
+        let changed = |h: &[ganglion_rpc::types::JobTransition]| h.last().map_or(0, |t| t.at_ms);
+        let mut out: Vec<JobStatus> = orchestrated
+            .iter()
+            .map(|o| status_of("orchestrator", o, o.detail.last_error.clone()))
+            .chain(
+                provided
+                    .iter()
+                    .map(|p| status_of("provider", p, p.detail.error.clone())),
+            )
+            .filter(|s| state.as_deref().is_none_or(|want| s.state == want))
+            .collect();
+        out.sort_by_key(|s| std::cmp::Reverse(changed(&s.history)));
+        Ok(out)
+    }
+
     async fn cancel(&self, job_id: String) -> RpcResult<JobStatus> {
         let job = parse_job_id(&job_id)?;
         let jobs = jobs_of(self)?;

@@ -74,6 +74,12 @@ pub trait JobApi {
     #[method(name = "status")]
     async fn status(&self, job_id: String) -> RpcResult<Vec<JobStatus>>;
 
+    /// Every job the node holds a record of, one entry per role it plays (orchestrator,
+    /// provider), the most recently changed first; with `state` (snake_case, e.g. `running`,
+    /// `settled`) only the records in that state.
+    #[method(name = "list")]
+    async fn list(&self, state: Option<String>) -> RpcResult<Vec<JobStatus>>;
+
     /// Cancels an orchestrated job whose escrow is still open (mutating: bearer token
     /// required). Returns the job's state afterwards.
     #[method(name = "cancel")]

@@ -36,6 +36,12 @@ pub trait JobControl: Send + Sync {
         &self,
         job: &JobId,
     ) -> Result<(Option<OrchestratorRecord>, Option<ProviderRecord>), EngineError>;
+
+    /// Every record the node holds: as orchestrator, as provider.
+    ///
+    /// # Errors
+    /// Store errors.
+    fn all_records(&self) -> Result<(Vec<OrchestratorRecord>, Vec<ProviderRecord>), EngineError>;
 }
 
 /// A cloneable handle on a running engine's jobs.
@@ -70,6 +76,13 @@ impl<S: Kv + 'static, E: Executor + 'static> JobControl for EngineHandle<S, E> {
         Ok((
             self.ctx.store.get::<OrchestratorRole>(job)?,
             self.ctx.store.get::<ProviderRole>(job)?,
+        ))
+    }
+
+    fn all_records(&self) -> Result<(Vec<OrchestratorRecord>, Vec<ProviderRecord>), EngineError> {
+        Ok((
+            self.ctx.store.all::<OrchestratorRole>()?,
+            self.ctx.store.all::<ProviderRole>()?,
         ))
     }
 }

@@ -1,6 +1,6 @@
-//! `ganglion job submit|status|cancel|logs|outputs`: jobs of a running node, over its JSON-RPC
-//! API (`job_submit`, `job_status`, `job_cancel`, `job_logs`, `job_outputs`), found through
-//! the config's data dir ([`super::remote::call`]); and, local: `ganglion job validate` (a spec
+//! `ganglion job submit|status|list|cancel|logs|outputs`: jobs of a running node, over its
+//! JSON-RPC API (`job_submit`, `job_status`, `job_list`, `job_cancel`, `job_logs`,
+//! `job_outputs`), found through the config's data dir ([`super::remote::call`]); and, local: `ganglion job validate` (a spec
 //! checked as `job submit` would, before anything is paid) and `ganglion job import-sdl` (an
 //! Akash SDL GPU block to ensemble-spec fields, [`ganglion_market::sdl`]).
 
@@ -45,6 +45,13 @@ pub(crate) enum Command {
     Status {
         /// Job id (64 hex digits).
         job_id: String,
+    },
+    /// Every job the node holds a record of (one line per role it plays), the most recently
+    /// changed first.
+    List {
+        /// Only the records in this state (snake_case, e.g. `running`, `settled`, `expired`).
+        #[arg(long)]
+        state: Option<String>,
     },
     /// Cancel a job whose escrow is still open (budget refunded).
     Cancel {
@@ -294,6 +301,24 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                     .as_deref()
                     .map_or(String::new(), |e| format!(": {e}"))
             );
+        }
+        Command::List { state } => {
+            let all: Vec<JobStatus> = call(config, |rpc| async move {
+                JobApiClient::list(&rpc, state).await
+            })?;
+            if args.remote.json {
+                print_json(&all)?;
+            } else if all.is_empty() {
+                println!("no job");
+            } else {
+                for s in &all {
+                    let error = s
+                        .last_error
+                        .as_deref()
+                        .map_or(String::new(), |e| format!("  ({e})"));
+                    println!("{} {:<12} {}{error}", s.job_id, s.role, s.state);
+                }
+            }
         }
         Command::Status { job_id } => {
             let s: Vec<JobStatus> = call(config, |rpc| {

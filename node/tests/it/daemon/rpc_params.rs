@@ -90,6 +90,9 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
         ("job_submit", vec![spec.clone()], Some(bad)),
         ("job_status", vec![json!("xyz")], Some(bad)),
         ("job_status", vec![json!(42)], Some(bad)),
+        ("job_list", vec![json!(42)], Some(bad)),
+        // Well-formed, but this server runs no job engine.
+        ("job_list", vec![json!("running")], Some(codes::JOB)),
         ("job_cancel", vec![json!("00")], Some(bad)),
         ("job_buildLock", vec![spec.clone()], Some(bad)),
         ("job_buildLock", vec![json!({}), json!(7)], Some(bad)),

@@ -180,6 +180,29 @@ async fn job_cli_submits_follows_and_cancels_through_the_node() {
         err.contains("asking the node") && err.contains("64 hex digits"),
         "{err}"
     );
+    // `job list`: both jobs, newest change first; filtered by state.
+    let out = stdout(&ganglion(&config, &["job", "list", "--json"]).await);
+    let all: Vec<JobStatus> = serde_json::from_str(&out).expect("list JSON");
+    let ids: Vec<&str> = all.iter().map(|s| s.job_id.as_str()).collect();
+    assert!(
+        ids.contains(&id.as_str()) && ids.contains(&waited.as_str()),
+        "{out}"
+    );
+    assert!(
+        all.iter()
+            .all(|s| s.role == "orchestrator" && s.state == "cancelled"),
+        "{out}"
+    );
+    let last = |s: &JobStatus| s.history.last().map_or(0, |t| t.at_ms);
+    assert!(all.windows(2).all(|w| last(&w[0]) >= last(&w[1])), "{out}");
+    let out = stdout(&ganglion(&config, &["job", "list", "--state", "cancelled", "--json"]).await);
+    let cancelled: Vec<JobStatus> = serde_json::from_str(&out).expect("list JSON");
+    assert_eq!(cancelled.len(), all.len(), "{out}");
+    let out = stdout(&ganglion(&config, &["job", "list", "--state", "running", "--json"]).await);
+    let running: Vec<JobStatus> = serde_json::from_str(&out).expect("list JSON");
+    assert!(running.is_empty(), "{out}");
+    let text = stdout(&ganglion(&config, &["job", "list"]).await);
+    assert!(text.contains(&format!("{id} orchestrator ")), "{text}");
     // A well-formed id the node does not know: non-zero too, saying so.
     let o = ganglion(&config, &["job", "status", &"ab".repeat(32)]).await;
     assert!(!o.status.success());
