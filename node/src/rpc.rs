@@ -359,6 +359,39 @@ impl JobApiServer for Api {
         statuses(jobs_of(self)?.as_ref(), &job)
     }
 
+    async fn quote(&self, spec: serde_json::Value) -> RpcResult<ganglion_rpc::types::JobQuote> {
+        use crate::job::quote::Quote;
+        let spec = spec_param(&spec)?;
+        let q = jobs_of(self)?
+            .quote(&spec)
+            .await
+            .map_err(|e| codes::engine(&e))?;
+        let budget_ntx = spec.budget_ntx.into();
+        Ok(match q {
+            Quote::Placeable { nodes, worst_case } => ganglion_rpc::types::JobQuote {
+                placeable: true,
+                nodes: nodes
+                    .iter()
+                    .map(|n| ganglion_rpc::types::QuotedNode {
+                        provider: hex::encode(n.provider),
+                        gpus: n.gpus,
+                        rate: n.rate.into(),
+                    })
+                    .collect(),
+                worst_case_ntx: worst_case.into(),
+                budget_ntx,
+                reason: None,
+            },
+            Quote::NotPlaceable { reason } => ganglion_rpc::types::JobQuote {
+                placeable: false,
+                nodes: vec![],
+                worst_case_ntx: 0.into(),
+                budget_ntx,
+                reason: Some(reason),
+            },
+        })
+    }
+
     async fn list(&self, state: Option<String>) -> RpcResult<Vec<JobStatus>> {
         let (orchestrated, provided) = jobs_of(self)?
             .all_records()

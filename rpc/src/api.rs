@@ -74,6 +74,12 @@ pub trait JobApi {
     #[method(name = "status")]
     async fn status(&self, job_id: String) -> RpcResult<Vec<JobStatus>>;
 
+    /// Whether today's market could place `spec` (a JSON object, as `job_submit` takes), on
+    /// whom, and what it could cost at worst; nothing is pinned or locked. Terms that cannot
+    /// be met and bad specs: [`crate::error::INVALID_PARAMS`], as for `job_submit`.
+    #[method(name = "quote")]
+    async fn quote(&self, spec: serde_json::Value) -> RpcResult<crate::types::JobQuote>;
+
     /// Every job the node holds a record of, one entry per role it plays (orchestrator,
     /// provider), the most recently changed first; with `state` (snake_case, e.g. `running`,
     /// `settled`) only the records in that state.

@@ -121,6 +121,34 @@ pub struct JobSubmitted {
     pub job_id: String,
 }
 
+/// `job_quote` result: whether today's market can place a spec, on whom, at what cost at
+/// worst. Nothing was locked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobQuote {
+    /// True when the matcher found a placement now.
+    pub placeable: bool,
+    /// The providers it would pick (empty when not placeable).
+    pub nodes: Vec<QuotedNode>,
+    /// What the escrow could pay them at most: every GPU at its rate until the deadline, NTX
+    /// base units (0 when not placeable).
+    pub worst_case_ntx: Amount,
+    /// The spec's budget, NTX base units: locked at submit, the rest refunded.
+    pub budget_ntx: Amount,
+    /// Why nothing fits (when not placeable).
+    pub reason: Option<String>,
+}
+
+/// One provider of a [`JobQuote`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuotedNode {
+    /// Payment key hash, hex (56 characters).
+    pub provider: String,
+    /// GPUs placed on it.
+    pub gpus: u64,
+    /// Its rate, NTX base units per GPU-hour.
+    pub rate: Amount,
+}
+
 /// One transition of a job record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobTransition {

@@ -37,6 +37,13 @@ pub trait JobControl: Send + Sync {
         job: &JobId,
     ) -> Result<(Option<OrchestratorRecord>, Option<ProviderRecord>), EngineError>;
 
+    /// Could today's market place `spec`, on whom, at what worst-case cost ([`super::quote`]).
+    /// Nothing is locked.
+    ///
+    /// # Errors
+    /// As [`super::quote::quote`].
+    async fn quote(&self, spec: &Ensemble) -> Result<super::quote::Quote, EngineError>;
+
     /// Every record the node holds: as orchestrator, as provider.
     ///
     /// # Errors
@@ -77,6 +84,10 @@ impl<S: Kv + 'static, E: Executor + 'static> JobControl for EngineHandle<S, E> {
             self.ctx.store.get::<OrchestratorRole>(job)?,
             self.ctx.store.get::<ProviderRole>(job)?,
         ))
+    }
+
+    async fn quote(&self, spec: &Ensemble) -> Result<super::quote::Quote, EngineError> {
+        super::quote::quote(&self.ctx, spec).await
     }
 
     fn all_records(&self) -> Result<(Vec<OrchestratorRecord>, Vec<ProviderRecord>), EngineError> {

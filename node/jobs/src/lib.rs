@@ -17,7 +17,8 @@
 //!   keeps, stops on and claims; [`heartbeat`]: the heartbeats that carry them while a job runs.
 //! - [`orchestrator`], [`provider`]: the drivers, one step per job per pass; [`gpu_pick`]:
 //!   which pooled GPUs run a provider's share (meeting the spec, free, MIG rules); [`terms`]: the
-//!   terms a job must meet before anything is locked or started; [`retry`]: how refused
+//!   terms a job must meet before anything is locked or started; [`quote`]: whether today's
+//!   market can place a spec, on whom, at what worst-case cost; [`retry`]: how refused
 //!   transactions are classified and backed off.
 //! - [`engine`]: [`Engine`], the task running the drivers; how a node starts it.
 //! - [`control`]: [`JobControl`], the engine as the RPC server sees it.
@@ -36,6 +37,7 @@ pub mod gpu_pick;
 pub mod heartbeat;
 pub mod orchestrator;
 pub mod provider;
+pub mod quote;
 pub mod receipts;
 pub mod retry;
 pub mod state;

@@ -1,6 +1,6 @@
-//! `ganglion job submit|status|list|cancel|logs|outputs`: jobs of a running node, over its
-//! JSON-RPC API (`job_submit`, `job_status`, `job_list`, `job_cancel`, `job_logs`,
-//! `job_outputs`), found through the config's data dir ([`super::remote::call`]); and, local: `ganglion job validate` (a spec
+//! `ganglion job submit|quote|status|list|cancel|logs|outputs`: jobs of a running node, over
+//! its JSON-RPC API (`job_submit`, `job_quote`, `job_status`, `job_list`, `job_cancel`,
+//! `job_logs`, `job_outputs`), found through the config's data dir ([`super::remote::call`]); and, local: `ganglion job validate` (a spec
 //! checked as `job submit` would, before anything is paid) and `ganglion job import-sdl` (an
 //! Akash SDL GPU block to ensemble-spec fields, [`ganglion_market::sdl`]).
 
@@ -45,6 +45,13 @@ pub(crate) enum Command {
     Status {
         /// Job id (64 hex digits).
         job_id: String,
+    },
+    /// Could today's market place a spec, on whom, at what cost at worst? Asks the running
+    /// node (its market view); nothing is pinned or locked. Exits non-zero when the spec's
+    /// terms cannot be met or nothing in the market fits it (the reason printed).
+    Quote {
+        /// The spec file (YAML or JSON).
+        spec: PathBuf,
     },
     /// Every job the node holds a record of (one line per role it plays), the most recently
     /// changed first.
@@ -300,6 +307,39 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 end.last_error
                     .as_deref()
                     .map_or(String::new(), |e| format!(": {e}"))
+            );
+        }
+        Command::Quote { spec } => {
+            let text = std::fs::read_to_string(&spec)
+                .with_context(|| format!("reading {}", spec.display()))?;
+            let parsed = Ensemble::parse(&text, ganglion_p2p::now_ms())
+                .with_context(|| format!("{}", spec.display()))?;
+            let value = serde_json::to_value(&parsed).context("encoding the spec")?;
+            let q: ganglion_rpc::types::JobQuote = call(config, |rpc| async move {
+                JobApiClient::quote(&rpc, value).await
+            })?;
+            if args.remote.json {
+                print_json(&q)?;
+            } else if q.placeable {
+                println!(
+                    "placeable now on {} provider(s); at worst {} of the budget of {} NTX base \
+                     units:",
+                    q.nodes.len(),
+                    q.worst_case_ntx,
+                    q.budget_ntx
+                );
+                for n in &q.nodes {
+                    println!(
+                        "  {} {} GPU(s) at {} NTX base units per GPU-hour",
+                        n.provider, n.gpus, n.rate
+                    );
+                }
+            }
+            anyhow::ensure!(
+                q.placeable,
+                "{}: nothing in today's market can place it: {}",
+                spec.display(),
+                q.reason.as_deref().unwrap_or("no reason given")
             );
         }
         Command::List { state } => {

@@ -11,6 +11,7 @@ mod cli_job;
 mod defense;
 mod expire;
 mod overrun;
+mod quote;
 mod rematch;
 mod restart;
 mod rpc;
