@@ -22,6 +22,18 @@ pub enum ClientCallError {
     /// No `node.json`: the node is not running (or has not finished starting).
     #[error("no running node found: {0} is missing (start one with `ganglion node run`)")]
     NotRunning(PathBuf),
+    /// `node.json` names a process that is not running: the node stopped (or crashed) after
+    /// writing it.
+    #[error(
+        "no running node found: {path} names process {pid}, which is not running (the node \
+         stopped; start it with `ganglion node run`)"
+    )]
+    Stale {
+        /// The `node.json` read.
+        path: PathBuf,
+        /// The process id it names.
+        pid: u32,
+    },
     /// The cookie could not be read from the data dir.
     #[error("reading the RPC cookie: {0}")]
     Cookie(#[source] crate::datadir::Error),
@@ -66,11 +78,18 @@ impl NodeClient {
     /// `rpc.cookie`). Makes no request yet.
     ///
     /// # Errors
-    /// [`ClientCallError::NotRunning`], [`ClientCallError::Cookie`].
+    /// [`ClientCallError::NotRunning`], [`ClientCallError::Stale`],
+    /// [`ClientCallError::Cookie`].
     pub fn of_data_dir(data_dir: &Path) -> Result<Self, ClientCallError> {
-        let info = NodeInfo::read(data_dir).ok_or_else(|| {
-            ClientCallError::NotRunning(data_dir.join(crate::daemon::node::NODE_INFO))
-        })?;
+        let path = data_dir.join(crate::daemon::node::NODE_INFO);
+        let info =
+            NodeInfo::read(data_dir).ok_or_else(|| ClientCallError::NotRunning(path.clone()))?;
+        if !process_exists(info.pid) {
+            return Err(ClientCallError::Stale {
+                path,
+                pid: info.pid,
+            });
+        }
         let token = DataDir::open(data_dir)
             .and_then(|d| d.read_rpc_cookie())
             .map_err(ClientCallError::Cookie)?;
@@ -103,5 +122,58 @@ impl NodeClient {
     /// [`ClientCallError::from`].
     pub fn rpc(&self) -> &HttpClient {
         &self.http
+    }
+}
+
+/// Whether process `pid` exists (signal 0: nothing is sent, only the check is made; a process
+/// of another user still exists, `EPERM`).
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill(2) with signal 0 sends nothing; it only checks that `pid` can be signalled.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node_json(dir: &Path, pid: u32) {
+        let info = NodeInfo {
+            pid,
+            peer_id: "12D3KooW".into(),
+            p2p: vec![],
+            rpc: "127.0.0.1:1".parse().expect("addr"),
+            payment_key_hash: "00".into(),
+            bond: None,
+            metrics: None,
+        };
+        std::fs::write(
+            dir.join(crate::daemon::node::NODE_INFO),
+            serde_json::to_string(&info).expect("json"),
+        )
+        .expect("write");
+    }
+
+    #[test]
+    fn a_node_json_left_by_a_stopped_node_says_so() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // A process that has exited: its pid names no process now.
+        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let gone = child.id();
+        child.wait().expect("exits");
+        node_json(dir.path(), gone);
+        let e = NodeClient::of_data_dir(dir.path()).expect_err("stale");
+        assert!(
+            matches!(e, ClientCallError::Stale { pid, .. } if pid == gone),
+            "{e}"
+        );
+        assert!(e.to_string().contains("ganglion node run"), "{e}");
+        // A live process (this one): past the pid check, to the cookie, which is missing.
+        node_json(dir.path(), std::process::id());
+        let e = NodeClient::of_data_dir(dir.path()).expect_err("no cookie");
+        assert!(matches!(e, ClientCallError::Cookie(_)), "{e}");
     }
 }
