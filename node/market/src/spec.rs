@@ -494,6 +494,9 @@ pub enum Rule {
         /// `gpus.count`.
         count: u32,
     },
+    /// Neither `deadline` nor `deadline_ms` is given.
+    #[error("no deadline: give `deadline` (`+2h10m`, an RFC 3339 time) or `deadline_ms`")]
+    NoDeadline,
     /// Both `deadline` and `deadline_ms` are given.
     #[error("give `deadline` or `deadline_ms`, not both")]
     DeadlineTwice,
@@ -754,6 +757,9 @@ impl Ensemble {
         }
         if self.budget_ntx == 0 {
             return bad("budget_ntx", Rule::Zero);
+        }
+        if self.deadline_ms == 0 {
+            return bad("deadline_ms", Rule::NoDeadline);
         }
         if self.deadline_ms <= now_ms {
             return bad(

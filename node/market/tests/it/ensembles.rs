@@ -194,6 +194,18 @@ fn a_written_deadline_becomes_deadline_ms() {
         assert_eq!(e.field(), "deadline", "{line}: {e}");
         assert!(e.to_string().contains(rule), "{line}: {e}");
     }
+    // No deadline at all: named as such.
+    let e = Ensemble::parse(&with(""), NOW_MS).expect_err("none");
+    assert!(
+        matches!(
+            e,
+            SpecError::Invalid {
+                rule: Rule::NoDeadline,
+                ..
+            }
+        ),
+        "{e}"
+    );
     // A deadline in the past, written either way, is refused as before.
     let e = Ensemble::parse(&with("deadline: \"2025-12-31T00:00:00Z\""), NOW_MS).expect_err("past");
     assert!(matches!(
