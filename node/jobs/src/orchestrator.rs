@@ -288,14 +288,7 @@ pub(crate) async fn pass<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
         if let Err(e) = step(ctx, r).await {
             // A failure no retry can mend is an error for the operator; the rest are
             // passing (the next pass, or the retry governor, tries again).
-            match e.retry_class() {
-                crate::retry::Class::Fatal => {
-                    tracing::error!(job = %job, error = %e, retryable = false, "orchestrator step");
-                }
-                crate::retry::Class::Retryable => {
-                    tracing::warn!(job = %job, error = %e, retryable = true, "orchestrator step");
-                }
-            }
+            retry::log_step_failure("orchestrator step", &job, &e);
             if let Ok(Some(mut rec)) = ctx.store.get::<OrchestratorRole>(&job) {
                 rec.detail.last_error = Some(e.to_string());
                 let _ = ctx.store.set_detail::<OrchestratorRole>(&job, rec.detail);
@@ -408,6 +401,22 @@ async fn step<S: Kv, E: Executor>(
     }
 }
 
+/// The market snapshot the matcher runs on: `offers` as this node's engine may use them
+/// (declared GPUs on the devnet only). Shared by the match step and [`super::quote`].
+///
+/// # Errors
+/// [`EngineError::Spec`] ([`SpecError::Snapshot`]).
+pub(crate) fn market_snapshot<'a, S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    offers: impl IntoIterator<Item = &'a ganglion_p2p::offers::SignedOffer>,
+) -> Result<MarketSnapshot, EngineError> {
+    let market: Vec<_> = offers.into_iter().map(|o| o.body.market.clone()).collect();
+    let options = SnapshotOptions {
+        allow_declared: ctx.config.allow_declared_gpus,
+    };
+    Ok(MarketSnapshot::build(&market, &[], options).map_err(SpecError::from)?)
+}
+
 async fn do_match<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     r: &OrchestratorRecord,
@@ -425,17 +434,7 @@ async fn do_match<S: Kv, E: Executor>(
         .iter()
         .filter(|o| !excluded.contains(&o.body.market.provider))
         .collect();
-    let snapshot = MarketSnapshot::build(
-        &offers
-            .iter()
-            .map(|o| o.body.market.clone())
-            .collect::<Vec<_>>(),
-        &[],
-        SnapshotOptions {
-            allow_declared: ctx.config.allow_declared_gpus,
-        },
-    )
-    .map_err(SpecError::from)?;
+    let snapshot = market_snapshot(ctx, offers.iter().copied())?;
     let plan = match match_gang(&Requirements::from_ensemble(&r.detail.spec), &snapshot) {
         Ok(p) => p,
         Err(no_fit) => {

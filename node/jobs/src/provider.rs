@@ -274,14 +274,7 @@ pub(crate) async fn pass<S: Kv + 'static, E: Executor + 'static>(ctx: &Arc<Ctx<S
         if let Err(e) = step(ctx, r).await {
             // A failure no retry can mend is an error for the operator; the rest are
             // passing (the next pass, or the retry governor, tries again).
-            match e.retry_class() {
-                crate::retry::Class::Fatal => {
-                    tracing::error!(job = %job, error = %e, retryable = false, "provider step");
-                }
-                crate::retry::Class::Retryable => {
-                    tracing::warn!(job = %job, error = %e, retryable = true, "provider step");
-                }
-            }
+            crate::retry::log_step_failure("provider step", &job, &e);
             // For status displays (`job_status`'s `last_error`).
             let why = e.to_string();
             if let Ok(Some(mut rec)) = ctx.store.get::<ProviderRole>(&job)

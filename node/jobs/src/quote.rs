@@ -7,7 +7,6 @@ use ganglion_contracts::params::KeyHash;
 use ganglion_dispatch::executor::Executor;
 use ganglion_indexer::store::Kv;
 use ganglion_market::matching::{Requirements, match_gang};
-use ganglion_market::snapshot::{MarketSnapshot, SnapshotOptions};
 use ganglion_market::spec::Ensemble;
 
 use super::engine::{Ctx, EngineError, SpecError};
@@ -57,17 +56,7 @@ pub(crate) async fn quote<S: Kv, E: Executor>(
     spec.validate(now).map_err(SpecError::from)?;
     super::terms::check(spec, now)?;
     let market = ctx.p2p.market().await?;
-    let snapshot = MarketSnapshot::build(
-        &market
-            .iter()
-            .map(|o| o.body.market.clone())
-            .collect::<Vec<_>>(),
-        &[],
-        SnapshotOptions {
-            allow_declared: ctx.config.allow_declared_gpus,
-        },
-    )
-    .map_err(SpecError::from)?;
+    let snapshot = super::orchestrator::market_snapshot(ctx, &market)?;
     Ok(
         match match_gang(&Requirements::from_ensemble(spec), &snapshot) {
             Ok(plan) => {

@@ -67,6 +67,15 @@ pub fn classify(e: &EngineError) -> Class {
     }
 }
 
+/// Logs a driver step's failure for `job` by its class: one no retry can mend as an error
+/// (`retryable = false`), the rest as a warning (`what`: `orchestrator step`, `provider step`).
+pub(crate) fn log_step_failure(what: &'static str, job: &JobId, e: &EngineError) {
+    match e.retry_class() {
+        Class::Fatal => tracing::error!(job = %job, error = %e, retryable = false, "{what}"),
+        Class::Retryable => tracing::warn!(job = %job, error = %e, retryable = true, "{what}"),
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     failures: u32,

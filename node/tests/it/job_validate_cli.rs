@@ -97,10 +97,7 @@ fn terms_that_cannot_be_met_fail_before_anything_is_paid() {
     assert!(validate(&short, false).status.success());
 
     // A run that cannot end before the deadline: the deadline one minute from now.
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_millis() as u64;
+    let now_ms = ganglion_p2p::now_ms();
     spec["deadline"] = serde_norway::Value::Null;
     spec["deadline_ms"] = serde_norway::Value::from(now_ms + 60_000);
     std::fs::write(&short, serde_norway::to_string(&spec).expect("YAML")).expect("write");
