@@ -8,9 +8,11 @@
 //! | `gpu-runtime`| NVIDIA GPUs can reach containers (runtime or CDI, confirmed by one smoke container when NVIDIA GPUs are present); warn if not, with the reason and fix |
 //! | `gpus`       | GPUs are detected (NVML, AMD sysfs) or declared in the config, and some would be offered |
 //! | `chain`      | the N2C endpoint answers the handshake with the network magic  |
+//! | `validator`  | the validator's reference script is on chain (`[validator] reference`, else found at its address) |
 //! | `rpc-port`   | the RPC listen address can be bound (warn: in use, a node running?) |
 //! | `disk`       | the data dir's file system has ≥ 10 GiB free (fail below 1 GiB) |
 //! | `overlay`    | pods can get their tunnel: root and `/dev/net/tun` (warn if not: single-host jobs only) |
+//! | `overlay-port` | a provider's `[overlay] listen_port` (UDP) can be bound: every provider node on a host needs its own |
 
 use std::path::Path;
 use std::time::Duration;
@@ -119,11 +121,12 @@ pub async fn run(settings: &Settings) -> Vec<Check> {
             "{DEFAULT_SOCKET} did not answer within {TIMEOUT:?}"
         )),
     };
-    vec![
+    let mut checks = vec![
         docker,
         runtime,
         gpus_check(settings, &inv),
         chain_check(settings).await,
+        validator_check(settings).await,
         port_check(settings),
         disk_check(settings),
         overlay_check(
@@ -132,7 +135,77 @@ pub async fn run(settings: &Settings) -> Vec<Check> {
             Path::new("/dev/net/tun").exists(),
             Path::new("/sys/module/wireguard").exists(),
         ),
-    ]
+    ];
+    checks.extend(overlay_port_check(settings));
+    checks
+}
+
+/// The validator's reference script, as `node run` finds it: `[validator] reference` when
+/// set, else at the validator's address (`ganglion devnet deploy` puts it there).
+async fn validator_check(settings: &Settings) -> Check {
+    let fix = "on a devnet run `ganglion devnet deploy`; else set [validator] reference to the \
+               UTxO holding the validator's reference script";
+    let (Ok(endpoint), Ok(preset)) = (settings.n2c(), NetworkPreset::of(settings.network())) else {
+        return Check::not_ok(
+            "validator",
+            Verdict::Fail,
+            "no chain to look on (see the chain check)",
+            fix,
+        );
+    };
+    match tokio::time::timeout(
+        TIMEOUT,
+        crate::daemon::chain::resolve(settings, &preset, &endpoint),
+    )
+    .await
+    {
+        Ok(Ok((_, d))) => Check::pass(
+            "validator",
+            format!(
+                "reference script at {}#{}{}",
+                hex::encode(d.reference.reference.tx_hash),
+                d.reference.reference.index,
+                if settings.validator.is_some() {
+                    " ([validator] reference)"
+                } else {
+                    " (found at the validator's address)"
+                }
+            ),
+        ),
+        Ok(Err(e)) => Check::not_ok("validator", Verdict::Fail, e.to_string(), fix),
+        Err(_) => Check::not_ok(
+            "validator",
+            Verdict::Fail,
+            format!("the chain did not answer within {TIMEOUT:?}"),
+            fix,
+        ),
+    }
+}
+
+/// A provider's overlay UDP port (`[overlay] listen_port`): free, or `node run` fails after
+/// it started (each node on one host needs its own). Only for a provider, and not for port
+/// 0 (any free port).
+fn overlay_port_check(settings: &Settings) -> Option<Check> {
+    settings.provider.as_ref()?;
+    let port = settings.overlay.listen_port;
+    if port == 0 {
+        return None;
+    }
+    Some(match std::net::UdpSocket::bind(("0.0.0.0", port)) {
+        Ok(_) => Check::pass("overlay-port", format!("UDP {port} is free")),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Check::not_ok(
+            "overlay-port",
+            Verdict::Fail,
+            format!("UDP {port} is in use (another node's overlay?)"),
+            "set [overlay] listen_port to a free port: every provider node on a host needs its own",
+        ),
+        Err(e) => Check::not_ok(
+            "overlay-port",
+            Verdict::Fail,
+            format!("UDP {port}: {e}"),
+            "set [overlay] listen_port to a port this user may bind",
+        ),
+    })
 }
 
 /// The per-job overlay (DESIGN §6): each pod's TUN needs root (`CAP_NET_ADMIN`) and

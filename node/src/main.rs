@@ -32,8 +32,11 @@ enum Command {
     Market(cli::market::Args),
     /// This node as a provider: its bond (unbond, withdraw) and its offers.
     Provider(cli::provider::Args),
-    /// Jobs of a running node: `ganglion job submit|status|cancel|logs|outputs`.
+    /// Jobs of a running node: `ganglion job submit|quote|status|list|cancel|stop|logs|outputs`.
     Job(cli::job::Args),
+    /// The node's blockstore (IPFS): `ganglion storage add|cat|export-car|piece-cid|pin|unpin|
+    /// pins|gc`; a job's inputs are `storage add`ed on the orchestrator's node.
+    Storage(cli::storage::Args),
     /// The rendezvous environment the executor gives one container of a job (for
     /// `scripts/gpu-check`).
     #[command(name = "rendezvous-env", hide = true)]
@@ -51,6 +54,7 @@ fn main() -> anyhow::Result<()> {
         Command::Market(args) => cli::market::run(args),
         Command::Provider(args) => cli::provider::run(args),
         Command::Job(args) => cli::job::run(args),
+        Command::Storage(args) => cli::storage::run(args),
         Command::RendezvousEnv(args) => cli::rendezvous::run(args),
     }
 }

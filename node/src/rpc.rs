@@ -27,6 +27,9 @@ mod cip30;
 mod codes;
 mod events;
 pub mod gpus;
+mod shares;
+mod storage;
+pub use storage::import_options as storage_import_options;
 
 /// Why the API could not start.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +67,7 @@ pub struct Api {
     bonds: Option<Arc<dyn bond::Bonds>>,
     locks: Option<Arc<dyn crate::job::WalletLocks>>,
     gpus: Option<Arc<GpuReport>>,
+    storage: Option<ganglion_storage::pin::Embedded<ganglion_storage::blockstore::SledBlockstore>>,
 }
 
 impl Api {
@@ -90,6 +94,7 @@ impl Api {
             bonds: None,
             locks: None,
             gpus: None,
+            storage: None,
         })
     }
 
@@ -97,6 +102,16 @@ impl Api {
     /// the container check) instead of a fresh detection without the check.
     pub fn with_gpus(mut self, report: GpuReport) -> Self {
         self.gpus = Some(Arc::new(report));
+        self
+    }
+
+    /// The same API answering `storage_*` from the node's blockstore through `pinner` (the
+    /// one the executor pins with).
+    pub fn with_storage(
+        mut self,
+        pinner: ganglion_storage::pin::Embedded<ganglion_storage::blockstore::SledBlockstore>,
+    ) -> Self {
+        self.storage = Some(pinner);
         self
     }
 
@@ -141,7 +156,9 @@ impl Api {
     /// # Errors
     /// [`Error::Merge`] when two namespaces register the same method name.
     pub fn into_module(self) -> Result<RpcModule<()>, Error> {
-        use ganglion_rpc::api::{AuditApiServer, MarketApiServer, ProviderApiServer, TxApiServer};
+        use ganglion_rpc::api::{
+            AuditApiServer, MarketApiServer, ProviderApiServer, StorageApiServer, TxApiServer,
+        };
         let mut m = RpcModule::new(());
         m.merge(NodeApiServer::into_rpc(self.clone()))?;
         m.merge(WalletApiServer::into_rpc(self.clone()))?;
@@ -149,7 +166,8 @@ impl Api {
         m.merge(TxApiServer::into_rpc(self.clone()))?;
         m.merge(ProviderApiServer::into_rpc(self.clone()))?;
         m.merge(AuditApiServer::into_rpc(self.clone()))?;
-        m.merge(MarketApiServer::into_rpc(self))?;
+        m.merge(MarketApiServer::into_rpc(self.clone()))?;
+        m.merge(StorageApiServer::into_rpc(self))?;
         Ok(m)
     }
 
@@ -325,17 +343,24 @@ fn status_of<S: Copy + serde::Serialize, D>(
             })
             .collect(),
         last_error,
+        nodes: vec![],
+        outcome: None,
     }
 }
 
-fn statuses(
-    jobs: &dyn JobControl,
+async fn statuses(
+    api: &Api,
     job: &ganglion_contracts::v2::datum::JobId,
 ) -> RpcResult<Vec<JobStatus>> {
-    let (o, p) = jobs.records(job).map_err(|e| codes::engine(&e))?;
+    let (o, p) = jobs_of(api)?.records(job).map_err(|e| codes::engine(&e))?;
     let mut out = Vec::new();
     if let Some(o) = o {
-        out.push(status_of("orchestrator", &o, o.detail.last_error.clone()));
+        let mut s = status_of("orchestrator", &o, o.detail.last_error.clone());
+        if let Some(audit) = &api.audit {
+            (s.nodes, s.outcome) =
+                shares::of(audit.as_ref(), job, o.detail.stopped_at_ms.is_some()).await;
+        }
+        out.push(s);
     }
     if let Some(p) = p {
         out.push(status_of("provider", &p, p.detail.error.clone()));
@@ -356,7 +381,7 @@ impl JobApiServer for Api {
 
     async fn status(&self, job_id: String) -> RpcResult<Vec<JobStatus>> {
         let job = parse_job_id(&job_id)?;
-        statuses(jobs_of(self)?.as_ref(), &job)
+        statuses(self, &job).await
     }
 
     async fn quote(&self, spec: serde_json::Value) -> RpcResult<ganglion_rpc::types::JobQuote> {
@@ -415,7 +440,21 @@ impl JobApiServer for Api {
         let job = parse_job_id(&job_id)?;
         let jobs = jobs_of(self)?;
         jobs.cancel(&job).await.map_err(|e| codes::engine(&e))?;
-        statuses(jobs.as_ref(), &job)?
+        statuses(self, &job)
+            .await?
+            .into_iter()
+            .find(|s| s.role == "orchestrator")
+            .ok_or_else(|| error(error::JOB, "the job has no orchestrator record"))
+    }
+
+    async fn stop(&self, job_id: String) -> RpcResult<JobStatus> {
+        let job = parse_job_id(&job_id)?;
+        jobs_of(self)?
+            .stop(&job)
+            .await
+            .map_err(|e| codes::engine(&e))?;
+        statuses(self, &job)
+            .await?
             .into_iter()
             .find(|s| s.role == "orchestrator")
             .ok_or_else(|| error(error::JOB, "the job has no orchestrator record"))

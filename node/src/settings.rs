@@ -465,12 +465,18 @@ impl Settings {
         self.network
     }
 
-    /// The data dir: configured, or `$HOME/.ganglion/<network>`.
+    /// The data dir: configured (a leading `~` is `$HOME`, as in a shell), or
+    /// `$HOME/.ganglion/<network>`.
     ///
     /// # Errors
     /// [`Error::NoDataDir`].
     pub fn data_dir(&self) -> Result<PathBuf, Error> {
         match &self.data_dir {
+            // `~/…` is under HOME, as a shell would expand it (sample configs use it).
+            Some(d) if d.starts_with("~") => {
+                let home = std::env::var_os("HOME").ok_or(Error::NoDataDir)?;
+                Ok(PathBuf::from(home).join(d.strip_prefix("~").unwrap_or(d)))
+            }
             Some(d) => Ok(d.clone()),
             None => std::env::var_os("HOME")
                 .map(|h| {
@@ -577,6 +583,18 @@ sysfs_root = "/sys"
         let d = s.deployment.expect("deployment");
         assert_eq!(d.ntx.name, b"NTX".to_vec());
         assert_eq!(d.claim_window_ms, 7);
+    }
+
+    #[test]
+    fn a_leading_tilde_in_data_dir_is_home() {
+        let s = Settings::from_toml("data_dir = \"~/.ganglion/orchestrator\"").expect("valid");
+        let home = std::env::var_os("HOME").expect("HOME is set in tests");
+        assert_eq!(
+            s.data_dir().expect("dir"),
+            PathBuf::from(home).join(".ganglion/orchestrator")
+        );
+        let s = Settings::from_toml("data_dir = \"/srv/~x\"").expect("valid");
+        assert_eq!(s.data_dir().expect("dir"), PathBuf::from("/srv/~x"));
     }
 
     #[test]

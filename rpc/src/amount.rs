@@ -319,6 +319,22 @@ impl From<Amount> for AmountParam {
     }
 }
 
+/// Decimals of NTX: one NTX is 10^6 base units (as ADA is 10^6 lovelace).
+pub const NTX_DECIMALS: u32 = 6;
+
+/// NTX base units as a person reads them: NTX with up to [`NTX_DECIMALS`] decimals, trailing
+/// zeros dropped, and the unit (`1500000` → `"1.5 NTX"`, `555` → `"0.000555 NTX"`, `0` →
+/// `"0 NTX"`). For display only: JSON answers keep base units ([`Amount`]).
+pub fn ntx_text(base_units: u64) -> String {
+    let one = 10u64.pow(NTX_DECIMALS);
+    let (whole, frac) = (base_units / one, base_units % one);
+    if frac == 0 {
+        return format!("{whole} NTX");
+    }
+    let digits = format!("{frac:0width$}", width = NTX_DECIMALS as usize);
+    format!("{whole}.{} NTX", digits.trim_end_matches('0'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,5 +424,15 @@ mod tests {
             data,
             json!({"field": "ntx", "input": "\"0x10\"", "rule": "not_decimal"})
         );
+    }
+
+    #[test]
+    fn ntx_text_shows_decimals_not_base_units() {
+        assert_eq!(super::ntx_text(0), "0 NTX");
+        assert_eq!(super::ntx_text(555), "0.000555 NTX");
+        assert_eq!(super::ntx_text(1_500_000), "1.5 NTX");
+        assert_eq!(super::ntx_text(100_000_000), "100 NTX");
+        assert_eq!(super::ntx_text(999_900_089_997), "999900.089997 NTX");
+        assert_eq!(super::ntx_text(u64::MAX), "18446744073709.551615 NTX");
     }
 }

@@ -1,5 +1,5 @@
 //! The method traits, one per namespace (`node`, `wallet`, `job`, `tx`, `provider`, `audit`,
-//! `market`); the node implements them and merges the
+//! `market`, `storage`); the node implements them and merges the
 //! modules (`into_rpc()`) into one server. Mutating methods (`crate::auth::MUTATING`)
 //! are refused without the bearer token by the server's middleware (`crate::auth::RequireToken`).
 
@@ -90,6 +90,13 @@ pub trait JobApi {
     /// required). Returns the job's state afterwards.
     #[method(name = "cancel")]
     async fn cancel(&self, job_id: String) -> RpcResult<JobStatus>;
+
+    /// Stops an orchestrated job (mutating: bearer token required): one still open is
+    /// cancelled; a running one is stopped: its providers' heartbeats are refused from now on,
+    /// so they stop their containers and claim the work acknowledged, and the last claim
+    /// refunds the rest. Returns the orchestrator's record.
+    #[method(name = "stop")]
+    async fn stop(&self, job_id: String) -> RpcResult<JobStatus>;
 
     /// Pins the ensemble spec and builds its lock funded by the wallet at `change_address`
     /// (bech32 or hex, a key address on the node's network), spending `utxos` (CIP-30
@@ -199,4 +206,51 @@ pub trait MarketApi {
     /// Live, verified offers (gossipsub), this node's own included.
     #[method(name = "offers")]
     async fn offers(&self) -> RpcResult<Vec<MarketOffer>>;
+}
+
+/// `storage_*`: the node's blockstore, which its swarm serves over bitswap (a job's inputs and
+/// image archive are fetched from the orchestrator's node by its providers). CIDs as Kubo's
+/// for the same options. Paths name files on the node's host and must be absolute; every
+/// method but `pins` needs the bearer token (it writes the store or files).
+/// Errors: [`crate::error::INVALID_PARAMS`] (a CID, option or path that is not one),
+/// [`crate::error::STORAGE`] (a missing block, an unreadable path, a store failure),
+/// [`crate::error::CHAIN_UNAVAILABLE`] (an RPC server without a running node).
+#[rpc(server, client, namespace = "storage")]
+pub trait StorageApi {
+    /// Imports a file, a symlink (the link itself) or, recursively, a directory and pins its
+    /// root (`ipfs add [-r]`).
+    #[method(name = "add")]
+    async fn add(
+        &self,
+        path: String,
+        options: Option<crate::storage::AddOptions>,
+    ) -> RpcResult<crate::storage::Added>;
+
+    /// Writes a UnixFS file's content to `out` (`ipfs cat`).
+    #[method(name = "cat")]
+    async fn cat(&self, cid: String, out: String) -> RpcResult<crate::storage::Wrote>;
+
+    /// Writes the DAG under `cid` as a CAR v1 file to `out` (`ipfs dag export`).
+    #[method(name = "exportCar")]
+    async fn export_car(&self, cid: String, out: String) -> RpcResult<crate::storage::Wrote>;
+
+    /// Exports the DAG under `cid` as CAR v1 to `car_out` and computes its Filecoin piece CID.
+    #[method(name = "pieceCid")]
+    async fn piece_cid(&self, cid: String, car_out: String) -> RpcResult<crate::storage::Piece>;
+
+    /// Pins the DAG under `cid` (every block must be held).
+    #[method(name = "pin")]
+    async fn pin(&self, cid: String) -> RpcResult<()>;
+
+    /// Removes the pin of `cid` (its blocks go at the next GC unless another pin keeps them).
+    #[method(name = "unpin")]
+    async fn unpin(&self, cid: String) -> RpcResult<()>;
+
+    /// The roots of every recursive pin (CID text form).
+    #[method(name = "pins")]
+    async fn pins(&self) -> RpcResult<Vec<String>>;
+
+    /// Removes every block no pin keeps (`ipfs repo gc`).
+    #[method(name = "gc")]
+    async fn gc(&self) -> RpcResult<crate::storage::Collected>;
 }

@@ -23,11 +23,19 @@ pub const MUTATING: &[&str] = &[
     "wallet_send",
     "job_submit",
     "job_cancel",
+    "job_stop",
     "job_buildLock",
     "tx_submit",
     "job_outputs",
     "provider_unbond",
     "provider_withdraw",
+    "storage_add",
+    "storage_cat",
+    "storage_exportCar",
+    "storage_pieceCid",
+    "storage_pin",
+    "storage_unpin",
+    "storage_gc",
 ];
 
 /// Marker extension: the request carried the right bearer token.

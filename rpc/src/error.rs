@@ -18,6 +18,9 @@ pub const TX_REJECTED: i32 = -32004;
 /// The job engine refused: unknown job, a state that does not allow the call, or no job
 /// engine running on this node.
 pub const JOB: i32 = -32005;
+/// The node's blockstore: a block missing, a path that cannot be read or written, a store
+/// failure (`storage_*`).
+pub const STORAGE: i32 = -32006;
 /// Anything else inside the node.
 pub const INTERNAL: i32 = -32603;
 

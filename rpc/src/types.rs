@@ -182,6 +182,44 @@ pub struct JobStatus {
     pub txs: Vec<JobTx>,
     /// The last problem met, if any.
     pub last_error: Option<String>,
+    /// The orchestrator's record only: each assigned provider's share as the chain shows it,
+    /// in assignment order (empty before the assignment and in a provider's record).
+    #[serde(default)]
+    pub nodes: Vec<JobNode>,
+    /// The orchestrator's record only, once every share is claimed or the escrow expired:
+    /// `succeeded` when every node attested exit code 0, `stopped` when the orchestrator
+    /// stopped it (`job_stop`), else `failed` (the failed nodes' `exit_code` and `reason` say
+    /// why). `None` while the job runs, when it was cancelled,
+    /// and in a provider's record.
+    #[serde(default)]
+    pub outcome: Option<String>,
+}
+
+/// One assigned provider's share of a job, from the chain (its assignment and its claim's
+/// signed attestation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobNode {
+    /// Its index in the assignment, which is also its node rank.
+    pub index: u64,
+    /// Payment key hash, hex (56 characters).
+    pub provider: String,
+    /// GPUs it was assigned.
+    pub gpus: u64,
+    /// `assigned` (no claim yet), `claimed`, or `defaulted` (the escrow expired without its
+    /// claim: its bond was slashed).
+    pub state: String,
+    /// The container's exit code it attested (−1: nothing ran, or the code is unknown).
+    pub exit_code: Option<i64>,
+    /// GPU-milliseconds it attested.
+    pub gpu_ms: Option<u64>,
+    /// NTX base units its claim was paid.
+    pub paid: Option<Amount>,
+    /// CID of its attested log (text form; `ganglion job logs`).
+    pub logs: Option<String>,
+    /// Why its share failed, in the provider's words: the `[ganglion] …` line its attested log
+    /// ends with, else the log's last line. Read only for a failed share whose log this node
+    /// holds or can fetch.
+    pub reason: Option<String>,
 }
 
 /// `job_buildLock` result: the unsigned lock for a CIP-30 wallet.

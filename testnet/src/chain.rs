@@ -245,9 +245,34 @@ impl Chain {
     /// [`ChainError`]; on a store failure the mempool is dropped and the ledger state is
     /// reloaded from the store, so memory never runs ahead of disk.
     pub fn forge(&self, slot: u64) -> Result<Option<BlockRef>, ChainError> {
+        self.forge_at(slot, None)
+    }
+
+    /// [`Chain::forge`], and when nothing is pending, an empty block at `slot` if the tip is
+    /// at least `idle_slots` slots older than it (or there is no block yet): a devnet that
+    /// keeps forging while idle lets a node's confirmation depth be reached without other
+    /// traffic (`ganglion-devnet up --idle-block-s`).
+    ///
+    /// # Errors
+    /// As [`Chain::forge`].
+    pub fn forge_or_idle(
+        &self,
+        slot: u64,
+        idle_slots: u64,
+    ) -> Result<Option<BlockRef>, ChainError> {
+        self.forge_at(slot, Some(idle_slots))
+    }
+
+    fn forge_at(&self, slot: u64, idle_slots: Option<u64>) -> Result<Option<BlockRef>, ChainError> {
         let mut inner = self.lock();
         if inner.mempool.is_empty() {
-            return Ok(None);
+            let tip = self.store.tip()?;
+            let idle = idle_slots
+                .is_some_and(|n| tip.is_none_or(|t| slot > t.slot && slot - t.slot >= n.max(1)));
+            if !idle {
+                return Ok(None);
+            }
+            return self.append(inner, tip, slot, Vec::new()).map(Some);
         }
         let tip = self.store.tip()?;
         if tip.is_some_and(|t| t.slot >= slot) {
@@ -297,6 +322,19 @@ impl Chain {
         if pending.is_empty() {
             return Ok(None);
         }
+        self.append(inner, tip, slot, pending).map(Some)
+    }
+
+    /// Assembles a block of `pending` (possibly none) at `slot` on `tip`, stores it and
+    /// publishes it.
+    fn append(
+        &self,
+        mut inner: MutexGuard<'_, Inner>,
+        tip: Option<BlockRef>,
+        slot: u64,
+        pending: Vec<Pending>,
+    ) -> Result<BlockRef, ChainError> {
+        let params = &self.rules.params;
         let number = tip.map_or(1, |t| t.number + 1);
         let txs: Vec<&[u8]> = pending.iter().map(|p| p.tx.bytes.as_slice()).collect();
         let block = producer::assemble(
@@ -332,7 +370,7 @@ impl Chain {
             txs: pending.iter().map(|p| p.tx.tx_hash).collect(),
         });
         tracing::info!(number, slot, hash = %block.hash, txs = pending.len(), "block forged");
-        Ok(Some(at))
+        Ok(at)
     }
 
     /// Revalidate `pending` in order against the confirmed UTxO set, each at the earliest

@@ -40,6 +40,10 @@ pub struct DevnetConfig {
     /// Forge blocks automatically every slot with pending transactions; default true.
     /// With `false`, call [`DevnetHandle::forge_now`] (deterministic tests, benches).
     pub auto_forge: bool,
+    /// With `auto_forge`: also forge an empty block when the tip is this many slots old and
+    /// nothing is pending, so nodes waiting for confirmations never wait on unrelated traffic;
+    /// default `None` (only blocks with transactions).
+    pub idle_block_slots: Option<u64>,
 }
 
 impl DevnetConfig {
@@ -55,6 +59,7 @@ impl DevnetConfig {
             n2c_tcp_addr: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             mempool_capacity: 10_000,
             auto_forge: true,
+            idle_block_slots: None,
         }
     }
 }
@@ -169,7 +174,11 @@ pub async fn start(config: DevnetConfig) -> Result<DevnetHandle, DevnetError> {
         tasks.spawn(crate::control::run(l, chain.clone(), cancel.clone()));
     }
     if config.auto_forge {
-        tasks.spawn(slot_clock(chain.clone(), cancel.clone()));
+        tasks.spawn(slot_clock(
+            chain.clone(),
+            config.idle_block_slots,
+            cancel.clone(),
+        ));
     }
     tracing::info!(%n2n_addr, n2c_socket = ?config.n2c_socket, ?n2c_tcp_addr, magic = genesis.network_magic, "devnet started");
     Ok(DevnetHandle {
@@ -185,8 +194,9 @@ pub async fn start(config: DevnetConfig) -> Result<DevnetHandle, DevnetError> {
 }
 
 /// The block producer's clock: wake at the start of every slot, forge if anything is
-/// pending. The timer is the slot clock itself, not a synchronisation device.
-async fn slot_clock(chain: Arc<Chain>, cancel: CancellationToken) {
+/// pending (or, with `idle_block_slots`, an empty block when the tip is that old). The timer
+/// is the slot clock itself, not a synchronisation device.
+async fn slot_clock(chain: Arc<Chain>, idle_block_slots: Option<u64>, cancel: CancellationToken) {
     let config = chain.rules().slot_config;
     loop {
         let next = chain.wall_slot() + 1;
@@ -197,7 +207,11 @@ async fn slot_clock(chain: Arc<Chain>, cancel: CancellationToken) {
             _ = cancel.cancelled() => return,
         }
         let c = chain.clone();
-        match tokio::task::spawn_blocking(move || c.forge(next)).await {
+        let forged = tokio::task::spawn_blocking(move || match idle_block_slots {
+            Some(n) => c.forge_or_idle(next, n),
+            None => c.forge(next),
+        });
+        match forged.await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::error!(error = %e, slot = next, "forging failed"),
             Err(e) => tracing::error!(error = %e, slot = next, "forging task failed"),

@@ -34,6 +34,7 @@ pub fn plan(job: RunId, image: &str, command: &[&str], ranks: u32) -> JobPlan {
             disk_gib: 0.0,
         },
         inputs: vec![],
+        outputs: vec![],
         max_duration_s: 60,
         run_as: RunAs::default(),
     }

@@ -12,6 +12,8 @@ use ganglion_contracts::v2::datum::JobId;
 use ganglion_contracts::v2::signed::{Acceptance, sign};
 use ganglion_dispatch::executor::Executor;
 use ganglion_indexer::store::Kv;
+use ganglion_market::limits::ProviderLimits;
+use ganglion_market::spec::Ensemble;
 use ganglion_p2p::protocols::{AcceptRequest, AcceptResponse, RefusalReason};
 use libp2p::PeerId;
 
@@ -38,6 +40,9 @@ pub struct AcceptPolicy {
     /// Longest receipt interval accepted, ms: the work a silent orchestrator can leave unpaid
     /// is at most [`super::EngineConfig::missed_receipts`] such intervals (DESIGN §3.1 G2).
     pub max_receipt_interval_ms: u64,
+    /// The `[provider]` limits the job's spec is admitted under before anything is reserved
+    /// ([`ProviderLimits::admit_spec`]: its duration, the image policy); `None`: any spec.
+    pub spec_limits: Option<ProviderLimits>,
 }
 
 /// Shortest receipt interval a provider accepts, ms: a heartbeat and its receipt must make
@@ -173,10 +178,84 @@ pub fn accepted<E>(
     }
 }
 
+/// How long a provider waits for the spec an accept request names: the requester serves it,
+/// and is connected (it just asked).
+pub const SPEC_FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Answers an inbound accept request: the spec it names is fetched from the requester and
+/// admitted ([`admit`]: the provider's limits and image policy, the image present), then
+/// [`on_request`] decides and records, one request at a time (`Ctx::accepting`). The fetch
+/// runs outside that lock, so a slow requester holds up no other decision.
+pub(crate) async fn answer<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    peer: PeerId,
+    req: &AcceptRequest,
+) -> AcceptResponse {
+    let Some(side) = &ctx.provider else {
+        return AcceptResponse::Refused(RefusalReason::NotProvider);
+    };
+    let admitted = tokio::select! {
+        () = ctx.stopping.cancelled() => Err(RefusalReason::RateLimited),
+        a = admit(ctx, side, peer, req) => a,
+    };
+    if let Err(reason) = admitted {
+        tracing::info!(job = %req.job_id, %peer, %reason, "accept request refused");
+        return AcceptResponse::Refused(reason);
+    }
+    let _one_at_a_time = ctx.accepting.lock().await;
+    on_request(ctx, peer, req)
+}
+
+/// The job's spec, fetched from `peer` (within [`SPEC_FETCH_TIMEOUT`]), against this
+/// provider's limits ([`AcceptPolicy::spec_limits`]) and its engine's images: a local image
+/// the engine lacks is refused here, before the job is assigned to this provider only to fail
+/// at dispatch (images are never pulled).
+///
+/// # Errors
+/// [`RefusalReason::SpecUnavailable`], [`RefusalReason::Limits`],
+/// [`RefusalReason::ImageAbsent`]; [`RefusalReason::RateLimited`] when the engine cannot say.
+async fn admit<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    side: &ProviderSide<E>,
+    peer: PeerId,
+    req: &AcceptRequest,
+) -> Result<(), RefusalReason> {
+    let unavailable = |reason: String| RefusalReason::SpecUnavailable { reason };
+    let spec: Ensemble = tokio::time::timeout(
+        SPEC_FETCH_TIMEOUT,
+        super::provider::read_spec(ctx, peer, &req.spec),
+    )
+    .await
+    .map_err(|_| unavailable(format!("not fetched within {SPEC_FETCH_TIMEOUT:?}")))?
+    .map_err(|e| unavailable(e.to_string()))?;
+    if let Some(limits) = &side.policy.spec_limits {
+        limits
+            .admit_spec(&spec)
+            .map_err(|r| RefusalReason::Limits {
+                reason: r.to_string(),
+            })?;
+    }
+    if let Some(image) = &spec.image.local {
+        match side.executor.has_image(image).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(RefusalReason::ImageAbsent {
+                    image: image.clone(),
+                });
+            }
+            Err(e) => {
+                tracing::warn!(job = %req.job_id, error = %e, "cannot ask the engine for the image");
+                return Err(RefusalReason::RateLimited);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Answers an inbound accept request: [`decide`], then (on acceptance) the `Reserved` record
 /// is written — created, or its reservation renewed by the peer that made it — before the
 /// signed answer. A store failure refuses (as rate-limited: the orchestrator may ask again).
-pub(crate) fn on_request<S: Kv, E: Executor>(
+fn on_request<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     peer: PeerId,
     req: &AcceptRequest,
@@ -286,6 +365,7 @@ mod tests {
             max_deadline_ahead_ms: 10_000,
             max_concurrent_jobs: 2,
             max_receipt_interval_ms: 60_000,
+            spec_limits: None,
         }
     }
 

@@ -28,6 +28,13 @@ pub trait JobControl: Send + Sync {
     /// As [`super::Engine::cancel`].
     async fn cancel(&self, job: &JobId) -> Result<(), EngineError>;
 
+    /// See [`orchestrator::stop`]: an open job is cancelled, a running one stopped (its
+    /// providers stop and claim what ran).
+    ///
+    /// # Errors
+    /// As [`orchestrator::stop`].
+    async fn stop(&self, job: &JobId) -> Result<(), EngineError>;
+
     /// The node's records of `job`: as orchestrator, as provider.
     ///
     /// # Errors
@@ -74,6 +81,11 @@ impl<S: Kv + 'static, E: Executor + 'static> JobControl for EngineHandle<S, E> {
     async fn cancel(&self, job: &JobId) -> Result<(), EngineError> {
         let _guard = self.ctx.actions.lock().await;
         orchestrator::cancel(&self.ctx, job).await
+    }
+
+    async fn stop(&self, job: &JobId) -> Result<(), EngineError> {
+        let _guard = self.ctx.actions.lock().await;
+        orchestrator::stop(&self.ctx, job).await
     }
 
     fn records(

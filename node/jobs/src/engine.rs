@@ -309,6 +309,9 @@ impl Executor for NoExecutor {
     async fn stop(&self, _: &ganglion_dispatch::executor::RunId, _: &str) -> Result<(), ExecError> {
         match *self {}
     }
+    async fn has_image(&self, _: &str) -> Result<bool, ExecError> {
+        match *self {}
+    }
 }
 
 /// Shared by the loop and the handle.
@@ -322,6 +325,8 @@ pub(crate) struct Ctx<S: Kv, E: Executor> {
     pub config: EngineConfig,
     /// Serialises every chain action of this node (driver passes, cancel, submit).
     pub actions: Mutex<()>,
+    /// Serialises accept decisions ([`super::accept::answer`]): two never race for GPUs.
+    pub accepting: Mutex<()>,
     /// Last (re)submission of each transaction, POSIX ms (in memory).
     pub submitted: std::sync::Mutex<HashMap<[u8; 32], u64>>,
     /// Executor jobs this process runs (in memory; the executor's table is the durable side).
@@ -424,6 +429,7 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
             provider,
             config,
             actions: Mutex::new(()),
+            accepting: Mutex::new(()),
             submitted: std::sync::Mutex::new(HashMap::new()),
             running: std::sync::Mutex::new(HashSet::new()),
             retries: super::retry::Retries::default(),
@@ -566,8 +572,16 @@ async fn answer_inbound<S: Kv + 'static, E: Executor + 'static>(
                 request,
                 responder,
             } => {
-                let answer = super::accept::on_request(&ctx, peer, &request);
-                ctx.p2p.respond_accept(responder, answer).await
+                // Its spec is fetched first: in a task of its own, so a slow requester holds up
+                // no heartbeat; the decisions still go one at a time (`Ctx::accepting`).
+                let ctx = ctx.clone();
+                ctx.tasks.clone().spawn(async move {
+                    let answer = super::accept::answer(&ctx, peer, &request).await;
+                    if let Err(e) = ctx.p2p.respond_accept(responder, answer).await {
+                        tracing::debug!(error = %e, "accept answer not sent");
+                    }
+                });
+                Ok(())
             }
             Inbound::Cluster {
                 peer,

@@ -373,6 +373,7 @@ async fn submit_signed<S: Kv, E: Executor>(
             excluded: Vec::new(),
             chosen: Vec::new(),
             last_error: None,
+            stopped_at_ms: None,
         },
         now,
     ))?;

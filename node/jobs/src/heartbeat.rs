@@ -1,7 +1,8 @@
 //! Heartbeats and receipts between a running job's providers and its orchestrator (escrow v2,
 //! DESIGN §3.2 "Receipts"; the wire protocol is [`ganglion_p2p::protocols::heartbeat`]).
 //!
-//! - **Orchestrator** ([`on_heartbeat`]): a heartbeat is answered with a signed receipt only
+//! - **Orchestrator** ([`on_heartbeat`]): a job it stopped (`job stop`) answers every
+//!   heartbeat [`HeartbeatRefusal::Stopped`]. Otherwise a heartbeat is answered with a signed receipt only
 //!   for a job this node orchestrates, assigned on chain (at the confirmation depth), from the
 //!   peer its assignment's bond names, while that assignment is unclaimed and before the
 //!   deadline, when every rank of the assignment is reported running and its GPU time did not
@@ -9,7 +10,7 @@
 //!   refused and changes nothing).
 //! - **Provider** ([`beat`]): while its share runs it sends a heartbeat every half receipt
 //!   interval, keeps the best receipt ([`receipts::take`]), and stops its containers when the
-//!   orchestrator has been silent for [`super::EngineConfig::missed_receipts`] intervals or the
+//!   orchestrator refuses with `Stopped`, when it has been silent for [`super::EngineConfig::missed_receipts`] intervals or the
 //!   deadline comes ([`receipts::Liveness::must_stop`]).
 
 use ganglion_dispatch::executor::{Executor, JobRecord as ExecRecord, Phase};
@@ -50,6 +51,9 @@ fn answer<S: Kv, E: Executor>(
     };
     if record.state.is_terminal() {
         return refuse(R::Finished);
+    }
+    if record.detail.stopped_at_ms.is_some() {
+        return refuse(R::Stopped);
     }
     let Some(view) = ctx
         .indexer
@@ -206,6 +210,15 @@ pub(crate) async fn beat<S: Kv, E: Executor>(
                         Err(e) => {
                             tracing::warn!(job = %r.job_id, error = %e, "receipt refused")
                         }
+                    }
+                }
+                Ok(HeartbeatResponse::Refused(HeartbeatRefusal::Stopped)) => {
+                    if let Some(e) = exec {
+                        tracing::info!(job = %r.job_id, "the orchestrator stopped the job; stopping");
+                        executor
+                            .stop(&e.plan.job, "the orchestrator stopped the job")
+                            .await?;
+                        return Ok(());
                     }
                 }
                 Ok(other) => tracing::debug!(job = %r.job_id, ?other, "no receipt"),

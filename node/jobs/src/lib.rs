@@ -19,7 +19,8 @@
 //!   which pooled GPUs run a provider's share (meeting the spec, free, MIG rules); [`terms`]: the
 //!   terms a job must meet before anything is locked or started; [`quote`]: whether today's
 //!   market can place a spec, on whom, at what worst-case cost; [`retry`]: how refused
-//!   transactions are classified and backed off.
+//!   transactions are classified and backed off; [`failure_note`]: the log a provider attests
+//!   for a share that failed or never ran, ending with why.
 //! - [`engine`]: [`Engine`], the task running the drivers; how a node starts it.
 //! - [`control`]: [`JobControl`], the engine as the RPC server sees it.
 //! - [`external`]: [`WalletLocks`], locks paid and signed by a CIP-30 wallet, adopted by the
@@ -33,6 +34,7 @@ pub mod cluster;
 pub mod control;
 pub mod engine;
 pub mod external;
+pub mod failure_note;
 pub mod gpu_pick;
 pub mod heartbeat;
 pub mod orchestrator;

@@ -87,6 +87,11 @@ pub struct OrchestratorDetail {
     /// The last problem met, for status displays.
     #[serde(default)]
     pub last_error: Option<String>,
+    /// When the orchestrator stopped the running job (`job stop`), POSIX ms: from then on
+    /// every heartbeat is answered [`HeartbeatRefusal::Stopped`](ganglion_p2p::protocols::HeartbeatRefusal)
+    /// and the providers stop and claim.
+    #[serde(default)]
+    pub stopped_at_ms: Option<u64>,
 }
 
 fn state_err(job: JobId, reason: impl Into<String>) -> EngineError {
@@ -219,6 +224,7 @@ pub(crate) async fn submit<S: Kv, E: Executor>(
             excluded: Vec::new(),
             chosen: Vec::new(),
             last_error: None,
+            stopped_at_ms: None,
         },
         now,
     ))?;
@@ -258,6 +264,40 @@ pub(crate) async fn cancel<S: Kv, E: Executor>(
         ));
     }
     cancel_open(ctx, job, &view.value).await
+}
+
+/// Stops `job` (`ganglion job stop`): an open escrow is cancelled ([`cancel`]); an assigned
+/// job is marked stopped, so its providers' next heartbeats are refused
+/// [`HeartbeatRefusal::Stopped`](ganglion_p2p::protocols::HeartbeatRefusal): they stop their
+/// containers and claim the work acknowledged (at most one receipt interval past the last
+/// receipt), and the last claim refunds the rest. Repeating it changes nothing.
+///
+/// # Errors
+/// [`EngineError::State`]: an unknown job, or one already ended.
+pub(crate) async fn stop<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    job: &JobId,
+) -> Result<(), EngineError> {
+    let r = ctx
+        .store
+        .get::<OrchestratorRole>(job)?
+        .ok_or_else(|| state_err(*job, "unknown job"))?;
+    if r.state.is_open() {
+        return cancel(ctx, job).await;
+    }
+    if r.state != OrchestratorState::Assigned {
+        return Err(state_err(
+            *job,
+            format!("cannot stop in state {:?}", r.state),
+        ));
+    }
+    if r.detail.stopped_at_ms.is_none() {
+        let mut d = r.detail.clone();
+        d.stopped_at_ms = Some(ctx.now());
+        ctx.store.set_detail::<OrchestratorRole>(job, d)?;
+        tracing::info!(job = %job, "stopped by the orchestrator: heartbeats are refused from now on");
+    }
+    Ok(())
 }
 
 /// Builds and submits the cancel of the open escrow of `v` (refund, token burnt).
@@ -483,7 +523,8 @@ impl Exclusion {
         match refusal {
             RefusalReason::NoCapacity { .. }
             | RefusalReason::TooManyJobs { .. }
-            | RefusalReason::RateLimited => Self::Transient,
+            | RefusalReason::RateLimited
+            | RefusalReason::SpecUnavailable { .. } => Self::Transient,
             _ => Self::ForGood,
         }
     }

@@ -570,13 +570,64 @@ async fn fetch_spec<S: Kv, E: Executor>(
     r: &ProviderRecord,
     spec_cid: &[u8],
 ) -> Result<Ensemble, EngineError> {
-    let cid = cid::Cid::try_from(spec_cid).map_err(SpecError::Cid)?;
     let peer =
         PeerId::from_bytes(&r.detail.orchestrator_peer).map_err(SpecError::OrchestratorPeer)?;
+    read_spec(ctx, peer, spec_cid).await
+}
+
+/// The ensemble spec `spec_cid` (binary CID), fetched over bitswap from `peer` (or read from
+/// the blockstore when held) and parsed.
+///
+/// # Errors
+/// [`SpecError`] (CID, blocks, JSON), p2p fetch failures.
+pub(crate) async fn read_spec<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    peer: PeerId,
+    spec_cid: &[u8],
+) -> Result<Ensemble, EngineError> {
+    let cid = cid::Cid::try_from(spec_cid).map_err(SpecError::Cid)?;
     ctx.p2p.fetch_dag(cid, peer).await?;
     let mut json = Vec::new();
     ganglion_storage::unixfs::cat(&ctx.blockstore, &cid, &mut json).map_err(SpecError::Read)?;
     Ok(Ensemble::from_json_str(&String::from_utf8_lossy(&json)).map_err(SpecError::from)?)
+}
+
+/// Fetches the spec's inputs and image archive into this node's blockstore over bitswap, from
+/// the orchestrator (who serves what it `storage add`ed) or any connected peer holding the
+/// blocks, each block checked against its CID. Blocks already held are not fetched again.
+///
+/// # Errors
+/// The first CID that could not be fetched, naming where the spec puts it and why.
+async fn fetch_content<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    r: &ProviderRecord,
+    spec: &Ensemble,
+) -> Result<(), String> {
+    let peer = PeerId::from_bytes(&r.detail.orchestrator_peer)
+        .map_err(|e| format!("the orchestrator's peer id does not parse: {e}"))?;
+    let wanted = spec
+        .inputs
+        .iter()
+        .map(|i| (i.cid.0, format!("input {}", i.path)))
+        .chain(
+            spec.image
+                .archive
+                .iter()
+                .map(|a| (a.cid.0, "the image archive".to_string())),
+        );
+    for (cid, what) in wanted {
+        match ctx.p2p.fetch_dag(cid, peer).await {
+            Ok(fetched) => {
+                tracing::info!(job = %r.job_id, %cid, %what, blocks = fetched.blocks, bytes = fetched.bytes, "fetched");
+            }
+            Err(e) => {
+                return Err(format!(
+                    "{what} ({cid}) could not be fetched from the orchestrator: {e}"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Why this node's share of a job cannot be planned.
@@ -732,6 +783,11 @@ async fn dispatch<S: Kv + 'static, E: Executor + 'static>(
         return fail(ctx, r, "assigned without an index".into());
     };
     let spec = fetch_spec(ctx, r, &view.spec).await?;
+    // The job's content before any container: a share whose inputs or image archive cannot be
+    // fetched never starts (and claims that nothing ran, naming the CID).
+    if let Err(why) = fetch_content(ctx, r, &spec).await {
+        return refuse(ctx, r, why);
+    }
     let prepared = prepare(
         &ctx.store,
         &side.gpus,
@@ -794,19 +850,35 @@ fn refuse<S: Kv, E: Executor>(
 ) -> Result<(), EngineError> {
     tracing::warn!(job = %r.job_id, %why, "assignment refused; attesting that nothing ran");
     let mut d = r.detail.clone();
-    d.error = Some(why);
     d.finished = Some(Finished {
         result: vec![],
-        logs: vec![],
+        logs: noted_log(ctx, r, &[], r.detail.index, &why),
         gpu_ms: 0,
         exit_code: -1,
     });
+    d.error = Some(why);
     ctx.store.set_detail::<ProviderRole>(&r.job_id, d)?;
     if r.state == ProviderState::Assigned {
         apply(ctx, &r.job_id, ProviderEvent::Dispatched)?;
     }
     apply(ctx, &r.job_id, ProviderEvent::Exited)?;
     Ok(())
+}
+
+/// The log to attest for a share that failed or never ran: `container_log` (binary CID, empty
+/// when none) with the reason appended ([`super::failure_note`]); `container_log` unchanged
+/// when the note cannot be pinned (logged: the claim must not wait on it).
+fn noted_log<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    r: &ProviderRecord,
+    container_log: &[u8],
+    index: Option<u64>,
+    why: &str,
+) -> Vec<u8> {
+    super::failure_note::pin(&ctx.blockstore, container_log, index, why).unwrap_or_else(|e| {
+        tracing::warn!(job = %r.job_id, error = %e, "cannot pin the failure note; attesting the log as it is");
+        container_log.to_vec()
+    })
 }
 
 /// Starts this node's share of the job in the background: first the job's network with the
@@ -1008,7 +1080,12 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
                 .map_or(0, |s| s.gpus.len() as u64);
             let cap = gpus.saturating_mul(rec.plan.max_duration_s.saturating_mul(1000));
             let mut det = r.detail.clone();
-            det.finished = Some(finished_of(&report, index, cap));
+            let mut finished = finished_of(&report, index, cap);
+            if let ganglion_dispatch::executor::Outcome::Failed { reason } = &report.outcome {
+                finished.logs = noted_log(ctx, r, &finished.logs, Some(index), &reason.to_string());
+                det.error.get_or_insert_with(|| reason.to_string());
+            }
+            det.finished = Some(finished);
             ctx.store.set_detail::<ProviderRole>(&r.job_id, det)?;
             apply(ctx, &r.job_id, ProviderEvent::Exited)?;
             Ok(())

@@ -198,6 +198,29 @@ impl ProviderLimits {
                 max,
             });
         }
+        self.admit_image(spec)
+    }
+
+    /// What a provider node checks of a spec when it is asked to accept a job (price, nodes
+    /// and concurrent jobs are checked there against the request and its records): its
+    /// duration, then its image. Pure.
+    ///
+    /// # Errors
+    /// [`Refusal::Duration`], [`Refusal::ImageNotAllowed`], [`Refusal::ImageRefused`].
+    pub fn admit_spec(&self, spec: &Ensemble) -> Result<(), Refusal> {
+        if let Some(max_s) = self.max_job_duration_s
+            && spec.limits.max_duration_s > max_s
+        {
+            return Err(Refusal::Duration {
+                asked_s: spec.limits.max_duration_s,
+                max_s,
+            });
+        }
+        self.admit_image(spec)
+    }
+
+    /// The image policy: `allow_images` (when set), then `refuse_images`.
+    fn admit_image(&self, spec: &Ensemble) -> Result<(), Refusal> {
         let image = image_ref(spec);
         if !self.allow_images.is_empty()
             && !self.allow_images.iter().any(|p| glob::matches(p, &image))
@@ -585,6 +608,24 @@ deadline_ms: 99999999999999
                 .iter()
                 .all(|g| g.model.fabric.as_deref() == Some("ib-pod-7"))
         );
+    }
+
+    #[test]
+    fn admit_spec_checks_the_duration_and_the_image_only() {
+        let mut l = limits();
+        // Price and concurrency are the accept decision's, not the spec's.
+        l.price_ntx_per_gpu_hour = u64::MAX;
+        assert_eq!(l.admit_spec(&spec()), Ok(()));
+        l.refuse_images = vec!["*".into()];
+        assert!(matches!(
+            l.admit_spec(&spec()),
+            Err(Refusal::ImageRefused { .. })
+        ));
+        l.max_job_duration_s = Some(1);
+        assert!(matches!(
+            l.admit_spec(&spec()),
+            Err(Refusal::Duration { max_s: 1, .. })
+        ));
     }
 
     #[test]

@@ -116,6 +116,26 @@ pub enum RefusalReason {
         /// The longest reservation the provider gives, ms.
         max_ms: u64,
     },
+    /// The spec breaks the provider's `[provider]` limits: its duration, or the image policy
+    /// (`allow_images`, `refuse_images`).
+    #[error("the provider's limits refuse the spec: {reason}")]
+    Limits {
+        /// The limit and what the spec asked.
+        reason: String,
+    },
+    /// The spec's local image is not on the provider's Docker Engine (images are never
+    /// pulled; a spec can name an image archive by CID instead).
+    #[error("image `{image}` is not on this provider")]
+    ImageAbsent {
+        /// The image name.
+        image: String,
+    },
+    /// The spec named in the request could not be fetched from the requester, or is not one.
+    #[error("the spec could not be read: {reason}")]
+    SpecUnavailable {
+        /// Why.
+        reason: String,
+    },
     /// The receipt interval is outside the provider's limits: a longer one risks more unpaid
     /// work to a silent orchestrator (DESIGN §3.1 G2).
     #[error("receipt interval outside {min_ms}..={max_ms} ms")]

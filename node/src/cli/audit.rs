@@ -2,6 +2,7 @@
 //! re-verified from chain and IPFS only, asked of a running node over JSON-RPC
 //! (`audit_job`, `audit_provider`, `audit_verify`).
 
+use ganglion_rpc::amount::ntx_text;
 use ganglion_rpc::audit::{AuditJob, AuditProvider, AuditReport};
 
 use super::remote::{RemoteArgs, call, print_json};
@@ -41,16 +42,19 @@ fn print_job(j: &AuditJob) {
     println!("  orchestrator {}", j.orchestrator);
     println!("  spec {}", j.spec);
     println!(
-        "  {} GPUs, budget {} NTX, max rate {} NTX/GPU-h, deadline {} ms",
-        j.gpus, j.budget, j.max_rate, j.deadline_ms
+        "  {} GPUs, budget {}, max rate {}/GPU-h, deadline {} ms",
+        j.gpus,
+        ntx_text(j.budget.get()),
+        ntx_text(j.max_rate.get()),
+        j.deadline_ms
     );
     for (i, a) in j.assignments.iter().enumerate() {
         println!(
-            "  [{i}] provider {}: {} GPUs at {} NTX/GPU-h, paid {}",
+            "  [{i}] provider {}: {} GPUs at {}/GPU-h, paid {}",
             a.provider,
             a.gpus,
-            a.rate,
-            a.paid.map_or("-".to_string(), |p| format!("{p} NTX"))
+            ntx_text(a.rate.get()),
+            a.paid.map_or("-".to_string(), |p| ntx_text(p.get()))
         );
         if let Some(t) = &a.attestation {
             println!(
@@ -60,7 +64,7 @@ fn print_job(j: &AuditJob) {
         }
     }
     if let Some(r) = j.refund {
-        println!("  refund {r} NTX");
+        println!("  refund {}", ntx_text(r.get()));
     }
     for t in &j.txs {
         println!("  {} {} (slot {})", t.kind, t.tx_id, t.slot);
@@ -71,9 +75,9 @@ fn print_provider(p: &AuditProvider) {
     println!("provider {}", p.provider);
     for b in &p.bonds {
         println!(
-            "  bond {}: {} NTX for {} GPUs ({} free){}",
+            "  bond {}: {} for {} GPUs ({} free){}",
             b.bond,
-            b.stake,
+            ntx_text(b.stake.get()),
             b.gpus,
             b.free_gpus,
             b.unbonding_since_ms
@@ -81,11 +85,11 @@ fn print_provider(p: &AuditProvider) {
         );
     }
     println!(
-        "  {} jobs, earned {} NTX, {} defaults, slashed {} NTX",
+        "  {} jobs, earned {}, {} defaults, slashed {}",
         p.jobs.len(),
-        p.earnings,
+        ntx_text(p.earnings.get()),
         p.defaults.len(),
-        p.slashed
+        ntx_text(p.slashed.get())
     );
 }
 

@@ -48,19 +48,106 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Deploy the Ganglion validator (its reference script, with the devnet preset's
+    /// parameters) on a running devnet (`ganglion-devnet up`), paid by devnet key 0. Once it
+    /// is there, nodes on that devnet find it themselves: their config needs no `[validator]`.
+    /// Does nothing when the validator is already deployed. The chain endpoint is the
+    /// config's `[chain] n2c` (or `GANGLION_N2C`).
+    Deploy {
+        /// Node config (TOML) naming the devnet's N2C endpoint.
+        #[arg(long, env = "GANGLION_CONFIG")]
+        config: Option<PathBuf>,
+        /// The funded devnet key that pays.
+        #[arg(long, default_value_t = demo::deploy::DEPLOYER_SEED)]
+        seed: u32,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `devnet deploy`'s answer.
+#[derive(Debug, serde::Serialize)]
+struct Deployed {
+    /// `<tx hash hex>#<index>`.
+    reference: String,
+    /// The validator's script hash, hex.
+    script_hash: String,
+    /// Whether this command deployed it (else it was there).
+    deployed_now: bool,
+}
+
+fn deploy(config: Option<&std::path::Path>, seed: u32, json: bool) -> anyhow::Result<()> {
+    use ganglion_node::daemon::devnet::{deploy_validator_at, deployed_reference};
+    let settings =
+        ganglion_node::settings::Settings::load(config).context("loading the settings")?;
+    anyhow::ensure!(
+        settings.network() == ganglion_node::config::Network::Devnet,
+        "`ganglion devnet deploy` deploys on the devnet only (the config says {})",
+        settings.network()
+    );
+    let endpoint = settings
+        .n2c()
+        .context("the devnet's N2C endpoint ([chain] n2c or GANGLION_N2C)")?;
+    let preset = ganglion_node::network::NetworkPreset::of(settings.network())?;
+    let params = preset.require_deployment(settings.deployment.as_ref())?;
+    let script = ganglion_contracts::v2::blueprint()
+        .and_then(|b| b.apply_data(params.to_plutus_data()))
+        .context("applying the validator's parameters")?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let (reference, deployed_now) = rt.block_on(async {
+        if let Some(r) = deployed_reference(&endpoint, &params).await? {
+            return anyhow::Ok((r, false));
+        }
+        let key = ganglion_node::wallet::PaymentKey::devnet(seed);
+        let r = deploy_validator_at(&endpoint, &params, key.signing_key()).await?;
+        anyhow::Ok((r, true))
+    })?;
+    let out = Deployed {
+        reference: format!("{}#{}", hex::encode(reference.tx_hash), reference.index),
+        script_hash: hex::encode(script.hash),
+        deployed_now,
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!(
+        "validator {} at {}: reference script {}",
+        if deployed_now {
+            "deployed"
+        } else {
+            "already deployed"
+        },
+        out.script_hash,
+        out.reference
+    );
+    println!(
+        "nodes on this devnet find it themselves; to pin it in a config:\n[validator]\n\
+         reference = {{ tx_hash = \"{}\", index = {} }}",
+        hex::encode(reference.tx_hash),
+        reference.index
+    );
+    Ok(())
 }
 
 /// Runs the subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
-    let Command::Demo {
-        workload,
-        scenario,
-        run_s,
-        network,
-        dir,
-        keep,
-        json,
-    } = args.command;
+    let (workload, scenario, run_s, network, dir, keep, json) = match args.command {
+        Command::Deploy { config, seed, json } => return deploy(config.as_deref(), seed, json),
+        Command::Demo {
+            workload,
+            scenario,
+            run_s,
+            network,
+            dir,
+            keep,
+            json,
+        } => (workload, scenario, run_s, network, dir, keep, json),
+    };
     let dir = match dir {
         Some(d) => d,
         None => PathBuf::from(format!("/var/tmp/ganglion-demo-{}", ganglion_p2p::now_ms())),

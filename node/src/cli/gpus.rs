@@ -120,9 +120,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 .map(|g| format!("{} × {} ({} MiB)", g.free, g.model.name, g.model.vram_mib))
                 .collect();
             println!(
-                "offer (as `ganglion node run` would advertise it): score {}, {} NTX base units per GPU-hour, GPUs: {}",
+                "offer (as `ganglion node run` would advertise it): score {}, {} per GPU-hour, GPUs: {}",
                 o.score,
-                o.price_per_gpu_hour,
+                ganglion_rpc::amount::ntx_text(o.price_per_gpu_hour),
                 if gpus.is_empty() {
                     "none".to_string()
                 } else {

@@ -1,6 +1,7 @@
-//! `ganglion job submit|quote|status|list|cancel|logs|outputs`: jobs of a running node, over
-//! its JSON-RPC API (`job_submit`, `job_quote`, `job_status`, `job_list`, `job_cancel`,
-//! `job_logs`, `job_outputs`), found through the config's data dir ([`super::remote::call`]); and, local: `ganglion job validate` (a spec
+//! `ganglion job submit|quote|status|list|cancel|stop|logs|outputs`: jobs of a running node,
+//! over its JSON-RPC API (`job_submit`, `job_quote`, `job_status`, `job_list`, `job_cancel`,
+//! `job_stop`, `job_logs`, `job_outputs`), found through the config's data dir
+//! ([`super::remote::call`]); and, local: `ganglion job validate` (a spec
 //! checked as `job submit` would, before anything is paid) and `ganglion job import-sdl` (an
 //! Akash SDL GPU block to ensemble-spec fields, [`ganglion_market::sdl`]).
 
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use ganglion_market::spec::Ensemble;
+use ganglion_rpc::amount::ntx_text;
 use ganglion_rpc::audit::{JobLog, JobOutput};
 use ganglion_rpc::types::{JobStatus, JobSubmitted};
 
@@ -36,9 +38,14 @@ pub(crate) enum Command {
         /// The spec file (docs/ensemble-spec.md).
         spec: PathBuf,
         /// Follow the job until it ends (settled, cancelled or expired), showing each state
-        /// change; exits non-zero unless it settles.
+        /// change; exits non-zero unless it settles with every node's share succeeding (the
+        /// failed nodes' exit codes and reasons printed).
         #[arg(long)]
         wait: bool,
+        /// Lock the budget even when today's market cannot place the spec (`job quote` says
+        /// why): the job then waits in `matching` until providers come or it is cancelled.
+        #[arg(long)]
+        force: bool,
     },
     /// The node's records of a job: state, history, transactions. Exits non-zero when the node
     /// holds no record of it.
@@ -62,6 +69,13 @@ pub(crate) enum Command {
     },
     /// Cancel a job whose escrow is still open (budget refunded).
     Cancel {
+        /// Job id (64 hex digits).
+        job_id: String,
+    },
+    /// Stop a job: cancelled while still open; once running, its providers stop their
+    /// containers at their next heartbeat and claim what ran, and the rest of the budget is
+    /// refunded by the last claim.
+    Stop {
         /// Job id (64 hex digits).
         job_id: String,
     },
@@ -108,7 +122,69 @@ fn human(s: &JobStatus) -> String {
     if let Some(e) = &s.last_error {
         out.push_str(&format!("\n  last error: {e}"));
     }
+    for n in &s.nodes {
+        out.push_str(&format!(
+            "\n  node {} (provider {}…, {} GPU{}): {}",
+            n.index,
+            n.provider.get(..12).unwrap_or(&n.provider),
+            n.gpus,
+            if n.gpus == 1 { "" } else { "s" },
+            n.state
+        ));
+        if let Some(code) = n.exit_code {
+            out.push_str(&format!(", exit code {code}"));
+        }
+        if let Some(ms) = n.gpu_ms {
+            out.push_str(&format!(", {:.1} GPU-s", ms as f64 / 1000.0));
+        }
+        if let Some(paid) = &n.paid {
+            out.push_str(&format!(", paid {}", ntx_text(paid.get())));
+        }
+        if let Some(why) = &n.reason {
+            out.push_str(&format!("\n    why: {why}"));
+        }
+    }
+    if let Some(o) = &s.outcome {
+        out.push_str(&format!("\n  outcome: {o}"));
+    }
     out
+}
+
+/// Why a job that ended is not a success, if it is not: ended other than settled, or some
+/// node's share failed (its exit code and reason). `None` for a settled job whose every share
+/// succeeded.
+fn failure(s: &JobStatus) -> Option<String> {
+    if s.state != "settled" {
+        return Some(format!(
+            "ended {}{}",
+            s.state,
+            s.last_error
+                .as_deref()
+                .map_or(String::new(), |e| format!(": {e}"))
+        ));
+    }
+    if s.outcome.as_deref() == Some("stopped") {
+        return Some("settled after `job stop`: its providers stopped and claimed what ran".into());
+    }
+    (s.outcome.as_deref() == Some("failed")).then(|| {
+        let why: Vec<String> = s
+            .nodes
+            .iter()
+            .filter(|n| n.state != "claimed" || n.exit_code != Some(0))
+            .map(|n| {
+                format!(
+                    "node {} {}{}",
+                    n.index,
+                    n.exit_code
+                        .map_or_else(|| n.state.clone(), |c| format!("exit code {c}")),
+                    n.reason
+                        .as_deref()
+                        .map_or(String::new(), |r| format!(" ({r})"))
+                )
+            })
+            .collect();
+        format!("settled but failed: {}", why.join("; "))
+    })
 }
 
 /// Whether an orchestrator state (snake_case) is final.
@@ -199,15 +275,15 @@ fn validate(spec: &std::path::Path, json: bool) -> anyhow::Result<()> {
         return print_json(&v);
     }
     println!(
-        "{}: valid. {} GPU{} at most {} NTX base units per GPU-hour for {} s: the window costs \
-         at most {} of the budget of {} NTX base units; deadline in {} s.",
+        "{}: valid. {} GPU{} at most {} per GPU-hour for {} s: the window costs at most {} of \
+         the budget of {}; deadline in {} s.",
         v.spec,
         v.gpus,
         if v.gpus == 1 { "" } else { "s" },
-        v.max_rate,
+        ntx_text(v.max_rate),
         v.max_duration_s,
-        v.window_cost,
-        v.budget,
+        ntx_text(v.window_cost),
+        ntx_text(v.budget),
         v.deadline_in_s
     );
     Ok(())
@@ -273,12 +349,29 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 );
             }
         }
-        Command::Submit { spec, wait: follow } => {
+        Command::Submit {
+            spec,
+            wait: follow,
+            force,
+        } => {
             let text = std::fs::read_to_string(&spec)
                 .with_context(|| format!("reading {}", spec.display()))?;
             let parsed = Ensemble::parse(&text, ganglion_p2p::now_ms())
                 .with_context(|| format!("parsing {}", spec.display()))?;
             let value = serde_json::to_value(&parsed).context("encoding the spec")?;
+            if !force {
+                // Check before paying: nothing is locked for a spec no provider can take now.
+                let quoted = value.clone();
+                let q: ganglion_rpc::types::JobQuote = call(config, |rpc| async move {
+                    JobApiClient::quote(&rpc, quoted).await
+                })?;
+                anyhow::ensure!(
+                    q.placeable,
+                    "{}: not submitted, nothing was locked: today's market cannot place it: {}                      (`ganglion job quote` shows the market's answer; --force locks the budget                      anyway and the job waits in matching)",
+                    spec.display(),
+                    q.reason.as_deref().unwrap_or("no reason given")
+                );
+            }
             let s: JobSubmitted = call(config, |rpc| async move {
                 JobApiClient::submit(&rpc, value).await
             })?;
@@ -299,15 +392,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             } else {
                 println!("{}", human(&end));
             }
-            anyhow::ensure!(
-                end.state == "settled",
-                "job {} ended {}{}",
-                s.job_id,
-                end.state,
-                end.last_error
-                    .as_deref()
-                    .map_or(String::new(), |e| format!(": {e}"))
-            );
+            if let Some(why) = failure(&end) {
+                anyhow::bail!("job {} {why}", s.job_id);
+            }
         }
         Command::Quote { spec } => {
             let text = std::fs::read_to_string(&spec)
@@ -322,16 +409,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 print_json(&q)?;
             } else if q.placeable {
                 println!(
-                    "placeable now on {} provider(s); at worst {} of the budget of {} NTX base \
-                     units:",
+                    "placeable now on {} provider(s); at worst {} of the budget of {}:",
                     q.nodes.len(),
-                    q.worst_case_ntx,
-                    q.budget_ntx
+                    ntx_text(q.worst_case_ntx.get()),
+                    ntx_text(q.budget_ntx.get())
                 );
                 for n in &q.nodes {
                     println!(
-                        "  {} {} GPU(s) at {} NTX base units per GPU-hour",
-                        n.provider, n.gpus, n.rate
+                        "  {} {} GPU(s) at {} per GPU-hour",
+                        n.provider,
+                        n.gpus,
+                        ntx_text(n.rate.get())
                     );
                 }
             }
@@ -383,6 +471,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 print_json(&s)?;
             } else {
                 println!("cancel submitted\n{}", human(&s));
+            }
+        }
+        Command::Stop { job_id } => {
+            let s: JobStatus = call(config, |rpc| async move {
+                JobApiClient::stop(&rpc, job_id).await
+            })?;
+            if args.remote.json {
+                print_json(&s)?;
+            } else {
+                println!("stop requested\n{}", human(&s));
             }
         }
         Command::Logs { job_id } => {

@@ -24,11 +24,11 @@ pub(crate) fn print_offers(offers: &[MarketOffer], json: bool) -> anyhow::Result
         let free: u32 = o.gpus.iter().map(|g| g.free).sum();
         let models: Vec<_> = o.gpus.iter().map(|g| g.model.as_str()).collect();
         println!(
-            "{} {} free GPUs ({}) at {} NTX/GPU-h, score {}, {}, bond {} ({} GPUs), peer {}",
+            "{} {} free GPUs ({}) at {}/GPU-h, score {}, {}, bond {} ({} GPUs), peer {}",
             o.provider,
             free,
             models.join(", "),
-            o.price_per_gpu_hour,
+            ganglion_rpc::amount::ntx_text(o.price_per_gpu_hour.get()),
             o.score,
             if o.direct_capable {
                 "direct"

@@ -11,4 +11,5 @@ pub(crate) mod node;
 pub(crate) mod provider;
 pub(crate) mod remote;
 pub(crate) mod rendezvous;
+pub(crate) mod storage;
 pub(crate) mod wallet;

@@ -2,6 +2,7 @@
 //! running node (`provider_bond`, `provider_unbond`, `provider_withdraw`, `provider_offers`).
 //! The bond itself is posted by `ganglion node run` from the config's `[bond]` section.
 
+use ganglion_rpc::amount::ntx_text;
 use ganglion_rpc::audit::{BondInfo, MarketOffer};
 use ganglion_rpc::types::BondTx;
 
@@ -59,9 +60,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             }
             for b in &bonds {
                 println!(
-                    "bond {}: {} NTX for {} GPUs ({} free), attest key {}{}",
+                    "bond {}: {} for {} GPUs ({} free), attest key {}{}",
                     b.bond,
-                    b.stake,
+                    ntx_text(b.stake.get()),
                     b.gpus,
                     b.free_gpus,
                     b.attest_key,

@@ -73,6 +73,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         local: vec![args.node_rank],
         per_gpu: Default::default(),
         inputs: vec![],
+        outputs: vec![],
         max_duration_s: 600,
         run_as: RunAs::default(),
     };

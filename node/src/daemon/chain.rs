@@ -31,19 +31,19 @@ pub const CHAIN_WAIT: Duration = Duration::from_secs(120);
 /// The build environment and the deployment of `settings`' network.
 ///
 /// # Errors
-/// [`DaemonError::Network`] (no deployment parameters), [`DaemonError::NoValidator`],
-/// [`DaemonError::Chain`], [`DaemonError::ReferenceMissing`].
+/// [`DaemonError::Network`] (no deployment parameters), [`DaemonError::NoValidator`] (no
+/// `[validator]` and no reference script at the validator's address),
+/// [`DaemonError::Chain`], [`DaemonError::ReferenceMissing`] (the configured one is not there).
+///
+/// Without `[validator] reference` the reference-script UTxO is looked up at the validator's
+/// address (the first by transaction id and index that carries the script).
 pub async fn resolve(
     settings: &Settings,
     preset: &NetworkPreset,
     endpoint: &N2cEndpoint,
 ) -> Result<(Env, Deployment), DaemonError> {
     let params = preset.require_deployment(settings.deployment.as_ref())?;
-    let reference = settings
-        .validator
-        .as_ref()
-        .ok_or(DaemonError::NoValidator)?
-        .reference;
+    let reference = settings.validator.as_ref().map(|v| v.reference);
     let script =
         ganglion_contracts::v2::blueprint().and_then(|b| b.apply_data(params.to_plutus_data()))?;
     let mut client = ChainClient::connect(endpoint, preset.magic).await?;
@@ -62,16 +62,32 @@ pub async fn resolve(
     };
     let at_script = client.utxos_at(&script.address(env.network)).await;
     client.close().await;
-    let utxo = at_script?
-        .into_iter()
-        .find(|u| u.reference == reference)
-        .ok_or_else(|| {
-            DaemonError::ReferenceMissing(format!(
-                "{}#{}",
-                hex::encode(reference.tx_hash),
-                reference.index
-            ))
-        })?;
+    let at_script = at_script?;
+    let utxo = match reference {
+        Some(reference) => at_script
+            .into_iter()
+            .find(|u| u.reference == reference)
+            .ok_or_else(|| {
+                DaemonError::ReferenceMissing(format!(
+                    "{}#{}",
+                    hex::encode(reference.tx_hash),
+                    reference.index
+                ))
+            })?,
+        // No `[validator]`: the deployment's own reference-script output, found at the
+        // validator's address (where `ganglion devnet deploy` and `build::deploy` put it).
+        // Any UTxO carrying the very script serves: the ledger references a script by hash.
+        None => at_script
+            .into_iter()
+            .filter(|u| u.output.script_ref.as_deref() == Some(script.bytes.as_slice()))
+            .min_by_key(|u| (u.reference.tx_hash, u.reference.index))
+            .ok_or(DaemonError::NoValidator)?,
+    };
+    tracing::info!(
+        reference = %format!("{}#{}", hex::encode(utxo.reference.tx_hash), utxo.reference.index),
+        configured = reference.is_some(),
+        "validator reference script"
+    );
     Ok((
         env,
         Deployment {

@@ -53,8 +53,44 @@ pub async fn deploy_validator(
     params: &Params,
     deployer: &SigningKey,
 ) -> Result<TxoRef, DaemonError> {
+    deploy_validator_at(&N2cEndpoint::Tcp(n2c), params, deployer).await
+}
+
+/// The reference-script UTxO of the validator applied to `params` already on the devnet at
+/// `endpoint`, if any (the first by transaction id and index).
+///
+/// # Errors
+/// [`DaemonError::Chain`], [`DaemonError::Network`].
+pub async fn deployed_reference(
+    endpoint: &N2cEndpoint,
+    params: &Params,
+) -> Result<Option<TxoRef>, DaemonError> {
     let preset = NetworkPreset::of(Network::Devnet)?;
-    let endpoint = N2cEndpoint::Tcp(n2c);
+    let script =
+        ganglion_contracts::v2::blueprint().and_then(|b| b.apply_data(params.to_plutus_data()))?;
+    let mut client = ChainClient::connect(endpoint, preset.magic).await?;
+    let utxos = client
+        .utxos_at(&script.address(preset.address_network))
+        .await;
+    client.close().await;
+    Ok(utxos?
+        .into_iter()
+        .filter(|u| u.output.script_ref.as_deref() == Some(script.bytes.as_slice()))
+        .map(|u| u.reference)
+        .min_by_key(|r| (r.tx_hash, r.index)))
+}
+
+/// [`deploy_validator`] on the devnet at `endpoint` (a Unix socket or TCP).
+///
+/// # Errors
+/// As [`deploy_validator`].
+pub async fn deploy_validator_at(
+    endpoint: &N2cEndpoint,
+    params: &Params,
+    deployer: &SigningKey,
+) -> Result<TxoRef, DaemonError> {
+    let preset = NetworkPreset::of(Network::Devnet)?;
+    let endpoint = endpoint.clone();
     let script =
         ganglion_contracts::v2::blueprint().and_then(|b| b.apply_data(params.to_plutus_data()))?;
     let mut client = ChainClient::connect(&endpoint, preset.magic).await?;

@@ -30,10 +30,12 @@ pub enum DaemonError {
         #[source]
         source: crate::datadir::Error,
     },
-    /// `[validator]` is missing: the node cannot find the reference script.
+    /// No `[validator]` in the config and no reference script at the validator's address:
+    /// the validator is not deployed on this chain with these parameters.
     #[error(
-        "no [validator] reference in the config: set reference = {{ tx_hash = \"<64 hex>\", \
-         index = N }} (the UTxO holding the validator's reference script)"
+        "the validator is not deployed: no UTxO at its address carries its reference script \
+         (on a devnet run `ganglion devnet deploy`; else set [validator] reference = \
+         {{ tx_hash = \"<64 hex>\", index = N }}, the UTxO holding it)"
     )]
     NoValidator,
     /// The configured reference UTxO is not at the script address.

@@ -262,6 +262,8 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         )
     };
     let blocks = Arc::new(SledBlockstore::open(r.dir.root().join("blocks.sled"))?);
+    // One pinner for the executor and `storage_*`: imports and GC share its lock.
+    let pinner = Embedded::new(blocks.clone());
 
     // The provider side: declared GPUs, the bond, the executor.
     let mut side = None;
@@ -356,7 +358,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         let executor = Arc::new(Exec::with_network(
             docker,
             network.clone(),
-            Embedded::new(blocks.clone()),
+            pinner.clone(),
             ExecutorConfig::new(r.dir.root().join("work")),
         )?);
         executor_table = Some(executor.table().clone());
@@ -390,6 +392,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
                 max_deadline_ahead_ms: MAX_DEADLINE_AHEAD_MS,
                 max_concurrent_jobs: limits.max_concurrent_jobs,
                 max_receipt_interval_ms: MAX_RECEIPT_INTERVAL_MS,
+                spec_limits: Some(limits.clone()),
             },
             cluster: setup.map(|s| s as Arc<dyn crate::job::cluster::ClusterSetup>),
         });
@@ -474,6 +477,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
     }
     let module = api
         .with_engine(engine.handle())
+        .with_storage(pinner)
         .with_audit(
             crate::audit::service::AuditService::new(
                 r.indexer.clone(),

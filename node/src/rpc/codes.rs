@@ -122,6 +122,18 @@ pub(crate) fn external(e: &ExternalError) -> ErrorObjectOwned {
     error(external_code(e), message(e))
 }
 
+/// A `storage_*` command: a CID or option that is not one is [`error::INVALID_PARAMS`]; a
+/// missing block, an unreadable or unwritable path, a store failure [`error::STORAGE`].
+pub(crate) fn storage(e: &ganglion_storage::cli::Error) -> ErrorObjectOwned {
+    use ganglion_storage::cli::Error as S;
+    let code = match e {
+        S::InvalidCid(_) | S::TooSmall(_) => error::INVALID_PARAMS,
+        S::Import(ganglion_storage::unixfs::Error::InvalidChunker { .. }) => error::INVALID_PARAMS,
+        _ => error::STORAGE,
+    };
+    error(code, message(e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,6 +46,11 @@ enum Command {
         /// N2C TCP address.
         #[arg(long, default_value = "127.0.0.1:3002")]
         n2c_tcp: SocketAddr,
+        /// Forge an empty block when no block was forged for this many seconds (slots of 1 s),
+        /// so a node's confirmation depth is reached without other traffic; 0 = only blocks
+        /// with transactions.
+        #[arg(long, default_value_t = 5)]
+        idle_block_s: u64,
     },
     /// Submit a transaction file (hex text or raw CBOR) over N2C.
     Submit {
@@ -123,6 +128,7 @@ async fn main() -> ExitCode {
             genesis,
             n2n,
             n2c_tcp,
+            idle_block_s,
         } => {
             let genesis_path = data_dir.join("genesis.json");
             let g = match genesis {
@@ -139,9 +145,14 @@ async fn main() -> ExitCode {
             {
                 return fail(format!("writing {}: {e}", genesis_path.display()));
             }
+            let g_slot_ms = g.slot_length_ms;
             let mut config = DevnetConfig::new(g, &data_dir);
             config.n2n_addr = n2n;
             config.n2c_tcp_addr = Some(n2c_tcp);
+            // Slots are `slot_length_ms` long (1 s in the built-in genesis).
+            let slot_ms = u64::from(g_slot_ms).max(1);
+            config.idle_block_slots =
+                (idle_block_s > 0).then(|| (idle_block_s * 1000).div_ceil(slot_ms).max(1));
             let handle = match devnet::start(config).await {
                 Ok(h) => h,
                 Err(e) => return fail_err(&e),

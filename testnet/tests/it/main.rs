@@ -6,6 +6,7 @@ mod differential;
 mod fee_size;
 mod fixtures;
 mod follow;
+mod idle;
 mod ledger_rules;
 mod plutus;
 mod robustness;

@@ -96,7 +96,8 @@ pub fn import_options() -> ImportOptions {
 }
 
 /// Creates `rank`'s dirs: inputs filled from the blockstore, an empty outputs dir owned by the
-/// container user.
+/// container user, with the spec's declared output directories (`outputs`, relative to
+/// `/outputs`) in it, as writable.
 ///
 /// # Errors
 /// [`FailureReason::Storage`] when an input is missing or a file cannot be written.
@@ -104,6 +105,7 @@ pub async fn prepare_rank<S: Blockstore + 'static>(
     dirs: &JobDirs,
     rank: u32,
     inputs: &[InputFile],
+    outputs: &[PathBuf],
     pinner: &Embedded<S>,
     run_as: &RunAs,
 ) -> Result<(), FailureReason> {
@@ -135,16 +137,33 @@ pub async fn prepare_rank<S: Blockstore + 'static>(
             .map_err(|e| storage(format!("input {}: {e}", input.cid)))?
             .map_err(|e| storage(format!("input {}: {e}", input.cid)))?;
     }
+    // The declared output dirs, then the dirs on the way to them: each owned by (or open to)
+    // the workload's user like `/outputs` itself.
+    let mut writable = vec![output_dir.clone()];
+    for rel in outputs {
+        let dir = output_dir.join(rel);
+        tokio::fs::create_dir_all(&dir)
+            .await
+            .map_err(|e| io(&dir, e))?;
+        writable.extend(
+            rel.ancestors()
+                .filter(|a| !a.as_os_str().is_empty())
+                .map(|a| output_dir.join(a)),
+        );
+    }
     if let RunAs::User(user) = run_as {
-        let owned = numeric_user(user).is_some_and(|(uid, gid)| {
-            std::os::unix::fs::chown(&output_dir, Some(uid), Some(gid)).is_ok()
-        });
-        if !owned {
-            // A named user (its uid is only known inside the image), or a node not running as
-            // root (cannot chown): let anyone write. The dir is only mounted into this rank.
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&output_dir, std::fs::Permissions::from_mode(0o777))
-                .map_err(|e| io(&output_dir, e))?;
+        for dir in &writable {
+            let owned = numeric_user(user).is_some_and(|(uid, gid)| {
+                std::os::unix::fs::chown(dir, Some(uid), Some(gid)).is_ok()
+            });
+            if !owned {
+                // A named user (its uid is only known inside the image), or a node not running
+                // as root (cannot chown): let anyone write. The dir is only mounted into this
+                // rank.
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
+                    .map_err(|e| io(dir, e))?;
+            }
         }
     }
     Ok(())
@@ -415,6 +434,33 @@ mod tests {
         assert_eq!(again.root, want.root);
     }
 
+    /// The spec's declared output dirs exist, open to a named (non-numeric) user, before the
+    /// workload starts: a workload writing `/outputs/result/summary.json` needs no `mkdir`.
+    #[tokio::test]
+    async fn declared_output_dirs_exist_and_are_writable_before_the_start() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().expect("tmp");
+        let pinner = Embedded::new(std::sync::Arc::new(MemoryBlockstore::new()));
+        let dirs = JobDirs::new(&tmp.path().join("work"), &RunId::new("job-1").expect("id"));
+        let outputs = [PathBuf::from("result"), PathBuf::from("ckpt/best")];
+        prepare_rank(
+            &dirs,
+            0,
+            &[],
+            &outputs,
+            &pinner,
+            &RunAs::User("trainer".into()),
+        )
+        .await
+        .expect("prepared");
+        for rel in ["result", "ckpt", "ckpt/best"] {
+            let dir = dirs.outputs(0).join(rel);
+            assert!(dir.is_dir(), "{rel} created");
+            let mode = std::fs::metadata(&dir).expect("meta").permissions().mode();
+            assert_eq!(mode & 0o777, 0o777, "{rel} writable by the workload");
+        }
+    }
+
     /// An input that is a symlink never lets a later input be written through it.
     #[tokio::test]
     async fn a_later_input_is_not_written_through_an_earlier_symlink() {
@@ -441,7 +487,7 @@ mod tests {
                 path: "data/evil".into(),
             },
         ];
-        let e = prepare_rank(&dirs, 0, &inputs, &pinner, &RunAs::ImageDefault)
+        let e = prepare_rank(&dirs, 0, &inputs, &[], &pinner, &RunAs::ImageDefault)
             .await
             .expect_err("refused");
         assert!(

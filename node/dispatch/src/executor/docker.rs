@@ -204,7 +204,15 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
             .await
             .map_err(setup)?;
         for rank in &plan.local {
-            artifacts::prepare_rank(&dirs, *rank, &plan.inputs, &self.pinner, &plan.run_as).await?;
+            artifacts::prepare_rank(
+                &dirs,
+                *rank,
+                &plan.inputs,
+                &plan.outputs,
+                &self.pinner,
+                &plan.run_as,
+            )
+            .await?;
         }
         for &rank in &plan.local {
             let (Some(slot), Some(endpoint), Some(env)) = (
@@ -800,6 +808,16 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> Executor for DockerExecutor<S, 
         tracing::info!(%job, %why, "stopping the job's containers");
         self.kill_all(&record).await;
         Ok(())
+    }
+
+    async fn has_image(&self, name: &str) -> Result<bool, ExecError> {
+        match self.engine.docker.inspect_image(name).await {
+            Ok(_) => Ok(true),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(false),
+            Err(e) => Err(ExecError::engine("inspect image")(e)),
+        }
     }
 }
 

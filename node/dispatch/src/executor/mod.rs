@@ -69,4 +69,11 @@ pub trait Executor: Send + Sync {
     /// # Errors
     /// Engine failures listing or killing the containers.
     fn stop(&self, job: &RunId, why: &str) -> impl Future<Output = Result<(), ExecError>> + Send;
+
+    /// Whether the engine holds the local image `name` (images are never pulled): a provider
+    /// asks before it accepts a job naming one.
+    ///
+    /// # Errors
+    /// Engine failures other than "no such image".
+    fn has_image(&self, name: &str) -> impl Future<Output = Result<bool, ExecError>> + Send;
 }

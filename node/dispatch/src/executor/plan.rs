@@ -234,6 +234,10 @@ pub struct JobPlan {
     pub per_gpu: ganglion_market::spec::ResourcesPerGpu,
     /// Inputs.
     pub inputs: Vec<InputFile>,
+    /// The spec's declared output directories, relative to `/outputs` (no `..`): created, empty
+    /// and writable by the workload, before it starts (`outputs[].path` of the spec).
+    #[serde(default)]
+    pub outputs: Vec<PathBuf>,
     /// Wall-clock limit, seconds.
     pub max_duration_s: u64,
     /// Who the workload runs as.
@@ -281,6 +285,22 @@ impl JobPlan {
                 })
             })
             .collect::<Result<Vec<_>, ExecError>>()?;
+        let outputs = spec
+            .outputs
+            .iter()
+            .map(|o| {
+                Path::new(&o.path)
+                    .strip_prefix("/outputs")
+                    .map(Path::to_path_buf)
+                    .map_err(|_| {
+                        ExecError::InvalidPlan(format!(
+                            "outputs: `{}` is not under /outputs",
+                            o.path
+                        ))
+                    })
+            })
+            .filter(|p| !matches!(p, Ok(p) if p.as_os_str().is_empty()))
+            .collect::<Result<Vec<_>, ExecError>>()?;
         let plan = Self {
             job,
             image,
@@ -292,6 +312,7 @@ impl JobPlan {
             local,
             per_gpu: spec.resources_per_gpu.clone(),
             inputs,
+            outputs,
             max_duration_s: spec.limits.max_duration_s,
             run_as: RunAs::default(),
         };
@@ -334,6 +355,18 @@ impl JobPlan {
                 return Err(ExecError::InvalidPlan(format!(
                     "inputs: `{}` must be a relative path without `..`",
                     input.path.display()
+                )));
+            }
+        }
+        for output in &self.outputs {
+            let bad = output.as_os_str().is_empty()
+                || output
+                    .components()
+                    .any(|c| !matches!(c, Component::Normal(_)));
+            if bad {
+                return Err(ExecError::InvalidPlan(format!(
+                    "outputs: `{}` must be a relative path without `..`",
+                    output.display()
                 )));
             }
         }
@@ -438,6 +471,7 @@ mod tests {
         .expect("plan");
         assert!(matches!(plan.image, ImageSource::Rootfs { .. }));
         assert_eq!(plan.inputs[0].path, PathBuf::from("code"));
+        assert_eq!(plan.outputs, [PathBuf::from("result")], "/outputs/result");
         assert_eq!(plan.framework, Framework::Torch);
         assert_eq!(plan.max_duration_s, 600);
         assert_eq!(plan.world_size(), 2);
@@ -493,8 +527,15 @@ mod tests {
             err(JobPlan::from_ensemble(id(), &bad, world(&[1]), vec![0]))
                 .contains("not under /inputs")
         );
-        let mut bad = spec;
+        let mut bad = spec.clone();
         bad.inputs[0].path = "/inputs/../etc".into();
+        assert!(
+            err(JobPlan::from_ensemble(id(), &bad, world(&[1]), vec![0])).contains("without `..`")
+        );
+        let mut bad = spec;
+        bad.outputs = vec![
+            serde_json::from_value(serde_json::json!({"path": "/outputs/../x"})).expect("output"),
+        ];
         assert!(
             err(JobPlan::from_ensemble(id(), &bad, world(&[1]), vec![0])).contains("without `..`")
         );

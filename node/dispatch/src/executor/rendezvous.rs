@@ -138,6 +138,7 @@ mod tests {
             local: (0..gpus_per_slot.len() as u32).collect(),
             per_gpu: Default::default(),
             inputs: vec![],
+            outputs: vec![],
             max_duration_s: 60,
             run_as: RunAs::default(),
         }

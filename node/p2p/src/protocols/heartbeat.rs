@@ -198,6 +198,10 @@ pub enum HeartbeatRefusal {
         /// When a new receipt is due, POSIX ms.
         retry_at_ms: u64,
     },
+    /// The orchestrator stopped the job (`ganglion job stop`): stop the containers now and
+    /// claim what ran (the last receipt bounds the claim, DESIGN §3.1 G1).
+    #[error("the orchestrator stopped the job")]
+    Stopped,
     /// A reason from a later revision of the protocol that this node does not know.
     #[serde(other)]
     #[error("a refusal this node does not know")]

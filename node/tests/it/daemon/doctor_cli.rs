@@ -55,6 +55,7 @@ async fn doctor_reports_each_check_and_fails_only_on_failures() {
             "gpu-runtime",
             "gpus",
             "chain",
+            "validator",
             "rpc-port",
             "disk",
             "overlay"
@@ -81,6 +82,15 @@ async fn doctor_reports_each_check_and_fails_only_on_failures() {
             .as_str()
             .expect("detail")
             .contains("magic 42"),
+        "{report}"
+    );
+    // Nothing is deployed on this devnet: the node would not start; the fix names the command.
+    let validator = check(&report, "validator");
+    assert_eq!(validator["verdict"], "fail", "{report}");
+    assert!(
+        validator["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("ganglion devnet deploy")),
         "{report}"
     );
     let port = check(&report, "rpc-port");

@@ -1,6 +1,7 @@
 //! Integration tests of the daemon pieces (settings, wallet, CLI), against a
 //! real devnet started by each test.
 
+mod deploy_cli;
 mod doctor_cli;
 mod gpu_check;
 mod rpc;

@@ -15,6 +15,8 @@ use jsonrpsee::ws_client::{WsClient, WsClientBuilder};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "params-test-token";
+/// A well-formed CID (Kubo's empty file, CIDv1).
+const CID: &str = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku";
 
 async fn ws(addr: std::net::SocketAddr, token: Option<&str>) -> WsClient {
     let mut h = HeaderMap::new();
@@ -96,6 +98,54 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
         // Well-formed, but this server runs no job engine.
         ("job_list", vec![json!("running")], Some(codes::JOB)),
         ("job_cancel", vec![json!("00")], Some(bad)),
+        ("job_stop", vec![json!("00")], Some(bad)),
+        ("job_stop", vec![json!(["x"])], Some(bad)),
+        // Storage: paths must be absolute, CIDs and options valid, before anything else.
+        ("storage_add", vec![json!("relative/path")], Some(bad)),
+        (
+            "storage_add",
+            vec![json!("/tmp"), json!({ "cid_version": 2 })],
+            Some(bad),
+        ),
+        (
+            "storage_add",
+            vec![json!("/tmp"), json!({ "chunker": "rabin" })],
+            Some(bad),
+        ),
+        // Well-formed, but this server holds no blockstore.
+        (
+            "storage_add",
+            vec![json!("/tmp")],
+            Some(codes::CHAIN_UNAVAILABLE),
+        ),
+        ("storage_cat", vec![json!(CID), json!("rel")], Some(bad)),
+        (
+            "storage_cat",
+            vec![json!("not-a-cid"), json!("/tmp/x")],
+            Some(bad),
+        ),
+        (
+            "storage_exportCar",
+            vec![json!(CID), json!("rel")],
+            Some(bad),
+        ),
+        (
+            "storage_pieceCid",
+            vec![json!("x"), json!("/tmp/x.car")],
+            Some(bad),
+        ),
+        ("storage_pin", vec![json!("x")], Some(bad)),
+        (
+            "storage_unpin",
+            vec![json!(CID)],
+            Some(codes::CHAIN_UNAVAILABLE),
+        ),
+        (
+            "storage_pins",
+            vec![json!(1)],
+            Some(codes::CHAIN_UNAVAILABLE),
+        ),
+        ("storage_gc", vec![], Some(codes::CHAIN_UNAVAILABLE)),
         ("job_buildLock", vec![spec.clone()], Some(bad)),
         ("job_buildLock", vec![json!({}), json!(7)], Some(bad)),
         ("tx_submit", vec![json!("zz"), json!("a0")], Some(bad)),
@@ -159,7 +209,13 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
         let p: Vec<Value> = match *m {
             "wallet_send" => vec![json!("addr_test1"), json!(1_000_000)],
             "job_submit" => vec![spec.clone()],
-            "job_cancel" => vec![json!(hex::encode([1u8; 32]))],
+            "job_cancel" | "job_stop" => vec![json!(hex::encode([1u8; 32]))],
+            "storage_add" => vec![json!("/tmp")],
+            "storage_cat" | "storage_exportCar" | "storage_pieceCid" => {
+                vec![json!(CID), json!("/tmp/ganglion-unauthorized")]
+            }
+            "storage_pin" | "storage_unpin" => vec![json!(CID)],
+            "storage_gc" => vec![],
             "job_buildLock" => vec![spec.clone(), json!("addr_test1")],
             "tx_submit" => vec![json!("84"), json!("a0")],
             "job_outputs" => vec![json!(hex::encode([1u8; 32])), json!("/tmp")],

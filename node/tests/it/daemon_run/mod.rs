@@ -800,7 +800,8 @@ fn node_run_refuses_bad_config_with_the_cause() {
     let (status, err) = run_failing(tmp.path(), &base);
     assert!(!status.success());
     assert!(err.contains("ganglion wallet new"), "{err}");
-    // A key but no [validator]: the cause chain says what to add.
+    // A key, and nothing listens on the N2C address (with or without [validator]: without,
+    // the node looks for the reference script on chain, `daemon::deploy_cli`): a chain error.
     ganglion_node::wallet::PaymentKey::devnet(0)
         .create(
             &DataDir::open(tmp.path().join("data"))
@@ -811,10 +812,9 @@ fn node_run_refuses_bad_config_with_the_cause() {
     let (status, err) = run_failing(tmp.path(), &base);
     assert!(!status.success());
     assert!(
-        err.contains("the node stopped") && err.contains("no [validator] reference"),
+        err.contains("the node stopped") && err.contains("chain:"),
         "{err}"
     );
-    // Everything set but nothing listens on the N2C address: a chain error.
     let with_validator = format!(
         "{base}[validator]\nreference = {{ tx_hash = \"{}\", index = 0 }}\n",
         "00".repeat(32)

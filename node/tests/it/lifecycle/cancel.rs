@@ -84,6 +84,7 @@ async fn a_lock_that_can_no_longer_land_ends_the_job() {
                     excluded: Vec::new(),
                     chosen: Vec::new(),
                     last_error: None,
+                    stopped_at_ms: None,
                 },
                 0,
             ))

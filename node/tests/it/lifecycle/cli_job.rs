@@ -84,10 +84,26 @@ async fn job_cli_submits_follows_and_cancels_through_the_node() {
     )
     .expect("spec");
 
+    // No provider offers anything: `submit` refuses before locking, naming why and `--force`.
+    let refused = ganglion(&config, &["job", "submit", spec.to_str().expect("utf8")]).await;
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{err}");
+    assert!(
+        err.contains("nothing was locked") && err.contains("--force"),
+        "{err}"
+    );
+    let listed = stdout(&ganglion(&config, &["job", "list", "--json"]).await);
+    assert_eq!(listed.trim(), "[]", "no job was locked");
     let out = stdout(
         &ganglion(
             &config,
-            &["job", "submit", spec.to_str().expect("utf8"), "--json"],
+            &[
+                "job",
+                "submit",
+                spec.to_str().expect("utf8"),
+                "--json",
+                "--force",
+            ],
         )
         .await,
     );
@@ -122,6 +138,7 @@ async fn job_cli_submits_follows_and_cancels_through_the_node() {
             "submit",
             spec.to_str().expect("utf8"),
             "--wait",
+            "--force",
             "--config",
         ])
         .arg(&config)

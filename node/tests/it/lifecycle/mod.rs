@@ -4,10 +4,12 @@
 
 pub(super) mod support;
 
+mod admission;
 mod audit;
 mod cancel;
 mod cip30;
 mod cli_job;
+mod content;
 mod defense;
 mod expire;
 mod overrun;
@@ -17,4 +19,5 @@ mod restart;
 mod rpc;
 mod settle;
 mod silent;
+mod stop;
 mod terms;

@@ -638,6 +638,19 @@ pub(crate) async fn provider_with(
     min_rate: u64,
     score: u32,
 ) -> Node<Exec> {
+    provider_limited(chain, id, dir, min_rate, score, None).await
+}
+
+/// [`provider_with`], admitting specs under `spec_limits` at accept (`[provider]` image policy,
+/// longest job).
+pub(crate) async fn provider_limited(
+    chain: &Chain,
+    id: &ProviderIdent,
+    dir: &Path,
+    min_rate: u64,
+    score: u32,
+    spec_limits: Option<ganglion_market::limits::ProviderLimits>,
+) -> Node<Exec> {
     let c = common(chain, dir);
     let peer = id.libp2p.public().to_peer_id();
     let bonds = p2p::bonds::snapshot(&c.indexer).expect("bonds");
@@ -703,6 +716,7 @@ pub(crate) async fn provider_with(
             max_deadline_ahead_ms: 3_600_000,
             max_concurrent_jobs: 4,
             max_receipt_interval_ms: 60_000,
+            spec_limits,
         },
     };
     let engine = Engine::start(

@@ -1,0 +1,197 @@
+//! The shares of an orchestrated job as `job_status` shows them: each assigned provider's
+//! state, attested exit code, GPU time and pay, from the chain's record ([`Audit::job`]), the
+//! job's outcome once it is final, and why a failed share failed, read from the log its
+//! provider attested ([`Audit::logs`]; the provider ends it with a
+//! `ganglion_jobs::failure_note` line).
+
+use ganglion_contracts::v2::datum::JobId;
+use ganglion_rpc::audit::AuditJob;
+use ganglion_rpc::types::JobNode;
+
+use crate::audit::service::Audit;
+use crate::job::failure_note;
+
+/// The job's shares and its outcome (`succeeded` / `failed`, or `stopped` when the
+/// orchestrator `stopped` it, once every share is claimed or the escrow expired). Empty and
+/// `None` when the chain does not show the job yet.
+pub(super) async fn of(
+    audit: &dyn Audit,
+    job: &JobId,
+    stopped: bool,
+) -> (Vec<JobNode>, Option<String>) {
+    let Ok(view) = audit.job(job).await else {
+        return (vec![], None);
+    };
+    let mut nodes = nodes_of(&view);
+    let outcome = outcome_of(&view, &nodes).map(|o| if stopped { "stopped".into() } else { o });
+    // Reasons are read once the job is final: a log fetched over bitswap may take the fetch
+    // timeout, which a poll of a running job must not wait for.
+    if outcome.as_deref() == Some("failed") {
+        if let Ok(logs) = audit.logs(job).await {
+            for l in logs {
+                if let Some(n) = usize::try_from(l.index).ok().and_then(|i| nodes.get_mut(i))
+                    && failed(n)
+                {
+                    n.reason = reason_in(&l.text);
+                }
+            }
+        }
+        for n in nodes.iter_mut().filter(|n| n.state == "defaulted") {
+            n.reason =
+                Some("no claim before the claim window closed: the expiry slashed its bond".into());
+        }
+    }
+    (nodes, outcome)
+}
+
+fn nodes_of(view: &AuditJob) -> Vec<JobNode> {
+    let expired = view.status == "expired";
+    view.assignments
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let att = a.attestation.as_ref();
+            JobNode {
+                index: i as u64,
+                provider: a.provider.clone(),
+                gpus: a.gpus,
+                state: match (att, expired) {
+                    (Some(_), _) => "claimed",
+                    (None, true) => "defaulted",
+                    (None, false) => "assigned",
+                }
+                .into(),
+                exit_code: att.map(|t| t.exit_code),
+                gpu_ms: att.map(|t| t.gpu_ms),
+                paid: a.paid,
+                logs: att.map(|t| t.logs.clone()).filter(|c| !c.is_empty()),
+                reason: None,
+            }
+        })
+        .collect()
+}
+
+/// A share that did not deliver: its provider defaulted, or attested a non-zero exit code.
+fn failed(n: &JobNode) -> bool {
+    n.state == "defaulted" || n.exit_code.is_some_and(|c| c != 0)
+}
+
+fn outcome_of(view: &AuditJob, nodes: &[JobNode]) -> Option<String> {
+    let done = matches!(view.status.as_str(), "claimed" | "expired");
+    (done && !nodes.is_empty()).then(|| {
+        if nodes.iter().any(failed) {
+            "failed".into()
+        } else {
+            "succeeded".into()
+        }
+    })
+}
+
+/// Why a share failed, from its log: the last `[ganglion] …` line its provider appended, else
+/// the log's last non-empty line (at most 300 characters).
+fn reason_in(log: &str) -> Option<String> {
+    let lines = || log.lines().map(str::trim).filter(|l| !l.is_empty());
+    let line = lines()
+        .filter_map(|l| l.strip_prefix(failure_note::PREFIX.trim_end()))
+        .map(str::trim)
+        .next_back()
+        .or_else(|| lines().next_back())?;
+    Some(line.chars().take(300).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use ganglion_rpc::audit::{AuditAssignment, AuditAttestation};
+
+    use super::*;
+
+    fn view(status: &str, exits: &[Option<i64>]) -> AuditJob {
+        AuditJob {
+            job_id: "00".repeat(32),
+            status: status.into(),
+            orchestrator: "11".repeat(28),
+            spec: String::new(),
+            gpus: exits.len() as u64,
+            max_rate: 1.into(),
+            budget: 1.into(),
+            deadline_ms: 0,
+            started_at_ms: Some(0),
+            assignments: exits
+                .iter()
+                .map(|e| AuditAssignment {
+                    provider: "22".repeat(28),
+                    attest_key: "33".repeat(32),
+                    gpus: 1,
+                    rate: 1.into(),
+                    attestation: e.map(|exit_code| AuditAttestation {
+                        result: String::new(),
+                        logs: "bafk".into(),
+                        gpu_ms: 5,
+                        exit_code,
+                    }),
+                    paid: e.map(|_| 5.into()),
+                })
+                .collect(),
+            refund: None,
+            txs: vec![],
+            confirmations: 0,
+        }
+    }
+
+    fn outcome(status: &str, exits: &[Option<i64>]) -> Option<String> {
+        let v = view(status, exits);
+        outcome_of(&v, &nodes_of(&v))
+    }
+
+    #[test]
+    fn the_outcome_is_known_only_once_every_share_is_final() {
+        assert_eq!(outcome("claiming", &[Some(0), None]), None);
+        assert_eq!(
+            outcome("claimed", &[Some(0), Some(0)]).as_deref(),
+            Some("succeeded")
+        );
+        assert_eq!(
+            outcome("claimed", &[Some(0), Some(1)]).as_deref(),
+            Some("failed")
+        );
+        assert_eq!(
+            outcome("claimed", &[Some(-1), Some(0)]).as_deref(),
+            Some("failed")
+        );
+        assert_eq!(
+            outcome("expired", &[Some(0), None]).as_deref(),
+            Some("failed")
+        );
+        assert_eq!(outcome("cancelled", &[]), None);
+    }
+
+    #[test]
+    fn a_share_without_a_claim_is_defaulted_only_after_the_expiry() {
+        let states = |status| {
+            let v = view(status, &[Some(0), None]);
+            nodes_of(&v)
+                .into_iter()
+                .map(|n| n.state)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(states("claiming"), ["claimed", "assigned"]);
+        assert_eq!(states("expired"), ["claimed", "defaulted"]);
+    }
+
+    #[test]
+    fn the_reason_is_the_providers_note_else_the_last_line() {
+        let noted = format!(
+            "loading data\nTraceback\n{}",
+            failure_note::line(Some(1), "rank 1 exited with code 2")
+        );
+        assert_eq!(
+            reason_in(&noted).as_deref(),
+            Some("node rank 1: rank 1 exited with code 2")
+        );
+        assert_eq!(
+            reason_in("step 1\nValueError: bad shape\n\n").as_deref(),
+            Some("ValueError: bad shape")
+        );
+        assert_eq!(reason_in(""), None);
+    }
+}
