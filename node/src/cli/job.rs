@@ -294,10 +294,10 @@ fn print_logs(logs: &[JobLog]) {
         println!("no provider attested logs");
     }
     for l in logs {
-        let head = format!("== rank {} provider {} ==", l.index, l.provider);
+        let head = format!("== node rank {} (provider {}) ==", l.index, l.provider);
         match (&l.error, l.cid.is_empty()) {
             (Some(e), _) => println!("{head}\nlog {} unavailable: {e}", l.cid),
-            (None, true) => println!("{head}\n(no log attested)"),
+            (None, true) => println!("{head}\n(its claim attested no log)"),
             (None, false) => {
                 println!("{head} log {} ({} bytes)", l.cid, l.bytes);
                 print!("{}", l.text);

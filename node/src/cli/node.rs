@@ -81,7 +81,9 @@ fn run_node(config: Option<PathBuf>, log_format: LogFormat) -> anyhow::Result<()
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colours only on a terminal: a log file (the demo's, a service's) gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match log_format {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().init(),

@@ -309,6 +309,9 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         // runs on GPUs meeting its spec, free, within the MIG rules (`job::gpu_pick`).
         let pool = crate::job::gpu_pick::pool(limits, &pooled, attached);
         let schedulable = pool.iter().filter(|g| g.offered.is_some()).count() as u64;
+        // The job network (the overlay's UDP port bound) before the bond: a provider that
+        // cannot run jobs never posts one.
+        let (network, setup) = job_network(&docker, &r.settings, peer).await?;
         let (bond, stake) = chain::ensure_bond(
             &r.indexer,
             &access(),
@@ -353,7 +356,6 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             &pooled,
             &[],
         );
-        let (network, setup) = job_network(&docker, &r.settings, peer).await?;
         overlay_setup = setup.clone();
         let executor = Arc::new(Exec::with_network(
             docker,

@@ -79,6 +79,19 @@ pub enum OverlayError {
     /// The node ran out of 24-bit receiver indices.
     #[error("no free receiver index")]
     IndicesExhausted,
+    /// The overlay's UDP port could not be bound (`[overlay] listen_port`; another node's
+    /// overlay on this host holds it?).
+    #[error(
+        "cannot bind the overlay's UDP port {port} ([overlay] listen_port; every provider node \
+         on a host needs its own): {source}"
+    )]
+    Bind {
+        /// The port asked for.
+        port: u16,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A system call (TUN, ioctl, setns, socket) failed.
     #[error("{operation}: {source}")]
     Io {

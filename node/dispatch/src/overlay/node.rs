@@ -300,7 +300,10 @@ impl OverlayNode {
     pub fn bind(config: &OverlayConfig) -> Result<Self, OverlayError> {
         let socket =
             std::net::UdpSocket::bind((std::net::Ipv4Addr::UNSPECIFIED, config.listen_port))
-                .map_err(OverlayError::io("bind overlay socket"))?;
+                .map_err(|source| OverlayError::Bind {
+                    port: config.listen_port,
+                    source,
+                })?;
         Self::start(socket)
     }
 

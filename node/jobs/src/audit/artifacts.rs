@@ -29,7 +29,10 @@ pub enum ArtifactsError {
     #[error(transparent)]
     Audit(#[from] AuditError),
     /// The job is on chain but not settled or expired: no attestation is recorded yet.
-    #[error("job {job} has no attestation on chain yet (status {status})")]
+    #[error(
+        "job {job} has no attestation on chain yet (status {status}): each provider attests its \
+         log and outputs in its claim, when its share ends (`ganglion job status` shows each node)"
+    )]
     NotAttested {
         /// The job.
         job: JobId,

@@ -15,6 +15,7 @@ use super::lifecycle::support;
 mod crash_points;
 mod detected_gpus;
 mod metrics;
+mod overlay_port;
 mod supervisor;
 
 use std::path::{Path, PathBuf};
