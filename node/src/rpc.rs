@@ -359,6 +359,8 @@ async fn statuses(
         if let Some(audit) = &api.audit {
             (s.nodes, s.outcome) =
                 shares::of(audit.as_ref(), job, o.detail.stopped_at_ms.is_some()).await;
+            let running = jobs_of(api)?.running(job).map_err(|e| codes::engine(&e))?;
+            shares::mark_running(&mut s.nodes, &running);
         }
         out.push(s);
     }

@@ -373,7 +373,22 @@ impl Settings {
             None => (toml::Table::new(), PathBuf::new()),
         };
         env_layer(&mut table, vars.iter().cloned(), &mut sources)?;
-        let mut s = Self::from_table(table, &file)?;
+        let mut s = Self::from_table(table, &file).map_err(|e| match (e, path) {
+            // Serde lost the position (the file went through a table first): find the key.
+            (Error::Parse { path: p, message }, Some(file)) => {
+                let line = std::fs::read_to_string(file)
+                    .ok()
+                    .and_then(|text| line_of_unknown_key(&text, &message));
+                Error::Parse {
+                    path: p,
+                    message: match line {
+                        Some(n) => format!("line {n}: {message}"),
+                        None => message,
+                    },
+                }
+            }
+            (e, _) => e,
+        })?;
         let get = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         s.apply_env(get)?;
         for (var, key) in SHORT_VARS {
@@ -517,6 +532,21 @@ impl Settings {
     }
 }
 
+/// The 1-based line of `text` where the key a serde "unknown field `k`" `message` names is
+/// written (`k = …`, `[k]`, `[[k]]` or `[section.k]`), if the message is one.
+fn line_of_unknown_key(text: &str, message: &str) -> Option<usize> {
+    let key = message.strip_prefix("unknown field `")?.split('`').next()?;
+    text.lines()
+        .position(|l| {
+            let l = l.trim();
+            let header = l.trim_start_matches('[').trim_end_matches(']');
+            l.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+                || (l.starts_with('[') && header.rsplit('.').next() == Some(key))
+        })
+        .map(|i| i + 1)
+}
+
 /// `text` (the file at `path`) as a TOML table.
 fn table_of(text: &str, path: &Path) -> Result<toml::Table, Error> {
     toml::from_str(text).map_err(|e| Error::Parse {
@@ -583,6 +613,32 @@ sysfs_root = "/sys"
         let d = s.deployment.expect("deployment");
         assert_eq!(d.ntx.name, b"NTX".to_vec());
         assert_eq!(d.claim_window_ms, 7);
+    }
+
+    #[test]
+    fn an_unknown_key_is_named_with_its_line_and_every_valid_key() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("typo.toml");
+        std::fs::write(
+            &path,
+            "network = \"devnet\"\n\n[provder]\nprice_ntx_per_gpu_hour = 1\n",
+        )
+        .expect("write");
+        let e = Settings::layered(Some(&path), [])
+            .expect_err("typo")
+            .to_string();
+        assert!(e.contains("line 3: unknown field `provder`"), "{e}");
+        assert!(e.contains("`provider`") && e.contains("`metrics`"), "{e}");
+        std::fs::write(
+            &path,
+            "[provider]\nprice_ntx_per_gpu_hour = 1\nmax_jobs = 2\n",
+        )
+        .expect("write");
+        let e = Settings::layered(Some(&path), [])
+            .expect_err("typo")
+            .to_string();
+        assert!(e.contains("line 3: unknown field `max_jobs`"), "{e}");
+        assert!(e.contains("`max_concurrent_jobs`"), "{e}");
     }
 
     #[test]

@@ -205,12 +205,13 @@ pub struct JobNode {
     pub provider: String,
     /// GPUs it was assigned.
     pub gpus: u64,
-    /// `assigned` (no claim yet), `claimed`, or `defaulted` (the escrow expired without its
-    /// claim: its bond was slashed).
+    /// `assigned` (no claim yet), `running` (no claim yet, and this node acknowledged its
+    /// heartbeat in the last two receipt intervals), `claimed`, or `defaulted` (the escrow
+    /// expired without its claim: its bond was slashed).
     pub state: String,
     /// The container's exit code it attested (−1: nothing ran, or the code is unknown).
     pub exit_code: Option<i64>,
-    /// GPU-milliseconds it attested.
+    /// GPU-milliseconds it attested (claimed), or last reported in a heartbeat (running).
     pub gpu_ms: Option<u64>,
     /// NTX base units its claim was paid.
     pub paid: Option<Amount>,

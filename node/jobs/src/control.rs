@@ -51,6 +51,14 @@ pub trait JobControl: Send + Sync {
     /// As [`super::quote::quote`].
     async fn quote(&self, spec: &Ensemble) -> Result<super::quote::Quote, EngineError>;
 
+    /// The shares of `job` (orchestrated here) whose heartbeat this node acknowledged with a
+    /// receipt in the last two receipt intervals: `(assignment index, GPU-ms reported)`. In
+    /// memory: empty after a restart until the next heartbeats.
+    ///
+    /// # Errors
+    /// Indexer errors.
+    fn running(&self, job: &JobId) -> Result<Vec<(u64, u64)>, EngineError>;
+
     /// Every record the node holds: as orchestrator, as provider.
     ///
     /// # Errors
@@ -100,6 +108,26 @@ impl<S: Kv + 'static, E: Executor + 'static> JobControl for EngineHandle<S, E> {
 
     async fn quote(&self, spec: &Ensemble) -> Result<super::quote::Quote, EngineError> {
         super::quote::quote(&self.ctx, spec).await
+    }
+
+    fn running(&self, job: &JobId) -> Result<Vec<(u64, u64)>, EngineError> {
+        let Some(view) = self.ctx.indexer.job(job, 0)? else {
+            return Ok(vec![]);
+        };
+        let window = view.value.receipts.interval_ms.saturating_mul(2);
+        let now = self.ctx.now();
+        let given = self
+            .ctx
+            .receipts_given
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut live: Vec<(u64, u64)> = given
+            .iter()
+            .filter(|((j, _), (at, _))| j == job && now.saturating_sub(*at) <= window)
+            .map(|((_, index), (_, gpu_ms))| (*index, *gpu_ms))
+            .collect();
+        live.sort_unstable();
+        Ok(live)
     }
 
     fn all_records(&self) -> Result<(Vec<OrchestratorRecord>, Vec<ProviderRecord>), EngineError> {

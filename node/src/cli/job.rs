@@ -187,6 +187,22 @@ fn failure(s: &JobStatus) -> Option<String> {
     })
 }
 
+/// The orchestrator's state, and once assigned how its nodes are doing
+/// (`assigned: running on 2/2`, `assigned: 1/2 claimed, running on 1/2`).
+fn progress(s: &JobStatus) -> String {
+    let total = s.nodes.len();
+    if s.state != "assigned" || total == 0 {
+        return s.state.clone();
+    }
+    let count = |state: &str| s.nodes.iter().filter(|n| n.state == state).count();
+    let (running, claimed) = (count("running"), count("claimed"));
+    match (running, claimed) {
+        (0, 0) => format!("assigned: starting on {total} node(s)"),
+        (r, 0) => format!("assigned: running on {r}/{total}"),
+        (r, c) => format!("assigned: {c}/{total} claimed, running on {r}/{total}"),
+    }
+}
+
 /// Whether an orchestrator state (snake_case) is final.
 fn terminal(state: &str) -> bool {
     matches!(state, "settled" | "cancelled" | "expired")
@@ -210,11 +226,12 @@ fn wait(config: Option<&std::path::Path>, job_id: &str, json: bool) -> anyhow::R
             .into_iter()
             .find(|r| r.role == "orchestrator")
             .with_context(|| format!("the node holds no orchestrator record of job {job_id}"))?;
-        if o.state != seen {
+        let now = progress(&o);
+        if now != seen {
             if !seen.is_empty() {
-                bar.println(format!("job {job_id}: {seen} → {}", o.state));
+                bar.println(format!("job {job_id}: {seen} → {now}"));
             }
-            seen.clone_from(&o.state);
+            seen = now;
             bar.set_message(format!("job {job_id}: {seen}"));
         }
         if terminal(&o.state) {

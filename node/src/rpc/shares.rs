@@ -44,6 +44,17 @@ pub(super) async fn of(
     (nodes, outcome)
 }
 
+/// Marks `running` (from the heartbeats this node acknowledged: assignment index, GPU-ms
+/// reported) the shares the chain shows assigned and unclaimed, with the GPU time reported.
+pub(super) fn mark_running(nodes: &mut [JobNode], running: &[(u64, u64)]) {
+    for n in nodes.iter_mut().filter(|n| n.state == "assigned") {
+        if let Some((_, gpu_ms)) = running.iter().find(|(i, _)| *i == n.index) {
+            n.state = "running".into();
+            n.gpu_ms = Some(*gpu_ms);
+        }
+    }
+}
+
 fn nodes_of(view: &AuditJob) -> Vec<JobNode> {
     let expired = view.status == "expired";
     view.assignments
@@ -176,6 +187,23 @@ mod tests {
         };
         assert_eq!(states("claiming"), ["claimed", "assigned"]);
         assert_eq!(states("expired"), ["claimed", "defaulted"]);
+    }
+
+    #[test]
+    fn an_acknowledged_heartbeat_marks_an_unclaimed_share_running() {
+        let v = view("claiming", &[Some(0), None, None]);
+        let mut nodes = nodes_of(&v);
+        mark_running(&mut nodes, &[(0, 99), (1, 7_000)]);
+        let states: Vec<_> = nodes.iter().map(|n| (n.state.as_str(), n.gpu_ms)).collect();
+        assert_eq!(
+            states,
+            [
+                ("claimed", Some(5)),
+                ("running", Some(7_000)),
+                ("assigned", None)
+            ],
+            "a claimed share keeps its attested GPU time"
+        );
     }
 
     #[test]

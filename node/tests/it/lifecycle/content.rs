@@ -26,7 +26,7 @@ use ganglion_contracts::v2::datum::JobId;
 use ganglion_market::spec::Ensemble;
 
 /// The orchestrator's JSON-RPC server (engine, audit, storage), and a client with its token.
-async fn serve<E: ganglion_dispatch::executor::Executor + 'static>(
+pub(super) async fn serve<E: ganglion_dispatch::executor::Executor + 'static>(
     orch: &Node<E>,
 ) -> (ganglion_rpc::server::Running, HttpClient) {
     let settings = Settings::from_toml(&format!(

@@ -4,9 +4,12 @@
 //! deadline; nobody is slashed.
 
 use ganglion_dispatch::executor::FailureReason;
-use ganglion_indexer::JobStatus;
+use ganglion_indexer::JobStatus as ChainStatus;
 use ganglion_node::job::JobControl as _;
 use ganglion_node::job::state::{OrchestratorState, ProviderState};
+use ganglion_rpc::types::JobStatus;
+use jsonrpsee::core::client::ClientT;
+use jsonrpsee::rpc_params;
 
 use super::support::{self, World, wait_for};
 
@@ -28,6 +31,23 @@ async fn a_stopped_job_ends_with_its_providers_paid_for_what_ran() {
         })
         .await;
     }
+    // The orchestrator's `job_status` shows both shares running (their heartbeats
+    // acknowledged) with the GPU time they report.
+    let (_server, c) = super::content::serve(&orch).await;
+    let running = wait_for("both nodes running in job_status", || async {
+        let all: Vec<JobStatus> = c
+            .request("job_status", rpc_params![hex::encode(job.0)])
+            .await
+            .expect("job_status");
+        let o = all.into_iter().find(|s| s.role == "orchestrator")?;
+        o.nodes
+            .iter()
+            .all(|n| n.state == "running" && n.gpu_ms.is_some_and(|g| g > 0))
+            .then_some(o)
+    })
+    .await;
+    assert_eq!(running.nodes.len(), 2);
+    assert_eq!(running.outcome, None, "not final yet");
     let control = orch.engine.handle();
     control.stop(&job).await.expect("stopped");
     control
@@ -49,7 +69,16 @@ async fn a_stopped_job_ends_with_its_providers_paid_for_what_ran() {
     })
     .await;
     let view = orch.indexer.job(&job, 0).expect("q").expect("known").value;
-    assert_eq!(view.status, JobStatus::Claimed);
+    assert_eq!(view.status, ChainStatus::Claimed);
+    let all: Vec<JobStatus> = c
+        .request("job_status", rpc_params![hex::encode(job.0)])
+        .await
+        .expect("job_status");
+    let o = all
+        .iter()
+        .find(|s| s.role == "orchestrator")
+        .expect("record");
+    assert_eq!(o.outcome.as_deref(), Some("stopped"), "{o:#?}");
     assert!(view.defaulters().is_empty(), "nobody defaulted");
     assert!(
         view.deadline_ms.saturating_sub(stopped_at) > 600_000,
