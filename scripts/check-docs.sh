@@ -16,8 +16,8 @@
 # A note `<!-- coming: ganglion node run -->` says a command does not exist yet: the check
 # fails once it does, so the docs are updated with it.
 #
-# Each doc runs in one bash session (so `export` and `cd` carry over from line to line),
-# starting in the repository root, with:
+# Each doc runs in one bash session (so `export` and `cd` carry over from line to line; what
+# it starts in the background is stopped with it), starting in the repository root, with:
 #   - `ganglion`, `ganglion-devnet`, `ganglion-indexer` first on PATH, from
 #     $CARGO_TARGET_DIR/debug (or target/debug; GANGLION_DOCS_BIN overrides the folder);
 #   - HOME = a fresh throwaway folder (so `~/.ganglion/...`, the default data dir, is too);
@@ -86,7 +86,7 @@ done
 
 export CHECK_DOCS_ROOT="$root" CHECK_DOCS_BIN="$bin" CHECK_DOCS_WORK="$work"
 python3 - <<'PY'
-import glob, os, re, subprocess, sys
+import glob, os, re, signal, subprocess, sys, time
 
 root = os.environ["CHECK_DOCS_ROOT"]
 bin_dir = os.environ["CHECK_DOCS_BIN"]
@@ -206,10 +206,21 @@ for path in docs:
     env["NO_COLOR"] = "1"
     env["RUST_BACKTRACE"] = "0"
     print(f"==> {rel(path)}: {len(cmds)} commands", file=sys.stderr)
+    # Its own process group: what a doc starts in the background (`ganglion node run … &`)
+    # is stopped with it, even when the doc's own clean-up line did not run.
+    session = subprocess.Popen(["bash", "-c", "\n".join(script)], env=env, start_new_session=True)
     try:
-        subprocess.run(["bash", "-c", "\n".join(script)], env=env, timeout=600, check=False)
+        session.wait(timeout=600)
     except subprocess.TimeoutExpired:
         failures.append(f"{rel(path)}: did not finish within 600 s")
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(session.pid, sig)
+        except ProcessLookupError:
+            break
+        time.sleep(3)
+    if session.poll() is None:
+        session.wait()
     for i, (n, cmd, expected) in enumerate(cmds):
         commands_run += 1
         shown = cmd.replace("\n", " ")

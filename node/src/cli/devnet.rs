@@ -48,6 +48,27 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a devnet until Ctrl-C, as `ganglion-devnet up` does (its addresses printed as one
+    /// JSON line; the data dir keeps the chain), forging an empty block after `--idle-block-s`
+    /// idle seconds; with `--deploy` the validator is deployed on it first (as `devnet deploy`).
+    Up {
+        /// Data directory (chain store, genesis, `node.socket`).
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// N2N TCP address.
+        #[arg(long, default_value = "127.0.0.1:3001")]
+        n2n: std::net::SocketAddr,
+        /// N2C TCP address (the Unix socket is `<data dir>/node.socket`).
+        #[arg(long, default_value = "127.0.0.1:3002")]
+        n2c_tcp: std::net::SocketAddr,
+        /// Forge an empty block when none was forged for this many seconds; 0 = only blocks
+        /// with transactions.
+        #[arg(long, default_value_t = 5)]
+        idle_block_s: u64,
+        /// Deploy the validator once the devnet runs.
+        #[arg(long)]
+        deploy: bool,
+    },
     /// Deploy the Ganglion validator (its reference script, with the devnet preset's
     /// parameters) on a running devnet (`ganglion-devnet up`), paid by devnet key 0. Once it
     /// is there, nodes on that devnet find it themselves: their config needs no `[validator]`.
@@ -77,8 +98,63 @@ struct Deployed {
     deployed_now: bool,
 }
 
-fn deploy(config: Option<&std::path::Path>, seed: u32, json: bool) -> anyhow::Result<()> {
+/// Deploys the validator with the devnet preset's parameters (`configured` when set) on the
+/// devnet at `endpoint`, paid by devnet key `seed`, unless it is there already.
+async fn deploy_on(
+    endpoint: &ganglion_node::settings::N2cEndpoint,
+    configured: Option<&ganglion_contracts::v2::params::Params>,
+    seed: u32,
+) -> anyhow::Result<Deployed> {
     use ganglion_node::daemon::devnet::{deploy_validator_at, deployed_reference};
+    let preset = ganglion_node::network::NetworkPreset::of(ganglion_node::config::Network::Devnet)?;
+    let params = preset.require_deployment(configured)?;
+    let script = ganglion_contracts::v2::blueprint()
+        .and_then(|b| b.apply_data(params.to_plutus_data()))
+        .context("applying the validator's parameters")?;
+    let (reference, deployed_now) = match deployed_reference(endpoint, &params).await? {
+        Some(r) => (r, false),
+        None => {
+            let key = ganglion_node::wallet::PaymentKey::devnet(seed);
+            (
+                deploy_validator_at(endpoint, &params, key.signing_key()).await?,
+                true,
+            )
+        }
+    };
+    Ok(Deployed {
+        reference: format!("{}#{}", hex::encode(reference.tx_hash), reference.index),
+        script_hash: hex::encode(script.hash),
+        deployed_now,
+    })
+}
+
+fn print_deployed(out: &Deployed, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(out)?);
+        return Ok(());
+    }
+    let (tx_hash, index) = out
+        .reference
+        .split_once('#')
+        .unwrap_or((&out.reference, "0"));
+    println!(
+        "validator {} at {}: reference script {}",
+        if out.deployed_now {
+            "deployed"
+        } else {
+            "already deployed"
+        },
+        out.script_hash,
+        out.reference
+    );
+    println!(
+        "nodes on this devnet find it themselves; to pin it in a config:\n[validator]\n\
+         reference = {{ tx_hash = \"{tx_hash}\", index = {index} }}"
+    );
+    Ok(())
+}
+
+fn deploy(config: Option<&std::path::Path>, seed: u32, json: bool) -> anyhow::Result<()> {
     let settings =
         ganglion_node::settings::Settings::load(config).context("loading the settings")?;
     anyhow::ensure!(
@@ -89,55 +165,101 @@ fn deploy(config: Option<&std::path::Path>, seed: u32, json: bool) -> anyhow::Re
     let endpoint = settings
         .n2c()
         .context("the devnet's N2C endpoint ([chain] n2c or GANGLION_N2C)")?;
-    let preset = ganglion_node::network::NetworkPreset::of(settings.network())?;
-    let params = preset.require_deployment(settings.deployment.as_ref())?;
-    let script = ganglion_contracts::v2::blueprint()
-        .and_then(|b| b.apply_data(params.to_plutus_data()))
-        .context("applying the validator's parameters")?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let (reference, deployed_now) = rt.block_on(async {
-        if let Some(r) = deployed_reference(&endpoint, &params).await? {
-            return anyhow::Ok((r, false));
-        }
-        let key = ganglion_node::wallet::PaymentKey::devnet(seed);
-        let r = deploy_validator_at(&endpoint, &params, key.signing_key()).await?;
-        anyhow::Ok((r, true))
-    })?;
-    let out = Deployed {
-        reference: format!("{}#{}", hex::encode(reference.tx_hash), reference.index),
-        script_hash: hex::encode(script.hash),
-        deployed_now,
-    };
-    if json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
+    let out = rt.block_on(deploy_on(&endpoint, settings.deployment.as_ref(), seed))?;
+    print_deployed(&out, json)
+}
+
+/// `devnet up`'s options.
+struct UpOptions {
+    data_dir: PathBuf,
+    n2n: std::net::SocketAddr,
+    n2c_tcp: std::net::SocketAddr,
+    idle_block_s: u64,
+    deploy: bool,
+}
+
+/// Runs a devnet until Ctrl-C (as `ganglion-devnet up`), deploying the validator first with
+/// `deploy`.
+fn up(o: UpOptions) -> anyhow::Result<()> {
+    use ganglion_testnet::devnet::{self as testnet_devnet, DevnetConfig};
+    use ganglion_testnet::genesis::Genesis;
+    let genesis_path = o.data_dir.join("genesis.json");
+    let g = if genesis_path.exists() {
+        Genesis::load(&genesis_path)
+    } else {
+        Genesis::devnet()
     }
-    println!(
-        "validator {} at {}: reference script {}",
-        if deployed_now {
-            "deployed"
-        } else {
-            "already deployed"
-        },
-        out.script_hash,
-        out.reference
-    );
-    println!(
-        "nodes on this devnet find it themselves; to pin it in a config:\n[validator]\n\
-         reference = {{ tx_hash = \"{}\", index = {} }}",
-        hex::encode(reference.tx_hash),
-        reference.index
-    );
-    Ok(())
+    .context("the devnet genesis")?;
+    std::fs::create_dir_all(&o.data_dir)
+        .with_context(|| format!("creating {}", o.data_dir.display()))?;
+    std::fs::write(&genesis_path, g.to_json().context("encoding the genesis")?)
+        .with_context(|| format!("writing {}", genesis_path.display()))?;
+    let slot_ms = u64::from(g.slot_length_ms).max(1);
+    let mut config = DevnetConfig::new(g, &o.data_dir);
+    config.n2n_addr = o.n2n;
+    config.n2c_tcp_addr = Some(o.n2c_tcp);
+    config.idle_block_slots =
+        (o.idle_block_s > 0).then(|| (o.idle_block_s * 1000).div_ceil(slot_ms).max(1));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async {
+        let handle = testnet_devnet::start(config)
+            .await
+            .context("starting the devnet")?;
+        println!(
+            "{}",
+            serde_json::json!({
+                "n2n": handle.n2n_addr().to_string(),
+                "n2c_socket": handle.n2c_socket().map(|p| p.display().to_string()),
+                "n2c_tcp": handle.n2c_tcp_addr().map(|a| a.to_string()),
+                "magic": handle.magic(),
+                "genesis": genesis_path.display().to_string(),
+            })
+        );
+        if o.deploy {
+            let endpoint = ganglion_node::settings::N2cEndpoint::Tcp(o.n2c_tcp);
+            match deploy_on(&endpoint, None, demo::deploy::DEPLOYER_SEED).await {
+                Ok(d) => print_deployed(&d, false)?,
+                Err(e) => {
+                    handle.shutdown().await;
+                    return Err(e.context("deploying the validator"));
+                }
+            }
+        }
+        eprintln!("devnet up; Ctrl-C stops it");
+        tokio::signal::ctrl_c()
+            .await
+            .context("waiting for Ctrl-C")?;
+        handle.shutdown().await;
+        anyhow::Ok(())
+    })
 }
 
 /// Runs the subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let (workload, scenario, run_s, network, dir, keep, json) = match args.command {
         Command::Deploy { config, seed, json } => return deploy(config.as_deref(), seed, json),
+        Command::Up {
+            data_dir,
+            n2n,
+            n2c_tcp,
+            idle_block_s,
+            deploy,
+        } => {
+            return up(UpOptions {
+                data_dir,
+                n2n,
+                n2c_tcp,
+                idle_block_s,
+                deploy,
+            });
+        }
         Command::Demo {
             workload,
             scenario,

@@ -332,7 +332,10 @@ fn print_outputs(outputs: &[JobOutput]) {
     }
     for o in outputs {
         let cid = if o.cid.is_empty() { "-" } else { &o.cid };
-        print!("rank {} provider {}: outputs {cid}", o.index, o.provider);
+        print!(
+            "node rank {} (provider {}): outputs {cid}",
+            o.index, o.provider
+        );
         match (&o.error, &o.written_to) {
             (Some(e), _) => println!(" unavailable: {e}"),
             (None, Some(w)) => println!(" written to {w}"),

@@ -1,5 +1,8 @@
 //! `ganglion node config --print [--config F]`: the effective config, each value with its source.
 //!
+//! `ganglion node info [--config F] [--wait S] [--bootstrap | --json]`: what the running node
+//! serves (its `node.json`).
+//!
 //! `ganglion node run [--config F] [--log-format text|json | --json]`: the node in the foreground until
 //! SIGINT or SIGTERM. Logs go to stderr through `tracing` (filter with `RUST_LOG`, default
 //! `info`): human-readable text, or one JSON object per line (`timestamp`, `level`, `fields`
@@ -35,6 +38,24 @@ pub(crate) enum Command {
         #[arg(long, conflicts_with = "log_format")]
         json: bool,
     },
+    /// What the running node of this config serves (its `node.json`): pid, peer id, p2p
+    /// addresses, JSON-RPC address, bond. Exits non-zero when no node runs.
+    Info {
+        /// Node config (TOML); `GANGLION_*` variables override it.
+        #[arg(long, env = "GANGLION_CONFIG")]
+        config: Option<PathBuf>,
+        /// Wait up to this many seconds for the node to finish starting (a node just started
+        /// in the background).
+        #[arg(long, default_value_t = 0)]
+        wait: u64,
+        /// Print only the value other nodes' `GANGLION_P2P__BOOTSTRAP` takes to join this one
+        /// (a TOML array of its p2p multiaddrs).
+        #[arg(long)]
+        bootstrap: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// The node's effective config: the file, then `GANGLION_*` variables, then defaults,
     /// each value with where it came from.
     Config {
@@ -64,6 +85,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             log_format,
             json,
         } => run_node(config, if json { LogFormat::Json } else { log_format }),
+        Command::Info {
+            config,
+            wait,
+            bootstrap,
+            json,
+        } => info(config, wait, bootstrap, json),
         Command::Config { config, print } => {
             let (settings, sources) =
                 Settings::load_with_sources(config.as_deref()).context("loading the settings")?;
@@ -73,6 +100,49 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+fn info(config: Option<PathBuf>, wait_s: u64, bootstrap: bool, json: bool) -> anyhow::Result<()> {
+    let settings = Settings::load(config.as_deref()).context("loading the settings")?;
+    let dir = settings.data_dir().context("finding the data dir")?;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(wait_s);
+    let info = loop {
+        match daemon::NodeInfo::read(&dir) {
+            Some(i) if ganglion_node::rpc_client::process_exists(i.pid) => break i,
+            found if std::time::Instant::now() >= until => {
+                anyhow::bail!(
+                    "no running node on {}: {}",
+                    dir.display(),
+                    match found {
+                        Some(i) => format!(
+                            "its node.json names process {}, which is not running",
+                            i.pid
+                        ),
+                        None => "no node.json (start one with `ganglion node run`)".into(),
+                    }
+                );
+            }
+            _ => std::thread::sleep(std::time::Duration::from_millis(250)),
+        }
+    };
+    if bootstrap {
+        let addrs: Vec<String> = info.p2p.iter().map(|a| format!("{a:?}")).collect();
+        println!("[{}]", addrs.join(", "));
+    } else if json {
+        println!("{}", serde_json::to_string_pretty(&info)?);
+    } else {
+        println!("pid      {}", info.pid);
+        println!("peer id  {}", info.peer_id);
+        for a in &info.p2p {
+            println!("p2p      {a}");
+        }
+        println!("rpc      {}", info.rpc);
+        println!("key hash {}", info.payment_key_hash);
+        if let Some(b) = &info.bond {
+            println!("bond     {b}");
+        }
+    }
+    Ok(())
 }
 
 fn run_node(config: Option<PathBuf>, log_format: LogFormat) -> anyhow::Result<()> {
