@@ -12,7 +12,7 @@
 //! | `rpc-port`   | the RPC listen address can be bound (warn: in use, a node running?) |
 //! | `disk`       | the data dir's file system has ≥ 10 GiB free (fail below 1 GiB) |
 //! | `overlay`    | pods can get their tunnel: root and `/dev/net/tun` (warn if not: single-host jobs only) |
-//! | `overlay-port` | a provider's `[overlay] listen_port` (UDP) can be bound: every provider node on a host needs its own |
+//! | `overlay-port` | a provider's `[overlay] listen_port` (UDP) can be bound (warn: in use, a node running?): every provider node on a host needs its own |
 
 use std::path::Path;
 use std::time::Duration;
@@ -193,11 +193,13 @@ fn overlay_port_check(settings: &Settings) -> Option<Check> {
     }
     Some(match std::net::UdpSocket::bind(("0.0.0.0", port)) {
         Ok(_) => Check::pass("overlay-port", format!("UDP {port} is free")),
+        // As for the RPC port: this very node may be the one holding it.
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Check::not_ok(
             "overlay-port",
-            Verdict::Fail,
-            format!("UDP {port} is in use (another node's overlay?)"),
-            "set [overlay] listen_port to a free port: every provider node on a host needs its own",
+            Verdict::Warn,
+            format!("UDP {port} is in use (this node running, or another node's overlay?)"),
+            "if no node of this config runs, set [overlay] listen_port to a free port: every \
+             provider node on a host needs its own",
         ),
         Err(e) => Check::not_ok(
             "overlay-port",

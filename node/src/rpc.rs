@@ -297,6 +297,26 @@ pub(crate) fn spec_param(spec: &serde_json::Value) -> RpcResult<ganglion_market:
     Ok(spec)
 }
 
+/// Every state a job record can be in (`job_list`'s filter), the orchestrator's then the
+/// provider's (`crate::job::state`), snake_case.
+const JOB_STATES: &[&str] = &[
+    "locked",
+    "matching",
+    "assigning",
+    "assigned",
+    "settled",
+    "cancelled",
+    "expired",
+    "reserved",
+    "preparing",
+    "running",
+    "finished",
+    "claiming",
+    "paid",
+    "failed",
+    "slashed",
+];
+
 fn parse_job_id(s: &str) -> RpcResult<ganglion_contracts::v2::datum::JobId> {
     let bytes: [u8; 32] = hex::decode(s)
         .ok()
@@ -420,6 +440,18 @@ impl JobApiServer for Api {
     }
 
     async fn list(&self, state: Option<String>) -> RpcResult<Vec<JobStatus>> {
+        if let Some(s) = &state
+            && !JOB_STATES.contains(&s.as_str())
+        {
+            return Err(error(
+                error::INVALID_PARAMS,
+                format!(
+                    "state {s:?} is no job state: one of {} (orchestrator: locked … settled; \
+                     provider: reserved … paid)",
+                    JOB_STATES.join(", ")
+                ),
+            ));
+        }
         let (orchestrated, provided) = jobs_of(self)?
             .all_records()
             .map_err(|e| codes::engine(&e))?;
@@ -495,6 +527,19 @@ impl JobApiServer for Api {
 #[cfg(test)]
 mod tests {
     use ganglion_contracts::tx::{Output, Value, encode_output};
+
+    /// `JOB_STATES` is exactly the states of the two state machines.
+    #[test]
+    fn job_states_are_the_state_machines_states() {
+        use crate::job::state::{OrchestratorState, ProviderState};
+        for s in super::JOB_STATES {
+            let json = serde_json::Value::String((*s).to_string());
+            let o = serde_json::from_value::<OrchestratorState>(json.clone()).is_ok();
+            let p = serde_json::from_value::<ProviderState>(json).is_ok();
+            assert!(o || p, "{s} is no state");
+        }
+        assert_eq!(super::JOB_STATES.len(), 7 + 9 - 1, "assigned is in both");
+    }
     use ganglion_rpc::types::{Amount, AmountParam};
 
     /// `shared/fixtures/field/README.md`, "Amounts over JSON-RPC": the largest output amount,

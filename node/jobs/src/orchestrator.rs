@@ -478,9 +478,19 @@ async fn do_match<S: Kv, E: Executor>(
     let plan = match match_gang(&Requirements::from_ensemble(&r.detail.spec), &snapshot) {
         Ok(p) => p,
         Err(no_fit) => {
-            // Not an error: the market may fill up. Recorded for status displays.
+            // Not an error: the market may fill up. Recorded for status displays, with the
+            // providers left out of this job and why (their refusals are what the market
+            // snapshot cannot show).
             let mut d = r.detail.clone();
-            d.last_error = Some(no_fit.to_string());
+            let left_out: Vec<String> = (r.detail.excluded.iter())
+                .filter(|x| x.applies(now))
+                .map(|x| format!("{}… {}", &hex::encode(x.chosen.provider)[..12], x.reason))
+                .collect();
+            d.last_error = Some(if left_out.is_empty() {
+                no_fit.to_string()
+            } else {
+                format!("{no_fit}; left out: {}", left_out.join("; "))
+            });
             ctx.store.set_detail::<OrchestratorRole>(&r.job_id, d)?;
             return Ok(());
         }

@@ -93,7 +93,8 @@ pub enum Binding {
     MaxNodes {
         /// The limit.
         max_nodes: u32,
-        /// Fewest machines that hold the count (largest eligible shares first).
+        /// Fewest machines that hold the count (largest eligible shares first); `u32::MAX`
+        /// when all of them together do not.
         nodes_needed: u32,
         /// The most eligible GPUs on one machine.
         largest_node: u32,
@@ -229,6 +230,15 @@ impl fmt::Display for Binding {
                 f,
                 "gpus.interconnect_group {group}: no RDMA fabric has enough eligible GPUs \
                  ({fabrics} fabrics, the largest with {largest_fabric_gpus})"
+            ),
+            Self::MaxNodes {
+                max_nodes,
+                nodes_needed,
+                largest_node,
+            } if *nodes_needed == u32::MAX => write!(
+                f,
+                "placement.max_nodes {max_nodes}: all the eligible machines together cannot \
+                 hold the GPUs asked (at most {largest_node} on one)"
             ),
             Self::MaxNodes {
                 max_nodes,

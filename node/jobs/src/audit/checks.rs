@@ -124,7 +124,7 @@ pub(super) fn check_spec_terms(e: &Evidence, content: Option<&[u8]>) -> Check {
                 pass(
                     name,
                     format!(
-                        "gpus {}, budget {} NTX, deadline {} ms agree with the escrow",
+                        "gpus {}, budget {} NTX base units, deadline {} ms agree with the escrow",
                         chain.0, chain.1, chain.2
                     ),
                 )

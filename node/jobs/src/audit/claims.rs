@@ -132,7 +132,7 @@ fn check_budget(e: &Evidence, t: &Trail<'_>) -> Check {
         .map(|a| rules::window_value(a, started, e.job.deadline_ms))
         .sum();
     let detail = format!(
-        "G6: the budget {} NTX pays every assignment for its window ({started}..{} ms): \
+        "G6: the budget {} NTX base units pays every assignment for its window ({started}..{} ms): \
          Σ gpus × rate × window / 3 600 000 = {need}",
         e.job.budget, e.job.deadline_ms
     );
@@ -168,7 +168,7 @@ fn check_acceptance(
         signed::verify(&a.attest_key, &msg.signed_bytes(), sig)
             .map(|()| {
                 format!(
-                    "{} GPUs at {} NTX/GPU-h for this spec, accept-by {} ms, receipts every {} ms, \
+                    "{} GPUs at {} NTX base units per GPU-hour for this spec, accept-by {} ms, receipts every {} ms, \
                      signed by the attest key",
                     a.gpus, a.rate, a.accept_by_ms, terms.interval_ms
                 )
@@ -285,7 +285,7 @@ fn check_payment(i: usize, a: &Assignment, c: &Claim<'_>) -> Check {
         );
     }
     let detail = format!(
-        "{} NTX = ⌊{} GPU-ms × {} / 3 600 000⌋ to the assignment's payout",
+        "{} NTX base units = ⌊{} GPU-ms × {} / 3 600 000⌋ to the assignment's payout",
         c.paid, c.gpu_ms, a.rate
     );
     if c.paid == due {
@@ -322,7 +322,7 @@ fn check_default(
         let started = t.assigned.map(|(_, s, _, _)| s).unwrap_or(0);
         let value = rules::window_value(a, started, e.job.deadline_ms);
         let detail = format!(
-            "G4: {} NTX from {}'s bond ≤ its assignment's window value {value}",
+            "G4: {} NTX base units from {}'s bond ≤ its assignment's window value {value}",
             s.amount,
             hex::encode(s.provider)
         );
@@ -343,14 +343,17 @@ fn check_refund(e: &Evidence, x: Option<&Expiry<'_>>) -> Option<Check> {
     let Some(rest) = e.job.budget.checked_sub(paid) else {
         return Some(fail(
             name,
-            format!("Σpay {paid} NTX exceeds the budget {}", e.job.budget),
+            format!(
+                "Σpay {paid} NTX base units exceeds the budget {}",
+                e.job.budget
+            ),
         ));
     };
     if let Some(x) = x {
         let slashed: u64 = x.slashes.iter().map(|s| s.amount).sum();
         let (recover, burn) = rules::split_slashes(slashed, paid);
         let detail = format!(
-            "G4: refund {} NTX = budget {} − Σpay {paid} + recovered {}; of Σslashes {slashed} \
+            "G4: refund {} NTX base units = budget {} − Σpay {paid} + recovered {}; of Σslashes {slashed} \
              the orchestrator recovers min(Σslashes, Σpay) = {recover}, {burn} burnt",
             x.refund, e.job.budget, x.recovered
         );
@@ -363,7 +366,7 @@ fn check_refund(e: &Evidence, x: Option<&Expiry<'_>>) -> Option<Check> {
     }
     let (refund, _) = closing_refund(e)?;
     let detail = format!(
-        "refund {refund} NTX = budget {} − Σpay {paid} = {rest} (the last claim)",
+        "refund {refund} NTX base units = budget {} − Σpay {paid} = {rest} (the last claim)",
         e.job.budget
     );
     Some(if refund == rest {

@@ -62,6 +62,18 @@ fn max_nodes_names_the_machines_needed() {
     );
     r.max_nodes = 4;
     assert!(match_gang(&r, &m).is_ok());
+    // One GPU per machine on two machines, eight asked: no number of machines is enough, and
+    // the report says so instead of a machine count.
+    r.max_gpus_per_node = Some(1);
+    r.max_nodes = 2;
+    let no = match_gang(&r, &m).expect_err("at most 4 GPUs, one per machine");
+    assert!(
+        no.to_string().contains(
+            "placement.max_nodes 2: all the eligible machines together cannot hold the GPUs \
+             asked (at most 1 on one)"
+        ) && !no.to_string().contains("4294967295"),
+        "{no}"
+    );
 }
 
 #[test]

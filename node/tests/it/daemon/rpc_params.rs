@@ -93,6 +93,7 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
         ("job_status", vec![json!("xyz")], Some(bad)),
         ("job_status", vec![json!(42)], Some(bad)),
         ("job_list", vec![json!(42)], Some(bad)),
+        ("job_list", vec![json!("bogus")], Some(bad)),
         ("job_quote", vec![json!("not an object")], Some(bad)),
         ("job_quote", vec![spec.clone()], Some(bad)),
         // Well-formed, but this server runs no job engine.
