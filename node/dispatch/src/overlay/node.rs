@@ -296,7 +296,8 @@ impl OverlayNode {
     /// free port) and starts the driver. Must run inside a tokio runtime.
     ///
     /// # Errors
-    /// [`OverlayError::Io`] when the port is taken or the socket cannot be registered.
+    /// [`OverlayError::Bind`] when the port is taken; [`OverlayError::Io`] when the socket
+    /// cannot be registered.
     pub fn bind(config: &OverlayConfig) -> Result<Self, OverlayError> {
         let socket =
             std::net::UdpSocket::bind((std::net::Ipv4Addr::UNSPECIFIED, config.listen_port))
@@ -428,7 +429,15 @@ mod tests {
             ..OverlayConfig::default()
         };
         let err = OverlayNode::bind(&taken).expect_err("port in use");
-        assert!(err.to_string().contains("bind overlay socket"), "{err}");
+        assert!(
+            matches!(err, OverlayError::Bind { port: p, .. } if p == port),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("UDP port {port}")) && text.contains("[overlay] listen_port"),
+            "the error names the port and the key: {text}"
+        );
     }
 
     #[tokio::test]
