@@ -60,6 +60,11 @@ impl DataDir {
         self.root.join("indexer.sled")
     }
 
+    /// The node's blockstore (pins, specs, inputs, outputs, logs; served over bitswap).
+    pub fn blockstore_db(&self) -> PathBuf {
+        self.root.join("blocks.sled")
+    }
+
     /// The executor's sled database.
     pub fn executor_db(&self) -> PathBuf {
         self.root.join("executor.sled")

@@ -360,7 +360,7 @@ impl Settings {
     ) -> Result<(Self, Sources), Error> {
         let vars: Vec<(String, String)> = vars.into_iter().collect();
         let mut sources = Sources::default();
-        let (mut table, file) = match path {
+        let (mut table, file, text) = match path {
             Some(p) => {
                 let text = std::fs::read_to_string(p).map_err(|source| Error::Read {
                     path: p.to_path_buf(),
@@ -368,26 +368,21 @@ impl Settings {
                 })?;
                 let table = table_of(&text, p)?;
                 sources.file(&table, "", p);
-                (table, p.to_path_buf())
+                (table, p.to_path_buf(), text)
             }
-            None => (toml::Table::new(), PathBuf::new()),
+            None => (toml::Table::new(), PathBuf::new(), String::new()),
         };
         env_layer(&mut table, vars.iter().cloned(), &mut sources)?;
-        let mut s = Self::from_table(table, &file).map_err(|e| match (e, path) {
+        let mut s = Self::from_table(table, &file).map_err(|e| match e {
             // Serde lost the position (the file went through a table first): find the key.
-            (Error::Parse { path: p, message }, Some(file)) => {
-                let line = std::fs::read_to_string(file)
-                    .ok()
-                    .and_then(|text| line_of_unknown_key(&text, &message));
-                Error::Parse {
-                    path: p,
-                    message: match line {
-                        Some(n) => format!("line {n}: {message}"),
-                        None => message,
-                    },
-                }
-            }
-            (e, _) => e,
+            Error::Parse { path: p, message } => Error::Parse {
+                path: p,
+                message: match line_of_unknown_key(&text, &message) {
+                    Some(n) => format!("line {n}: {message}"),
+                    None => message,
+                },
+            },
+            e => e,
         })?;
         let get = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         s.apply_env(get)?;

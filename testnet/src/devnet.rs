@@ -62,6 +62,41 @@ impl DevnetConfig {
             idle_block_slots: None,
         }
     }
+
+    /// A devnet kept in `data_dir`, as `ganglion-devnet up` and `ganglion devnet up` run it:
+    /// the genesis of `data_dir/genesis.json` when there (else `genesis`, else the built-in
+    /// devnet genesis, started now), written back there; N2N and N2C TCP on `n2n` and
+    /// `n2c_tcp`; an empty block after `idle_block_s` idle seconds (0: only blocks with
+    /// transactions). Returns the config and the genesis file's path.
+    ///
+    /// # Errors
+    /// [`DevnetError::Genesis`] (unreadable, invalid), [`DevnetError::Io`] (writing it).
+    pub fn kept_in(
+        data_dir: &std::path::Path,
+        genesis: Option<&std::path::Path>,
+        n2n: SocketAddr,
+        n2c_tcp: SocketAddr,
+        idle_block_s: u64,
+    ) -> Result<(Self, PathBuf), DevnetError> {
+        let genesis_path = data_dir.join("genesis.json");
+        let g = match genesis {
+            Some(p) => Genesis::load(p),
+            None if genesis_path.exists() => Genesis::load(&genesis_path),
+            None => Genesis::devnet(),
+        }?;
+        let io = |what: String| move |source| DevnetError::Io { what, source };
+        std::fs::create_dir_all(data_dir)
+            .map_err(io(format!("creating {}", data_dir.display())))?;
+        std::fs::write(&genesis_path, g.to_json()?)
+            .map_err(io(format!("writing {}", genesis_path.display())))?;
+        let slot_ms = u64::from(g.slot_length_ms).max(1);
+        let mut config = Self::new(g, data_dir);
+        config.n2n_addr = n2n;
+        config.n2c_tcp_addr = Some(n2c_tcp);
+        config.idle_block_slots =
+            (idle_block_s > 0).then(|| (idle_block_s * 1000).div_ceil(slot_ms).max(1));
+        Ok((config, genesis_path))
+    }
 }
 
 /// Errors starting a devnet.
@@ -76,6 +111,9 @@ pub enum DevnetError {
         #[source]
         source: std::io::Error,
     },
+    /// The genesis could not be read or written.
+    #[error(transparent)]
+    Genesis(#[from] crate::genesis::GenesisError),
     /// Opening the chain failed.
     #[error(transparent)]
     Chain(#[from] ChainError),
@@ -238,6 +276,19 @@ impl DevnetHandle {
     /// Control socket path, if enabled.
     pub fn control_socket(&self) -> Option<&std::path::Path> {
         self.control_socket.as_deref()
+    }
+
+    /// Its addresses as `ganglion-devnet up` prints them (one JSON object): `n2n`,
+    /// `n2c_socket`, `n2c_tcp`, `control_socket`, `magic`, and `genesis` (the file given).
+    pub fn addresses_json(&self, genesis: &std::path::Path) -> serde_json::Value {
+        serde_json::json!({
+            "n2n": self.n2n_addr().to_string(),
+            "n2c_socket": self.n2c_socket().map(|p| p.display().to_string()),
+            "n2c_tcp": self.n2c_tcp_addr().map(|a| a.to_string()),
+            "control_socket": self.control_socket().map(|p| p.display().to_string()),
+            "magic": self.magic(),
+            "genesis": genesis.display().to_string(),
+        })
     }
 
     /// Network magic for handshakes.

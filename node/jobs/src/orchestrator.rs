@@ -232,15 +232,22 @@ pub(crate) async fn submit<S: Kv, E: Executor>(
     Ok(job)
 }
 
+/// This node's orchestrator record of `job`.
+fn record_of<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    job: &JobId,
+) -> Result<OrchestratorRecord, EngineError> {
+    ctx.store
+        .get::<OrchestratorRole>(job)?
+        .ok_or_else(|| state_err(*job, "unknown job"))
+}
+
 /// Cancels an open job. See [`super::Engine::cancel`].
 pub(crate) async fn cancel<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     job: &JobId,
 ) -> Result<(), EngineError> {
-    let r = ctx
-        .store
-        .get::<OrchestratorRole>(job)?
-        .ok_or_else(|| state_err(*job, "unknown job"))?;
+    let r = record_of(ctx, job)?;
     if !r.state.is_open() {
         return Err(state_err(
             *job,
@@ -278,10 +285,7 @@ pub(crate) async fn stop<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     job: &JobId,
 ) -> Result<(), EngineError> {
-    let r = ctx
-        .store
-        .get::<OrchestratorRole>(job)?
-        .ok_or_else(|| state_err(*job, "unknown job"))?;
+    let r = record_of(ctx, job)?;
     if r.state.is_open() {
         return cancel(ctx, job).await;
     }

@@ -186,24 +186,9 @@ struct UpOptions {
 /// `deploy`.
 fn up(o: UpOptions) -> anyhow::Result<()> {
     use ganglion_testnet::devnet::{self as testnet_devnet, DevnetConfig};
-    use ganglion_testnet::genesis::Genesis;
-    let genesis_path = o.data_dir.join("genesis.json");
-    let g = if genesis_path.exists() {
-        Genesis::load(&genesis_path)
-    } else {
-        Genesis::devnet()
-    }
-    .context("the devnet genesis")?;
-    std::fs::create_dir_all(&o.data_dir)
-        .with_context(|| format!("creating {}", o.data_dir.display()))?;
-    std::fs::write(&genesis_path, g.to_json().context("encoding the genesis")?)
-        .with_context(|| format!("writing {}", genesis_path.display()))?;
-    let slot_ms = u64::from(g.slot_length_ms).max(1);
-    let mut config = DevnetConfig::new(g, &o.data_dir);
-    config.n2n_addr = o.n2n;
-    config.n2c_tcp_addr = Some(o.n2c_tcp);
-    config.idle_block_slots =
-        (o.idle_block_s > 0).then(|| (o.idle_block_s * 1000).div_ceil(slot_ms).max(1));
+    let (config, genesis_path) =
+        DevnetConfig::kept_in(&o.data_dir, None, o.n2n, o.n2c_tcp, o.idle_block_s)
+            .context("preparing the devnet")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -212,16 +197,7 @@ fn up(o: UpOptions) -> anyhow::Result<()> {
         let handle = testnet_devnet::start(config)
             .await
             .context("starting the devnet")?;
-        println!(
-            "{}",
-            serde_json::json!({
-                "n2n": handle.n2n_addr().to_string(),
-                "n2c_socket": handle.n2c_socket().map(|p| p.display().to_string()),
-                "n2c_tcp": handle.n2c_tcp_addr().map(|a| a.to_string()),
-                "magic": handle.magic(),
-                "genesis": genesis_path.display().to_string(),
-            })
-        );
+        println!("{}", handle.addresses_json(&genesis_path));
         if o.deploy {
             let endpoint = ganglion_node::settings::N2cEndpoint::Tcp(o.n2c_tcp);
             match deploy_on(&endpoint, None, demo::deploy::DEPLOYER_SEED).await {

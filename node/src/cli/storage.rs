@@ -118,13 +118,14 @@ fn target(config: Option<&Path>) -> anyhow::Result<Target> {
     match NodeClient::of_data_dir(&dir) {
         Ok(c) => Ok(Target::Node(c)),
         Err(ClientCallError::NotRunning(_) | ClientCallError::Stale { .. }) => {
-            let path = dir.join("blocks.sled");
+            let path = ganglion_node::datadir::DataDir::open(&dir)
+                .with_context(|| format!("opening the data dir {}", dir.display()))?
+                .blockstore_db();
             eprintln!(
                 "no node runs on {}: using its blockstore {} directly",
                 dir.display(),
                 path.display()
             );
-            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             let store = SledBlockstore::open(&path)
                 .with_context(|| format!("opening the blockstore {}", path.display()))?;
             Ok(Target::Local(Embedded::new(Arc::new(store))))

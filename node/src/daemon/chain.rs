@@ -74,14 +74,8 @@ pub async fn resolve(
                     reference.index
                 ))
             })?,
-        // No `[validator]`: the deployment's own reference-script output, found at the
-        // validator's address (where `ganglion devnet deploy` and `build::deploy` put it).
-        // Any UTxO carrying the very script serves: the ledger references a script by hash.
-        None => at_script
-            .into_iter()
-            .filter(|u| u.output.script_ref.as_deref() == Some(script.bytes.as_slice()))
-            .min_by_key(|u| (u.reference.tx_hash, u.reference.index))
-            .ok_or(DaemonError::NoValidator)?,
+        // No `[validator]`: found at the validator's address.
+        None => reference_script_utxo(at_script, &script).ok_or(DaemonError::NoValidator)?,
     };
     tracing::info!(
         reference = %format!("{}#{}", hex::encode(utxo.reference.tx_hash), utxo.reference.index),
@@ -96,6 +90,19 @@ pub async fn resolve(
             reference: utxo,
         },
     ))
+}
+
+/// Of `utxos` (those at the validator's address), the one carrying `script` as its reference
+/// script, the first by transaction id and index: where `ganglion devnet deploy` and
+/// `build::deploy` put it. Any such UTxO serves (the ledger references a script by hash).
+pub fn reference_script_utxo(
+    utxos: Vec<ganglion_contracts::tx::Utxo>,
+    script: &ganglion_contracts::blueprint::Script,
+) -> Option<ganglion_contracts::tx::Utxo> {
+    utxos
+        .into_iter()
+        .filter(|u| u.output.script_ref.as_deref() == Some(script.bytes.as_slice()))
+        .min_by_key(|u| (u.reference.tx_hash, u.reference.index))
 }
 
 /// Waits until `indexer` has applied the chain's current tip (as N2C reports it now).

@@ -73,11 +73,7 @@ pub async fn deployed_reference(
         .utxos_at(&script.address(preset.address_network))
         .await;
     client.close().await;
-    Ok(utxos?
-        .into_iter()
-        .filter(|u| u.output.script_ref.as_deref() == Some(script.bytes.as_slice()))
-        .map(|u| u.reference)
-        .min_by_key(|r| (r.tx_hash, r.index)))
+    Ok(super::chain::reference_script_utxo(utxos?, &script).map(|u| u.reference))
 }
 
 /// [`deploy_validator`] on the devnet at `endpoint` (a Unix socket or TCP).

@@ -261,7 +261,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             r.payment.signing_key().clone(),
         )
     };
-    let blocks = Arc::new(SledBlockstore::open(r.dir.root().join("blocks.sled"))?);
+    let blocks = Arc::new(SledBlockstore::open(r.dir.blockstore_db())?);
     // One pinner for the executor and `storage_*`: imports and GC share its lock.
     let pinner = Embedded::new(blocks.clone());
 

@@ -130,44 +130,21 @@ async fn main() -> ExitCode {
             n2c_tcp,
             idle_block_s,
         } => {
-            let genesis_path = data_dir.join("genesis.json");
-            let g = match genesis {
-                Some(p) => Genesis::load(&p),
-                None if genesis_path.exists() => Genesis::load(&genesis_path),
-                None => Genesis::devnet(),
-            };
-            let g = match g {
-                Ok(g) => g,
+            let (config, genesis_path) = match DevnetConfig::kept_in(
+                &data_dir,
+                genesis.as_deref(),
+                n2n,
+                n2c_tcp,
+                idle_block_s,
+            ) {
+                Ok(c) => c,
                 Err(e) => return fail_err(&e),
             };
-            if let Err(e) = std::fs::create_dir_all(&data_dir)
-                .and_then(|_| std::fs::write(&genesis_path, g.to_json().unwrap_or_default()))
-            {
-                return fail(format!("writing {}: {e}", genesis_path.display()));
-            }
-            let g_slot_ms = g.slot_length_ms;
-            let mut config = DevnetConfig::new(g, &data_dir);
-            config.n2n_addr = n2n;
-            config.n2c_tcp_addr = Some(n2c_tcp);
-            // Slots are `slot_length_ms` long (1 s in the built-in genesis).
-            let slot_ms = u64::from(g_slot_ms).max(1);
-            config.idle_block_slots =
-                (idle_block_s > 0).then(|| (idle_block_s * 1000).div_ceil(slot_ms).max(1));
             let handle = match devnet::start(config).await {
                 Ok(h) => h,
                 Err(e) => return fail_err(&e),
             };
-            println!(
-                "{}",
-                serde_json::json!({
-                    "n2n": handle.n2n_addr().to_string(),
-                    "n2c_socket": handle.n2c_socket().map(|p| p.display().to_string()),
-                    "n2c_tcp": handle.n2c_tcp_addr().map(|a| a.to_string()),
-                    "control_socket": handle.control_socket().map(|p| p.display().to_string()),
-                    "magic": handle.magic(),
-                    "genesis": genesis_path.display().to_string(),
-                })
-            );
+            println!("{}", handle.addresses_json(&genesis_path));
             let _ = tokio::signal::ctrl_c().await;
             handle.shutdown().await;
             ExitCode::SUCCESS
