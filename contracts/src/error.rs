@@ -59,7 +59,8 @@ pub enum Error {
 
     /// The wallet cannot cover the outputs, the fee and the minimum UTxO of the change.
     #[error(
-        "transaction cannot be balanced: short of {lovelace_short} lovelace and {assets_short:?} (policy hex, asset name hex, base units)"
+        "transaction cannot be balanced: the wallet is short of {}",
+        shortfall_text(*lovelace_short, assets_short)
     )]
     Unbalanceable {
         /// Missing lovelace.
@@ -148,3 +149,54 @@ pub enum Error {
 
 /// Result with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A wallet's shortfall as a person reads it: `"1.5 ADA (1500000 lovelace)"`, each native
+/// asset as `"<quantity> base units of <name> (policy <hex>)"` (the name as text when it is
+/// printable ASCII, else hex), joined by "and".
+fn shortfall_text(lovelace: u64, assets: &[(String, String, u64)]) -> String {
+    let mut parts = Vec::new();
+    if lovelace > 0 {
+        let ada = format!("{}.{:06}", lovelace / 1_000_000, lovelace % 1_000_000);
+        let ada = ada.trim_end_matches('0').trim_end_matches('.');
+        parts.push(format!("{ada} ADA ({lovelace} lovelace)"));
+    }
+    for (policy, name_hex, quantity) in assets {
+        let name = hex::decode(name_hex)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .filter(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_graphic()))
+            .unwrap_or_else(|| name_hex.clone());
+        parts.push(format!("{quantity} base units of {name} (policy {policy})"));
+    }
+    if parts.is_empty() {
+        return "nothing (the fee or a minimum UTxO could not be met)".into();
+    }
+    parts.join(" and ")
+}
+
+#[cfg(test)]
+mod shortfall_tests {
+    use super::*;
+
+    #[test]
+    fn a_shortfall_names_ada_and_each_asset_readably() {
+        let e = Error::Unbalanceable {
+            lovelace_short: 1_500_000,
+            assets_short: vec![("2baf".into(), "4e5458".into(), 999_900_089_997)],
+        };
+        assert_eq!(
+            e.to_string(),
+            "transaction cannot be balanced: the wallet is short of 1.5 ADA (1500000 lovelace) \
+             and 999900089997 base units of NTX (policy 2baf)"
+        );
+        let only_asset = Error::Unbalanceable {
+            lovelace_short: 0,
+            assets_short: vec![("ab".into(), "00ff".into(), 7)],
+        };
+        assert_eq!(
+            only_asset.to_string(),
+            "transaction cannot be balanced: the wallet is short of 7 base units of 00ff (policy ab)"
+        );
+        assert!(!e.to_string().contains("(\""), "no Rust tuple syntax: {e}");
+    }
+}

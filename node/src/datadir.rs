@@ -50,6 +50,12 @@ impl DataDir {
         Ok(Self { root })
     }
 
+    /// The data dir at `root` as it is: nothing is created (for read-only callers such as
+    /// `ganglion doctor`).
+    pub fn at(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
     /// The root.
     pub fn root(&self) -> &Path {
         &self.root

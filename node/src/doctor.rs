@@ -9,6 +9,7 @@
 //! | `gpus`       | GPUs are detected (NVML, AMD sysfs) or declared in the config, and some would be offered |
 //! | `chain`      | the N2C endpoint answers the handshake with the network magic  |
 //! | `validator`  | the validator's reference script is on chain (`[validator] reference`, else found at its address) |
+//! | `bond`       | a provider's bond: live on chain (warn below its minimum stake), or `[bond]` at least `min_bond_per_gpu × GPUs` and held by the wallet (warn: no wallet yet) |
 //! | `rpc-port`   | the RPC listen address can be bound (warn: in use, a node running?) |
 //! | `disk`       | the data dir's file system has ≥ 10 GiB free (fail below 1 GiB) |
 //! | `overlay`    | pods can get their tunnel: root and `/dev/net/tun` (warn if not: single-host jobs only) |
@@ -126,7 +127,11 @@ pub async fn run(settings: &Settings) -> Vec<Check> {
         runtime,
         gpus_check(settings, &inv),
         chain_check(settings).await,
-        validator_check(settings).await,
+    ];
+    let deployed = deployment(settings).await;
+    checks.push(validator_check(settings, &deployed));
+    checks.extend(bond_check(settings, &inv, &deployed).await);
+    checks.extend([
         port_check(settings),
         disk_check(settings),
         overlay_check(
@@ -135,23 +140,24 @@ pub async fn run(settings: &Settings) -> Vec<Check> {
             Path::new("/dev/net/tun").exists(),
             Path::new("/sys/module/wireguard").exists(),
         ),
-    ];
+    ]);
     checks.extend(overlay_port_check(settings));
     checks
 }
 
-/// The validator's reference script, as `node run` finds it: `[validator] reference` when
-/// set, else at the validator's address (`ganglion devnet deploy` puts it there).
-async fn validator_check(settings: &Settings) -> Check {
-    let fix = "on a devnet run `ganglion devnet deploy`; else set [validator] reference to the \
-               UTxO holding the validator's reference script";
+/// The chain's environment and the validator's deployment as `node run` resolves them, or
+/// why not (a failed chain check, a missing reference script).
+type Deployed = Result<
+    (
+        ganglion_contracts::env::Env,
+        ganglion_contracts::v2::build::Deployment,
+    ),
+    String,
+>;
+
+async fn deployment(settings: &Settings) -> Deployed {
     let (Ok(endpoint), Ok(preset)) = (settings.n2c(), NetworkPreset::of(settings.network())) else {
-        return Check::not_ok(
-            "validator",
-            Verdict::Fail,
-            "no chain to look on (see the chain check)",
-            fix,
-        );
+        return Err("no chain to look on (see the chain check)".into());
     };
     match tokio::time::timeout(
         TIMEOUT,
@@ -159,7 +165,18 @@ async fn validator_check(settings: &Settings) -> Check {
     )
     .await
     {
-        Ok(Ok((_, d))) => Check::pass(
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("the chain did not answer within {TIMEOUT:?}")),
+    }
+}
+
+/// The validator's reference script, as `node run` finds it: `[validator] reference` when
+/// set, else at the validator's address (`ganglion devnet deploy` puts it there).
+fn validator_check(settings: &Settings, deployed: &Deployed) -> Check {
+    let fix = "on a devnet run `ganglion devnet deploy`; else set [validator] reference to the \
+               UTxO holding the validator's reference script";
+    match deployed {
+        Ok((_, d)) => Check::pass(
             "validator",
             format!(
                 "reference script at {}#{}{}",
@@ -172,14 +189,201 @@ async fn validator_check(settings: &Settings) -> Check {
                 }
             ),
         ),
-        Ok(Err(e)) => Check::not_ok("validator", Verdict::Fail, e.to_string(), fix),
-        Err(_) => Check::not_ok(
-            "validator",
-            Verdict::Fail,
-            format!("the chain did not answer within {TIMEOUT:?}"),
-            fix,
-        ),
+        Err(e) => Check::not_ok("validator", Verdict::Fail, e.clone(), fix),
     }
+}
+
+/// A provider's bond, as `node run` will find or post it: a live bond of this node's payment
+/// key on chain (warn when its stake fell below the minimum for its GPUs, e.g. after a slash),
+/// else `[bond]` with at least `min_bond_per_gpu × GPUs` NTX that the wallet holds. Only for
+/// a provider.
+async fn bond_check(
+    settings: &Settings,
+    inv: &gpu::Inventory,
+    deployed: &Deployed,
+) -> Option<Check> {
+    settings.provider.as_ref()?;
+    let fail = |detail: String, fix: &str| Some(Check::not_ok("bond", Verdict::Fail, detail, fix));
+    let Ok((env, deployment)) = deployed else {
+        return fail(
+            "no validator to find or post a bond with (see the validator check)".into(),
+            "fix the validator check first",
+        );
+    };
+    let key = match settings
+        .data_dir()
+        .map(|d| crate::datadir::DataDir::at(d).payment_key())
+        .map_err(|e| e.to_string())
+        .and_then(|p| crate::wallet::PaymentKey::load(&p).map_err(|e| e.to_string()))
+    {
+        Ok(k) => k,
+        // Not yet a failure: a new operator runs doctor before making the wallet.
+        Err(e) => {
+            return Some(Check::not_ok(
+                "bond",
+                Verdict::Warn,
+                format!("no wallet yet, so no bond to check: {e}"),
+                "run `ganglion wallet new` (then fund the wallet with ADA and NTX) and doctor \
+                 again",
+            ));
+        }
+    };
+    let (Ok(endpoint), Ok(preset)) = (settings.n2c(), NetworkPreset::of(settings.network())) else {
+        return fail(
+            "no chain (see the chain check)".into(),
+            "fix the chain check first",
+        );
+    };
+    let looked = tokio::time::timeout(TIMEOUT, async {
+        let mut client = ChainClient::connect(&endpoint, preset.magic).await?;
+        let at_script = client.utxos_at(&deployment.address(env)).await;
+        let wallet = client.utxos_at(&key.address(env.network).to_vec()).await;
+        client.close().await;
+        Ok::<_, crate::wallet::chain::Error>((at_script?, wallet?))
+    })
+    .await;
+    let (at_script, wallet) = match looked {
+        Ok(Ok(found)) => found,
+        Ok(Err(e)) => return fail(format!("reading the chain: {e}"), "see the chain check"),
+        Err(_) => {
+            return fail(
+                format!("the chain did not answer within {TIMEOUT:?}"),
+                "see the chain check",
+            );
+        }
+    };
+    let params = &deployment.params;
+    let bonds = mine(&at_script, &key.key_hash(), &params.ntx);
+    let offerable = crate::config::offerable_on(inv, settings.network())
+        .map(|g| g.len() as u64)
+        .unwrap_or(0);
+    Some(bond_verdict(
+        &bonds,
+        settings.bond.as_ref(),
+        offerable,
+        params.min_bond_per_gpu,
+        wallet
+            .iter()
+            .map(|u| u.output.value.quantity_of(&params.ntx))
+            .fold(0u64, u64::saturating_add),
+    ))
+}
+
+/// The bonds (UTxO, datum, `ntx` held) of `provider` among `utxos`.
+fn mine(
+    utxos: &[ganglion_contracts::tx::Utxo],
+    provider: &ganglion_contracts::params::KeyHash,
+    ntx: &ganglion_contracts::params::AssetClass,
+) -> Vec<(String, ganglion_contracts::v2::datum::BondDatum, u64)> {
+    use ganglion_contracts::v2::datum::GanglionDatum;
+    utxos
+        .iter()
+        .filter_map(|u| {
+            let datum = GanglionDatum::from_plutus_data(u.output.datum.as_ref()?).ok()?;
+            match datum {
+                GanglionDatum::Bond(b) if b.provider == *provider => Some((
+                    crate::audit::record::txo_text(&u.reference),
+                    b,
+                    u.output.value.quantity_of(ntx),
+                )),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The bond check's verdict from what was read: this node's bonds on chain (UTxO, datum,
+/// stake in NTX base units), its `[bond]`, the GPUs it would offer, the deployment's minimum
+/// stake per GPU and the wallet's NTX (base units).
+fn bond_verdict(
+    bonds: &[(String, ganglion_contracts::v2::datum::BondDatum, u64)],
+    section: Option<&crate::daemon::config::BondSection>,
+    offerable: u64,
+    min_per_gpu: u64,
+    wallet_ntx: u64,
+) -> Check {
+    use ganglion_rpc::amount::ntx_text;
+    let live: Vec<_> = bonds
+        .iter()
+        .filter(|(_, d, _)| d.unbonding_since_ms.is_none())
+        .collect();
+    if let Some((at, d, stake)) = live.first() {
+        let need = min_per_gpu.saturating_mul(d.gpus);
+        if *stake < need {
+            return Check::not_ok(
+                "bond",
+                Verdict::Warn,
+                format!(
+                    "bond {at} holds {} for {} GPUs, below the minimum {} (a slash?): it backs \
+                     no job until topped up",
+                    ntx_text(*stake),
+                    d.gpus,
+                    ntx_text(need)
+                ),
+                "top it up: `ganglion provider bond top-up --stake-ntx <NTX base units>` on the \
+                 running node",
+            );
+        }
+        return Check::pass(
+            "bond",
+            format!("live bond {at}: {} for {} GPUs", ntx_text(*stake), d.gpus),
+        );
+    }
+    let unbonding = if bonds.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} unbonding)", bonds.len())
+    };
+    let Some(section) = section else {
+        return Check::not_ok(
+            "bond",
+            Verdict::Fail,
+            format!(
+                "no live bond on chain{unbonding} and no [bond] in the config: `node run` stops"
+            ),
+            format!(
+                "add [bond] stake_ntx = {} (at least {} per GPU) and gpus = {offerable}, or post \
+                 one with `ganglion provider bond post` on a running node",
+                min_per_gpu.saturating_mul(offerable.max(1)),
+                min_per_gpu
+            ),
+        );
+    };
+    let gpus = section.gpus.unwrap_or(offerable);
+    let need = min_per_gpu.saturating_mul(gpus);
+    if section.stake_ntx < need {
+        return Check::not_ok(
+            "bond",
+            Verdict::Fail,
+            format!(
+                "[bond] stake_ntx {} is below the minimum {} for {gpus} GPUs",
+                ntx_text(section.stake_ntx),
+                ntx_text(need)
+            ),
+            format!("set [bond] stake_ntx to at least {need} (NTX base units), or fewer gpus"),
+        );
+    }
+    if wallet_ntx < section.stake_ntx {
+        return Check::not_ok(
+            "bond",
+            Verdict::Fail,
+            format!(
+                "[bond] stake_ntx {} > the wallet's {}: the bond cannot be posted",
+                ntx_text(section.stake_ntx),
+                ntx_text(wallet_ntx)
+            ),
+            "fund the wallet with NTX (`ganglion wallet address` shows where), or lower [bond] \
+             stake_ntx",
+        );
+    }
+    Check::pass(
+        "bond",
+        format!(
+            "no live bond yet{unbonding}: `node run` posts {} for {gpus} GPUs (the wallet holds {})",
+            ntx_text(section.stake_ntx),
+            ntx_text(wallet_ntx)
+        ),
+    )
 }
 
 /// A provider's overlay UDP port (`[overlay] listen_port`): free, or `node run` fails after
@@ -432,4 +636,82 @@ fn free_gib(path: &Path) -> std::io::Result<f64> {
     // SAFETY: statvfs returned 0, so it filled `st`.
     let st = unsafe { st.assume_init() };
     Ok(st.f_bavail as f64 * st.f_frsize as f64 / (1u64 << 30) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::config::BondSection;
+    use ganglion_contracts::v2::datum::BondDatum;
+    use ganglion_contracts::v2::payout::Payout;
+
+    const MIN: u64 = 100_000_000;
+
+    fn bond(gpus: u64, stake: u64, unbonding: bool) -> (String, BondDatum, u64) {
+        (
+            "ab#0".into(),
+            BondDatum {
+                provider: [1; 28],
+                attest_key: [2; 32],
+                peer_id: vec![3],
+                payout: Payout::enterprise([1; 28]),
+                gpus,
+                unbonding_since_ms: unbonding.then_some(5),
+                commitments: vec![],
+            },
+            stake,
+        )
+    }
+
+    fn section(stake_ntx: u64, gpus: Option<u64>) -> BondSection {
+        BondSection { stake_ntx, gpus }
+    }
+
+    #[test]
+    fn the_bond_check_passes_a_live_bond_and_a_postable_section_only() {
+        let ok = bond_verdict(&[bond(4, 4 * MIN, false)], None, 4, MIN, 0);
+        assert_eq!(ok.verdict, Verdict::Pass, "{ok:?}");
+        assert!(
+            ok.detail.contains("live bond ab#0: 400 NTX for 4 GPUs"),
+            "{ok:?}"
+        );
+
+        // Slashed below its minimum: a warning naming the top-up.
+        let slashed = bond_verdict(&[bond(4, 3 * MIN, false)], None, 4, MIN, 0);
+        assert_eq!(slashed.verdict, Verdict::Warn, "{slashed:?}");
+        assert!(
+            slashed.fix.as_deref().unwrap_or("").contains("top-up"),
+            "{slashed:?}"
+        );
+
+        // Only an unbonding bond and no [bond]: `node run` would stop.
+        let none = bond_verdict(&[bond(4, 4 * MIN, true)], None, 2, MIN, 0);
+        assert_eq!(none.verdict, Verdict::Fail, "{none:?}");
+        assert!(none.detail.contains("(1 unbonding)"), "{none:?}");
+        assert!(
+            none.fix
+                .as_deref()
+                .unwrap_or("")
+                .contains("stake_ntx = 200000000"),
+            "{none:?}"
+        );
+
+        // A section below the minimum for the GPUs it would back (all offerable by default).
+        let low = bond_verdict(&[], Some(&section(MIN, None)), 2, MIN, 10 * MIN);
+        assert_eq!(low.verdict, Verdict::Fail, "{low:?}");
+        assert!(
+            low.detail.contains("below the minimum 200 NTX for 2 GPUs"),
+            "{low:?}"
+        );
+        let one = bond_verdict(&[], Some(&section(MIN, Some(1))), 2, MIN, 10 * MIN);
+        assert_eq!(one.verdict, Verdict::Pass, "{one:?}");
+
+        // A wallet that cannot pay the stake.
+        let poor = bond_verdict(&[], Some(&section(2 * MIN, None)), 2, MIN, MIN + 1);
+        assert_eq!(poor.verdict, Verdict::Fail, "{poor:?}");
+        assert!(
+            poor.detail.contains("> the wallet's 100.000001 NTX"),
+            "{poor:?}"
+        );
+    }
 }

@@ -515,6 +515,14 @@ impl JobApiServer for Api {
         audit::logs(self, job_id).await
     }
 
+    async fn live_logs(&self, job_id: String) -> RpcResult<Vec<ganglion_rpc::audit::LiveJobLog>> {
+        let job = parse_job_id(&job_id)?;
+        jobs_of(self)?
+            .live_logs(&job)
+            .await
+            .map_err(|e| codes::engine(&e))
+    }
+
     async fn outputs(
         &self,
         job_id: String,

@@ -127,7 +127,6 @@ impl NodeClient {
 
 /// Whether process `pid` exists (signal 0: nothing is sent, only the check is made; a process
 /// of another user still exists, `EPERM`).
-/// Whether process `pid` runs (a `kill(pid, 0)` probe).
 pub fn process_exists(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;

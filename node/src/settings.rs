@@ -32,6 +32,8 @@
 //! confirmation_depth = 0
 //! [metrics]                           # GET /metrics (Prometheus); off unless set
 //! listen = "127.0.0.1:9464"
+//! [storage]                           # provider: job content from a Kubo RPC too
+//! kubo_rpc = "http://127.0.0.1:5001"
 //! ```
 //!
 //! **Environment.** Every key of every section has a variable, `GANGLION_<SECTION>__<KEY>`
@@ -59,7 +61,7 @@ use ganglion_market::limits::{LimitsError, ProviderLimits};
 
 use crate::config::{GpusConfig, Network};
 use crate::daemon::config::{
-    BondSection, EngineSection, MetricsSection, P2pSection, ValidatorSection,
+    BondSection, EngineSection, MetricsSection, P2pSection, StorageSection, ValidatorSection,
 };
 
 /// The short variables and the key each overrides (applied after the `__` layer).
@@ -213,6 +215,8 @@ pub struct Settings {
     pub engine: EngineSection,
     /// `[metrics]`: the Prometheus endpoint (off unless `listen` is set).
     pub metrics: MetricsSection,
+    /// `[storage]`: a Kubo RPC a provider also fetches job content from (off unless set).
+    pub storage: StorageSection,
 }
 
 /// `[chain]`: how to reach a node.
@@ -321,7 +325,8 @@ impl Settings {
         Ok(s)
     }
 
-    /// The checks serde cannot make: `[provider]` limits and `[overlay]` values.
+    /// The checks serde cannot make: `[provider]` limits, `[overlay]` values and the
+    /// `[storage] kubo_rpc` URL.
     fn validate(&self, path: &Path) -> Result<(), Error> {
         if let Some(limits) = &self.provider {
             limits.validate().map_err(|source| Error::Limits {
@@ -332,7 +337,14 @@ impl Settings {
         self.overlay.validate().map_err(|source| Error::Overlay {
             path: path.to_path_buf(),
             source,
-        })
+        })?;
+        if let Some(endpoint) = &self.storage.kubo_rpc {
+            ganglion_storage::pin::Kubo::new(endpoint).map_err(|e| Error::Parse {
+                path: path.to_path_buf(),
+                message: format!("storage.kubo_rpc: {e} (e.g. \"http://127.0.0.1:5001\")"),
+            })?;
+        }
+        Ok(())
     }
 
     /// Loads the config file at `path` (defaults when `None`), then applies the process
@@ -634,6 +646,18 @@ sysfs_root = "/sys"
             .to_string();
         assert!(e.contains("line 3: unknown field `max_jobs`"), "{e}");
         assert!(e.contains("`max_concurrent_jobs`"), "{e}");
+    }
+
+    #[test]
+    fn a_kubo_rpc_must_be_a_url() {
+        let s = Settings::from_toml("[storage]\nkubo_rpc = \"http://127.0.0.1:5001\"\n")
+            .expect("valid");
+        assert_eq!(s.storage.kubo_rpc.as_deref(), Some("http://127.0.0.1:5001"));
+        let e = Settings::from_toml("[storage]\nkubo_rpc = \"not a url\"\n")
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("storage.kubo_rpc"), "{e}");
+        assert_eq!(Settings::default().storage.kubo_rpc, None);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use jsonrpsee::core::RpcResult;
 use jsonrpsee::proc_macros::rpc;
 
 use crate::audit::{
-    AuditJob, AuditProvider, AuditReport, BondInfo, JobLog, JobOutput, MarketOffer,
+    AuditJob, AuditProvider, AuditReport, BondInfo, JobLog, JobOutput, LiveJobLog, MarketOffer,
 };
 use crate::types::{AmountParam, Balance, GpuReport, JobStatus, JobSubmitted, NodeInfo, Sent, Tip};
 
@@ -55,10 +55,11 @@ pub trait WalletApi {
 }
 
 /// `job_*`: jobs this node orchestrates or runs (answered by the node's job engine; without
-/// one `submit`, `status`, `cancel`, `buildLock` and `subscribe` answer
+/// one `submit`, `status`, `cancel`, `buildLock`, `subscribe` and `liveLogs` answer
 /// [`crate::error::JOB`]), the CIP-30 lock of a wallet outside the
 /// node (`job_buildLock`, submitted back through [`TxApi`]'s `tx_submit`), a job's transitions
-/// as they happen (`job_subscribe`, WebSocket), and the artifacts its providers attested on
+/// as they happen (`job_subscribe`, WebSocket), its providers' live logs while it runs
+/// (`job_liveLogs`, from the engine), and the artifacts its providers attested on
 /// chain in their claims (`job_logs`, `job_outputs`: read from the node's blockstore or fetched
 /// over bitswap from the providers; a server that follows no chain answers them
 /// [`crate::error::CHAIN_UNAVAILABLE`]).
@@ -128,6 +129,17 @@ pub trait JobApi {
     #[method(name = "logs")]
     async fn logs(&self, job_id: String) -> RpcResult<Vec<JobLog>>;
 
+    /// The live log of each provider of `job_id` (64 hex digits, a job this node
+    /// orchestrates) that sent one while its share runs, in assignment order: the end (at most
+    /// 64 KiB) of its rank's container output, as its latest heartbeat named it, read from the
+    /// node's blockstore or fetched over bitswap from the provider (each within 10 s; one that
+    /// cannot be read has its `error`). Unattested: `job_logs` gives the attested logs once the
+    /// providers claim. In memory: empty after the node restarts, until the next heartbeats.
+    /// Read-only. Unknown job, one this node does not orchestrate, or no engine:
+    /// [`crate::error::JOB`]; a malformed id: [`crate::error::INVALID_PARAMS`].
+    #[method(name = "liveLogs")]
+    async fn live_logs(&self, job_id: String) -> RpcResult<Vec<LiveJobLog>>;
+
     /// The outputs of each attested provider of `job_id`, listed; with `dir` (an absolute
     /// path on the node's host) each provider's directory is also unpacked to
     /// `<dir>/rank-<index>` (existing files there are overwritten). Mutating (it writes
@@ -181,6 +193,33 @@ pub trait ProviderApi {
     /// possible. Other errors as `provider_unbond`.
     #[method(name = "withdraw")]
     async fn withdraw(&self, bond: Option<String>) -> RpcResult<crate::types::BondTx>;
+
+    /// Posts a new bond naming this node's payment key, attest key and peer id: `stake_ntx`
+    /// NTX base units (an [`AmountParam`]; at least the deployment's `min_bond_per_gpu ×
+    /// gpus`) for `gpus` GPUs (default: the GPUs the node offers), paid by the node's wallet —
+    /// e.g. after `provider_withdraw`, without a restart. The node offers its GPUs under the
+    /// new bond once it is on chain. Errors: [`crate::error::INVALID_PARAMS`] (an amount that
+    /// is not one), [`crate::error::JOB`] (this node is no provider, already has an active
+    /// bond — top it up instead — or the stake is below the minimum),
+    /// [`crate::error::WALLET`] (the wallet cannot pay it), [`crate::error::TX_REJECTED`],
+    /// [`crate::error::CHAIN_UNAVAILABLE`]. Mutating.
+    #[method(name = "post")]
+    async fn post(
+        &self,
+        stake_ntx: AmountParam,
+        gpus: Option<u64>,
+    ) -> RpcResult<crate::types::BondTx>;
+
+    /// Adds `add_ntx` NTX base units (an [`AmountParam`]) to `bond` (`<tx hash hex>#<index>`)
+    /// or to this node's only active bond (validator redeemer `TopUp`: same datum, more
+    /// stake) — e.g. back above its minimum after a slash, which took it out of the market
+    /// until then. Errors as `provider_post` and `provider_unbond`. Mutating.
+    #[method(name = "topUp")]
+    async fn top_up(
+        &self,
+        add_ntx: AmountParam,
+        bond: Option<String>,
+    ) -> RpcResult<crate::types::BondTx>;
 }
 
 /// `audit_*`: the chain's record of jobs and providers, and independent verification.

@@ -1,7 +1,8 @@
 //! What the read-only methods about the chain's record and the live market return
 //! (`audit_*`, `market_*`, `provider_bond` / `provider_offers`) and a job's attested artifacts
-//! (`job_logs` / `job_outputs`); their traits are in [`crate::api`]. Amounts are NTX base units
-//! as [`Amount`]s (decimal strings), times POSIX ms, keys and hashes hex.
+//! (`job_logs` / `job_outputs`) and its live logs (`job_liveLogs`); their traits are in
+//! [`crate::api`]. Amounts are NTX base units as [`Amount`]s (decimal strings), times POSIX ms,
+//! keys and hashes hex.
 
 use serde::{Deserialize, Serialize};
 
@@ -193,6 +194,35 @@ pub struct JobLog {
     /// The log file's content (UTF-8, invalid sequences replaced by U+FFFD).
     pub text: String,
     /// Why the log could not be read (blocks neither held nor fetched), when it could not.
+    pub error: Option<String>,
+}
+
+/// `job_liveLogs`: the latest live log one provider of a running job sent its orchestrator with
+/// a heartbeat: the end (at most 64 KiB) of its rank's container output so far. Unattested and
+/// informational (the attested log is `job_logs`'s, once the provider claims).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveJobLog {
+    /// The provider's index in the escrow's assignments, which is also its node rank.
+    pub index: u64,
+    /// Provider payment key hash, hex (56 characters); empty when the chain does not show the
+    /// assignment.
+    pub provider: String,
+    /// CID of the tail (text form): a raw block in the provider's blockstore, not pinned.
+    pub cid: String,
+    /// Where `text` starts in the provider's whole log, bytes from its first byte.
+    pub offset: u64,
+    /// The whole log's length when the provider took the tail, bytes; `total - offset` bytes
+    /// were sent. Bytes before `offset` are no longer in the tail.
+    pub total: u64,
+    /// The log from `offset` on, as text of the same length in bytes (`text` is bytes
+    /// `offset .. offset + text.len()` of the log): each byte that is not valid UTF-8 is a `?`,
+    /// and a character cut at the tail's end is left out (the next tail brings it). Empty
+    /// when `error` is set.
+    pub text: String,
+    /// When the orchestrator received it, POSIX ms (its clock).
+    pub at_ms: u64,
+    /// Why the tail could not be read (its block neither held nor fetched from the provider in
+    /// time, or not what the heartbeat said), when it could not.
     pub error: Option<String>,
 }
 

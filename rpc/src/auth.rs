@@ -29,6 +29,8 @@ pub const MUTATING: &[&str] = &[
     "job_outputs",
     "provider_unbond",
     "provider_withdraw",
+    "provider_post",
+    "provider_topUp",
     "storage_add",
     "storage_cat",
     "storage_exportCar",

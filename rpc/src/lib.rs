@@ -17,7 +17,7 @@
 //! - [`storage`]: what the `storage_*` methods (the node's blockstore: add, cat, CAR, piece
 //!   CID, pins, GC) take and return.
 //! - [`audit`]: what the read-only `audit_*`, `market_*`, `provider_bond` / `provider_offers`
-//!   and the artifact (`job_logs` / `job_outputs`) methods return.
+//!   and the artifact (`job_logs` / `job_outputs`, `job_liveLogs`) methods return.
 //!
 //! The published API is `docs/openrpc.json`; the node's tests check it against the method
 //! list of the running server.

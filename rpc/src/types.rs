@@ -270,12 +270,13 @@ pub struct JobEvent {
     pub terminal: bool,
 }
 
-/// `provider_unbond` / `provider_withdraw` result.
+/// `provider_unbond` / `provider_withdraw` / `provider_post` / `provider_topUp` result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BondTx {
     /// Transaction id, hex.
     pub tx_id: String,
-    /// The bond UTxO spent, `<tx hash hex>#<index>`.
+    /// The bond UTxO spent (unbond, withdraw, top-up) or created (post),
+    /// `<tx hash hex>#<index>`.
     pub bond: String,
     /// For an unbond: the first slot from which `provider_withdraw` can succeed (the unbonding
     /// clock starts at the transaction's upper validity bound, plus the network's unbonding

@@ -1,7 +1,7 @@
 //! Redeemers of the `ganglion_v2` validator, with exact PlutusData codecs.
 //!
 //! Spend (constructor index): `Assign` 0, `Claim` 1, `Cancel` 2, `Expire` 3, `Unbond` 4,
-//! `Withdraw` 5, `Slash` 6, `Commit` 7, `Release` 8. Mint: `LockJob` 0, `PostBond` 1, `Burn` 2.
+//! `Withdraw` 5, `Slash` 6, `Commit` 7, `Release` 8, `TopUp` 9. Mint: `LockJob` 0, `PostBond` 1, `Burn` 2.
 
 use pallas_primitives::PlutusData;
 
@@ -170,6 +170,9 @@ pub enum SpendRedeemer {
         /// The job claimed.
         job_id: JobId,
     },
+    /// Add NTX to a live bond's stake (the provider signs; the datum is unchanged), e.g. back
+    /// above `min_bond_per_gpu × gpus` after a slash.
+    TopUp,
 }
 
 impl SpendRedeemer {
@@ -199,6 +202,7 @@ impl SpendRedeemer {
             Self::Slash { job_id } => constr(6, vec![bytes(job_id.0)]),
             Self::Commit { job_id } => constr(7, vec![bytes(job_id.0)]),
             Self::Release { job_id } => constr(8, vec![bytes(job_id.0)]),
+            Self::TopUp => constr(9, vec![]),
         }
     }
 
@@ -247,6 +251,7 @@ impl SpendRedeemer {
             8 => Self::Release {
                 job_id: JobId(f.fixed("job_id")?),
             },
+            9 => Self::TopUp,
             i => return Err(malformed("SpendRedeemer", format!("constructor {i}"))),
         })
     }
@@ -291,6 +296,7 @@ mod tests {
             SpendRedeemer::Release {
                 job_id: JobId([8; 32]),
             },
+            SpendRedeemer::TopUp,
         ];
         let unreceipted = SpendRedeemer::Claim {
             index: 0,

@@ -59,6 +59,19 @@ pub trait JobControl: Send + Sync {
     /// Indexer errors.
     fn running(&self, job: &JobId) -> Result<Vec<(u64, u64)>, EngineError>;
 
+    /// The latest live log of each node of `job` (orchestrated here) that sent one with its
+    /// heartbeats, in assignment order, its text read from the blockstore or fetched over
+    /// bitswap from the node ([`super::live_logs`]). Unattested; in memory: empty after a
+    /// restart until the next heartbeats.
+    ///
+    /// # Errors
+    /// [`EngineError::State`] for a job this node does not orchestrate; store and indexer
+    /// errors.
+    async fn live_logs(
+        &self,
+        job: &JobId,
+    ) -> Result<Vec<ganglion_rpc::audit::LiveJobLog>, EngineError>;
+
     /// Every record the node holds: as orchestrator, as provider.
     ///
     /// # Errors
@@ -128,6 +141,13 @@ impl<S: Kv + 'static, E: Executor + 'static> JobControl for EngineHandle<S, E> {
             .collect();
         live.sort_unstable();
         Ok(live)
+    }
+
+    async fn live_logs(
+        &self,
+        job: &JobId,
+    ) -> Result<Vec<ganglion_rpc::audit::LiveJobLog>, EngineError> {
+        super::live_logs::of(&self.ctx, job).await
     }
 
     fn all_records(&self) -> Result<(Vec<OrchestratorRecord>, Vec<ProviderRecord>), EngineError> {

@@ -182,6 +182,18 @@ pub enum SpecError {
         "the wallet has no UTxO to seed a new job id (every one seeded a job this node tracks)"
     )]
     NoSeed,
+    /// The spec's budget is more NTX than the paying wallet holds: nothing can lock it.
+    #[error(
+        "budget {} > balance {}: the wallet cannot lock the budget (fund it, or lower `budget_ntx`)",
+        ganglion_rpc::amount::ntx_text(*budget),
+        ganglion_rpc::amount::ntx_text(*balance)
+    )]
+    BudgetOverBalance {
+        /// The spec's budget, NTX base units.
+        budget: u64,
+        /// NTX the wallet's UTxOs hold, base units.
+        balance: u64,
+    },
 }
 
 impl From<SpecError> for EngineError {
@@ -341,6 +353,10 @@ pub(crate) struct Ctx<S: Kv, E: Executor> {
     pub receipts_given: std::sync::Mutex<HashMap<(JobId, u64), (u64, u64)>>,
     /// Provider: the last heartbeat sent per job, POSIX ms (in memory).
     pub heartbeats_sent: std::sync::Mutex<HashMap<JobId, u64>>,
+    /// Orchestrator: the latest live log each provider named in a heartbeat, per (job,
+    /// assignment index) ([`super::live_logs`]; in memory: a restart forgets them until the
+    /// next heartbeats).
+    pub live_logs: std::sync::Mutex<HashMap<(JobId, u64), super::live_logs::Seen>>,
     /// The background work of this engine (job runs, the executor's recovery): closed and
     /// waited for by [`Engine::shutdown`].
     pub tasks: TaskTracker,
@@ -436,6 +452,7 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
             receipt_key,
             receipts_given: std::sync::Mutex::new(HashMap::new()),
             heartbeats_sent: std::sync::Mutex::new(HashMap::new()),
+            live_logs: std::sync::Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),
         });

@@ -232,6 +232,7 @@ async fn build_lock<S: Kv, E: Executor>(
     let now = ctx.now();
     let spec_cid = orchestrator::pin_spec(ctx, spec, now)?;
     let terms = spec.escrow_terms();
+    orchestrator::check_balance(&utxos, &ctx.chain.deployment().params.ntx, terms.budget)?;
     let seed = orchestrator::seed_of(&utxos, |id| {
         matches!(ctx.store.get::<OrchestratorRole>(id), Ok(Some(_)))
     })?;

@@ -8,8 +8,12 @@
 //!   deadline, when every rank of the assignment is reported running and its GPU time did not
 //!   go back; at most one receipt per half interval and assignment (G7: anything else is
 //!   refused and changes nothing).
+//! - **Orchestrator**, also: a heartbeat from the assignment's peer that names a live log
+//!   (`HeartbeatRequest::log`) has it kept as that node's latest ([`super::live_logs`]), whether
+//!   or not a receipt is given.
 //! - **Provider** ([`beat`]): while its share runs it sends a heartbeat every half receipt
-//!   interval, keeps the best receipt ([`receipts::take`]), and stops its containers when the
+//!   interval, with the tail of its container's log ([`super::live_logs::tail`]), keeps the
+//!   best receipt ([`receipts::take`]), and stops its containers when the
 //!   orchestrator refuses with `Stopped`, when it has been silent for [`super::EngineConfig::missed_receipts`] intervals or the
 //!   deadline comes ([`receipts::Liveness::must_stop`]).
 
@@ -84,6 +88,10 @@ fn answer<S: Kv, E: Executor>(
         .any(|b| b.datum.peer_id == peer_bytes)
     {
         return refuse(R::NotAssigned);
+    }
+    // The sender is the assignment's: its live log is kept, receipt or not.
+    if let Some(log) = &req.log {
+        super::live_logs::remember(ctx, req.job_id, index, peer, log, ctx.now());
     }
     if view.has_claimed(usize::try_from(index).unwrap_or(usize::MAX)) {
         return refuse(R::Finished);
@@ -194,11 +202,16 @@ pub(crate) async fn beat<S: Kv, E: Executor>(
             .unwrap_or_else(|p| p.into_inner())
             .insert(r.job_id, now);
         if let Ok(peer) = PeerId::from_bytes(&r.detail.orchestrator_peer) {
+            let log = match exec {
+                Some(e) => super::live_logs::tail(ctx, executor, e, index).await,
+                None => None,
+            };
             let req = HeartbeatRequest {
                 job_id: r.job_id,
                 provider_index: index,
                 ranks: summary(exec, terms.gpus, now),
                 sent_at_ms: now,
+                log,
             };
             match ctx.p2p.request_receipt(peer, req).await {
                 Ok(HeartbeatResponse::Receipt(new)) => {

@@ -14,7 +14,8 @@
 //!   providers before dispatch (the node implements it with its overlay).
 //! - [`accept`]: a provider's accept decision and its `Reserved` record, one step;
 //!   [`receipts`]: escrow v2 receipts, what the orchestrator acknowledges and what the provider
-//!   keeps, stops on and claims; [`heartbeat`]: the heartbeats that carry them while a job runs.
+//!   keeps, stops on and claims; [`heartbeat`]: the heartbeats that carry them while a job runs,
+//!   and with them each provider's live log ([`live_logs`], `job logs --follow`).
 //! - [`orchestrator`], [`provider`]: the drivers, one step per job per pass; [`gpu_pick`]:
 //!   which pooled GPUs run a provider's share (meeting the spec, free, MIG rules); [`terms`]: the
 //!   terms a job must meet before anything is locked or started; [`quote`]: whether today's
@@ -37,6 +38,7 @@ pub mod external;
 pub mod failure_note;
 pub mod gpu_pick;
 pub mod heartbeat;
+pub mod live_logs;
 pub mod orchestrator;
 pub mod provider;
 pub mod quote;

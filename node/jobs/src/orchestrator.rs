@@ -184,6 +184,27 @@ pub(crate) fn seed_of(
         .ok_or_else(|| SpecError::NoSeed.into())
 }
 
+/// Checks that `utxos` (the paying wallet's) hold at least `budget` (NTX base units) of the
+/// deployment's NTX `asset`, so a lock that cannot be balanced is refused with both amounts
+/// named rather than the balancer's shortfall.
+///
+/// # Errors
+/// [`SpecError::BudgetOverBalance`].
+pub(crate) fn check_balance(
+    utxos: &[ganglion_contracts::tx::Utxo],
+    asset: &ganglion_contracts::params::AssetClass,
+    budget: u64,
+) -> Result<(), EngineError> {
+    let balance = utxos
+        .iter()
+        .map(|u| u.output.value.quantity_of(asset))
+        .fold(0u64, u64::saturating_add);
+    if balance < budget {
+        return Err(SpecError::BudgetOverBalance { budget, balance }.into());
+    }
+    Ok(())
+}
+
 /// Pins the spec, locks the budget. See [`super::Engine::submit`].
 pub(crate) async fn submit<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
@@ -193,6 +214,7 @@ pub(crate) async fn submit<S: Kv, E: Executor>(
     let spec_cid = pin_spec(ctx, spec, now)?;
     let terms = spec.escrow_terms();
     let utxos = ctx.chain.wallet_utxos(now).await?;
+    check_balance(&utxos, &ctx.chain.deployment().params.ntx, terms.budget)?;
     let seed = seed_of(&utxos, |id| {
         matches!(ctx.store.get::<OrchestratorRole>(id), Ok(Some(_)))
     })?;
@@ -758,6 +780,49 @@ mod tests {
             reason: "test".into(),
             until_ms,
         }
+    }
+
+    #[test]
+    fn a_budget_above_the_wallets_ntx_is_refused_with_both_amounts() {
+        use ganglion_contracts::params::AssetClass;
+        use ganglion_contracts::tx::{Output, Utxo, Value};
+        let ntx = AssetClass {
+            policy: [9; 28],
+            name: b"NTX".to_vec(),
+        };
+        let holding = |n: u8, q: u64| {
+            let mut value = Value::lovelace(2_000_000);
+            value
+                .assets
+                .entry(ntx.policy)
+                .or_default()
+                .insert(ntx.name.clone(), q);
+            Utxo {
+                reference: TxoRef {
+                    tx_hash: [n; 32],
+                    index: 0,
+                },
+                output: Output::new(vec![0x60; 29], value),
+            }
+        };
+        let utxos = [holding(1, 60_000_000), holding(2, 39_900_000)];
+        assert!(check_balance(&utxos, &ntx, 99_900_000).is_ok());
+        let e = check_balance(&utxos, &ntx, 999_999_000_000).expect_err("over the balance");
+        assert!(
+            matches!(
+                &e,
+                EngineError::Spec(s) if matches!(**s, SpecError::BudgetOverBalance {
+                    budget: 999_999_000_000,
+                    balance: 99_900_000
+                })
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .contains("budget 999999 NTX > balance 99.9 NTX"),
+            "{e}"
+        );
     }
 
     #[test]

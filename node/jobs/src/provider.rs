@@ -60,7 +60,13 @@ pub struct ProviderSide<E> {
     /// daemon's overlay), and answers their cluster hellos ([`ClusterSetup::answer`]); `None`
     /// when the executor's network needs no set-up (every hello is then `UnknownJob`).
     pub cluster: Option<Arc<dyn ClusterSetup>>,
+    /// A Kubo RPC (`[storage] kubo_rpc`) a job's inputs and image archive are fetched from
+    /// when the orchestrator's node does not serve them over bitswap; `None` = bitswap only.
+    pub kubo: Option<ganglion_storage::pin::Kubo>,
 }
+
+/// Longest a fetch of one input (or image archive) from the Kubo RPC may take.
+pub const KUBO_FETCH_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// What the executor produced, as attested.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -224,31 +230,55 @@ fn recorded_gpus(pool: &[PooledGpu], r: &ProviderRecord, d: &DispatchIntent) -> 
 /// releases it continues it at a new UTxO (escrow v2), so the offer and the claim name the
 /// live one the indexer sees (the one the node started with until then).
 fn current_bond<S: Kv, E: Executor>(ctx: &Ctx<S, E>, side: &ProviderSide<E>) -> TxoRef {
+    active_bond(ctx, side).map_or(side.bond, |b| b.bond)
+}
+
+/// This provider's active bond as the indexer sees it (not unbonding, stake at least the
+/// minimum for its GPUs), whichever UTxO it is at now: the one the node started with, its
+/// continuations, or one posted (`provider_post`) or topped up (`provider_topUp`) since.
+fn active_bond<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    side: &ProviderSide<E>,
+) -> Option<ganglion_indexer::query::ActiveBond> {
     let attest = side.attest.verifying_key().to_bytes();
     ctx.live_bond(&ctx.chain.key_hash(), Some(&attest))
         .ok()
         .flatten()
-        .map_or(side.bond, |b| b.bond)
 }
 
-/// Publishes this provider's offer (fresh timestamps, GPUs of unfinished jobs taken out).
+/// GPUs a stake of `stake` NTX base units backs at `min_per_gpu` each (the offer's
+/// `bond_gpus`).
+pub fn bond_gpus(stake: u64, min_per_gpu: u64) -> u32 {
+    u32::try_from(stake / min_per_gpu.max(1)).unwrap_or(u32::MAX)
+}
+
+/// Publishes this provider's offer (fresh timestamps, GPUs of unfinished jobs taken out)
+/// under its active bond, with the GPUs that bond's stake backs now. Without an active bond
+/// (withdrawn, unbonding, slashed below its minimum) nothing is offered until one is posted
+/// or topped up: an offer naming a spent bond would only be dropped by every peer.
 /// Publishing before any peer joined the topic fails; that is only logged.
 pub(crate) async fn publish_offer<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
     let Some(side) = &ctx.provider else { return };
+    let Some(bond) = active_bond(ctx, side) else {
+        tracing::debug!("no active bond: no offer (post or top up a bond)");
+        return;
+    };
     let now = ctx.now();
     let records = ctx.store.all::<ProviderRole>().unwrap_or_default();
     let held = held_gpus(&side.gpus, &records, None);
     let nat = ctx.p2p.nat_status().await.ok();
+    let mut market = advertised(
+        &gpu_pick::with_held(&side.offer, &side.gpus, &held.ids),
+        held.unplanned,
+        nat.as_ref(),
+    );
+    market.bond_gpus = bond_gpus(bond.stake, ctx.chain.deployment().params.min_bond_per_gpu);
     let body = OfferBody {
         network_magic: ctx.chain_magic(),
-        bond: current_bond(ctx, side),
+        bond: bond.bond,
         peer_id: side.peer_id.to_bytes(),
         addrs: vec![],
-        market: advertised(
-            &gpu_pick::with_held(&side.offer, &side.gpus, &held.ids),
-            held.unplanned,
-            nat.as_ref(),
-        ),
+        market,
         issued_ms: now,
         expires_ms: now + ctx.config.offer_ttl_ms,
     };
@@ -594,7 +624,9 @@ pub(crate) async fn read_spec<S: Kv, E: Executor>(
 
 /// Fetches the spec's inputs and image archive into this node's blockstore over bitswap, from
 /// the orchestrator (who serves what it `storage add`ed) or any connected peer holding the
-/// blocks, each block checked against its CID. Blocks already held are not fetched again.
+/// blocks, else — when the node has one ([`ProviderSide::kubo`]) — from its Kubo RPC
+/// (`dag/export`), each block checked against its CID. Blocks already held are not fetched
+/// again.
 ///
 /// # Errors
 /// The first CID that could not be fetched, naming where the spec puts it and why.
@@ -615,14 +647,33 @@ async fn fetch_content<S: Kv, E: Executor>(
                 .iter()
                 .map(|a| (a.cid.0, "the image archive".to_string())),
         );
+    let kubo = ctx.provider.as_ref().and_then(|side| side.kubo.as_ref());
     for (cid, what) in wanted {
-        match ctx.p2p.fetch_dag(cid, peer).await {
+        let e = match ctx.p2p.fetch_dag(cid, peer).await {
             Ok(fetched) => {
                 tracing::info!(job = %r.job_id, %cid, %what, blocks = fetched.blocks, bytes = fetched.bytes, "fetched");
+                continue;
             }
-            Err(e) => {
+            Err(e) => e,
+        };
+        let Some(kubo) = kubo else {
+            return Err(format!(
+                "{what} ({cid}) could not be fetched from the orchestrator: {e}"
+            ));
+        };
+        tracing::info!(job = %r.job_id, %cid, %what, error = %e,
+            "not served over bitswap: fetching from the Kubo RPC");
+        match kubo
+            .fetch_into(&cid, &ctx.blockstore, KUBO_FETCH_LIMIT)
+            .await
+        {
+            Ok(fetched) => {
+                tracing::info!(job = %r.job_id, %cid, %what, blocks = fetched.blocks, bytes = fetched.bytes, "fetched from the Kubo RPC");
+            }
+            Err(k) => {
                 return Err(format!(
-                    "{what} ({cid}) could not be fetched from the orchestrator: {e}"
+                    "{what} ({cid}) could not be fetched from the orchestrator ({e}) nor from \
+                     the Kubo RPC ({k})"
                 ));
             }
         }

@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 pub mod heartbeat;
 pub use heartbeat::{
-    HEARTBEAT_PROTOCOL, HeartbeatRefusal, HeartbeatRequest, HeartbeatResponse, MAX_HEARTBEAT_BYTES,
-    RankSummary, ReceiptError, SignedReceipt,
+    HEARTBEAT_PROTOCOL, HeartbeatRefusal, HeartbeatRequest, HeartbeatResponse, LiveLog,
+    MAX_HEARTBEAT_BYTES, RankSummary, ReceiptError, SignedReceipt,
 };
 
 /// The `accept` protocol: orchestrator → provider.

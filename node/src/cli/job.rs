@@ -1,6 +1,6 @@
 //! `ganglion job submit|quote|status|list|cancel|stop|logs|outputs`: jobs of a running node,
 //! over its JSON-RPC API (`job_submit`, `job_quote`, `job_status`, `job_list`, `job_cancel`,
-//! `job_stop`, `job_logs`, `job_outputs`), found through the config's data dir
+//! `job_stop`, `job_logs`, `job_liveLogs`, `job_outputs`), found through the config's data dir
 //! ([`super::remote::call`]); and, local: `ganglion job validate` (a spec
 //! checked as `job submit` would, before anything is paid) and `ganglion job import-sdl` (an
 //! Akash SDL GPU block to ensemble-spec fields, [`ganglion_market::sdl`]).
@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use ganglion_market::spec::Ensemble;
 use ganglion_rpc::amount::ntx_text;
-use ganglion_rpc::audit::{JobLog, JobOutput};
+use ganglion_rpc::audit::{JobLog, JobOutput, LiveJobLog};
 use ganglion_rpc::types::{JobStatus, JobSubmitted};
 
 use super::remote::{RemoteArgs, call, print_json};
@@ -20,6 +20,8 @@ use ganglion_rpc::api::JobApiClient;
 
 /// How often `job submit --wait` asks for the job's state.
 const POLL: Duration = Duration::from_secs(1);
+/// How often `job logs --follow` asks for the live logs and the job's state.
+const FOLLOW_POLL: Duration = Duration::from_secs(2);
 
 /// Jobs this node orchestrates or runs.
 #[derive(Debug, clap::Args)]
@@ -79,10 +81,20 @@ pub(crate) enum Command {
         /// Job id (64 hex digits).
         job_id: String,
     },
-    /// The logs the job's providers attested (one per rank), fetched over IPFS.
+    /// The logs the job's providers attested (one per rank), fetched over IPFS; with
+    /// `--follow`, each rank's live log while the job runs, then the attested rest.
     Logs {
         /// Job id (64 hex digits).
         job_id: String,
+        /// Follow a running job this node orchestrates: every 2 s print what each rank's log
+        /// gained (its live log: the last 64 KiB its provider sends with each heartbeat,
+        /// unattested; lines prefixed `node N | ` when the job has several nodes, and a
+        /// `… (N bytes skipped)` line where the output outran the tail), until the job has an
+        /// outcome; then what the attested logs hold past that. Exits as `job submit --wait`:
+        /// non-zero unless the job succeeded. With --json: one JSON object per new piece
+        /// (`index`, `offset`, `skipped`, `text`).
+        #[arg(long)]
+        follow: bool,
     },
     /// The outputs the job's providers attested: listed, and with `--out` unpacked to
     /// `DIR/rank-<n>` by the node (on this machine).
@@ -154,7 +166,10 @@ fn human(s: &JobStatus) -> String {
 /// node's share failed (its exit code and reason). `None` for a settled job whose every share
 /// succeeded.
 fn failure(s: &JobStatus) -> Option<String> {
-    if s.state != "settled" {
+    // An outcome on chain before the record's state caught up (`job logs --follow` stops at
+    // the outcome) is judged by the outcome.
+    let ended_on_chain = s.outcome.is_some() && !terminal(&s.state);
+    if s.state != "settled" && !ended_on_chain {
         return Some(format!(
             "ended {}{}",
             s.state,
@@ -326,6 +341,229 @@ fn print_logs(logs: &[JobLog]) {
     }
 }
 
+/// One node's log as `job logs --follow` printed it so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Followed {
+    /// Bytes of the log printed or skipped so far: where the next byte to print is.
+    printed: u64,
+    /// Whether what was printed ends a line (or nothing was printed yet).
+    at_line_start: bool,
+    /// The last error shown for the node (shown again only when it changes).
+    error: Option<String>,
+}
+
+impl Default for Followed {
+    fn default() -> Self {
+        Self {
+            printed: 0,
+            at_line_start: true,
+            error: None,
+        }
+    }
+}
+
+/// What a piece of a node's log adds to what was printed of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Step<'a> {
+    /// Bytes between what was printed and where the piece starts: gone from the tail.
+    skipped: u64,
+    /// Where `text` starts in the log, bytes.
+    offset: u64,
+    /// The new text.
+    text: &'a str,
+}
+
+/// The part of `text` (bytes `offset .. offset + text.len()` of a node's log) past what `f`
+/// printed, and the bytes skipped before it when the piece starts past that; advances
+/// `f.printed` over both. With `whole_lines`, the new text ends at its last newline: the rest
+/// waits for its newline (so lines of several nodes do not mix).
+fn advance<'a>(f: &mut Followed, offset: u64, text: &'a str, whole_lines: bool) -> Step<'a> {
+    let end = offset.saturating_add(text.len() as u64);
+    if end <= f.printed {
+        return Step {
+            skipped: 0,
+            offset: f.printed,
+            text: "",
+        };
+    }
+    let (skipped, mut start) = match f.printed.checked_sub(offset) {
+        Some(past) => (0, usize::try_from(past).unwrap_or(text.len())),
+        None => (offset - f.printed, 0),
+    };
+    while start < text.len() && !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let mut new = &text[start..];
+    if whole_lines {
+        new = new.rfind('\n').map_or("", |i| &new[..=i]);
+    }
+    let at = offset + start as u64;
+    if skipped > 0 || !new.is_empty() {
+        f.printed = at + new.len() as u64;
+    }
+    Step {
+        skipped,
+        offset: at,
+        text: new,
+    }
+}
+
+/// `step` as printed: a `… (N bytes skipped)` line first when bytes were skipped, and every
+/// line that starts here prefixed with `prefix`.
+fn render(f: &mut Followed, step: &Step<'_>, prefix: &str) -> String {
+    let mut out = String::new();
+    if step.skipped > 0 {
+        if !f.at_line_start {
+            out.push('\n');
+        }
+        out.push_str(&format!("{prefix}… ({} bytes skipped)\n", step.skipped));
+        f.at_line_start = true;
+    }
+    for line in step.text.split_inclusive('\n') {
+        if f.at_line_start {
+            out.push_str(prefix);
+        }
+        out.push_str(line);
+        f.at_line_start = line.ends_with('\n');
+    }
+    out
+}
+
+/// The line prefix of node `index`'s log: `node N | ` when the job has several nodes.
+fn node_prefix(index: u64, several: bool) -> String {
+    if several {
+        format!("node {index} | ")
+    } else {
+        String::new()
+    }
+}
+
+/// Prints `step` of node `index` (text, or with `json` one JSON object); nothing when empty.
+fn show(f: &mut Followed, index: u64, step: &Step<'_>, several: bool, json: bool) {
+    use std::io::Write as _;
+    if step.skipped == 0 && step.text.is_empty() {
+        return;
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "index": index,
+                "offset": step.offset,
+                "skipped": step.skipped,
+                "text": step.text,
+            })
+        );
+    } else {
+        print!("{}", render(f, step, &node_prefix(index, several)));
+    }
+    let _ = std::io::stdout().flush();
+}
+
+/// The orchestrator record of `job_id` in `job_status`.
+fn orchestrator_status(
+    config: Option<&std::path::Path>,
+    job_id: &str,
+) -> anyhow::Result<JobStatus> {
+    let s: Vec<JobStatus> = call(config, |rpc| {
+        let id = job_id.to_string();
+        async move { JobApiClient::status(&rpc, id).await }
+    })?;
+    s.into_iter()
+        .find(|r| r.role == "orchestrator")
+        .with_context(|| {
+            format!(
+                "the node holds no orchestrator record of job {job_id}: live logs come to the \
+                 node that orchestrates the job"
+            )
+        })
+}
+
+/// `job logs --follow`: polls the live logs and the job's state every [`FOLLOW_POLL`], prints
+/// what each node's log gained, and once the job has an outcome (or ended without one) what
+/// the attested logs hold past that; fails as `job submit --wait` does.
+fn follow_logs(config: Option<&std::path::Path>, job_id: &str, json: bool) -> anyhow::Result<()> {
+    let mut nodes: std::collections::BTreeMap<u64, Followed> = Default::default();
+    let end = loop {
+        let o = orchestrator_status(config, job_id)?;
+        let ended = o.outcome.is_some() || terminal(&o.state);
+        let live: Vec<LiveJobLog> = call(config, |rpc| {
+            let id = job_id.to_string();
+            async move { JobApiClient::live_logs(&rpc, id).await }
+        })?;
+        let several = o.nodes.len() > 1 || live.len() > 1;
+        for l in &live {
+            let f = nodes.entry(l.index).or_default();
+            if let Some(e) = &l.error {
+                if f.error.as_ref() != Some(e) {
+                    eprintln!("node {}: live log unavailable: {e}", l.index);
+                    f.error = Some(e.clone());
+                }
+                continue;
+            }
+            f.error = None;
+            let step = advance(f, l.offset, &l.text, several);
+            show(f, l.index, &step, several, json);
+        }
+        if ended {
+            break o;
+        }
+        std::thread::sleep(FOLLOW_POLL);
+    };
+    if end.outcome.is_some() {
+        let several = end.nodes.len() > 1;
+        match call(config, |rpc| {
+            let id = job_id.to_string();
+            async move { JobApiClient::logs(&rpc, id).await }
+        }) {
+            Ok(logs) => {
+                // The attested text is lossy UTF-8 (U+FFFD): byte positions match the live
+                // log's as long as the log is valid UTF-8.
+                for l in &logs {
+                    if let Some(e) = &l.error {
+                        eprintln!("node {}: attested log unavailable: {e}", l.index);
+                        continue;
+                    }
+                    let f = nodes.entry(l.index).or_default();
+                    let step = advance(f, 0, &l.text, false);
+                    show(f, l.index, &step, several, json);
+                    if !json && !f.at_line_start {
+                        println!();
+                        f.at_line_start = true;
+                    }
+                }
+            }
+            Err(e) => eprintln!("the attested logs of job {job_id} could not be read: {e:#}"),
+        }
+    }
+    eprintln!(
+        "job {job_id}: {}{}",
+        end.state,
+        end.outcome
+            .as_deref()
+            .map_or(String::new(), |o| format!(", outcome {o}"))
+    );
+    if let Some(why) = failure(&end) {
+        anyhow::bail!("job {job_id} {why}");
+    }
+    Ok(())
+}
+
+/// When `job logs` found nothing attested for a job that is running (this node orchestrates
+/// it, assigned, no node claimed yet): the error to give instead, suggesting `--follow`.
+fn running_hint(config: Option<&std::path::Path>, job_id: &str) -> Option<anyhow::Error> {
+    let o = orchestrator_status(config, job_id).ok()?;
+    let running = o.state == "assigned" && o.nodes.iter().all(|n| n.state != "claimed");
+    running.then(|| {
+        anyhow::anyhow!(
+            "job {job_id} is running ({}): no provider has attested its log yet (each does \
+             when its share ends); `ganglion job logs {job_id} --follow` shows the live logs \
+             while it runs",
+            progress(&o)
+        )
+    })
+}
+
 fn print_outputs(outputs: &[JobOutput]) {
     if outputs.is_empty() {
         println!("no provider attested outputs");
@@ -387,7 +625,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 })?;
                 anyhow::ensure!(
                     q.placeable,
-                    "{}: not submitted, nothing was locked: today's market cannot place it: {}                      (`ganglion job quote` shows the market's answer; --force locks the budget                      anyway and the job waits in matching)",
+                    "{}: not submitted, nothing was locked: today's market cannot place it: {} (`ganglion job quote` shows the market's answer; --force locks the budget anyway and the job waits in matching)",
                     spec.display(),
                     q.reason.as_deref().unwrap_or("no reason given")
                 );
@@ -503,11 +741,21 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 println!("stop requested\n{}", human(&s));
             }
         }
-        Command::Logs { job_id } => {
-            let logs: Vec<JobLog> = call(config, |rpc| {
+        Command::Logs {
+            job_id,
+            follow: true,
+        } => follow_logs(config, &job_id, args.remote.json)?,
+        Command::Logs {
+            job_id,
+            follow: false,
+        } => {
+            let logs: Vec<JobLog> = match call(config, |rpc| {
                 let id = job_id.clone();
                 async move { JobApiClient::logs(&rpc, id).await }
-            })?;
+            }) {
+                Ok(logs) => logs,
+                Err(e) => return Err(running_hint(config, &job_id).unwrap_or(e)),
+            };
             if args.remote.json {
                 print_json(&logs)?;
             } else {
@@ -544,4 +792,113 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `pieces` (offset, text) of one node's log through `advance` and `render`.
+    fn follow(f: &mut Followed, pieces: &[(u64, &str)], prefix: &str, whole_lines: bool) -> String {
+        let mut out = String::new();
+        for (offset, text) in pieces {
+            let step = advance(f, *offset, text, whole_lines);
+            out.push_str(&render(f, &step, prefix));
+        }
+        out
+    }
+
+    #[test]
+    fn only_bytes_past_what_was_printed_are_printed_and_a_gap_is_marked() {
+        let mut f = Followed::default();
+        // The tail grows: each poll prints only what is new, a partial line included.
+        assert_eq!(follow(&mut f, &[(0, "a\nb")], "", false), "a\nb");
+        assert_eq!(f.printed, 3);
+        assert_eq!(follow(&mut f, &[(0, "a\nbc\n")], "", false), "c\n");
+        // The same tail again, or an older one: nothing.
+        assert_eq!(follow(&mut f, &[(0, "a\nbc\n"), (0, "a\n")], "", false), "");
+        assert_eq!(f.printed, 5);
+        // The tail moved on past what was printed: the gap is said, then the new bytes.
+        assert_eq!(
+            follow(&mut f, &[(10, "xyz\n")], "", false),
+            "… (5 bytes skipped)\nxyz\n"
+        );
+        assert_eq!(f.printed, 14);
+        // A tail overlapping what was printed: only its new end.
+        assert_eq!(follow(&mut f, &[(12, "z\nnext\n")], "", false), "next\n");
+        assert_eq!(f.printed, 19);
+        // A gap after a partial line: the marker starts a line of its own.
+        let mut g = Followed::default();
+        assert_eq!(
+            follow(&mut g, &[(0, "ab"), (10, "z\n")], "", false),
+            "ab\n… (8 bytes skipped)\nz\n"
+        );
+    }
+
+    #[test]
+    fn several_nodes_print_whole_lines_with_their_prefix() {
+        let mut f = Followed::default();
+        let p = node_prefix(1, true);
+        assert_eq!(p, "node 1 | ");
+        // A partial line waits for its newline.
+        assert_eq!(
+            follow(&mut f, &[(0, "one\ntw")], &p, true),
+            "node 1 | one\n"
+        );
+        assert_eq!(f.printed, 4);
+        assert_eq!(follow(&mut f, &[(0, "one\ntwo")], &p, true), "");
+        assert_eq!(
+            follow(&mut f, &[(0, "one\ntwo\nthree\n")], &p, true),
+            "node 1 | two\nnode 1 | three\n"
+        );
+        assert_eq!(
+            follow(&mut f, &[(20, "x\n")], &p, true),
+            "node 1 | … (6 bytes skipped)\nnode 1 | x\n"
+        );
+        // At the end the attested log (from byte 0) gives only the rest, partial line
+        // included.
+        let attested = format!("{}x\n[ganglion] node rank 1: stopped", "-".repeat(20));
+        assert_eq!(
+            follow(&mut f, &[(0, &attested)], &p, false),
+            "node 1 | [ganglion] node rank 1: stopped"
+        );
+        assert!(!f.at_line_start);
+        assert_eq!(node_prefix(0, false), "");
+    }
+
+    fn status(state: &str, outcome: Option<&str>) -> JobStatus {
+        JobStatus {
+            job_id: "ab".repeat(32),
+            role: "orchestrator".into(),
+            state: state.into(),
+            history: vec![],
+            txs: vec![],
+            last_error: None,
+            nodes: vec![],
+            outcome: outcome.map(String::from),
+        }
+    }
+
+    /// `job logs --follow` stops at the outcome, which the chain may show before the record is
+    /// settled: it is judged by the outcome, as `job submit --wait` judges a settled job.
+    #[test]
+    fn an_outcome_decides_the_exit_before_the_record_settles() {
+        assert_eq!(failure(&status("assigned", Some("succeeded"))), None);
+        assert_eq!(failure(&status("settled", Some("succeeded"))), None);
+        for state in ["assigned", "settled"] {
+            assert!(
+                failure(&status(state, Some("stopped"))).is_some_and(|w| w.contains("job stop")),
+                "{state}"
+            );
+            assert!(
+                failure(&status(state, Some("failed"))).is_some_and(|w| w.contains("failed")),
+                "{state}"
+            );
+        }
+        assert_eq!(
+            failure(&status("cancelled", None)).as_deref(),
+            Some("ended cancelled")
+        );
+        assert!(failure(&status("expired", Some("succeeded"))).is_some());
+    }
 }

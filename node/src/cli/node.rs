@@ -39,13 +39,15 @@ pub(crate) enum Command {
         json: bool,
     },
     /// What the running node of this config serves (its `node.json`): pid, peer id, p2p
-    /// addresses, JSON-RPC address, bond. Exits non-zero when no node runs.
+    /// addresses, JSON-RPC address, bond. Exits non-zero when no node runs, saying whether
+    /// it stopped, failed (with its error) or died.
     Info {
         /// Node config (TOML); `GANGLION_*` variables override it.
         #[arg(long, env = "GANGLION_CONFIG")]
         config: Option<PathBuf>,
         /// Wait up to this many seconds for the node to finish starting (a node just started
-        /// in the background).
+        /// in the background); a node whose start failed or whose process died ends the wait
+        /// at once, with its error.
         #[arg(long, default_value_t = 0)]
         wait: u64,
         /// Print only the value other nodes' `GANGLION_P2P__BOOTSTRAP` takes to join this one
@@ -105,26 +107,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
 fn info(config: Option<PathBuf>, wait_s: u64, bootstrap: bool, json: bool) -> anyhow::Result<()> {
     let settings = Settings::load(config.as_deref()).context("loading the settings")?;
     let dir = settings.data_dir().context("finding the data dir")?;
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(wait_s);
-    let info = loop {
-        match daemon::NodeInfo::read(&dir) {
-            Some(i) if ganglion_node::rpc_client::process_exists(i.pid) => break i,
-            found if std::time::Instant::now() >= until => {
-                anyhow::bail!(
-                    "no running node on {}: {}",
-                    dir.display(),
-                    match found {
-                        Some(i) => format!(
-                            "its node.json names process {}, which is not running",
-                            i.pid
-                        ),
-                        None => "no node.json (start one with `ganglion node run`)".into(),
-                    }
-                );
-            }
-            _ => std::thread::sleep(std::time::Duration::from_millis(250)),
-        }
-    };
+    let info = wait_for(&dir, wait_s)?;
     if bootstrap {
         let addrs: Vec<String> = info.p2p.iter().map(|a| format!("{a:?}")).collect();
         println!("[{}]", addrs.join(", "));
@@ -143,6 +126,61 @@ fn info(config: Option<PathBuf>, wait_s: u64, bootstrap: bool, json: bool) -> an
         }
     }
     Ok(())
+}
+
+/// A start older than the `info` command by more than this is not the one it waits for: a
+/// failure or death it records is the last word only after [`NEW_START_GRACE`].
+const SAME_START_SLACK_MS: u64 = 2_000;
+/// How long `--wait` gives a node just launched to write its start record over an old one.
+const NEW_START_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The node of `dir` once up, waiting up to `wait_s` seconds while it starts; fails at once
+/// when its start failed or its process died, and after [`NEW_START_GRACE`] when what it sees
+/// is an older start or none.
+fn wait_for(dir: &std::path::Path, wait_s: u64) -> anyhow::Result<daemon::NodeInfo> {
+    use daemon::start::Liveness;
+    let began = std::time::Instant::now();
+    let began_ms = ganglion_p2p::now_ms();
+    let until = began + std::time::Duration::from_secs(wait_s);
+    loop {
+        let now = liveness(dir);
+        let out_of_time = std::time::Instant::now() >= until;
+        let final_word = out_of_time
+            || began.elapsed() >= NEW_START_GRACE
+            || now
+                .started_at_ms()
+                .is_some_and(|at| at + SAME_START_SLACK_MS >= began_ms);
+        match now {
+            Liveness::Up(info) => return Ok(info),
+            Liveness::Starting { pid } if out_of_time => anyhow::bail!(
+                "the node on {} (pid {pid}) is still starting after {wait_s} s: its log says \
+                 how far it got (`--wait` waits longer)",
+                dir.display()
+            ),
+            Liveness::Failed { pid, error, .. } if final_word => {
+                anyhow::bail!("the node on {} (pid {pid}) failed: {error}", dir.display())
+            }
+            Liveness::Died { pid, .. } if final_word => anyhow::bail!(
+                "the node on {} (pid {pid}) died without a word (killed, or it crashed): see \
+                 its log; start it again with `ganglion node run`",
+                dir.display()
+            ),
+            Liveness::Stopped { pid } if final_word => anyhow::bail!(
+                "no running node on {}: its node.json names process {pid}, which stopped \
+                 (start one with `ganglion node run`)",
+                dir.display()
+            ),
+            Liveness::NeverStarted if final_word => anyhow::bail!(
+                "no running node on {}: no node started there (start one with `ganglion node run`)",
+                dir.display()
+            ),
+            _ => std::thread::sleep(std::time::Duration::from_millis(250)),
+        }
+    }
+}
+
+fn liveness(dir: &std::path::Path) -> daemon::start::Liveness {
+    daemon::start::liveness(dir, ganglion_node::rpc_client::process_exists)
 }
 
 fn run_node(config: Option<PathBuf>, log_format: LogFormat) -> anyhow::Result<()> {

@@ -1,6 +1,6 @@
 //! The config sections only `ganglion node run` reads: `[p2p]`, `[bond]`, `[validator]`,
-//! `[engine]` and `[metrics]` (parsed by [`crate::settings`], which refuses unknown keys in
-//! each).
+//! `[engine]`, `[metrics]` and `[storage]` (parsed by [`crate::settings`], which refuses
+//! unknown keys in each).
 //!
 //! ```toml
 //! [p2p]
@@ -25,6 +25,9 @@
 //!
 //! [metrics]                                    # off unless set: GET /metrics (OpenMetrics)
 //! listen = "127.0.0.1:9464"                    # port 0 = any free port (see node.json)
+//!
+//! [storage]                                    # provider: a second source for job content
+//! kubo_rpc = "http://127.0.0.1:5001"           # a Kubo RPC (no /api/v0); off unless set
 //! ```
 
 use ganglion_contracts::tx::TxoRef;
@@ -161,6 +164,17 @@ impl EngineSection {
 pub struct MetricsSection {
     /// Listen address (`GANGLION_METRICS_LISTEN` overrides it); `None` = no endpoint.
     pub listen: Option<std::net::SocketAddr>,
+}
+
+/// `[storage]`: where a provider fetches a job's content besides the orchestrator's node.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageSection {
+    /// A Kubo RPC endpoint (`http://host:port`, without `/api/v0`; Kubo's `docs/http-rpc`),
+    /// e.g. the operator's own Kubo daemon or a pinning service's. When set, a job's inputs
+    /// and image archive that the orchestrator's node does not serve over bitswap are fetched
+    /// from it (`dag/export`), every block checked against its CID. `None` = bitswap only.
+    pub kubo_rpc: Option<String>,
 }
 
 /// Multiaddrs as TOML strings (libp2p's serde feature is off).

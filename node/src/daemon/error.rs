@@ -89,6 +89,9 @@ pub enum DaemonError {
     /// The blockstore.
     #[error("blockstore: {0}")]
     Blockstore(#[source] Box<ganglion_storage::blockstore::Error>),
+    /// `[storage] kubo_rpc` is not a URL.
+    #[error("[storage] kubo_rpc: {0}")]
+    KuboRpc(#[source] Box<ganglion_storage::pin::Error>),
     /// The p2p swarm.
     #[error("p2p: {0}")]
     P2p(#[from] ganglion_p2p::Error),

@@ -7,6 +7,8 @@
 //!   provider's bond (found, or posted at start).
 //! - [`node`]: [`run`], the composition, and [`NodeInfo`] (`<data dir>/node.json`: RPC address,
 //!   p2p multiaddrs, peer id, bond, metrics address) written once the node is up.
+//! - [`start`]: `<data dir>/node.start.json`, the start record (pid, and the error when the
+//!   start failed) that tells a node still starting from one that died.
 //! - [`devnet`]: for tests and `ganglion devnet demo` — write a node's config for a running
 //!   devnet and spawn `ganglion node run` as a child process.
 //!
@@ -37,6 +39,7 @@ pub mod gpus;
 pub mod keys;
 pub mod node;
 pub mod overlay;
+pub mod start;
 pub mod supervisor;
 
 pub use error::DaemonError;

@@ -156,7 +156,8 @@ fn engine_config(settings: &Settings, preset: &NetworkPreset) -> EngineConfig {
 /// Runs the node of `settings` until `shutdown` is cancelled, then stops the engine, the RPC
 /// server, the swarm and the chain follower, in that order.
 ///
-/// Start order: data dir → payment key (`keys/payment.skey`, from `ganglion wallet new`) →
+/// Start order: data dir → start record (`node.start.json`, [`super::start`]; it gets the
+/// error when the start or the run fails and goes at a clean stop) → payment key (`keys/payment.skey`, from `ganglion wallet new`) →
 /// attest and libp2p keys (created at first start) → chain (environment, deployment,
 /// reference script) → indexer following N2C, caught up with the tip → for a provider
 /// (`[provider]` set): detected and declared GPUs, the Docker Engine and the start-up GPU check
@@ -174,8 +175,34 @@ fn engine_config(settings: &Settings, preset: &NetworkPreset) -> EngineConfig {
 /// first critical task that stopped (e.g. the indexer's store failed). The engine's own
 /// failures on a job are logged and retried by the engine.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> Result<(), DaemonError> {
-    let preset = NetworkPreset::of(settings.network())?;
     let dir = DataDir::open(settings.data_dir()?)?;
+    // The start record: `ganglion node info --wait` tells this start from a dead one by it.
+    let root = dir.root().to_path_buf();
+    let mut record = super::start::StartRecord::now();
+    if let Err(e) = record.write(&root) {
+        tracing::warn!(data_dir = %root.display(), error = %e, "start record not written");
+    }
+    let result = run_on(settings, dir, shutdown).await;
+    let recorded = match &result {
+        Ok(()) => super::start::StartRecord::remove(&root),
+        Err(e) => {
+            record.error = Some(e.to_string());
+            record.write(&root)
+        }
+    };
+    if let Err(e) = recorded {
+        tracing::warn!(data_dir = %root.display(), error = %e, "start record not updated");
+    }
+    result
+}
+
+/// [`run`] on the opened data dir.
+async fn run_on(
+    settings: Settings,
+    dir: DataDir,
+    shutdown: CancellationToken,
+) -> Result<(), DaemonError> {
+    let preset = NetworkPreset::of(settings.network())?;
     let endpoint = settings.n2c()?;
     if !dir.payment_key().exists() {
         return Err(DaemonError::NoPaymentKey(dir.payment_key()));
@@ -271,6 +298,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
     let mut bond_ref = None;
     let mut executor_table = None;
     let mut gpu_report = None;
+    let mut bond_owner = None;
     if let Some(limits) = &r.settings.provider {
         // Detected (NVML, AMD sysfs) and, on the devnet only, declared GPUs.
         let mut inventory = gpu::detect(&r.settings.gpus.sysfs_root, &r.settings.gpus.declared);
@@ -348,7 +376,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         let offer = limits.offer(
             OfferTerms {
                 provider: key_hash,
-                bond_gpus: u32::try_from(stake / min).unwrap_or(u32::MAX),
+                bond_gpus: crate::job::provider::bond_gpus(stake, min),
                 score,
                 uplink_mbps: UPLINK_MBPS,
                 direct_capable: r.settings.overlay.direct,
@@ -379,6 +407,11 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
                     workloads = swept.workloads.len(), "orphaned overlay pods removed");
             }
         }
+        bond_owner = Some(crate::rpc::bond::Owner {
+            attest_key: r.attest.verifying_key().to_bytes(),
+            peer_id: peer.to_bytes(),
+            gpus: schedulable,
+        });
         side = Some(ProviderSide {
             executor,
             attest: r.attest.clone(),
@@ -386,6 +419,14 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             peer_id: peer,
             gpus: pool,
             offer,
+            kubo: r
+                .settings
+                .storage
+                .kubo_rpc
+                .as_deref()
+                .map(ganglion_storage::pin::Kubo::new)
+                .transpose()
+                .map_err(|e| DaemonError::KuboRpc(Box::new(e)))?,
             policy: AcceptPolicy {
                 // What can be given to jobs: a MIG-enabled card counts as its slices only.
                 gpus: schedulable,
@@ -488,11 +529,17 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             .with_p2p(client.clone())
             .with_provider(key_hash),
         )
-        .with_bonds(crate::rpc::bond::BondRpc::new(
-            r.indexer.clone(),
-            access(),
-            engine_config(&r.settings, &r.preset).validity_slots,
-        ))
+        .with_bonds({
+            let bonds = crate::rpc::bond::BondRpc::new(
+                r.indexer.clone(),
+                access(),
+                engine_config(&r.settings, &r.preset).validity_slots,
+            );
+            match bond_owner {
+                Some(owner) => bonds.with_owner(owner),
+                None => bonds,
+            }
+        })
         .into_module()?;
     let rpc = ganglion_rpc::server::start(listen, &token, module)
         .await

@@ -124,4 +124,22 @@ impl ProviderApiServer for Api {
     async fn withdraw(&self, bond: Option<String>) -> RpcResult<BondTx> {
         bonds_of(self)?.withdraw(bond).await
     }
+
+    async fn post(
+        &self,
+        stake_ntx: ganglion_rpc::types::AmountParam,
+        gpus: Option<u64>,
+    ) -> RpcResult<BondTx> {
+        let stake = stake_ntx.parse("stake_ntx")?;
+        bonds_of(self)?.post(stake.into(), gpus).await
+    }
+
+    async fn top_up(
+        &self,
+        add_ntx: ganglion_rpc::types::AmountParam,
+        bond: Option<String>,
+    ) -> RpcResult<BondTx> {
+        let add = add_ntx.parse("add_ntx")?;
+        bonds_of(self)?.top_up(add.into(), bond).await
+    }
 }

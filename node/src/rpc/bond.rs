@@ -1,7 +1,8 @@
-//! [`BondRpc`]: `provider_unbond` and `provider_withdraw` — this node's bond (found in the
-//! indexer's live script UTxOs), spent through the contracts builders (`build::unbond`,
-//! `build::withdraw`), balanced and signed by the node's wallet ([`ChainAccess`]) and
-//! submitted. The unbonding rule (DESIGN §3, validator `bond` spend): withdraw only from
+//! [`BondRpc`]: `provider_post`, `provider_topUp`, `provider_unbond` and
+//! `provider_withdraw` — this node's bond (found in the indexer's live script UTxOs), posted or
+//! spent through the contracts builders (`build::post_bond`, `build::top_up`,
+//! `build::unbond`, `build::withdraw`), balanced and signed by the node's wallet
+//! ([`ChainAccess`]) and submitted. The unbonding rule (DESIGN §3, validator `bond` spend): withdraw only from
 //! `unbonding_since_ms + unbonding_delay_ms`, where unbonding starts at the unbond
 //! transaction's upper validity bound.
 
@@ -24,6 +25,18 @@ pub struct BondRpc<S: Kv> {
     indexer: Arc<Indexer<S>>,
     chain: Arc<ChainAccess>,
     validity_slots: u64,
+    owner: Option<Arc<Owner>>,
+}
+
+/// What a provider node's new bond names besides its payment key.
+#[derive(Debug, Clone)]
+pub struct Owner {
+    /// The attest key (ed25519 public key).
+    pub attest_key: [u8; 32],
+    /// The libp2p peer id bytes.
+    pub peer_id: Vec<u8>,
+    /// GPUs a bond backs when `provider_post` names none: those the node offers.
+    pub gpus: u64,
 }
 
 impl<S: Kv> Clone for BondRpc<S> {
@@ -32,6 +45,7 @@ impl<S: Kv> Clone for BondRpc<S> {
             indexer: self.indexer.clone(),
             chain: self.chain.clone(),
             validity_slots: self.validity_slots,
+            owner: self.owner.clone(),
         }
     }
 }
@@ -72,23 +86,48 @@ impl<S: Kv + Send + Sync + 'static> BondRpc<S> {
             indexer,
             chain: Arc::new(chain),
             validity_slots,
+            owner: None,
         }
     }
 
-    /// This node's live bonds in `unbonding` state (or not), optionally the one named.
-    fn mine(&self, named: Option<&str>, unbonding: bool) -> RpcResult<(TxoRef, BondDatum)> {
-        let named = named.map(parse_ref).transpose()?;
+    /// The same methods for a provider node: `provider_post` names `owner`'s keys.
+    pub fn with_owner(mut self, owner: Owner) -> Self {
+        self.owner = Some(Arc::new(owner));
+        self
+    }
+
+    /// This node's live bonds (active or unbonding) on chain.
+    fn own(&self) -> RpcResult<Vec<(TxoRef, BondDatum)>> {
         let me = self.chain.key_hash();
         let live = self
             .indexer
             .live_utxos()
             .map_err(|e| error(error::INTERNAL, format!("indexer: {e}")))?;
-        let mut found: Vec<(TxoRef, BondDatum)> = live
+        Ok(live
             .into_iter()
             .filter_map(|t| match t.datum {
                 GanglionDatum::Bond(b) if b.provider == me => Some((t.reference, b)),
                 _ => None,
             })
+            .collect())
+    }
+
+    /// This node's bonds that are not unbonding (whatever their stake).
+    fn active(&self) -> RpcResult<Vec<TxoRef>> {
+        Ok(self
+            .own()?
+            .into_iter()
+            .filter(|(_, b)| b.unbonding_since_ms.is_none())
+            .map(|(r, _)| r)
+            .collect())
+    }
+
+    /// This node's live bonds in `unbonding` state (or not), optionally the one named.
+    fn mine(&self, named: Option<&str>, unbonding: bool) -> RpcResult<(TxoRef, BondDatum)> {
+        let named = named.map(parse_ref).transpose()?;
+        let mut found: Vec<(TxoRef, BondDatum)> = self
+            .own()?
+            .into_iter()
             .filter(|(r, _)| named.is_none_or(|n| n == *r))
             .collect();
         let state = if unbonding { "unbonding" } else { "active" };
@@ -165,6 +204,18 @@ pub trait Bonds: Send + Sync {
     /// # Errors
     /// As `provider_withdraw`.
     async fn withdraw(&self, bond: Option<String>) -> RpcResult<BondTx>;
+
+    /// Posts a bond of `stake_ntx` NTX base units for `gpus` GPUs (default: the node's).
+    ///
+    /// # Errors
+    /// As `provider_post`.
+    async fn post(&self, stake_ntx: u64, gpus: Option<u64>) -> RpcResult<BondTx>;
+
+    /// Adds `add_ntx` NTX base units to `bond`, or to this node's only active bond.
+    ///
+    /// # Errors
+    /// As `provider_topUp`.
+    async fn top_up(&self, add_ntx: u64, bond: Option<String>) -> RpcResult<BondTx>;
 }
 
 #[async_trait]
@@ -190,6 +241,68 @@ impl<S: Kv + Send + Sync + 'static> Bonds for BondRpc<S> {
             bond: txo_text(&r),
             withdrawable_from_slot: Some(slot),
             withdrawable_from_ms: Some(ms),
+        })
+    }
+
+    async fn post(&self, stake_ntx: u64, gpus: Option<u64>) -> RpcResult<BondTx> {
+        let owner = self.owner.as_ref().ok_or_else(|| {
+            error(
+                error::JOB,
+                "this node is no provider (no [provider] in its config): it posts no bond",
+            )
+        })?;
+        if let Some(live) = self.active()?.first() {
+            return Err(error(
+                error::JOB,
+                format!(
+                    "this node has an active bond {}: top it up (`ganglion provider bond \
+                     top-up`) rather than post another",
+                    txo_text(live)
+                ),
+            ));
+        }
+        let me = self.chain.key_hash();
+        let draft = build::post_bond(
+            self.chain.deployment(),
+            self.chain.env(),
+            &build::BondRequest {
+                provider: me,
+                attest_key: owner.attest_key,
+                peer_id: owner.peer_id.clone(),
+                // Claims pay the provider's own key (an enterprise address), as at start.
+                payout: ganglion_contracts::v2::payout::Payout::enterprise(me),
+                gpus: gpus.unwrap_or(owner.gpus),
+                stake: stake_ntx,
+            },
+        )
+        .map_err(|e| match e {
+            ganglion_contracts::Error::InvalidRequest(why) => error(error::JOB, why),
+            other => super::codes::chain(&other.into()),
+        })?;
+        let tx_id = self.spend(draft).await?;
+        Ok(BondTx {
+            // `post_bond` pays the bond first.
+            bond: format!("{tx_id}#0"),
+            tx_id,
+            withdrawable_from_slot: None,
+            withdrawable_from_ms: None,
+        })
+    }
+
+    async fn top_up(&self, add_ntx: u64, bond: Option<String>) -> RpcResult<BondTx> {
+        let (r, _) = self.mine(bond.as_deref(), false)?;
+        let utxo = self.utxo(r).await?;
+        let draft = build::top_up(self.chain.deployment(), self.chain.env(), &utxo, add_ntx)
+            .map_err(|e| match e {
+                ganglion_contracts::Error::InvalidRequest(why) => error(error::JOB, why),
+                other => super::codes::chain(&other.into()),
+            })?;
+        let tx_id = self.spend(draft).await?;
+        Ok(BondTx {
+            tx_id,
+            bond: txo_text(&r),
+            withdrawable_from_slot: None,
+            withdrawable_from_ms: None,
         })
     }
 

@@ -60,10 +60,12 @@ struct AddLine {
     size: Option<serde_json::Value>,
 }
 
-/// `/api/v0/dag/export?arg=<cid>`.
+/// `/api/v0/dag/export?arg=<cid>`, with Kubo's global `timeout` when bounded.
 #[derive(Serialize)]
 struct DagExport {
     arg: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout: Option<String>,
 }
 
 impl ApiRequest for DagExport {
@@ -294,13 +296,61 @@ impl Pinner for Kubo {
     async fn export_car<W: AsyncWrite + Send + Unpin>(
         &self,
         cid: &Cid,
+        out: W,
+    ) -> Result<u64, Error> {
+        self.export(cid, out, None).await
+    }
+}
+
+impl Kubo {
+    /// Fetches the DAG under `root` from the daemon into `store`: `dag/export` streamed into
+    /// [`crate::car::import`], so every block is checked against its CID and the DAG is
+    /// checked complete before this returns. Bounded by `limit` (Kubo's `timeout` on the
+    /// server, and here). Pins nothing: pin `root` in `store` to keep it through GC.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`], [`Error::Unavailable`], [`Error::Rpc`], [`Error::Car`] (a block that
+    /// does not match its CID, an incomplete DAG, a malformed CAR), [`Error::BadResponse`]
+    /// when the CAR's roots do not name `root`.
+    pub async fn fetch_into<S: crate::blockstore::Blockstore>(
+        &self,
+        root: &Cid,
+        store: &S,
+        limit: Duration,
+    ) -> Result<crate::car::CarSummary, Error> {
+        let (writer, reader) = tokio::io::duplex(256 * 1024);
+        // The writer moves into the export and is dropped when it ends: the import's EOF.
+        let export = self.export(root, writer, Some(limit));
+        let import = async { crate::car::import(store, reader).await.map_err(Error::from) };
+        let (_, summary) = tokio::time::timeout(limit + Duration::from_secs(2), async {
+            tokio::try_join!(export, import)
+        })
+        .await
+        .map_err(|_| Error::Timeout {
+            operation: "/dag/export",
+            limit_ms: limit.as_millis() as u64,
+        })??;
+        if !summary.roots.contains(root) {
+            return Err(Error::BadResponse {
+                operation: "/dag/export",
+                detail: format!("the CAR's roots {:?} do not name {root}", summary.roots),
+            });
+        }
+        Ok(summary)
+    }
+
+    async fn export<W: AsyncWrite + Send + Unpin>(
+        &self,
+        cid: &Cid,
         mut out: W,
+        limit: Option<Duration>,
     ) -> Result<u64, Error> {
         let request = self
             .client
             .build_base_request(
                 DagExport {
                     arg: cid.to_string(),
+                    timeout: limit.map(|l| format!("{}ms", l.as_millis())),
                 },
                 None,
             )

@@ -148,6 +148,50 @@ async fn kubo_rpc_conforms_against_js_ipfs() {
     conformance(&kubo.with_pin_timeout(std::time::Duration::from_secs(3))).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubo_fetch_into_a_blockstore_verifies_every_block() {
+    let daemon = match crate::daemon::start().await {
+        Ok(d) => d,
+        Err(why) => return crate::daemon::unavailable(&why),
+    };
+    let kubo = Kubo::new(&daemon.endpoint).expect("client");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let big = vector("pat251-2621457.bin");
+    let path = write_input(dir.path(), &big);
+    let added = kubo
+        .add_file(&path, &options_for("cidv1"))
+        .await
+        .expect("add");
+    let limit = std::time::Duration::from_secs(20);
+
+    // Fetched into an empty store: the whole DAG, each block checked, readable as the file.
+    let store = MemoryBlockstore::new();
+    let got = kubo
+        .fetch_into(&added.root, &store, limit)
+        .await
+        .expect("fetched");
+    assert_eq!(got.roots, vec![added.root]);
+    assert!(got.blocks > 1, "{got:?}");
+    let mut content = Vec::new();
+    let n = ganglion_storage::unixfs::cat(&store, &added.root, &mut content).expect("cat");
+    assert_eq!(n, 2_621_457);
+    assert_eq!(content, std::fs::read(&path).expect("input"));
+
+    // A CID the daemon does not hold (offline): a named error within the bound, nothing kept.
+    let absent = cid_v1(RAW, b"no daemon holds these bytes");
+    let empty = MemoryBlockstore::new();
+    let e = kubo
+        .fetch_into(&absent, &empty, std::time::Duration::from_secs(3))
+        .await
+        .expect_err("absent");
+    assert!(
+        matches!(e, Error::Timeout { .. } | Error::Rpc { .. } | Error::Car(_)),
+        "{e}"
+    );
+    use ganglion_storage::blockstore::Blockstore;
+    assert_eq!(empty.size_bytes().expect("size"), 0);
+}
+
 #[tokio::test]
 async fn kubo_refuses_options_it_cannot_express() {
     let kubo = Kubo::new("http://127.0.0.1:9").expect("client");

@@ -1,4 +1,4 @@
-//! Bond actions: post, unbond, withdraw.
+//! Bond actions: post, top up, unbond, withdraw.
 
 use crate::env::Env;
 use crate::error::{Error, Result};
@@ -155,6 +155,45 @@ pub fn unbond(
         .reference(dep.reference.clone())
         .signer(b.provider)
         .validity(Some(valid_from_slot), Some(valid_until_slot));
+    Ok(d)
+}
+
+/// Top up: add `add_ntx` NTX base units to a live bond's stake (the provider signs; the bond
+/// continues at the same address with the same datum, its lovelace raised to the min-UTxO
+/// when needed) — e.g. after a slash left it below `min_bond_per_gpu × gpus`, which takes it
+/// out of the market until then.
+///
+/// # Errors
+/// [`Error::InvalidRequest`] when `add_ntx` is 0, the bond is unbonding or the stake would
+/// overflow.
+pub fn top_up(dep: &Deployment, env: &Env, bond: &Utxo, add_ntx: u64) -> Result<Draft> {
+    let b = bond_datum(dep, env, bond)?;
+    if add_ntx == 0 {
+        return Err(Error::InvalidRequest("a top-up must add NTX".into()));
+    }
+    if b.unbonding_since_ms.is_some() {
+        return Err(Error::InvalidRequest(
+            "the bond is unbonding: post a new one instead".into(),
+        ));
+    }
+    let mut value = bond.output.value.clone();
+    let stake = value.quantity_of(&dep.params.ntx);
+    if stake.checked_add(add_ntx).is_none() {
+        return Err(Error::InvalidRequest(format!(
+            "stake {stake} + {add_ntx} overflows"
+        )));
+    }
+    value.add_asset(dep.params.ntx.policy, &dep.params.ntx.name, add_ntx);
+    let mut d = Draft::default();
+    d.spend_script(bond.clone(), SpendRedeemer::TopUp.to_plutus_data())
+        .pay(funded(
+            env,
+            bond.output.address.clone(),
+            value,
+            bond.output.datum.clone(),
+        )?)
+        .reference(dep.reference.clone())
+        .signer(b.provider);
     Ok(d)
 }
 

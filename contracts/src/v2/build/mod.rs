@@ -11,7 +11,7 @@ mod expire;
 
 pub use crate::tx::{deploy, reference_script_output};
 pub use crate::v2::datum::{job_id_of, job_tag};
-pub use bond::{BondRequest, post_bond, unbond, withdraw};
+pub use bond::{BondRequest, post_bond, top_up, unbond, withdraw};
 pub use claim::{ClaimRequest, claim};
 pub use escrow::{AssignRequest, LockRequest, assign, cancel, lock};
 pub use expire::{ExpireOutcome, ExpireRequest, expire};

@@ -388,3 +388,32 @@ fn bond_post_unbond_withdraw() {
         )
     );
 }
+
+#[test]
+fn bond_top_up_adds_to_the_stake_and_keeps_the_datum() {
+    let mut h = Harness::new(1);
+    h.post_bonds();
+    let bond = h.providers[0].bond.clone().expect("bond");
+    let stake = bond.output.value.quantity_of(&ntx());
+    let before = h.provider_holdings(0);
+    let p = h.providers[0].party.clone();
+    let topped = h
+        .run(
+            build::top_up(&h.dep, h.env(), &bond, 50 * NTX).expect("top-up draft"),
+            &p,
+            &[],
+        )
+        .expect("top-up applies");
+    let next = h.output(&topped, 0);
+    assert_eq!(next.output.value.quantity_of(&ntx()), stake + 50 * NTX);
+    assert_eq!(
+        next.output.datum, bond.output.datum,
+        "the datum is unchanged"
+    );
+    assert_eq!(next.output.address, bond.output.address);
+    let lovelace_in = next.output.value.lovelace - bond.output.value.lovelace;
+    assert_eq!(
+        h.provider_holdings(0),
+        (before.0 - topped.fee - lovelace_in, before.1 - 50 * NTX)
+    );
+}

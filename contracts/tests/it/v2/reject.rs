@@ -302,6 +302,93 @@ fn post_bond_for_someone_else() {
     assert_eq!(books(&h), before);
 }
 
+/// A valid top-up of 1 NTX of provider 0's bond, and the harness.
+fn top_up_draft() -> (Harness, Draft) {
+    let mut h = Harness::new(2);
+    h.post_bonds();
+    let bond = h.providers[0].bond.clone().expect("bond");
+    let d = build::top_up(&h.dep, h.env(), &bond, NTX).expect("draft");
+    (h, d)
+}
+
+#[test]
+fn top_up_that_takes_stake_out() {
+    let (h, good) = top_up_draft();
+    let mut broken = good.clone();
+    // 2 NTX less than the honest continuation: 1 NTX below the stake it had.
+    ntx_delta(
+        &mut broken.outputs[0],
+        -2 * i64::try_from(NTX).expect("small"),
+    );
+    let p = h.providers[0].party.clone();
+    passes_then_rejected(&h, &p, good, broken);
+}
+
+#[test]
+fn top_up_that_rewrites_the_datum() {
+    let (h, good) = top_up_draft();
+    let mut broken = good.clone();
+    let d = GanglionDatum::from_plutus_data(broken.outputs[0].datum.as_ref().expect("datum"))
+        .expect("decodes");
+    let GanglionDatum::Bond(mut b) = d else {
+        panic!("not a bond")
+    };
+    // One GPU more backed by the same stake, and the commitments wiped.
+    b.gpus += 1;
+    b.commitments.clear();
+    broken.outputs[0].datum = Some(GanglionDatum::Bond(b).to_plutus_data());
+    let p = h.providers[0].party.clone();
+    passes_then_rejected(&h, &p, good, broken);
+}
+
+#[test]
+fn top_up_of_someone_elses_bond() {
+    // Provider 1 "tops up" provider 0's bond, signing itself: were it allowed, it could
+    // spend the bond under any continuation the other rules accept.
+    let (h, good) = top_up_draft();
+    let mut broken = good.clone();
+    broken.required_signers.clear();
+    broken.signer(h.providers[1].party.hash);
+    let p0 = h.providers[0].party.clone();
+    h.judge(good, &p0, &[])
+        .expect("the provider's own top-up passes");
+    let p1 = h.providers[1].party.clone();
+    let before = books(&h);
+    assert_script_fails(h.balance(broken, &p1));
+    assert_eq!(books(&h), before);
+}
+
+#[test]
+fn top_up_of_an_unbonding_bond() {
+    let mut h = Harness::new(1);
+    h.post_bonds();
+    let bond = h.providers[0].bond.clone().expect("bond");
+    let p = h.providers[0].party.clone();
+    let until = h.world.slot + 60;
+    let unbond = h
+        .run(
+            build::unbond(&h.dep, h.env(), &bond, h.world.slot, until).expect("unbond draft"),
+            &p,
+            &[],
+        )
+        .expect("unbond applies");
+    let unbonding = h.output(&unbond, 0);
+    assert_invalid_request(build::top_up(&h.dep, h.env(), &unbonding, NTX));
+    // Drafted by hand, the validator refuses it too.
+    let live = build::top_up(&h.dep, h.env(), &bond, NTX).expect("draft of the live bond");
+    let mut d = live;
+    d.inputs.clear();
+    d.spend_script(unbonding.clone(), SpendRedeemer::TopUp.to_plutus_data());
+    let mut out = d.outputs[0].clone();
+    out.value = unbonding.output.value.clone();
+    out.value.add_asset(ntx().policy, &ntx().name, NTX);
+    out.datum = unbonding.output.datum.clone();
+    d.outputs[0] = out;
+    let before = books(&h);
+    assert_script_fails(h.balance(d, &p));
+    assert_eq!(books(&h), before);
+}
+
 #[test]
 fn withdraw_a_bond_that_is_not_unbonding() {
     let mut h = Harness::new(1);

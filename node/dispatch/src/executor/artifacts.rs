@@ -271,6 +271,31 @@ pub fn dir_bytes(dir: &Path) -> std::io::Result<u64> {
     Ok(total)
 }
 
+/// The last `max_bytes` of the log file at `path` and where they start in it
+/// ([`super::Executor::log_tail`]); `None` when there is no such file. The file may grow
+/// while it is read: the tail is what was there at the length first seen.
+///
+/// # Errors
+/// I/O errors other than "not found".
+pub fn read_tail(path: &Path, max_bytes: u64) -> std::io::Result<Option<super::LogTail>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata()?.len();
+    let offset = len.saturating_sub(max_bytes);
+    file.seek(SeekFrom::Start(offset))?;
+    let mut bytes = Vec::new();
+    file.take(len - offset).read_to_end(&mut bytes)?;
+    Ok(Some(super::LogTail {
+        offset,
+        total: offset + bytes.len() as u64,
+        bytes,
+    }))
+}
+
 /// Pins the log file.
 ///
 /// # Errors
@@ -498,6 +523,27 @@ mod tests {
         assert!(
             std::fs::read_link(dirs.inputs(0).join("data")).is_ok(),
             "the link itself is an input"
+        );
+    }
+
+    #[test]
+    fn a_log_tail_is_the_last_bytes_with_their_offset() {
+        let d = tempfile::tempdir().expect("tmp");
+        let log = d.path().join("rank-0.log");
+        assert_eq!(read_tail(&log, 10).expect("read"), None, "no log yet");
+        std::fs::write(&log, b"").expect("write");
+        let empty = read_tail(&log, 10).expect("read").expect("a log");
+        assert_eq!((empty.offset, empty.total, empty.bytes.len()), (0, 0, 0));
+        std::fs::write(&log, b"0123456789abcdef").expect("write");
+        let tail = read_tail(&log, 6).expect("read").expect("a log");
+        assert_eq!(
+            (tail.offset, tail.total, tail.bytes.as_slice()),
+            (10, 16, b"abcdef".as_slice())
+        );
+        let whole = read_tail(&log, 64).expect("read").expect("a log");
+        assert_eq!(
+            (whole.offset, whole.total, whole.bytes.as_slice()),
+            (0, 16, b"0123456789abcdef".as_slice())
         );
     }
 

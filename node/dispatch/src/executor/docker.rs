@@ -32,7 +32,6 @@ use ganglion_storage::pin::Embedded;
 use tokio::io::AsyncWriteExt;
 use tokio::task::JoinSet;
 
-use super::Executor;
 use super::artifacts::{self, JobDirs};
 use super::engine::DockerEngine;
 use super::error::{ExecError, FailureReason};
@@ -44,6 +43,7 @@ use super::rendezvous::rank_env;
 use super::report::{JobReport, Outcome, RankReport, Timings, Usage};
 use super::sandbox::{AmdGroups, ContainerSpec, Mounts, container_body};
 use super::state::{JobRecord, JobTable, Phase};
+use super::{Executor, LogTail, MAX_LOG_TAIL_BYTES};
 
 /// Executor settings.
 #[derive(Debug, Clone)]
@@ -818,6 +818,25 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> Executor for DockerExecutor<S, 
             }) => Ok(false),
             Err(e) => Err(ExecError::engine("inspect image")(e)),
         }
+    }
+
+    async fn log_tail(
+        &self,
+        job: &RunId,
+        node_rank: u32,
+        max_bytes: u64,
+    ) -> Result<Option<LogTail>, ExecError> {
+        // `follow_logs` writes the file as the container writes (flushed per chunk).
+        let path = self.dirs(job).log(node_rank);
+        let max = max_bytes.min(MAX_LOG_TAIL_BYTES);
+        let read = path.clone();
+        tokio::task::spawn_blocking(move || artifacts::read_tail(&read, max))
+            .await
+            .map_err(|e| ExecError::Io {
+                path: path.display().to_string(),
+                source: std::io::Error::other(e),
+            })?
+            .map_err(ExecError::io(&path))
     }
 }
 

@@ -11,7 +11,8 @@
 //! - [`engine`]: connect, negotiate the API version, probe runtimes/CDI.
 //! - [`image`]: local name, rootfs archive (`docker import`), `docker save` archive (`docker
 //!   load`), by CID from the storage crate.
-//! - [`artifacts`]: `/inputs` from CIDs, `/outputs` and logs pinned (CID, CAR, piece CID).
+//! - [`artifacts`]: `/inputs` from CIDs, `/outputs` and logs pinned (CID, CAR, piece CID), a
+//!   running container's log tail ([`Executor::log_tail`]).
 //! - [`state`]: the durable job table (sled) that makes restarts safe.
 //! - [`report`]: outcomes, accounting, timings.
 //! - [`docker`]: [`docker::DockerExecutor`], the [`Executor`] over the Docker Engine.
@@ -76,4 +77,38 @@ pub trait Executor: Send + Sync {
     /// # Errors
     /// Engine failures other than "no such image".
     fn has_image(&self, name: &str) -> impl Future<Output = Result<bool, ExecError>> + Send;
+
+    /// The last `max_bytes` (at most [`MAX_LOG_TAIL_BYTES`]) of the live log of `job`'s
+    /// container `node_rank` (`jobs/<job>/artifacts/rank-<n>.log`, the container's stdout and
+    /// stderr as they are written, while it runs and after), with where that tail starts in
+    /// the whole log. `None` when this executor keeps no such log (yet). The default keeps
+    /// none.
+    ///
+    /// # Errors
+    /// I/O reading the log file.
+    fn log_tail(
+        &self,
+        job: &RunId,
+        node_rank: u32,
+        max_bytes: u64,
+    ) -> impl Future<Output = Result<Option<LogTail>, ExecError>> + Send {
+        let _ = (job, node_rank, max_bytes);
+        async { Ok(None) }
+    }
+}
+
+/// The most bytes one [`LogTail`] carries: 64 KiB.
+pub const MAX_LOG_TAIL_BYTES: u64 = 64 * 1024;
+
+/// The end of a container's live log ([`Executor::log_tail`]). Byte offsets count from the
+/// log's first byte.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogTail {
+    /// Where `bytes` start in the whole log, bytes: `total - bytes.len()`.
+    pub offset: u64,
+    /// The whole log's length when it was read, bytes.
+    pub total: u64,
+    /// The log's last bytes, as written (not necessarily UTF-8, possibly cut inside a
+    /// character at either end).
+    pub bytes: Vec<u8>,
 }

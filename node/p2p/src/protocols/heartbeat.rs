@@ -32,8 +32,9 @@ use super::Bounded;
 pub const HEARTBEAT_PROTOCOL: StreamProtocol = StreamProtocol::new("/ganglion/heartbeat/1");
 
 /// Cap on a `heartbeat` request or response, bytes. The largest messages (every number at
-/// `u64::MAX`, a 64-byte signature) encode to < 300 bytes; the rest is room for optional fields
-/// a later revision adds.
+/// `u64::MAX`, a 64-byte signature) encode to < 300 bytes, a request with the largest
+/// [`LiveLog`] (the widest CID) to < 350; the rest is room for optional fields a later
+/// revision adds.
 pub const MAX_HEARTBEAT_BYTES: usize = 512;
 
 /// A provider's heartbeat: its ranks of a job are alive (or not), and how far they got.
@@ -48,6 +49,26 @@ pub struct HeartbeatRequest {
     /// When the provider sent this, POSIX ms, by the provider's clock. Informational: the
     /// orchestrator acknowledges by its own clock, never past its own now.
     pub sent_at_ms: u64,
+    /// The end of the provider's live container log, when it has one (added in a later
+    /// revision: absent from older providers' heartbeats, ignored by older orchestrators).
+    #[serde(default)]
+    pub log: Option<LiveLog>,
+}
+
+/// Where a provider's live log can be read: the last bytes (at most 64 KiB) of its
+/// container's stdout and stderr as written so far, imported into the provider's blockstore as
+/// a UnixFS file (CIDv1, raw leaves, not pinned) that its swarm serves over bitswap. Unattested
+/// and informational: only the log the provider signs in its claim is the job's record; this
+/// lets the orchestrator show the log while the job runs (`job_liveLogs`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveLog {
+    /// The tail's CID, binary (a CBOR byte string).
+    #[serde(with = "cid_bytes")]
+    pub cid: Vec<u8>,
+    /// Where the tail starts in the whole log, bytes from its first byte.
+    pub offset: u64,
+    /// The whole log's length when the tail was taken, bytes (`offset` + the tail's length).
+    pub total: u64,
 }
 
 /// A compact summary of a provider's ranks of one job (one rank per GPU).
@@ -223,6 +244,41 @@ pub enum HeartbeatResponse {
 impl Bounded for HeartbeatRequest {}
 impl Bounded for HeartbeatResponse {}
 
+/// A `Vec<u8>` as a CBOR byte string (serde writes a `Vec<u8>` as an array of numbers, up to
+/// twice as long). Also read from a sequence of numbers.
+mod cid_bytes {
+    use serde::de::{Deserializer, SeqAccess, Visitor};
+    use serde::ser::Serializer;
+
+    pub(super) fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(bytes)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct Bytes;
+        impl<'de> Visitor<'de> for Bytes {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a binary CID")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+                Ok(v)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(b) = seq.next_element()? {
+                    out.push(b);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_bytes(Bytes)
+    }
+}
+
 /// A `[u8; 64]` as a CBOR byte string of exactly 64 bytes (serde has no impl for arrays over
 /// 32 elements). Also read from a sequence of 64 numbers, how self-describing formats without
 /// byte strings (JSON, in the job store) write it.
@@ -280,6 +336,11 @@ mod tests {
                 progress: Some(120),
             },
             sent_at_ms: 1_700_000_000_000,
+            log: Some(LiveLog {
+                cid: vec![0x01, 0x55, 0x12, 0x20, 7, 7, 7],
+                offset: 65_536,
+                total: 70_000,
+            }),
         }
     }
 
@@ -362,6 +423,7 @@ mod tests {
                 progress: Some(u64::MAX),
             },
             sent_at_ms: u64::MAX,
+            log: None,
         };
         let resp = HeartbeatResponse::Receipt(SignedReceipt {
             receipt: Receipt {
@@ -382,6 +444,59 @@ mod tests {
         ] {
             assert!(len < 300, "{len} bytes");
         }
+        // With the largest live log: the longest CID this node parses (`cid::Cid`: every
+        // varint at its widest, a 64-byte digest) and every number at its largest.
+        let digest = cid::multihash::Multihash::<64>::wrap(u64::MAX, &[0xff; 64]).expect("fits");
+        let widest = cid::Cid::new_v1(u64::MAX, digest).to_bytes();
+        assert!(widest.len() > 80, "{} bytes", widest.len());
+        let with_log = HeartbeatRequest {
+            log: Some(LiveLog {
+                cid: widest,
+                offset: u64::MAX,
+                total: u64::MAX,
+            }),
+            ..req
+        };
+        let len = encode(&with_log).len();
+        assert!(len < 350, "{len} bytes");
+        assert!(len < MAX_HEARTBEAT_BYTES);
+        assert_eq!(
+            read::<HeartbeatRequest>(&frame(encode(&with_log))).unwrap(),
+            with_log
+        );
+    }
+
+    /// A heartbeat of a provider from before live logs (no `log` key) decodes, as `None`; the
+    /// CID travels as a CBOR byte string.
+    #[test]
+    fn heartbeats_without_a_live_log_still_decode_and_the_cid_is_a_byte_string() {
+        let mut old = cbor_of(&request());
+        if let Value::Map(m) = &mut old {
+            m.retain(|(k, _)| k != &text("log"));
+        }
+        let decoded = decode::<HeartbeatRequest>(&cbor(&old), MAX_HEARTBEAT_BYTES).unwrap();
+        assert_eq!(
+            decoded,
+            HeartbeatRequest {
+                log: None,
+                ..request()
+            }
+        );
+        let Value::Map(m) = cbor_of(&request()) else {
+            panic!("a map")
+        };
+        let (_, log) = m
+            .iter()
+            .find(|(k, _)| k == &text("log"))
+            .expect("the log key");
+        let Value::Map(fields) = log else {
+            panic!("a map: {log:?}")
+        };
+        assert!(
+            fields.iter().any(|(k, v)| k == &text("cid")
+                && v == &Value::Bytes(vec![1, 0x55, 0x12, 0x20, 7, 7, 7])),
+            "{fields:?}"
+        );
     }
 
     #[test]
@@ -536,12 +651,14 @@ mod tests {
             job in any::<[u8; 32]>(), index in any::<u64>(), running in any::<u32>(),
             exited in any::<u32>(), gpu_ms in any::<u64>(), progress in any::<Option<u64>>(),
             at in any::<u64>(), sig in proptest::collection::vec(any::<u8>(), 64),
+            log in proptest::option::of((proptest::collection::vec(any::<u8>(), 0..90), any::<u64>(), any::<u64>())),
         ) {
             let req = HeartbeatRequest {
                 job_id: JobId(job),
                 provider_index: index,
                 ranks: RankSummary { running, exited, gpu_ms, progress },
                 sent_at_ms: at,
+                log: log.map(|(cid, offset, total)| LiveLog { cid, offset, total }),
             };
             prop_assert_eq!(decode::<HeartbeatRequest>(&encode(&req), MAX_HEARTBEAT_BYTES).unwrap(), req);
             let mut signature = [0; 64];

@@ -4,6 +4,7 @@
 mod deploy_cli;
 mod doctor_cli;
 mod gpu_check;
+mod node_info_cli;
 mod rpc;
 mod rpc_params;
 mod support;

@@ -175,9 +175,33 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
             vec![json!(format!("{}#0", "ab".repeat(32)))],
             Some(codes::JOB),
         ),
+        ("provider_post", vec![json!("-1")], Some(bad)),
+        (
+            "provider_post",
+            vec![json!("1000"), json!("two")],
+            Some(bad),
+        ),
+        // Well-formed, but this server is no provider: it has no keys to bond.
+        ("provider_post", vec![json!("1000")], Some(codes::JOB)),
+        ("provider_topUp", vec![json!("x")], Some(bad)),
+        (
+            "provider_topUp",
+            vec![json!("1"), json!("nothex#0")],
+            Some(bad),
+        ),
+        // An empty index: no active bond to top up.
+        ("provider_topUp", vec![json!("1")], Some(codes::JOB)),
         ("job_logs", vec![json!("xyz")], Some(bad)),
         ("job_logs", vec![json!(7)], Some(bad)),
         ("job_logs", vec![json!("ab".repeat(32))], Some(codes::JOB)),
+        ("job_liveLogs", vec![json!("xyz")], Some(bad)),
+        ("job_liveLogs", vec![json!(7)], Some(bad)),
+        // Well-formed, but this server runs no job engine.
+        (
+            "job_liveLogs",
+            vec![json!("ab".repeat(32))],
+            Some(codes::JOB),
+        ),
         ("job_outputs", vec![json!("nothex")], Some(bad)),
         (
             "job_outputs",
@@ -221,6 +245,7 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
             "tx_submit" => vec![json!("84"), json!("a0")],
             "job_outputs" => vec![json!(hex::encode([1u8; 32])), json!("/tmp")],
             "provider_unbond" | "provider_withdraw" => vec![],
+            "provider_post" | "provider_topUp" => vec![json!("1")],
             other => panic!("no unauthorized case for {other}"),
         };
         assert_eq!(

@@ -603,6 +603,59 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
         cli_json(&pa_config, &["provider", "bond"], true);
     assert!(left.is_empty(), "{left:?}");
 
+    // Back without a restart: `provider bond post` bonds again from the wallet, and the node
+    // offers its GPUs under the new bond; `provider bond top-up` adds one GPU's worth of
+    // stake, and the offer follows the bond to its new UTxO with the GPUs it now backs.
+    let stake = bonds[0].stake.get();
+    let posted: ganglion_rpc::types::BondTx = cli_json(
+        &pa_config,
+        &[
+            "provider",
+            "bond",
+            "post",
+            "--stake-ntx",
+            &stake.to_string(),
+        ],
+        true,
+    );
+    assert!(posted.bond.starts_with(&posted.tx_id), "{posted:?}");
+    let pa_key = bonds[0].provider.clone();
+    let offer_of = |bond: &str| -> Option<ganglion_rpc::audit::MarketOffer> {
+        let offers: Vec<ganglion_rpc::audit::MarketOffer> =
+            cli_json(&orch_config, &["market"], true);
+        offers
+            .into_iter()
+            .find(|o| o.provider == pa_key && o.bond == bond)
+    };
+    wait_until("provider A offered under its new bond", || {
+        offer_of(&posted.bond).is_some()
+    });
+    let before_top_up = offer_of(&posted.bond).expect("offered").bond_gpus;
+    assert_eq!(u64::from(before_top_up), stake / MIN_BOND_PER_GPU);
+    let topped: ganglion_rpc::types::BondTx = cli_json(
+        &pa_config,
+        &[
+            "provider",
+            "bond",
+            "top-up",
+            "--stake-ntx",
+            &MIN_BOND_PER_GPU.to_string(),
+        ],
+        true,
+    );
+    assert_eq!(
+        topped.bond, posted.bond,
+        "the top-up spends the posted bond"
+    );
+    let continued = format!("{}#0", topped.tx_id);
+    wait_until("provider A offered under its topped-up bond", || {
+        offer_of(&continued).is_some_and(|o| o.bond_gpus == before_top_up + 1)
+    });
+    let now: Vec<ganglion_rpc::audit::BondInfo> = cli_json(&pa_config, &["provider", "bond"], true);
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_eq!(now[0].stake.get(), stake + MIN_BOND_PER_GPU);
+    assert_eq!(now[0].bond, continued);
+
     // SIGTERM stops the orchestrator cleanly (engine, RPC, swarm, follower).
     let status = tokio::task::block_in_place(|| terminate(&mut net.kids.0[0]));
     assert!(

@@ -2,7 +2,8 @@
 //! (JSON-RPC, into its blockstore); each provider fetches the spec's `inputs` from it over
 //! bitswap before any container starts, the workload reads them under `/inputs` and writes a
 //! declared output; the orchestrator's `job_status` shows each node's attested exit code and
-//! the job's outcome. A failed share (its workload exits non-zero; an input nobody holds stops
+//! the job's outcome. Content the orchestrator does not serve comes from a provider's Kubo RPC
+//! (`[storage] kubo_rpc`, a real js-ipfs daemon) when it has one. A failed share (its workload exits non-zero; an input nobody holds stops
 //! it before any container) claims what ran, and its reason — appended by the provider to the
 //! log it attests — reaches the orchestrator's `job_status` and `job_logs`.
 
@@ -265,6 +266,73 @@ async fn a_share_that_cannot_start_tells_the_orchestrator_why() {
             exec.table().all().expect("table").len(),
             1,
             "only the first job reached the executor: the second never started a container"
+        );
+    }
+    support::shutdown(chain, orch, vec![pa, pb]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_input_the_orchestrator_does_not_serve_comes_from_the_providers_kubo_rpc() {
+    let daemon = match ganglion_storage::test_utils::js_ipfs::start().await {
+        Ok(d) => d,
+        Err(why) => return ganglion_storage::test_utils::js_ipfs::unavailable(&why),
+    };
+    let kubo = ganglion_storage::pin::Kubo::new(&daemon.endpoint).expect("client");
+    let chain = support::Chain::start().await;
+    let root = chain.dir.path().to_path_buf();
+    // The dataset is pinned on the Kubo daemon only (a pinning service, say).
+    let rows: String = (0..20_000)
+        .map(|i| format!("{i},{}\n", i * 11 % 17))
+        .collect();
+    let file = root.join("weights.csv");
+    std::fs::write(&file, &rows).expect("write");
+    use ganglion_storage::pin::Pinner;
+    let added = kubo
+        .add_file(&file, &ganglion_storage::unixfs::ImportOptions::cid_v1())
+        .await
+        .expect("added on the Kubo daemon");
+
+    let a = support::ProviderIdent::bonded(&chain, 1).await;
+    let b = support::ProviderIdent::bonded(&chain, 2).await;
+    let orch = support::orchestrator(&chain, 0, &root.join("orch")).await;
+    let pa = support::provider_fetching_from(&chain, &a, &root.join("pa"), kubo.clone()).await;
+    let pb = support::provider_fetching_from(&chain, &b, &root.join("pb"), kubo.clone()).await;
+    support::connect_market(&orch, &[&pa, &pb], 2).await;
+    let (_server, c) = serve(&orch).await;
+    assert!(
+        !orch.blocks.has(&added.root).expect("has"),
+        "the orchestrator never held it"
+    );
+
+    let spec = spec_with(serde_json::json!({
+        "command": ["copy", "/inputs/weights.csv", "/outputs/result/copy.csv", "echo", "copied"],
+        "inputs": [{ "cid": added.root.to_string(), "path": "/inputs/weights.csv" }],
+        "outputs": [{ "path": "/outputs/result" }],
+    }));
+    let job = orch.engine.submit(&spec).await.expect("lock submitted");
+    let status = settled_status(&orch, &c, &job).await;
+    assert_eq!(status.outcome.as_deref(), Some("succeeded"), "{status:#?}");
+    for p in [&pa, &pb] {
+        assert!(
+            p.blocks.has(&added.root).expect("has"),
+            "fetched from the Kubo RPC"
+        );
+    }
+    // Each rank copied the input byte for byte: its output file has the input's CID.
+    let outputs: Vec<JobOutput> = c
+        .request("job_outputs", rpc_params![hex::encode(job.0)])
+        .await
+        .expect("job_outputs");
+    assert_eq!(outputs.len(), 2);
+    for o in &outputs {
+        let copy = o
+            .files
+            .iter()
+            .find(|f| f.path == "result/copy.csv")
+            .unwrap_or_else(|| panic!("result/copy.csv in {o:?}"));
+        assert_eq!(
+            (copy.cid.as_str(), copy.bytes),
+            (added.root.to_string().as_str(), rows.len() as u64)
         );
     }
     support::shutdown(chain, orch, vec![pa, pb]).await;

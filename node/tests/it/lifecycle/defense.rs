@@ -25,6 +25,7 @@ fn beat(job: JobId, provider_index: u64) -> HeartbeatRequest {
             progress: None,
         },
         sent_at_ms: p2p::now_ms(),
+        log: None,
     }
 }
 

@@ -12,6 +12,7 @@ mod cli_job;
 mod content;
 mod defense;
 mod expire;
+mod live_logs;
 mod overrun;
 mod quote;
 mod rematch;

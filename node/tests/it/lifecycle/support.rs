@@ -348,6 +348,7 @@ struct SideParts<E> {
     gpus: Vec<PooledGpu>,
     offer: MarketOffer,
     policy: AcceptPolicy,
+    kubo: Option<ganglion_storage::pin::Kubo>,
 }
 
 impl<E> SideParts<E> {
@@ -361,6 +362,7 @@ impl<E> SideParts<E> {
             offer: self.offer.clone(),
             policy: self.policy.clone(),
             cluster: None,
+            kubo: self.kubo.clone(),
         }
     }
 }
@@ -651,6 +653,29 @@ pub(crate) async fn provider_limited(
     score: u32,
     spec_limits: Option<ganglion_market::limits::ProviderLimits>,
 ) -> Node<Exec> {
+    provider_full(chain, id, dir, min_rate, score, spec_limits, None).await
+}
+
+/// [`provider`] with a Kubo RPC (`[storage] kubo_rpc`) it fetches job content from when the
+/// orchestrator does not serve it.
+pub(crate) async fn provider_fetching_from(
+    chain: &Chain,
+    id: &ProviderIdent,
+    dir: &Path,
+    kubo: ganglion_storage::pin::Kubo,
+) -> Node<Exec> {
+    provider_full(chain, id, dir, RATE, 100, None, Some(kubo)).await
+}
+
+async fn provider_full(
+    chain: &Chain,
+    id: &ProviderIdent,
+    dir: &Path,
+    min_rate: u64,
+    score: u32,
+    spec_limits: Option<ganglion_market::limits::ProviderLimits>,
+    kubo: Option<ganglion_storage::pin::Kubo>,
+) -> Node<Exec> {
     let c = common(chain, dir);
     let peer = id.libp2p.public().to_peer_id();
     let bonds = p2p::bonds::snapshot(&c.indexer).expect("bonds");
@@ -718,6 +743,7 @@ pub(crate) async fn provider_limited(
             max_receipt_interval_ms: 60_000,
             spec_limits,
         },
+        kubo,
     };
     let engine = Engine::start(
         Parts {

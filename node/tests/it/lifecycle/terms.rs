@@ -1,11 +1,11 @@
 //! Terms no run can meet are refused before anything is locked or started:
 //! a budget of 1 base unit for the probe's two GPUs, a budget that pays the longest run but not
 //! every GPU until the deadline (the escrow v2 assign would refuse it, G6), and a 200 s run
-//! with the deadline 150 s ahead. Nothing reaches the chain: the orchestrator's NTX and ADA are untouched and its job
+//! with the deadline 150 s ahead, a budget above the wallet's NTX. Nothing reaches the chain: the orchestrator's NTX and ADA are untouched and its job
 //! store is empty.
 
 use ganglion_node::job::EngineError;
-use ganglion_node::job::engine::OrchestratorRole;
+use ganglion_node::job::engine::{OrchestratorRole, SpecError};
 use ganglion_node::job::terms::{SETTLE_MARGIN_MS, TermsError};
 
 use super::support::{self, Chain, RATE};
@@ -78,6 +78,26 @@ async fn impossible_terms_are_refused_before_the_lock() {
             assert!(*left_ms <= 150_000 && *left_ms > 140_000, "{left_ms}");
             assert_eq!(*margin_ms, SETTLE_MARGIN_MS);
         }
+        other => panic!("{other}"),
+    }
+
+    // A budget above the wallet's NTX: refused with both amounts, not the balancer's shortfall.
+    let mut rich = support::probe_spec(1, 600_000);
+    rich.budget_ntx = ntx + 1;
+    let err = orch
+        .engine
+        .submit(&rich)
+        .await
+        .expect_err("balance refused");
+    match &err {
+        EngineError::Spec(s) => match s.as_ref() {
+            SpecError::BudgetOverBalance { budget, balance } => {
+                assert_eq!((*budget, *balance), (ntx + 1, ntx));
+                let text = err.to_string();
+                assert!(text.contains(" NTX > balance "), "{text}");
+            }
+            other => panic!("{other}"),
+        },
         other => panic!("{other}"),
     }
 

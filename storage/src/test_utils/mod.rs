@@ -1,6 +1,9 @@
 //! Test and bench helpers (feature `test-utils`): the fixture directory and the input generators
 //! of `shared/fixtures/ipfs/gen_inputs.py` and `shared/fixtures/filecoin/README.md`, as streaming
-//! readers so large inputs are never written to disk or held in memory.
+//! readers so large inputs are never written to disk or held in memory; a js-ipfs daemon
+//! ([`js_ipfs`]) speaking Kubo's RPC.
+
+pub mod js_ipfs;
 
 use std::io::Read;
 use std::path::PathBuf;
