@@ -61,6 +61,16 @@ pub fn withdrawable_from(chain: &ChainAccess, since_ms: u64, delay_ms: u64) -> (
     (slot, ready_ms)
 }
 
+/// A bond action the contracts builder refused: a request it names as impossible (a stake
+/// below the minimum, an unbonding bond) is [`error::JOB`] with its reason; anything else as
+/// any chain action fails.
+fn refused(e: ganglion_contracts::Error) -> ganglion_rpc::jsonrpsee::types::ErrorObjectOwned {
+    match e {
+        ganglion_contracts::Error::InvalidRequest(why) => error(error::JOB, why),
+        other => super::codes::chain(&other.into()),
+    }
+}
+
 fn parse_ref(s: &str) -> RpcResult<TxoRef> {
     let bad = || {
         error(
@@ -275,10 +285,7 @@ impl<S: Kv + Send + Sync + 'static> Bonds for BondRpc<S> {
                 stake: stake_ntx,
             },
         )
-        .map_err(|e| match e {
-            ganglion_contracts::Error::InvalidRequest(why) => error(error::JOB, why),
-            other => super::codes::chain(&other.into()),
-        })?;
+        .map_err(refused)?;
         let tx_id = self.spend(draft).await?;
         Ok(BondTx {
             // `post_bond` pays the bond first.
@@ -293,10 +300,7 @@ impl<S: Kv + Send + Sync + 'static> Bonds for BondRpc<S> {
         let (r, _) = self.mine(bond.as_deref(), false)?;
         let utxo = self.utxo(r).await?;
         let draft = build::top_up(self.chain.deployment(), self.chain.env(), &utxo, add_ntx)
-            .map_err(|e| match e {
-                ganglion_contracts::Error::InvalidRequest(why) => error(error::JOB, why),
-                other => super::codes::chain(&other.into()),
-            })?;
+            .map_err(refused)?;
         let tx_id = self.spend(draft).await?;
         Ok(BondTx {
             tx_id,

@@ -57,20 +57,7 @@ async fn job_cli_submits_follows_and_cancels_through_the_node() {
         .expect("serves");
     std::fs::write(&config, &base).expect("config");
     // The CLI finds the node as it finds one `ganglion node run` started: `node.json`.
-    let info = ganglion_node::daemon::NodeInfo {
-        pid: std::process::id(),
-        peer_id: String::new(),
-        p2p: Vec::new(),
-        rpc: running.addr,
-        payment_key_hash: hex::encode(orch.key_hash),
-        bond: None,
-        metrics: None,
-    };
-    std::fs::write(
-        data.join(ganglion_node::daemon::node::NODE_INFO),
-        serde_json::to_string(&info).expect("node.json"),
-    )
-    .expect("node.json");
+    support::write_node_json(&data, running.addr, &orch.key_hash);
     let spec = root.join("spec.yaml");
     std::fs::write(
         &spec,

@@ -26,16 +26,12 @@ use super::support::{self, Node, World, wait_for};
 use ganglion_contracts::v2::datum::JobId;
 use ganglion_market::spec::Ensemble;
 
-/// The orchestrator's JSON-RPC server (engine, audit, storage), and a client with its token.
-pub(super) async fn serve<E: ganglion_dispatch::executor::Executor + 'static>(
+/// The orchestrator's JSON-RPC methods (engine, audit, storage) over `settings`.
+pub(super) fn module<E: ganglion_dispatch::executor::Executor + 'static>(
     orch: &Node<E>,
-) -> (ganglion_rpc::server::Running, HttpClient) {
-    let settings = Settings::from_toml(&format!(
-        "network = \"devnet\"\ndata_dir = \"{}\"",
-        orch.dir.join("rpc").display()
-    ))
-    .expect("settings");
-    let module = Api::new(settings)
+    settings: Settings,
+) -> ganglion_rpc::jsonrpsee::RpcModule<()> {
+    Api::new(settings)
         .expect("api")
         .with_engine(orch.engine.handle())
         .with_storage(Embedded::new(orch.blocks.clone()))
@@ -47,7 +43,19 @@ pub(super) async fn serve<E: ganglion_dispatch::executor::Executor + 'static>(
             .with_p2p(orch.p2p.clone()),
         )
         .into_module()
-        .expect("the namespaces merge");
+        .expect("the namespaces merge")
+}
+
+/// The orchestrator's JSON-RPC server ([`module`]), and a client with its token.
+pub(super) async fn serve<E: ganglion_dispatch::executor::Executor + 'static>(
+    orch: &Node<E>,
+) -> (ganglion_rpc::server::Running, HttpClient) {
+    let settings = Settings::from_toml(&format!(
+        "network = \"devnet\"\ndata_dir = \"{}\"",
+        orch.dir.join("rpc").display()
+    ))
+    .expect("settings");
+    let module = module(orch, settings);
     let running = ganglion_rpc::server::start("127.0.0.1:0".parse().expect("addr"), "t", module)
         .await
         .expect("serves");
@@ -95,6 +103,24 @@ async fn settled_status<E: ganglion_dispatch::executor::Executor + 'static>(
     all.into_iter()
         .find(|s| s.role == "orchestrator")
         .expect("orchestrator record")
+}
+
+/// Both ranks' outputs of `job` hold `result/copy.csv`, of `bytes` bytes, whose CID is
+/// `file_cid`: each copied its input byte for byte.
+async fn each_output_is_the_copy(c: &HttpClient, job: &JobId, file_cid: &str, bytes: u64) {
+    let outputs: Vec<JobOutput> = c
+        .request("job_outputs", rpc_params![hex::encode(job.0)])
+        .await
+        .expect("job_outputs");
+    assert_eq!(outputs.len(), 2);
+    for o in &outputs {
+        let copy = o
+            .files
+            .iter()
+            .find(|f| f.path == "result/copy.csv")
+            .unwrap_or_else(|| panic!("result/copy.csv in {o:?}"));
+        assert_eq!((copy.cid.as_str(), copy.bytes), (file_cid, bytes));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -174,22 +200,7 @@ async fn inputs_come_from_the_orchestrator_and_a_declared_output_comes_back() {
         .expect("storage_cat");
     assert_eq!(wrote.bytes, rows.len() as u64);
     assert_eq!(std::fs::read_to_string(&back).expect("read"), rows);
-    let outputs: Vec<JobOutput> = c
-        .request("job_outputs", rpc_params![hex::encode(job.0)])
-        .await
-        .expect("job_outputs");
-    assert_eq!(outputs.len(), 2);
-    for o in &outputs {
-        let copy = o
-            .files
-            .iter()
-            .find(|f| f.path == "result/copy.csv")
-            .unwrap_or_else(|| panic!("result/copy.csv in {o:?}"));
-        assert_eq!(
-            (copy.cid.as_str(), copy.bytes),
-            (file_cid.as_str(), rows.len() as u64)
-        );
-    }
+    each_output_is_the_copy(&c, &job, &file_cid, rows.len() as u64).await;
     support::shutdown(chain, orch, vec![pa, pb]).await;
 }
 
@@ -319,21 +330,6 @@ async fn an_input_the_orchestrator_does_not_serve_comes_from_the_providers_kubo_
         );
     }
     // Each rank copied the input byte for byte: its output file has the input's CID.
-    let outputs: Vec<JobOutput> = c
-        .request("job_outputs", rpc_params![hex::encode(job.0)])
-        .await
-        .expect("job_outputs");
-    assert_eq!(outputs.len(), 2);
-    for o in &outputs {
-        let copy = o
-            .files
-            .iter()
-            .find(|f| f.path == "result/copy.csv")
-            .unwrap_or_else(|| panic!("result/copy.csv in {o:?}"));
-        assert_eq!(
-            (copy.cid.as_str(), copy.bytes),
-            (added.root.to_string().as_str(), rows.len() as u64)
-        );
-    }
+    each_output_is_the_copy(&c, &job, &added.root.to_string(), rows.len() as u64).await;
     support::shutdown(chain, orch, vec![pa, pb]).await;
 }

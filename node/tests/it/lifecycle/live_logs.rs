@@ -7,17 +7,13 @@
 //! `job logs` without `--follow` says the job runs, nothing attested yet, and suggests it.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use ganglion_node::audit::service::AuditService;
 use ganglion_node::datadir::DataDir;
 use ganglion_node::job::JobControl as _;
 use ganglion_node::job::state::{OrchestratorState, ProviderState};
-use ganglion_node::rpc::Api;
 use ganglion_node::settings::Settings;
 use ganglion_rpc::audit::LiveJobLog;
 use ganglion_storage::blockstore::Blockstore;
-use ganglion_storage::pin::Embedded;
 use jsonrpsee::core::client::ClientT;
 use jsonrpsee::http_client::{HttpClient, HttpClientBuilder};
 use jsonrpsee::rpc_params;
@@ -45,36 +41,11 @@ async fn serve_for_cli<E: ganglion_dispatch::executor::Executor + 'static>(
         .new_rpc_cookie()
         .expect("cookie");
     let base = format!("network = \"devnet\"\ndata_dir = \"{}\"\n", data.display());
-    let module = Api::new(Settings::from_toml(&base).expect("settings"))
-        .expect("api")
-        .with_engine(orch.engine.handle())
-        .with_storage(Embedded::new(orch.blocks.clone()))
-        .with_audit(
-            AuditService::new(
-                orch.indexer.clone(),
-                orch.blocks.clone() as Arc<dyn Blockstore>,
-            )
-            .with_p2p(orch.p2p.clone()),
-        )
-        .into_module()
-        .expect("the namespaces merge");
+    let module = super::content::module(orch, Settings::from_toml(&base).expect("settings"));
     let running = ganglion_rpc::server::start("127.0.0.1:0".parse().expect("addr"), &token, module)
         .await
         .expect("serves");
-    let info = ganglion_node::daemon::NodeInfo {
-        pid: std::process::id(),
-        peer_id: String::new(),
-        p2p: Vec::new(),
-        rpc: running.addr,
-        payment_key_hash: hex::encode(orch.key_hash),
-        bond: None,
-        metrics: None,
-    };
-    std::fs::write(
-        data.join(ganglion_node::daemon::node::NODE_INFO),
-        serde_json::to_string(&info).expect("node.json"),
-    )
-    .expect("node.json");
+    support::write_node_json(&data, running.addr, &orch.key_hash);
     let config = orch.dir.join("cli-node.toml");
     std::fs::write(&config, &base).expect("config");
     let mut headers = jsonrpsee::http_client::HeaderMap::new();

@@ -809,6 +809,25 @@ pub(crate) fn probe_spec(sleep_s: u32, deadline_in_ms: u64) -> Ensemble {
     Ensemble::from_json_str(&json.to_string()).expect("spec parses")
 }
 
+/// Writes `<data>/node.json` for an RPC server of this process at `rpc` (orchestrator key
+/// `key_hash`): the CLI then finds it as it finds a node `ganglion node run` started.
+pub(crate) fn write_node_json(data: &Path, rpc: std::net::SocketAddr, key_hash: &KeyHash) {
+    let info = ganglion_node::daemon::NodeInfo {
+        pid: std::process::id(),
+        peer_id: String::new(),
+        p2p: Vec::new(),
+        rpc,
+        payment_key_hash: hex::encode(key_hash),
+        bond: None,
+        metrics: None,
+    };
+    std::fs::write(
+        data.join(ganglion_node::daemon::node::NODE_INFO),
+        serde_json::to_string(&info).expect("node.json"),
+    )
+    .expect("node.json");
+}
+
 /// Connects every provider to the orchestrator and waits until the orchestrator's market holds
 /// `n` offers.
 pub(crate) async fn connect_market<E, F>(orch: &Node<E>, providers: &[&Node<F>], n: usize)
