@@ -136,19 +136,10 @@ async fn session<S: Kv>(
                 Ok(_) => progressed = true,
                 Err(crate::Error::NotNext { .. }) => {
                     // The peer skipped ahead of us: reconnect and intersect again.
-                    return Err(SessionError::Follow(
-                        FollowError::Protocol {
-                            protocol: "chainsync",
-                            reason: "block does not extend the indexer's tip".into(),
-                        },
-                        progressed,
-                    ));
+                    return Err(SessionError::Follow(FollowError::NotNext, progressed));
                 }
                 Err(crate::Error::BlockDecode { reason, .. }) => {
-                    return Err(SessionError::Follow(
-                        FollowError::Header(reason),
-                        progressed,
-                    ));
+                    return Err(SessionError::Follow(FollowError::Block(reason), progressed));
                 }
                 Err(e) => return Err(SessionError::Store(e)),
             },

@@ -5,51 +5,20 @@
 
 use std::time::{Duration, Instant};
 
-use ed25519_dalek::SigningKey;
-use ganglion_contracts::tx::TxoRef;
 use ganglion_market::snapshot::Offer as MarketOffer;
 use ganglion_p2p::offers::{BondSnapshot, LiveBond, OfferBody, SignedOffer, verify_offer};
+use ganglion_p2p::test_utils::{Ident, ident as id, wait_for};
 use ganglion_p2p::{self as p2p, Client, Config, Event};
-use libp2p::identity::Keypair;
-use libp2p::{Multiaddr, PeerId};
+use libp2p::Multiaddr;
 use tokio::sync::mpsc::Receiver;
 
 const MAGIC: u64 = 42;
-const TIMEOUT: Duration = Duration::from_secs(30);
 
-struct Id {
-    key: Keypair,
-    peer: PeerId,
-    attest: SigningKey,
-    provider: [u8; 28],
-    bond: TxoRef,
+fn bond(id: &Ident) -> LiveBond {
+    id.live_bond(8)
 }
 
-fn id(i: u8) -> Id {
-    let key = Keypair::ed25519_from_bytes([i + 1; 32]).expect("seed");
-    Id {
-        peer: key.public().to_peer_id(),
-        key,
-        attest: SigningKey::from_bytes(&[0x80 + i; 32]),
-        provider: [i; 28],
-        bond: TxoRef {
-            tx_hash: [i; 32],
-            index: 0,
-        },
-    }
-}
-
-fn bond(id: &Id) -> LiveBond {
-    LiveBond {
-        bond: id.bond,
-        provider: id.provider,
-        attest_key: id.attest.verifying_key().to_bytes(),
-        peer_id: id.peer.to_bytes(),
-        free_gpus: 8,
-    }
-}
-
-fn offer(id: &Id, issued_ms: u64) -> SignedOffer {
+fn offer(id: &Ident, issued_ms: u64) -> SignedOffer {
     OfferBody {
         network_magic: MAGIC,
         bond: id.bond,
@@ -70,18 +39,6 @@ fn offer(id: &Id, issued_ms: u64) -> SignedOffer {
         expires_ms: issued_ms + 600_000,
     }
     .sign(&id.attest)
-}
-
-async fn wait_for<T>(ev: &mut Receiver<Event>, mut f: impl FnMut(&Event) -> Option<T>) -> T {
-    tokio::time::timeout(TIMEOUT, async {
-        loop {
-            if let Some(t) = f(&ev.recv().await.expect("loop alive")) {
-                return t;
-            }
-        }
-    })
-    .await
-    .expect("timed out")
 }
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
@@ -127,7 +84,7 @@ async fn main() {
     );
 
     // 2. Five nodes in a line.
-    let ids: Vec<Id> = (0..5).map(id).collect();
+    let ids: Vec<Ident> = (0..5).map(id).collect();
     let bonds = BondSnapshot::new(ids.iter().map(bond));
     let config = Config {
         network_magic: MAGIC,

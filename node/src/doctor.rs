@@ -156,9 +156,10 @@ type Deployed = Result<
 >;
 
 async fn deployment(settings: &Settings) -> Deployed {
-    let (Ok(endpoint), Ok(preset)) = (settings.n2c(), NetworkPreset::of(settings.network())) else {
+    let Ok(endpoint) = settings.n2c() else {
         return Err("no chain to look on (see the chain check)".into());
     };
+    let preset = NetworkPreset::of(settings.network());
     match tokio::time::timeout(
         TIMEOUT,
         crate::daemon::chain::resolve(settings, &preset, &endpoint),
@@ -228,12 +229,13 @@ async fn bond_check(
             ));
         }
     };
-    let (Ok(endpoint), Ok(preset)) = (settings.n2c(), NetworkPreset::of(settings.network())) else {
+    let Ok(endpoint) = settings.n2c() else {
         return fail(
             "no chain (see the chain check)".into(),
             "fix the chain check first",
         );
     };
+    let preset = NetworkPreset::of(settings.network());
     let looked = tokio::time::timeout(TIMEOUT, async {
         let mut client = ChainClient::connect(&endpoint, preset.magic).await?;
         let at_script = client.utxos_at(&deployment.address(env)).await;
@@ -546,10 +548,7 @@ async fn chain_check(settings: &Settings) -> Check {
         Ok(e) => e,
         Err(e) => return Check::not_ok("chain", Verdict::Fail, e.to_string(), fix),
     };
-    let preset = match NetworkPreset::of(settings.network()) {
-        Ok(p) => p,
-        Err(e) => return Check::not_ok("chain", Verdict::Fail, e.to_string(), fix),
-    };
+    let preset = NetworkPreset::of(settings.network());
     let shown = match &endpoint {
         N2cEndpoint::Unix(p) => p.display().to_string(),
         N2cEndpoint::Tcp(a) => a.to_string(),

@@ -4,15 +4,15 @@
 //!
 //! Sources: magics and Shelley slot clocks are the public values of the Cardano networks
 //! (`cardano-node` configuration, the same triples uplc's `SlotConfig` uses); the devnet's come
-//! from [`ganglion_testnet::genesis::Genesis::devnet`]. Ganglion is **not deployed** on any
+//! from [`ganglion_cardano::devnet`], which the devnet's genesis is built from. Ganglion is **not deployed** on any
 //! public network yet, so preview, preprod and mainnet carry no deployment parameters: the
 //! config file must supply `[deployment]`, and [`NetworkPreset::require_deployment`] refuses to
 //! go on without it.
 
+use ganglion_cardano::devnet;
 use ganglion_contracts::params::AssetClass;
 use ganglion_contracts::time::SlotConfig;
 use ganglion_contracts::v2::params::Params;
-use ganglion_testnet::genesis::Genesis;
 
 use crate::config::Network;
 
@@ -49,9 +49,6 @@ pub enum Error {
         /// The network.
         network: Network,
     },
-    /// The devnet preset could not read the testnet crate's genesis (a broken checkout).
-    #[error("devnet genesis: {0}")]
-    DevnetGenesis(String),
 }
 
 /// Devnet validator parameters besides the NTX asset: 100 NTX bond per GPU (NTX has 6
@@ -62,43 +59,31 @@ const DEVNET_CLAIM_WINDOW_MS: u64 = 120_000;
 
 impl NetworkPreset {
     /// The preset of `network`.
-    ///
-    /// # Errors
-    /// [`Error::DevnetGenesis`] only when the testnet crate's genesis cannot be built.
-    pub fn of(network: Network) -> Result<Self, Error> {
-        Ok(match network {
-            Network::Devnet => {
-                let g = Genesis::devnet().map_err(|e| Error::DevnetGenesis(e.to_string()))?;
-                let policy = g
-                    .ntx_policy_id()
-                    .map_err(|e| Error::DevnetGenesis(e.to_string()))?;
-                let name = g
-                    .ntx_asset_name()
-                    .map_err(|e| Error::DevnetGenesis(e.to_string()))?;
-                Self {
-                    network,
-                    magic: g.network_magic,
-                    address_network: pallas_addresses::Network::Testnet,
-                    slot_config: None,
-                    security_param: g.security_param,
-                    confirmation_depth: 1,
-                    deployment: Some(Params {
-                        ntx: AssetClass {
-                            policy: *policy,
-                            name,
-                        },
-                        min_bond_per_gpu: DEVNET_MIN_BOND_PER_GPU,
-                        unbonding_delay_ms: DEVNET_UNBONDING_DELAY_MS,
-                        claim_window_ms: DEVNET_CLAIM_WINDOW_MS,
-                    }),
-                }
-            }
+    pub fn of(network: Network) -> Self {
+        match network {
+            Network::Devnet => Self {
+                network,
+                magic: devnet::NETWORK_MAGIC,
+                address_network: pallas_addresses::Network::Testnet,
+                slot_config: None,
+                security_param: devnet::SECURITY_PARAM,
+                confirmation_depth: 1,
+                deployment: Some(Params {
+                    ntx: AssetClass {
+                        policy: devnet::ntx_policy_id(),
+                        name: devnet::NTX_ASSET_NAME.to_vec(),
+                    },
+                    min_bond_per_gpu: DEVNET_MIN_BOND_PER_GPU,
+                    unbonding_delay_ms: DEVNET_UNBONDING_DELAY_MS,
+                    claim_window_ms: DEVNET_CLAIM_WINDOW_MS,
+                }),
+            },
             Network::Preview => Self::public(network, 2, 1_666_656_000_000, 0, 432),
             Network::Preprod => Self::public(network, 1, 1_655_769_600_000, 86_400, 2160),
             Network::Mainnet => {
                 Self::public(network, 764_824_073, 1_596_059_091_000, 4_492_800, 2160)
             }
-        })
+        }
     }
 
     fn public(network: Network, magic: u64, zero_time: u64, zero_slot: u64, k: u64) -> Self {
@@ -142,8 +127,9 @@ mod tests {
 
     #[test]
     fn devnet_preset_follows_the_testnet_genesis() {
-        let p = NetworkPreset::of(Network::Devnet).expect("devnet");
-        let g = Genesis::devnet().expect("genesis");
+        // The preset reads `ganglion_cardano::devnet`; the devnet's genesis must agree.
+        let p = NetworkPreset::of(Network::Devnet);
+        let g = ganglion_testnet::genesis::Genesis::devnet().expect("genesis");
         assert_eq!(p.magic, g.network_magic);
         assert_eq!(p.security_param, g.security_param);
         let d = p.require_deployment(None).expect("devnet is deployed");
@@ -158,14 +144,13 @@ mod tests {
             (Network::Preprod, 1),
             (Network::Mainnet, 764_824_073),
         ] {
-            let p = NetworkPreset::of(n).expect("preset");
+            let p = NetworkPreset::of(n);
             assert_eq!(p.magic, magic);
             assert_eq!(
                 p.require_deployment(None),
                 Err(Error::UnsetDeployment { network: n })
             );
             let configured = NetworkPreset::of(Network::Devnet)
-                .expect("devnet")
                 .deployment
                 .expect("params");
             assert_eq!(
@@ -173,7 +158,7 @@ mod tests {
                 Ok(configured.clone())
             );
         }
-        let m = NetworkPreset::of(Network::Mainnet).expect("mainnet");
+        let m = NetworkPreset::of(Network::Mainnet);
         assert_eq!(m.address_network, pallas_addresses::Network::Mainnet);
         // Mainnet slot 4 492 800 (first Shelley slot) began 2020-07-29T21:44:51Z.
         assert_eq!(

@@ -77,7 +77,7 @@ impl Api {
     /// # Errors
     /// [`Error::Wallet`] for a broken key file or settings.
     pub fn new(settings: Settings) -> Result<Self, Error> {
-        let preset = NetworkPreset::of(settings.network()).map_err(wallet::Error::from)?;
+        let preset = NetworkPreset::of(settings.network());
         let wallet = match Wallet::open(settings.clone()) {
             Ok(w) => Some(w),
             Err(wallet::Error::NoKey(_)) => None,

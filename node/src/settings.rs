@@ -518,7 +518,7 @@ impl Settings {
     /// # Errors
     /// [`Error::NoDataDir`]; [`Error::Preset`] when the network's preset cannot be built.
     pub fn effective(&self) -> Result<Self, Error> {
-        let preset = crate::network::NetworkPreset::of(self.network())?;
+        let preset = crate::network::NetworkPreset::of(self.network());
         Ok(Self {
             data_dir: Some(self.data_dir()?),
             engine: self.engine.filled(&preset),
@@ -831,7 +831,7 @@ sysfs_root = "/sys"
         // Set in the file: kept, with its source.
         assert_eq!(effective.engine.poll_ms, Some(750));
         // Unset: the value the engine runs with (the devnet preset's depth, the defaults).
-        let preset = crate::network::NetworkPreset::of(Network::Devnet).expect("preset");
+        let preset = crate::network::NetworkPreset::of(Network::Devnet);
         assert_eq!(
             effective.engine.confirmation_depth,
             Some(preset.confirmation_depth)

@@ -82,7 +82,9 @@ pub enum SubmitError {
         /// Mempool capacity.
         capacity: usize,
     },
-    /// The devnet's store failed; the devnet needs attention.
+    /// The devnet's submission task failed (a panic in validation or the store); the devnet
+    /// needs attention. Text, not the `JoinError`: this enum is cloned and compared (the
+    /// `Eq` of a submission's outcome), which a `JoinError` is not.
     #[error("devnet store failure: {0}")]
     Internal(String),
 }

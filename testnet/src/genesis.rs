@@ -16,6 +16,7 @@ use pallas_primitives::conway::NativeScript;
 use serde::{Deserialize, Serialize};
 
 use crate::keys::DevKey;
+use ganglion_cardano::devnet;
 use ganglion_cardano::protocol::{ParamsError, ProtocolParams};
 use ganglion_cardano::time::{SlotConfig, now_posix_ms};
 use ganglion_cardano::txo::TxoRef;
@@ -140,7 +141,7 @@ pub enum GenesisError {
 pub const MAX_MINT_NTX: u64 = i64::MAX as u64;
 
 /// Number of deterministic devnet keys funded by [`Genesis::devnet`] (seeds 0..N).
-pub const DEVNET_FUNDED_KEYS: u32 = 4;
+pub const DEVNET_FUNDED_KEYS: u32 = ganglion_cardano::devnet::FUNDED_KEYS;
 
 impl Genesis {
     /// A ready devnet: magic 42, testnet addresses, system start = now, 1 s slots, k = 10,
@@ -161,15 +162,17 @@ impl Genesis {
             })
             .collect();
         Ok(Self {
-            network_magic: 42,
+            network_magic: devnet::NETWORK_MAGIC,
             network_id: 0,
             system_start_ms: now_posix_ms(),
-            slot_length_ms: 1000,
-            security_param: 10,
+            slot_length_ms: devnet::SLOT_LENGTH_MS,
+            security_param: devnet::SECURITY_PARAM,
             protocol_params: ProtocolParams::mainnet()?,
             ntx: NtxConfig {
-                minter_key_hash: DevKey::from_seed(0).key_hash().to_string(),
-                asset_name: hex::encode("NTX"),
+                minter_key_hash: DevKey::from_seed(devnet::NTX_MINTER_SEED)
+                    .key_hash()
+                    .to_string(),
+                asset_name: hex::encode(devnet::NTX_ASSET_NAME),
             },
             funds,
         })
@@ -347,6 +350,21 @@ pub fn encode_output(
 mod tests {
     use super::*;
     use crate::ledger::phase1::output_facts;
+
+    #[test]
+    fn the_devnet_genesis_has_the_well_known_values_a_node_joins_with() {
+        // The node's devnet preset reads `ganglion_cardano::devnet`, not this crate.
+        let g = Genesis::devnet().expect("genesis");
+        assert_eq!(g.network_magic, devnet::NETWORK_MAGIC);
+        assert_eq!(g.security_param, devnet::SECURITY_PARAM);
+        assert_eq!(*g.ntx_policy_id().expect("policy"), devnet::ntx_policy_id());
+        assert_eq!(g.ntx_asset_name().expect("name"), devnet::NTX_ASSET_NAME);
+        let script = minicbor::to_vec(g.ntx_policy_script().expect("script")).expect("cbor");
+        assert_eq!(
+            script,
+            devnet::script_pubkey_cbor(&devnet::key_hash(devnet::NTX_MINTER_SEED))
+        );
+    }
 
     #[test]
     fn devnet_genesis_round_trips_through_json_and_funds_keys() {

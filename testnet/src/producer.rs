@@ -51,13 +51,13 @@ pub enum ProduceError {
         #[source]
         source: Rejection,
     },
-    /// CBOR encoding failed.
+    /// CBOR encoding failed (into memory: a header the encoder refuses, e.g. a bad length).
     #[error("CBOR encoding failed: {0}")]
-    Encode(String),
+    Encode(#[from] minicbor::encode::Error<std::convert::Infallible>),
 }
 
-fn enc_err<E: std::fmt::Display>(e: E) -> ProduceError {
-    ProduceError::Encode(e.to_string())
+fn enc_err(e: minicbor::encode::Error<std::convert::Infallible>) -> ProduceError {
+    ProduceError::Encode(e)
 }
 
 /// The four raw body segments of a block holding `txs` (original transaction bytes).

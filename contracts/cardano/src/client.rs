@@ -1,24 +1,31 @@
-//! An N2C client facade for the devnet and a cardano-node: handshake, chainsync (whole
-//! blocks), local-state-query and local-tx-submission with readable rejections — what the
-//! wallet, the indexer and the devnet's own tests connect with.
+//! Client facades for the devnet and a cardano-node — what the wallet and the indexer
+//! connect with:
+//! - [`N2cClient`] (node-to-client, a node's socket): handshake, chainsync (whole blocks),
+//!   local-state-query and local-tx-submission with readable rejections;
+//! - [`N2nClient`] (node-to-node, a relay's TCP port): handshake, chainsync (headers),
+//!   blockfetch and the keep-alive a relay expects.
 //!
-//! Chainsync and local-state-query are pallas' own clients, so any pallas `NodeClient`
-//! user can follow the devnet; only submission needs this facade to read rejections
-//! ([`crate::localtx`]). Handshake: node-to-client versions 10 and above with the network
-//! magic (ouroboros-network `NodeToClientVersion`).
+//! The mini-protocol clients are pallas' own, so any pallas `NodeClient`/`PeerClient` user
+//! can follow the devnet too (the devnet's interoperability tests use those on purpose);
+//! submission needs this facade to read rejections ([`crate::localtx`]). Handshakes:
+//! node-to-client versions 10 and above, node-to-node 7 and above, with the network magic
+//! (ouroboros-network `NodeToClientVersion`, `NodeToNodeVersion`).
 
-use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
 
-use pallas_network::miniprotocols::chainsync;
-use pallas_network::miniprotocols::handshake::{self, n2c};
+use pallas_network::facades::{KeepAliveHandle, KeepAliveLoop};
+use pallas_network::miniprotocols::handshake::{self, n2c, n2n};
 use pallas_network::miniprotocols::localstate;
 use pallas_network::miniprotocols::localtxsubmission::{EraTx, Response};
 use pallas_network::miniprotocols::{
     PROTOCOL_N2C_CHAIN_SYNC, PROTOCOL_N2C_HANDSHAKE, PROTOCOL_N2C_STATE_QUERY,
-    PROTOCOL_N2C_TX_SUBMISSION,
+    PROTOCOL_N2C_TX_SUBMISSION, PROTOCOL_N2N_BLOCK_FETCH, PROTOCOL_N2N_CHAIN_SYNC,
+    PROTOCOL_N2N_HANDSHAKE, PROTOCOL_N2N_KEEP_ALIVE,
 };
+use pallas_network::miniprotocols::{blockfetch, chainsync, keepalive};
 use pallas_network::multiplexer::{Bearer, Plexer, RunningPlexer};
+use tokio::net::ToSocketAddrs;
 
 use crate::localtx::{self, CONWAY_TX_ERA, WireRejection};
 
@@ -26,7 +33,7 @@ use crate::localtx::{self, CONWAY_TX_ERA, WireRejection};
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// Connecting failed.
-    #[error("cannot connect")]
+    #[error("cannot connect: {0}")]
     Connect(#[source] std::io::Error),
     /// The handshake failed (connection, protocol).
     #[error("handshake failed: {0}")]
@@ -68,12 +75,12 @@ impl N2cClient {
         Self::handshake(bearer, magic).await
     }
 
-    /// Connect over an N2C TCP port (the devnet's; cardano-node serves N2C on a socket only)
-    /// and hand-shake with network `magic`.
+    /// Connect over an N2C TCP port (`host:port`; the devnet's — cardano-node serves N2C on a
+    /// socket only) and hand-shake with network `magic`.
     ///
     /// # Errors
     /// [`ClientError::Connect`], [`ClientError::Handshake`], [`ClientError::HandshakeRefused`].
-    pub async fn connect_tcp(addr: SocketAddr, magic: u64) -> Result<Self, ClientError> {
+    pub async fn connect_tcp(addr: impl ToSocketAddrs, magic: u64) -> Result<Self, ClientError> {
         let bearer = Bearer::connect_tcp(addr)
             .await
             .map_err(ClientError::Connect)?;
@@ -138,5 +145,95 @@ impl N2cClient {
     /// Close the connection.
     pub async fn close(self) {
         self.plexer.abort().await;
+    }
+}
+
+/// Seconds between keep-alive pings on an N2N connection (pallas' default; a cardano-node
+/// relay drops a peer that stays silent for long).
+pub const KEEP_ALIVE_INTERVAL_S: u64 = pallas_network::facades::DEFAULT_KEEP_ALIVE_INTERVAL_SEC;
+
+/// An N2N connection to a relay (the devnet's N2N port, a cardano-node relay) with its
+/// chainsync (headers) and blockfetch clients; a keep-alive task pings it every
+/// [`KEEP_ALIVE_INTERVAL_S`] seconds until [`N2nClient::close`].
+pub struct N2nClient {
+    /// `None` once closed (taken by [`N2nClient::close`] or the drop).
+    plexer: Option<RunningPlexer>,
+    keepalive: KeepAliveHandle,
+    chainsync: chainsync::N2NClient,
+    blockfetch: blockfetch::Client,
+}
+
+impl N2nClient {
+    /// Connect to a relay at `addr` (`host:port`) and hand-shake with network `magic`
+    /// (node-to-node versions 7 and above), then start the keep-alive.
+    ///
+    /// # Errors
+    /// [`ClientError::Connect`], [`ClientError::Handshake`], [`ClientError::HandshakeRefused`].
+    pub async fn connect(addr: impl ToSocketAddrs, magic: u64) -> Result<Self, ClientError> {
+        let bearer = Bearer::connect_tcp(addr)
+            .await
+            .map_err(ClientError::Connect)?;
+        let mut plexer = Plexer::new(bearer);
+        let mut hs: handshake::Client<n2n::VersionData> =
+            handshake::Client::new(plexer.subscribe_client(PROTOCOL_N2N_HANDSHAKE));
+        let chainsync = chainsync::N2NClient::new(plexer.subscribe_client(PROTOCOL_N2N_CHAIN_SYNC));
+        let blockfetch = blockfetch::Client::new(plexer.subscribe_client(PROTOCOL_N2N_BLOCK_FETCH));
+        let keepalive = keepalive::Client::new(plexer.subscribe_client(PROTOCOL_N2N_KEEP_ALIVE));
+        let plexer = plexer.spawn();
+        match hs.handshake(n2n::VersionTable::v7_and_above(magic)).await {
+            Ok(handshake::Confirmation::Accepted(..)) => Ok(Self {
+                plexer: Some(plexer),
+                keepalive: KeepAliveLoop::client(
+                    keepalive,
+                    Duration::from_secs(KEEP_ALIVE_INTERVAL_S),
+                )
+                .spawn(),
+                chainsync,
+                blockfetch,
+            }),
+            Ok(other) => {
+                plexer.abort().await;
+                Err(ClientError::HandshakeRefused(format!("{other:?}")))
+            }
+            Err(e) => {
+                plexer.abort().await;
+                Err(ClientError::Handshake(e))
+            }
+        }
+    }
+
+    /// The chainsync client (headers).
+    pub fn chainsync(&mut self) -> &mut chainsync::N2NClient {
+        &mut self.chainsync
+    }
+
+    /// The blockfetch client.
+    pub fn blockfetch(&mut self) -> &mut blockfetch::Client {
+        &mut self.blockfetch
+    }
+
+    /// Stop the keep-alive and close the connection.
+    pub async fn close(mut self) {
+        self.keepalive.abort();
+        if let Some(plexer) = self.plexer.take() {
+            plexer.abort().await;
+        }
+    }
+}
+
+impl Drop for N2nClient {
+    /// A dropped client (a follower reconnecting) stops its keep-alive and multiplexer tasks
+    /// rather than leave them pinging a relay nobody reads from.
+    fn drop(&mut self) {
+        self.keepalive.abort();
+        if let Some(plexer) = self.plexer.take() {
+            // `abort` only aborts the two tasks' handles and awaits nothing: one poll runs it
+            // to the end, no runtime needed.
+            let abort = std::pin::pin!(plexer.abort());
+            let _ = std::future::Future::poll(
+                abort,
+                &mut std::task::Context::from_waker(std::task::Waker::noop()),
+            );
+        }
     }
 }

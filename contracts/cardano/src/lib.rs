@@ -25,11 +25,14 @@
 //! - [`time`]: the slot clock, slot ↔ POSIX ms, with typed errors.
 //! - [`localstate`]: local-state-query answers (system start, Conway pparams) both ways.
 //! - [`localtx`]: local-tx-submission rejections on the wire (`[rule, message]` or raw).
-//! - [`client`]: the N2C client facade (chainsync, state query, submission).
+//! - [`client`]: the N2C and N2N client facades (chainsync, blockfetch, state query,
+//!   submission).
 //! - [`devkey`]: the devnet's deterministic key derivation.
+//! - [`devnet`]: the devnet's well-known values (magic, k, NTX policy) a node joins it with.
 
 pub mod client;
 pub mod devkey;
+pub mod devnet;
 pub mod fees;
 pub mod localstate;
 pub mod localtx;

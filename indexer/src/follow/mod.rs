@@ -1,4 +1,5 @@
-//! Chain following over the Ouroboros mini-protocols (pallas-network), as a stream of
+//! Chain following over the Ouroboros mini-protocols (pallas-network, connected through
+//! `ganglion-cardano`'s client facades), as a stream of
 //! [`ChainEvent`]s: N2N (chainsync headers + blockfetch) to a relay, or N2C (chainsync with
 //! full blocks) to a node socket. Works against a real cardano-node on preprod or mainnet
 //! (give its address or socket and the network magic: 1 preprod, 764824073 mainnet) and
@@ -10,6 +11,7 @@ mod n2n;
 use std::path::PathBuf;
 
 use pallas_network::miniprotocols::Point as WirePoint;
+use pallas_network::miniprotocols::blockfetch;
 use pallas_network::miniprotocols::chainsync::{self, NextResponse};
 
 pub use n2c::N2cFollower;
@@ -54,24 +56,32 @@ pub enum ChainEvent {
 #[derive(Debug, thiserror::Error)]
 pub enum FollowError {
     /// Connecting or the handshake failed.
-    #[error("connecting to {source_desc}: {reason}")]
+    #[error("connecting to {source_desc}: {source}")]
     Connect {
         /// The source.
         source_desc: String,
         /// Why.
-        reason: String,
+        #[source]
+        source: ganglion_cardano::client::ClientError,
     },
-    /// A mini-protocol failed mid-stream.
-    #[error("{protocol}: {reason}")]
-    Protocol {
-        /// chainsync, blockfetch, …
-        protocol: &'static str,
-        /// Why.
-        reason: String,
-    },
+    /// Chainsync failed mid-stream (connection, agency, decoding).
+    #[error("chainsync: {0}")]
+    Chainsync(#[source] chainsync::ClientError),
+    /// Blockfetch failed mid-stream.
+    #[error("blockfetch: {0}")]
+    Blockfetch(#[source] blockfetch::ClientError),
+    /// The peer knows none of the points offered to intersect at.
+    #[error("chainsync: no intersection with the given points")]
+    NoIntersection,
+    /// The peer sent a block that does not extend the indexer's tip (it skipped ahead).
+    #[error("chainsync: the block does not extend the indexer's tip")]
+    NotNext,
     /// A header the follower must decode did not decode.
     #[error("header does not decode: {0}")]
-    Header(String),
+    Header(#[source] pallas_traverse::Error),
+    /// A block the peer sent did not decode (the indexer's decoder message).
+    #[error("block does not decode: {0}")]
+    Block(String),
 }
 
 /// What a chainsync server says next, once it has something to say: content `C` (a block over
@@ -84,7 +94,7 @@ pub(crate) enum Roll<C> {
 /// The next roll forward or backward of `client`, waiting through the server's `Await`.
 ///
 /// # Errors
-/// [`FollowError::Protocol`] (`chainsync`).
+/// [`FollowError::Chainsync`].
 pub(crate) async fn next_roll<C>(client: &mut chainsync::Client<C>) -> Result<Roll<C>, FollowError>
 where
     chainsync::Message<C>: pallas_codec::Fragment,
@@ -93,10 +103,7 @@ where
         let r = client
             .request_or_await_next()
             .await
-            .map_err(|e| FollowError::Protocol {
-                protocol: "chainsync",
-                reason: e.to_string(),
-            })?;
+            .map_err(FollowError::Chainsync)?;
         match r {
             NextResponse::RollForward(content, _) => return Ok(Roll::Forward(content)),
             NextResponse::RollBackward(point, _) => return Ok(Roll::Backward(from_wire(&point))),
@@ -148,7 +155,7 @@ impl Follower {
     /// (`None` = origin). An empty list starts from origin.
     ///
     /// # Errors
-    /// [`FollowError::Protocol`] when no point is known or the protocol fails.
+    /// [`FollowError::NoIntersection`] when no point is known, [`FollowError::Chainsync`].
     pub async fn intersect(
         &mut self,
         points: &[Option<(u64, [u8; 32])>],
@@ -162,32 +169,23 @@ impl Follower {
             Self::N2n(f) => f.chainsync().find_intersect(wire).await,
             Self::N2c(f) => f.chainsync().find_intersect(wire).await,
         }
-        .map_err(|e| FollowError::Protocol {
-            protocol: "chainsync",
-            reason: e.to_string(),
-        })?;
+        .map_err(FollowError::Chainsync)?;
         match found.0 {
             Some(p) => Ok(from_wire(&p)),
-            None => Err(FollowError::Protocol {
-                protocol: "chainsync",
-                reason: "no intersection with the given points".into(),
-            }),
+            None => Err(FollowError::NoIntersection),
         }
     }
 
     /// Intersects at the peer's current tip and returns it.
     ///
     /// # Errors
-    /// [`FollowError::Protocol`].
+    /// [`FollowError::Chainsync`].
     pub async fn intersect_tip(&mut self) -> Result<Option<(u64, [u8; 32])>, FollowError> {
         let p = match self {
             Self::N2n(f) => f.chainsync().intersect_tip().await,
             Self::N2c(f) => f.chainsync().intersect_tip().await,
         }
-        .map_err(|e| FollowError::Protocol {
-            protocol: "chainsync",
-            reason: e.to_string(),
-        })?;
+        .map_err(FollowError::Chainsync)?;
         Ok(from_wire(&p))
     }
 

@@ -1,6 +1,7 @@
-//! N2N: chainsync delivering headers, blockfetch for each block.
+//! N2N: chainsync delivering headers, blockfetch for each block, through
+//! [`ganglion_cardano::client::N2nClient`].
 
-use pallas_network::facades::PeerClient;
+use ganglion_cardano::client::N2nClient;
 use pallas_network::miniprotocols::Point as WirePoint;
 use pallas_network::miniprotocols::chainsync::N2NClient;
 use pallas_traverse::MultiEraHeader;
@@ -9,21 +10,22 @@ use super::{ChainEvent, FollowError, Roll, next_roll};
 
 /// A node-to-node follower.
 pub struct N2nFollower {
-    client: PeerClient,
+    client: N2nClient,
 }
 
 impl N2nFollower {
-    /// Connects to a relay and performs the N2N handshake.
+    /// Connects to a relay (`host:port`) and performs the N2N handshake (v7 and above).
     ///
     /// # Errors
     /// [`FollowError::Connect`].
     pub async fn connect(addr: &str, magic: u64) -> Result<Self, FollowError> {
-        let client = PeerClient::connect(addr, magic)
-            .await
-            .map_err(|e| FollowError::Connect {
-                source_desc: addr.to_string(),
-                reason: e.to_string(),
-            })?;
+        let client =
+            N2nClient::connect(addr, magic)
+                .await
+                .map_err(|source| FollowError::Connect {
+                    source_desc: addr.to_string(),
+                    source,
+                })?;
         Ok(Self { client })
     }
 
@@ -38,17 +40,14 @@ impl N2nFollower {
         };
         let subtag = header.byron_prefix.map(|(s, _)| s);
         let h = MultiEraHeader::decode(header.variant, subtag, &header.cbor)
-            .map_err(|e| FollowError::Header(e.to_string()))?;
+            .map_err(FollowError::Header)?;
         let point = WirePoint::Specific(h.slot(), h.hash().to_vec());
         let body = self
             .client
             .blockfetch()
             .fetch_single(point)
             .await
-            .map_err(|e| FollowError::Protocol {
-                protocol: "blockfetch",
-                reason: e.to_string(),
-            })?;
+            .map_err(FollowError::Blockfetch)?;
         Ok(ChainEvent::RollForward(body))
     }
 }

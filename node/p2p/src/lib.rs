@@ -68,6 +68,7 @@
 //! - `listen`: when a listen on 0.0.0.0 is answered (after its routable address, so dials
 //!   reuse its port).
 //! - [`identity`]: the node key in the data dir.
+//! - `test_utils` (feature `test-utils`): test identities, live bonds, event waits.
 
 pub mod behaviour;
 pub mod bitswap;
@@ -86,6 +87,8 @@ pub mod protocols;
 pub mod relayed;
 pub mod rtt;
 mod swarm;
+#[cfg(feature = "test-utils")]
+pub mod test_utils;
 
 pub use client::{COMMAND_CHANNEL, Client};
 pub use config::{Config, now_ms};

@@ -74,7 +74,8 @@ pub enum OfferRejection {
         /// The cap, bytes.
         max: usize,
     },
-    /// The payload is not a CBOR `SignedOffer`.
+    /// The payload is not a CBOR `SignedOffer`: the decoder's message (text: rejections are
+    /// cloned and compared, which ciborium's error is not).
     #[error("offer does not decode: {0}")]
     Malformed(String),
     /// Too many addresses or GPU groups.

@@ -210,7 +210,7 @@ pub enum DecodeError {
     BadLength,
     /// The body is not CBOR of the expected message.
     #[error("bad CBOR: {0}")]
-    Cbor(String),
+    Cbor(#[source] ciborium::de::Error<std::io::Error>),
     /// Bytes left after the message.
     #[error("{0} trailing bytes")]
     Trailing(usize),
@@ -279,7 +279,7 @@ pub fn decode<T: DeserializeOwned + Bounded>(bytes: &[u8], max: usize) -> Result
         });
     }
     let mut rest = bytes;
-    let msg: T = ciborium::from_reader(&mut rest).map_err(|e| DecodeError::Cbor(e.to_string()))?;
+    let msg: T = ciborium::from_reader(&mut rest).map_err(DecodeError::Cbor)?;
     if !rest.is_empty() {
         return Err(DecodeError::Trailing(rest.len()));
     }

@@ -106,7 +106,7 @@ async fn deploy_on(
     seed: u32,
 ) -> anyhow::Result<Deployed> {
     use ganglion_node::daemon::devnet::{deploy_validator_at, deployed_reference};
-    let preset = ganglion_node::network::NetworkPreset::of(ganglion_node::config::Network::Devnet)?;
+    let preset = ganglion_node::network::NetworkPreset::of(ganglion_node::config::Network::Devnet);
     let params = preset.require_deployment(configured)?;
     let script = ganglion_contracts::v2::blueprint()
         .and_then(|b| b.apply_data(params.to_plutus_data()))

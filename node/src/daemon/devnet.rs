@@ -65,7 +65,7 @@ pub async fn deployed_reference(
     endpoint: &N2cEndpoint,
     params: &Params,
 ) -> Result<Option<TxoRef>, DaemonError> {
-    let preset = NetworkPreset::of(Network::Devnet)?;
+    let preset = NetworkPreset::of(Network::Devnet);
     let script =
         ganglion_contracts::v2::blueprint().and_then(|b| b.apply_data(params.to_plutus_data()))?;
     let mut client = ChainClient::connect(endpoint, preset.magic).await?;
@@ -85,7 +85,7 @@ pub async fn deploy_validator_at(
     params: &Params,
     deployer: &SigningKey,
 ) -> Result<TxoRef, DaemonError> {
-    let preset = NetworkPreset::of(Network::Devnet)?;
+    let preset = NetworkPreset::of(Network::Devnet);
     let endpoint = endpoint.clone();
     let script =
         ganglion_contracts::v2::blueprint().and_then(|b| b.apply_data(params.to_plutus_data()))?;

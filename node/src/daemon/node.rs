@@ -202,7 +202,7 @@ async fn run_on(
     dir: DataDir,
     shutdown: CancellationToken,
 ) -> Result<(), DaemonError> {
-    let preset = NetworkPreset::of(settings.network())?;
+    let preset = NetworkPreset::of(settings.network());
     let endpoint = settings.n2c()?;
     if !dir.payment_key().exists() {
         return Err(DaemonError::NoPaymentKey(dir.payment_key()));

@@ -147,7 +147,7 @@ impl Cluster {
             data_dir: self.dir.join(name),
             n2c: handle
                 .n2c_tcp_addr()
-                .ok_or_else(|| DemoError::Chain("the devnet has no N2C TCP endpoint".into()))?,
+                .ok_or_else(|| DemoError::chain("the devnet has no N2C TCP endpoint"))?,
             payment_seed: seed,
             deployment: deployed.params.clone(),
             reference: deployed.reference,
@@ -232,7 +232,7 @@ impl Cluster {
             .providers
             .iter()
             .find(|(n, _, _)| n == name)
-            .ok_or_else(|| DemoError::Rpc(format!("no provider {name}")))?;
+            .ok_or_else(|| DemoError::Rpc(format!("no provider {name}").into()))?;
         rpc_client(info, dir)
     }
 
@@ -343,18 +343,17 @@ pub fn ntx_of(handle: &DevnetHandle, deployed: &Deployed, seed: u32) -> Result<u
 fn rpc_client(info: &NodeInfo, dir: &Path) -> Result<HttpClient, DemoError> {
     let token = DataDir::open(dir)
         .and_then(|d| d.read_rpc_cookie())
-        .map_err(|e| DemoError::Rpc(e.to_string()))?;
+        .map_err(|e| DemoError::Rpc(e.into()))?;
     let mut headers = HeaderMap::new();
     headers.insert(
         "authorization",
-        HeaderValue::from_str(&format!("Bearer {token}"))
-            .map_err(|e| DemoError::Rpc(e.to_string()))?,
+        HeaderValue::from_str(&format!("Bearer {token}")).map_err(|e| DemoError::Rpc(e.into()))?,
     );
     HttpClientBuilder::default()
         .set_headers(headers)
         .request_timeout(Duration::from_secs(30))
         .build(format!("http://{}", info.rpc))
-        .map_err(|e| DemoError::Rpc(e.to_string()))
+        .map_err(|e| DemoError::Rpc(e.into()))
 }
 
 fn tail(path: &Path, lines: usize) -> String {
@@ -373,10 +372,10 @@ pub fn probe_image() -> Result<String, DemoError> {
     let out = Command::new("bash")
         .arg(&script)
         .output()
-        .map_err(|e| DemoError::Image(format!("{}: {e}", script.display())))?;
+        .map_err(|e| DemoError::Image(format!("{}: {e}", script.display()).into()))?;
     if !out.status.success() {
         return Err(DemoError::Image(
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned().into(),
         ));
     }
     Ok(String::from_utf8_lossy(&out.stdout)

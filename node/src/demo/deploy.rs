@@ -45,7 +45,7 @@ pub async fn deploy(handle: &DevnetHandle, genesis: &Genesis) -> Result<Deployed
     };
     let n2c = handle
         .n2c_tcp_addr()
-        .ok_or_else(|| DemoError::Chain("the devnet has no N2C TCP endpoint".into()))?;
+        .ok_or_else(|| DemoError::chain("the devnet has no N2C TCP endpoint"))?;
     let reference = crate::daemon::devnet::deploy_validator(
         n2c,
         &params,

@@ -50,16 +50,19 @@ pub enum DemoError {
         "no Docker Engine: {0}\n  install and start it: `apt-get install -y docker.io iptables && dockerd &` \
          (or `bash scripts/ensure-docker.sh` in a checkout)"
     )]
-    NoDocker(String),
-    /// The workload image could not be built.
+    NoDocker(#[source] ganglion_dispatch::executor::ExecError),
+    /// The workload image could not be built (the build script's error or its last lines).
     #[error("building the workload image: {0}")]
-    Image(String),
+    Image(#[source] Source),
     /// The devnet, the deployment or a transaction failed.
     #[error("chain: {0}")]
-    Chain(String),
-    /// The per-provider NAT namespaces could not be built (`--network nat`).
+    Chain(#[source] Source),
+    /// The per-provider NAT namespaces could not be built (`--network nat`): why not here.
+    #[error("network: cannot build the NAT topology: {0}")]
+    NatUnavailable(String),
+    /// Building the per-provider NAT namespaces failed.
     #[error("network: {0}")]
-    Network(String),
+    Network(#[source] natnet::NatNetError),
     /// A node process failed to start or died.
     #[error("node {name}: {reason}")]
     Node {
@@ -68,9 +71,10 @@ pub enum DemoError {
         /// Why, with the end of its log.
         reason: String,
     },
-    /// The JSON-RPC exchange with the orchestrator failed.
+    /// The JSON-RPC exchange with a node failed (the client's error, or what is missing to
+    /// make the call).
     #[error("JSON-RPC: {0}")]
-    Rpc(String),
+    Rpc(#[source] Source),
     /// The job ended otherwise than the scenario wants.
     #[error("the job ended {state} instead of {want}: {detail}")]
     NotSettled {
@@ -89,9 +93,13 @@ pub enum DemoError {
     Io(#[from] std::io::Error),
 }
 
+/// The error a demo step wraps: a library's typed error, or a message for what no library
+/// reported.
+pub type Source = Box<dyn std::error::Error + Send + Sync>;
+
 impl DemoError {
-    pub(crate) fn chain(e: impl std::fmt::Display) -> Self {
-        Self::Chain(e.to_string())
+    pub(crate) fn chain(e: impl Into<Source>) -> Self {
+        Self::Chain(e.into())
     }
 }
 
@@ -335,7 +343,7 @@ pub fn ensemble(image: &str, run_s: u32, deadline_ms: u64) -> Result<Ensemble, D
         "budget_ntx": BUDGET_NTX,
         "deadline_ms": deadline_ms,
     });
-    Ensemble::from_json_str(&json.to_string()).map_err(|e| DemoError::Chain(e.to_string()))
+    Ensemble::from_json_str(&json.to_string()).map_err(DemoError::chain)
 }
 
 /// NTX base units the demo's job locks.
@@ -353,8 +361,8 @@ pub async fn audit_step(node: &HttpClient, job_id: &str) -> Result<AuditReport, 
         .map_err(rpc_err)
 }
 
-fn rpc_err(e: impl std::fmt::Display) -> DemoError {
-    DemoError::Rpc(e.to_string())
+fn rpc_err(e: impl Into<Source>) -> DemoError {
+    DemoError::Rpc(e.into())
 }
 
 /// The first time `record` entered `state`, POSIX ms.
@@ -396,7 +404,7 @@ pub async fn run(
         30,
     )
     .await
-    .map_err(|e| DemoError::NoDocker(e.to_string()))?;
+    .map_err(DemoError::NoDocker)?;
     // The probe image is every pod's sandbox, whatever the workload.
     let probe = cluster::probe_image()?;
     if opts.workload == Workload::Torch {
@@ -425,13 +433,10 @@ pub async fn run(
         (DemoNetwork::Loopback, _) => (None, format!("{LOOPBACK} (--network loopback)")),
         (DemoNetwork::Auto, Some(why)) => (None, format!("{LOOPBACK}; no NAT here: {why}")),
         (DemoNetwork::Nat, Some(why)) => {
-            return Err(DemoError::Network(format!(
-                "cannot build the NAT topology: {why}"
-            )));
+            return Err(DemoError::NatUnavailable(why.to_string()));
         }
         (_, None) => {
-            let n = natnet::NatNet::create(cluster::PROVIDERS.len())
-                .map_err(|e| DemoError::Network(e.to_string()))?;
+            let n = natnet::NatNet::create(cluster::PROVIDERS.len()).map_err(DemoError::Network)?;
             let line = n.describe();
             (Some(n), line)
         }

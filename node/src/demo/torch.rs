@@ -65,7 +65,7 @@ pub fn ensemble(
         "budget_ntx": budget_ntx,
         "deadline_ms": deadline_ms,
     });
-    Ensemble::from_json_str(&json.to_string()).map_err(|e| DemoError::Chain(e.to_string()))
+    Ensemble::from_json_str(&json.to_string()).map_err(DemoError::chain)
 }
 
 /// Builds (about 3 minutes, once) or finds the torch image with
@@ -82,7 +82,7 @@ pub fn image(mut progress: impl FnMut(&str)) -> Result<String, DemoError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| DemoError::Image(format!("{}: {e}", script.display())))?;
+        .map_err(|e| DemoError::Image(format!("{}: {e}", script.display()).into()))?;
     let stderr = child.stderr.take();
     let mut tail: Vec<String> = Vec::new();
     if let Some(err) = stderr {
@@ -93,10 +93,10 @@ pub fn image(mut progress: impl FnMut(&str)) -> Result<String, DemoError> {
     }
     let out = child
         .wait_with_output()
-        .map_err(|e| DemoError::Image(e.to_string()))?;
+        .map_err(|e| DemoError::Image(e.into()))?;
     if !out.status.success() {
         let from = tail.len().saturating_sub(20);
-        return Err(DemoError::Image(tail[from..].join("\n")));
+        return Err(DemoError::Image(tail[from..].join("\n").into()));
     }
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()

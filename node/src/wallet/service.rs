@@ -70,7 +70,7 @@ impl Wallet {
     /// [`Error::Key`] (`Exists` when a key is already there), [`Error::DataDir`],
     /// [`Error::Settings`], [`Error::Network`], [`Error::DevnetOnly`].
     pub fn create(settings: Settings, devnet_seed: Option<u32>) -> Result<Self, Error> {
-        let preset = NetworkPreset::of(settings.network())?;
+        let preset = NetworkPreset::of(settings.network());
         let dir = DataDir::open(settings.data_dir()?)?;
         let key = match devnet_seed {
             Some(s) if preset.network == crate::config::Network::Devnet => PaymentKey::devnet(s),
@@ -91,7 +91,7 @@ impl Wallet {
     /// [`Error::NoKey`], [`Error::Key`], [`Error::DataDir`], [`Error::Settings`],
     /// [`Error::Network`].
     pub fn open(settings: Settings) -> Result<Self, Error> {
-        let preset = NetworkPreset::of(settings.network())?;
+        let preset = NetworkPreset::of(settings.network());
         let dir = DataDir::open(settings.data_dir()?)?;
         let path = dir.payment_key();
         if !path.exists() {

@@ -19,9 +19,15 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Errors ending one connection (never the server).
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// Handshake failed or timed out.
+    /// The handshake protocol failed (decoding, a closed channel).
     #[error("handshake failed: {0}")]
-    Handshake(String),
+    Handshake(#[from] pallas_network::miniprotocols::handshake::Error),
+    /// The client offered no version this server speaks (or another network magic).
+    #[error("handshake failed: no common version (or another network magic)")]
+    NoCommonVersion,
+    /// The client did not complete the handshake within [`HANDSHAKE_TIMEOUT`].
+    #[error("handshake failed: timed out after {} s", HANDSHAKE_TIMEOUT.as_secs())]
+    HandshakeTimeout,
     /// Chainsync protocol error (agency, decoding, closed channel).
     #[error("chainsync")]
     ChainSync(#[from] pallas_network::miniprotocols::chainsync::ServerError),

@@ -98,13 +98,13 @@ async fn connection(
     .await;
     let failure = match accepted {
         Ok(Ok(Some(_))) => None,
-        Ok(Ok(None)) => Some("no common version".to_string()),
-        Ok(Err(e)) => Some(e.to_string()),
-        Err(_) => Some("timed out".to_string()),
+        Ok(Ok(None)) => Some(ServeError::NoCommonVersion),
+        Ok(Err(e)) => Some(ServeError::Handshake(e)),
+        Err(_) => Some(ServeError::HandshakeTimeout),
     };
     if let Some(f) = failure {
         plexer.abort().await;
-        return Err(ServeError::Handshake(f));
+        return Err(f);
     }
 
     let conn = cancel.child_token();

@@ -67,15 +67,15 @@ async fn connection(
         Ok(Ok(Some(_))) => {}
         Ok(Ok(None)) => {
             server.abort().await;
-            return Err(ServeError::Handshake("no common version".into()));
+            return Err(ServeError::NoCommonVersion);
         }
         Ok(Err(e)) => {
             server.abort().await;
-            return Err(ServeError::Handshake(e.to_string()));
+            return Err(ServeError::Handshake(e));
         }
         Err(_) => {
             server.abort().await;
-            return Err(ServeError::Handshake("timed out".into()));
+            return Err(ServeError::HandshakeTimeout);
         }
     }
     let PeerServer {

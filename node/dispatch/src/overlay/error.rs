@@ -108,10 +108,13 @@ pub enum OverlayError {
         /// The engine's error.
         source: bollard::errors::Error,
     },
-    /// The relay fallback could not be set up (e.g. its protocol is already registered on the
+    /// The relay fallback's protocol is already registered on the swarm (one overlay node per
     /// swarm).
     #[error("overlay relay: {0}")]
-    Relay(String),
+    Relay(#[source] libp2p_stream::AlreadyRegistered),
+    /// The relay fallback of this overlay node is already set up.
+    #[error("overlay relay: already set up on this overlay node")]
+    RelayAlreadySet,
     /// A sandbox container is not running (no PID, so no namespace to join).
     #[error("sandbox container {0} is not running")]
     SandboxNotRunning(String),

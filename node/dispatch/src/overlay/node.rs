@@ -264,7 +264,8 @@ impl OverlayNode {
     /// [`Self::start`] or [`Self::bind`], before adding jobs.
     ///
     /// # Errors
-    /// [`OverlayError::Relay`] when this node or another one already registered the relay
+    /// [`OverlayError::RelayAlreadySet`] when this node set its relay up before,
+    /// [`OverlayError::Relay`] when another one already registered the relay
     /// protocol on the same swarm.
     pub fn set_relay(
         &self,
@@ -278,7 +279,7 @@ impl OverlayNode {
                 sender: RelaySender::new(streams),
                 after,
             })
-            .map_err(|_| OverlayError::Relay("already set".into()))?;
+            .map_err(|_| OverlayError::RelayAlreadySet)?;
         Ok(RelayAcceptor {
             incoming,
             inner: self.inner.clone(),

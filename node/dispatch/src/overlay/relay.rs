@@ -102,9 +102,7 @@ impl RelaySender {
 /// [`OverlayError::Relay`] when the protocol is already registered on this swarm (one
 /// [`super::node::OverlayNode`] per swarm).
 pub fn accept(control: &mut Control) -> Result<IncomingStreams, OverlayError> {
-    control
-        .accept(RELAY_PROTOCOL)
-        .map_err(|e| OverlayError::Relay(e.to_string()))
+    control.accept(RELAY_PROTOCOL).map_err(OverlayError::Relay)
 }
 
 /// Reads `stream`'s frames until it ends or breaks, handing each datagram to `on_datagram`.

@@ -6,14 +6,13 @@
 use std::time::Duration;
 
 use ganglion_p2p::offers::BondSnapshot;
+use ganglion_p2p::test_utils::{TIMEOUT, wait_for};
 use ganglion_p2p::{self as p2p, Client, Config, Event};
 use libp2p::autonat::NatStatus;
 use libp2p::identity::Keypair;
 use libp2p::multiaddr::Protocol;
 use libp2p::{Multiaddr, PeerId};
 use tokio::sync::mpsc::Receiver;
-
-const TIMEOUT: Duration = Duration::from_secs(30);
 
 struct Node {
     client: Client,
@@ -49,19 +48,6 @@ async fn start(config: Config, listen: &str) -> Node {
         peer,
         addr,
     }
-}
-
-async fn wait_for<T>(events: &mut Receiver<Event>, mut f: impl FnMut(&Event) -> Option<T>) -> T {
-    tokio::time::timeout(TIMEOUT, async {
-        loop {
-            let e = events.recv().await.expect("event loop alive");
-            if let Some(t) = f(&e) {
-                return t;
-            }
-        }
-    })
-    .await
-    .expect("timed out waiting for an event")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

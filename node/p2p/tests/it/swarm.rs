@@ -11,8 +11,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ed25519_dalek::SigningKey;
-use ganglion_contracts::params::KeyHash;
-use ganglion_contracts::tx::TxoRef;
 use ganglion_contracts::v2::datum::JobId;
 use ganglion_contracts::v2::signed::sign;
 use ganglion_market::snapshot::Offer as MarketOffer;
@@ -23,48 +21,16 @@ use ganglion_p2p::protocols::{
     HeartbeatResponse, RefusalReason,
 };
 use ganglion_p2p::{self as p2p, Client, Config, Event};
-use libp2p::identity::Keypair;
 use libp2p::{Multiaddr, PeerId};
 use tokio::sync::mpsc::{Receiver, UnboundedReceiver, unbounded_channel};
 use tokio::task::JoinHandle;
 
-/// Upper bound on any single wait. Generous for a loaded 2-core CI machine; a healthy run
-/// takes well under a second per wait.
-pub(crate) const TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) use ganglion_p2p::test_utils::{Ident, TIMEOUT, ident, wait_for};
+
 const MAGIC: u64 = 42;
 
-/// Identity of test node `i`: its libp2p key, attest key, provider hash and bond.
-#[derive(Clone)]
-pub(crate) struct Ident {
-    key: Keypair,
-    pub(crate) peer: PeerId,
-    attest: SigningKey,
-    provider: KeyHash,
-    bond: TxoRef,
-}
-
-pub(crate) fn ident(i: u8) -> Ident {
-    let key = Keypair::ed25519_from_bytes([i + 1; 32]).expect("32-byte seed");
-    Ident {
-        peer: key.public().to_peer_id(),
-        key,
-        attest: SigningKey::from_bytes(&[0x80 + i; 32]),
-        provider: [i; 28],
-        bond: TxoRef {
-            tx_hash: [i; 32],
-            index: 0,
-        },
-    }
-}
-
 fn live_bond(id: &Ident) -> LiveBond {
-    LiveBond {
-        bond: id.bond,
-        provider: id.provider,
-        attest_key: id.attest.verifying_key().to_bytes(),
-        peer_id: id.peer.to_bytes(),
-        free_gpus: 4,
-    }
+    id.live_bond(4)
 }
 
 pub(crate) fn test_config() -> Config {
@@ -180,23 +146,6 @@ pub(crate) async fn start(id: Ident, bonds: BondSnapshot, config: Config) -> Nod
         addr,
         task,
     }
-}
-
-/// Waits for the first event `f` maps to `Some`, under [`TIMEOUT`].
-pub(crate) async fn wait_for<T>(
-    events: &mut Receiver<Event>,
-    mut f: impl FnMut(&Event) -> Option<T>,
-) -> T {
-    tokio::time::timeout(TIMEOUT, async {
-        loop {
-            let e = events.recv().await.expect("event loop alive");
-            if let Some(t) = f(&e) {
-                return t;
-            }
-        }
-    })
-    .await
-    .expect("timed out waiting for an event")
 }
 
 /// Waits until `node` has seen `n` distinct peers join the offer topic.

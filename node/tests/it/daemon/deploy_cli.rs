@@ -11,23 +11,10 @@ use ganglion_node::network::NetworkPreset;
 use ganglion_testnet::devnet::{self, DevnetConfig};
 use ganglion_testnet::genesis::Genesis;
 
-fn deploy(n2c: &str) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ganglion"))
-        .args(["devnet", "deploy", "--json"])
-        .env("GANGLION_NETWORK", "devnet")
-        .env("GANGLION_N2C", n2c)
-        .env_remove("GANGLION_CONFIG")
-        .output()
-        .expect("runs")
-}
+use super::support::{self, json};
 
-fn json(o: &std::process::Output) -> serde_json::Value {
-    assert!(
-        o.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("JSON on stdout")
+fn deploy(n2c: &str) -> std::process::Output {
+    support::ganglion(None, n2c, &["devnet", "deploy", "--json"])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -42,7 +29,7 @@ async fn devnet_deploy_once_and_nodes_find_the_reference_script() {
     .expect("devnet starts");
     let settings = super::support::settings(&h, &t.path().join("node"));
     let n2c = h.n2c_tcp_addr().expect("tcp").to_string();
-    let preset = NetworkPreset::of(settings.network()).expect("preset");
+    let preset = NetworkPreset::of(settings.network());
     let endpoint = settings.n2c().expect("n2c");
     assert!(settings.validator.is_none());
 
@@ -114,7 +101,7 @@ async fn devnet_up_with_deploy_serves_a_chain_with_the_validator() {
         "network = \"devnet\"\n[chain]\nn2c = \"{n2c}\"\n"
     ))
     .expect("settings");
-    let preset = NetworkPreset::of(settings.network()).expect("preset");
+    let preset = NetworkPreset::of(settings.network());
     let (_, deployment) = chain::resolve(&settings, &preset, &settings.n2c().expect("n2c"))
         .await
         .expect("the validator is found");

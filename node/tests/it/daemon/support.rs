@@ -13,6 +13,30 @@ pub(crate) async fn devnet(dir: &Path) -> DevnetHandle {
     devnet::start(cfg).await.expect("devnet starts")
 }
 
+/// `ganglion ARGS` as a user runs it against the devnet at `n2c` (`GANGLION_NETWORK=devnet`,
+/// `GANGLION_N2C`, `GANGLION_DATA_DIR` when given, no config file).
+pub(crate) fn ganglion(data_dir: Option<&Path>, n2c: &str, args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ganglion"));
+    cmd.args(args)
+        .env("GANGLION_NETWORK", "devnet")
+        .env("GANGLION_N2C", n2c)
+        .env_remove("GANGLION_CONFIG");
+    if let Some(dir) = data_dir {
+        cmd.env("GANGLION_DATA_DIR", dir);
+    }
+    cmd.output().expect("runs")
+}
+
+/// The JSON a successful command printed on stdout (fails with its stderr otherwise).
+pub(crate) fn json(o: &std::process::Output) -> serde_json::Value {
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("JSON on stdout")
+}
+
 /// Devnet settings with `data_dir` and the devnet's N2C TCP port.
 pub(crate) fn settings(h: &DevnetHandle, data_dir: &Path) -> Settings {
     let mut s = Settings::from_toml("network = \"devnet\"").expect("settings");

@@ -1,27 +1,9 @@
 //! `ganglion wallet …` as a user runs it: the binary, GANGLION_* variables, --json output.
 
-use std::process::Command;
-
-use super::support::devnet;
+use super::support::{self, devnet, json};
 
 fn ganglion(data_dir: &std::path::Path, n2c: &str, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ganglion"))
-        .args(args)
-        .env("GANGLION_NETWORK", "devnet")
-        .env("GANGLION_DATA_DIR", data_dir)
-        .env("GANGLION_N2C", n2c)
-        .env_remove("GANGLION_CONFIG")
-        .output()
-        .expect("runs")
-}
-
-fn json(o: &std::process::Output) -> serde_json::Value {
-    assert!(
-        o.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("JSON on stdout")
+    support::ganglion(Some(data_dir), n2c, args)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
