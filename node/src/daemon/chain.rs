@@ -144,9 +144,67 @@ pub struct BondOwner<'a> {
     pub peer: PeerId,
 }
 
+/// This owner's bond among `live` (the indexer's live UTxOs), as `ensure_bond` judges it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum OwnBond {
+    /// Not unbonding, holding its minimum stake: it backs jobs.
+    Active(TxoRef, u64),
+    /// Not unbonding but below its minimum stake (a slash took part of it): it backs no job
+    /// until topped up, and no second bond is posted beside it.
+    BelowMinimum {
+        /// The bond.
+        at: TxoRef,
+        /// Its stake, NTX base units.
+        stake: u64,
+        /// The minimum for its GPUs, NTX base units.
+        min: u64,
+        /// The GPUs it backs.
+        gpus: u64,
+    },
+}
+
+impl BondOwner<'_> {
+    /// This owner's bond among `live` (an active one first), judged against
+    /// `min_bond_per_gpu` (NTX base units per GPU, the deployment's).
+    fn bond_among(
+        &self,
+        live: &[ganglion_indexer::extract::Tracked],
+        min_bond_per_gpu: u64,
+    ) -> Option<OwnBond> {
+        let peer = self.peer.to_bytes();
+        let attest = self.attest.verifying_key().to_bytes();
+        let mut below = None;
+        for t in live {
+            let Some(b) = t.bond() else { continue };
+            if b.provider != self.provider
+                || b.attest_key != attest
+                || b.peer_id != peer
+                || b.unbonding_since_ms.is_some()
+            {
+                continue;
+            }
+            let min = min_bond_per_gpu.saturating_mul(b.gpus);
+            if t.ntx >= min {
+                return Some(OwnBond::Active(t.reference, t.ntx));
+            }
+            below.get_or_insert(OwnBond::BelowMinimum {
+                at: t.reference,
+                stake: t.ntx,
+                min,
+                gpus: b.gpus,
+            });
+        }
+        below
+    }
+}
+
 /// The live bond naming `owner` (found in the caught-up `indexer`), or — when `bond` is set
 /// and there is none — a bond of `bond.stake_ntx` for `bond.gpus` (default `gpus`) posted
 /// through `access` and awaited. Returns the bond UTxO and its stake (NTX base units).
+///
+/// A bond of `owner` below its minimum stake (slashed) is returned as it is, with a warning
+/// naming `ganglion provider bond top-up`: it backs no job until topped up, and posting a
+/// second bond from `[bond]` beside it would lock more NTX than the user asked for.
 ///
 /// # Errors
 /// [`DaemonError::NoBond`], [`DaemonError::Chain`], [`DaemonError::BondTimeout`],
@@ -162,20 +220,26 @@ pub async fn ensure_bond<S: Kv>(
 ) -> Result<(TxoRef, u64), DaemonError> {
     let peer = owner.peer.to_bytes();
     let attest = owner.attest.verifying_key().to_bytes();
-    let find = || -> Result<Option<(TxoRef, u64)>, DaemonError> {
-        Ok(indexer
-            .active_bonds()?
-            .into_iter()
-            .find(|b| {
-                b.datum.provider == owner.provider
-                    && b.datum.attest_key == attest
-                    && b.datum.peer_id == peer
-            })
-            .map(|b| (b.bond, b.stake)))
+    let min_per_gpu = deployment.params.min_bond_per_gpu;
+    let find = || -> Result<Option<OwnBond>, DaemonError> {
+        Ok(owner.bond_among(&indexer.live_utxos()?, min_per_gpu))
     };
-    if let Some(found) = find()? {
-        tracing::info!(bond = %hex::encode(found.0.tx_hash), index = found.0.index, stake = found.1, "live bond found");
-        return Ok(found);
+    match find()? {
+        Some(OwnBond::Active(at, stake)) => {
+            tracing::info!(bond = %hex::encode(at.tx_hash), index = at.index, stake, "live bond found");
+            return Ok((at, stake));
+        }
+        Some(OwnBond::BelowMinimum { at, stake, min, gpus }) => {
+            tracing::warn!(
+                bond = %format!("{}#{}", hex::encode(at.tx_hash), at.index),
+                stake,
+                min,
+                gpus,
+                "the bond holds less than its minimum stake (a slash?): it backs no job and this                  node offers nothing until it is topped up (`ganglion provider bond top-up                  --stake-ntx <NTX base units>`); no second bond is posted"
+            );
+            return Ok((at, stake));
+        }
+        None => {}
     }
     let bond = bond.ok_or(DaemonError::NoBond)?;
     let draft = build::post_bond(
@@ -196,12 +260,82 @@ pub async fn ensure_bond<S: Kv>(
     tracing::info!(tx = %hex::encode(tx.hash), stake = bond.stake_ntx, "bond posted");
     let start = Instant::now();
     loop {
-        if let Some(found) = find()? {
-            return Ok(found);
+        if let Some(OwnBond::Active(at, stake)) = find()? {
+            return Ok((at, stake));
         }
         if start.elapsed() > CHAIN_WAIT {
             return Err(DaemonError::BondTimeout(hex::encode(tx.hash)));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ganglion_contracts::v2::datum::{BondDatum, GanglionDatum};
+    use ganglion_indexer::extract::Tracked;
+
+    use super::*;
+
+    const MIN: u64 = 100;
+
+    fn owner_key() -> SigningKey {
+        SigningKey::from_bytes(&[9; 32])
+    }
+
+    fn bond(owner: &BondOwner<'_>, at: u8, gpus: u64, ntx: u64, unbonding: bool) -> Tracked {
+        Tracked {
+            reference: TxoRef {
+                tx_hash: [at; 32],
+                index: 0,
+            },
+            datum: GanglionDatum::Bond(BondDatum {
+                provider: owner.provider,
+                attest_key: owner.attest.verifying_key().to_bytes(),
+                peer_id: owner.peer.to_bytes(),
+                payout: Payout::enterprise(owner.provider),
+                gpus,
+                unbonding_since_ms: unbonding.then_some(1),
+                commitments: vec![],
+            }),
+            ntx,
+        }
+    }
+
+    #[test]
+    fn a_slashed_bond_is_kept_not_doubled_and_an_active_one_wins() {
+        let key = owner_key();
+        let owner = BondOwner {
+            provider: [1; 28],
+            attest: &key,
+            peer: PeerId::random(),
+        };
+        // Slashed below 2 × 100: kept (and named), so no second bond is posted.
+        let slashed = bond(&owner, 1, 2, 150, false);
+        assert_eq!(
+            owner.bond_among(std::slice::from_ref(&slashed), MIN),
+            Some(OwnBond::BelowMinimum {
+                at: slashed.reference,
+                stake: 150,
+                min: 200,
+                gpus: 2
+            })
+        );
+        // An active bond of the same owner is preferred, whatever the order.
+        let active = bond(&owner, 2, 2, 200, false);
+        assert_eq!(
+            owner.bond_among(&[slashed.clone(), active.clone()], MIN),
+            Some(OwnBond::Active(active.reference, 200))
+        );
+        // Unbonding bonds and other owners' bonds are not this node's live bond.
+        let unbonding = bond(&owner, 3, 2, 500, true);
+        let other_key = SigningKey::from_bytes(&[8; 32]);
+        let other = BondOwner {
+            provider: [2; 28],
+            attest: &other_key,
+            peer: owner.peer,
+        };
+        let theirs = bond(&other, 4, 2, 500, false);
+        assert_eq!(owner.bond_among(&[unbonding, theirs], MIN), None);
     }
 }
