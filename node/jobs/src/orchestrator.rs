@@ -349,6 +349,12 @@ pub(crate) async fn pass<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
             return;
         }
     };
+    let open: std::collections::HashSet<JobId> = records
+        .iter()
+        .filter(|r| !r.state.is_terminal())
+        .map(|r| r.job_id)
+        .collect();
+    forget_finished(ctx, &open);
     for r in records.into_iter().filter(|r| !r.state.is_terminal()) {
         let job = r.job_id;
         if let Err(e) = step(ctx, r).await {
@@ -361,6 +367,21 @@ pub(crate) async fn pass<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
             }
         }
     }
+}
+
+/// Drops the in-memory per-job state of the jobs that are no longer `open` (finished, or
+/// gone from the store): the last receipt given and the live log seen per assignment. A
+/// finished job gets no receipt and shows no live log, so nothing is lost; without this both
+/// maps would grow with every job the node ever orchestrated.
+fn forget_finished<S: Kv, E: Executor>(ctx: &Ctx<S, E>, open: &std::collections::HashSet<JobId>) {
+    ctx.receipts_given
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|(job, _), _| open.contains(job));
+    ctx.live_logs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|(job, _), _| open.contains(job));
 }
 
 fn apply<S: Kv, E: Executor>(
