@@ -229,7 +229,12 @@ pub async fn ensure_bond<S: Kv>(
             tracing::info!(bond = %hex::encode(at.tx_hash), index = at.index, stake, "live bond found");
             return Ok((at, stake));
         }
-        Some(OwnBond::BelowMinimum { at, stake, min, gpus }) => {
+        Some(OwnBond::BelowMinimum {
+            at,
+            stake,
+            min,
+            gpus,
+        }) => {
             tracing::warn!(
                 bond = %format!("{}#{}", hex::encode(at.tx_hash), at.index),
                 stake,
