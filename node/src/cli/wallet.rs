@@ -24,7 +24,8 @@ pub(crate) struct Args {
 pub(crate) enum Command {
     /// Create the payment key (refuses to overwrite one).
     New {
-        /// Devnet only: import the public devnet key of this seed (seeds 0..4 are funded).
+        /// Devnet only: import the public devnet key of this seed (seeds 0..4 are funded at
+        /// genesis; another seed is a valid but empty key, said on stderr).
         #[arg(long)]
         devnet_seed: Option<u32>,
     },
@@ -56,6 +57,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let out = match args.command {
         Command::New { devnet_seed } => {
             let w = Wallet::create(settings, devnet_seed).context("creating the wallet key")?;
+            if let Some(seed) = devnet_seed.filter(|s| *s >= ganglion_cardano::devnet::FUNDED_KEYS)
+            {
+                eprintln!(
+                    "note: devnet key {seed} holds nothing at genesis (keys 0 to {} are funded): \
+                     fund it from a funded wallet with `ganglion wallet send --to {}`",
+                    ganglion_cardano::devnet::FUNDED_KEYS - 1,
+                    w.address()
+                );
+            }
             serde_json::json!({ "address": w.address(), "key_hash": hex::encode(w.key().key_hash()) })
         }
         Command::Address => {

@@ -13,11 +13,24 @@ async fn wallet_cli_new_address_send_balance() {
     let n2c = h.n2c_tcp_addr().expect("tcp").to_string();
     let (a, b) = (t.path().join("a"), t.path().join("b"));
 
-    let made = json(&ganglion(
-        &a,
+    let made = ganglion(&a, &n2c, &["wallet", "new", "--devnet-seed", "3", "--json"]);
+    assert!(
+        !String::from_utf8_lossy(&made.stderr).contains("holds nothing"),
+        "key 3 is funded at genesis"
+    );
+    let made = json(&made);
+    // A seed past the funded ones is a valid key, and the user is told it is empty.
+    let empty = ganglion(
+        &t.path().join("c"),
         &n2c,
-        &["wallet", "new", "--devnet-seed", "3", "--json"],
-    ));
+        &["wallet", "new", "--devnet-seed", "4", "--json"],
+    );
+    json(&empty);
+    assert!(
+        String::from_utf8_lossy(&empty.stderr).contains("devnet key 4 holds nothing at genesis"),
+        "{}",
+        String::from_utf8_lossy(&empty.stderr)
+    );
     let addr = json(&ganglion(&a, &n2c, &["wallet", "address", "--json"]));
     assert_eq!(made["address"], addr["address"]);
     let dest = json(&ganglion(&b, &n2c, &["wallet", "new", "--json"]))["address"]
