@@ -33,6 +33,7 @@ pub(crate) enum Command {
     Rtts(oneshot::Sender<Vec<(PeerId, Rtt)>>),
     PeerScore(PeerId, oneshot::Sender<Option<f64>>),
     ConnectedPeers(oneshot::Sender<Vec<PeerId>>),
+    ListenAddrs(oneshot::Sender<Vec<Multiaddr>>),
     Accept(
         PeerId,
         AcceptRequest,
@@ -189,6 +190,15 @@ impl Client {
     /// [`Error::Stopped`].
     pub async fn connected_peers(&self) -> Result<Vec<PeerId>, Error> {
         self.ask(Command::ConnectedPeers).await
+    }
+
+    /// Every address this node listens on now: one per interface for a listen on `0.0.0.0`
+    /// or `::` (libp2p reports each), routable ones first, loopback last.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`].
+    pub async fn listen_addrs(&self) -> Result<Vec<Multiaddr>, Error> {
+        self.ask(Command::ListenAddrs).await
     }
 
     /// Asks provider `peer` to accept its share of a job.

@@ -296,6 +296,12 @@ impl EventLoop {
             Command::ConnectedPeers(reply) => {
                 let _ = reply.send(self.swarm.connected_peers().copied().collect());
             }
+            Command::ListenAddrs(reply) => {
+                let mut addrs: Vec<Multiaddr> = self.swarm.listeners().cloned().collect();
+                // Routable first: these are what another host can dial.
+                addrs.sort_by_key(crate::listen::is_loopback);
+                let _ = reply.send(addrs);
+            }
             Command::Accept(peer, req, reply) => {
                 self.relays.route(&mut self.swarm, &peer);
                 let id = self.swarm.behaviour_mut().accept.send_request(&peer, req);

@@ -67,7 +67,8 @@ fn host_has_routable(v4: bool) -> bool {
         .unwrap_or(false)
 }
 
-fn is_loopback(addr: &Multiaddr) -> bool {
+/// Whether `addr` is on a loopback IP (127.0.0.0/8, ::1).
+pub(crate) fn is_loopback(addr: &Multiaddr) -> bool {
     addr.iter().any(|p| match p {
         Protocol::Ip4(ip) => ip.is_loopback(),
         Protocol::Ip6(ip) => ip.is_loopback(),

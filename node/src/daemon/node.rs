@@ -58,7 +58,8 @@ pub struct NodeInfo {
     pub pid: u32,
     /// The libp2p peer id.
     pub peer_id: String,
-    /// Listen multiaddrs, each ending in `/p2p/<peer id>` (bootstrap entries for others).
+    /// Listen multiaddrs, each ending in `/p2p/<peer id>` (bootstrap entries for others):
+    /// every interface's address of a listen on `0.0.0.0`, routable ones first.
     pub p2p: Vec<String>,
     /// The JSON-RPC address (HTTP and WebSocket); the token is in `rpc.cookie`.
     pub rpc: std::net::SocketAddr,
@@ -485,6 +486,16 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             client.add_external_address(bound.clone()).await?;
         }
         p2p_addrs.push(bound.with(Protocol::P2p(peer)));
+    }
+    // Every address of every listener (a listen on 0.0.0.0 has one per interface), routable
+    // first: node.json's entries are what other hosts bootstrap from.
+    if let Ok(all) = client.listen_addrs().await
+        && !all.is_empty()
+    {
+        p2p_addrs = all
+            .into_iter()
+            .map(|a| a.with(Protocol::P2p(peer)))
+            .collect();
     }
     for addr in &r.settings.p2p.bootstrap {
         if let Err(e) = client.dial(addr.clone()).await {

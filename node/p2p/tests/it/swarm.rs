@@ -783,3 +783,35 @@ async fn p2p_bootstrap_peers_from_config_are_dialed_at_start() {
             .contains(&seed_peer)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2p_listen_addrs_list_every_interface_of_an_unspecified_listen_routable_first() {
+    let node = start(ident(60), BondSnapshot::default(), test_config()).await;
+    let any = node
+        .client
+        .listen("/ip4/0.0.0.0/tcp/0".parse().expect("literal"))
+        .await
+        .expect("listens");
+    let port = |a: &Multiaddr| {
+        a.iter().find_map(|p| match p {
+            libp2p::multiaddr::Protocol::Tcp(port) => Some(port),
+            _ => None,
+        })
+    };
+    let all = node.client.listen_addrs().await.expect("loop alive");
+    let of_any: Vec<&Multiaddr> = all.iter().filter(|a| port(a) == port(&any)).collect();
+    let loopback = |a: &Multiaddr| a.to_string().starts_with("/ip4/127.");
+    // The 0.0.0.0 listener's loopback address is there, and so is every other interface's.
+    assert!(of_any.iter().any(|a| loopback(a)), "{all:?}");
+    let interfaces = if_addrs::get_if_addrs()
+        .expect("interfaces")
+        .into_iter()
+        .filter(|i| i.ip().is_ipv4())
+        .count();
+    assert_eq!(of_any.len(), interfaces, "one per IPv4 interface: {all:?}");
+    // Routable ones come first: no loopback address before a non-loopback one.
+    let first_loopback = all.iter().position(loopback).expect("a loopback address");
+    assert!(all[first_loopback..].iter().all(loopback), "{all:?}");
+    // The 127.0.0.1 listener of `start` is listed too.
+    assert!(all.iter().any(|a| port(a) != port(&any)), "{all:?}");
+}
