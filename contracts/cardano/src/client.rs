@@ -95,22 +95,13 @@ impl N2cClient {
         let statequery = localstate::Client::new(plexer.subscribe_client(PROTOCOL_N2C_STATE_QUERY));
         let submission = localtx::Client::new(plexer.subscribe_client(PROTOCOL_N2C_TX_SUBMISSION));
         let plexer = plexer.spawn();
-        match hs.handshake(n2c::VersionTable::v10_and_above(magic)).await {
-            Ok(handshake::Confirmation::Accepted(..)) => Ok(Self {
-                plexer,
-                chainsync,
-                statequery,
-                submission,
-            }),
-            Ok(other) => {
-                plexer.abort().await;
-                Err(ClientError::HandshakeRefused(format!("{other:?}")))
-            }
-            Err(e) => {
-                plexer.abort().await;
-                Err(ClientError::Handshake(e))
-            }
-        }
+        let answer = hs.handshake(n2c::VersionTable::v10_and_above(magic)).await;
+        Ok(Self {
+            plexer: accepted(answer, plexer).await?,
+            chainsync,
+            statequery,
+            submission,
+        })
     }
 
     /// Submit a Conway transaction (raw CBOR).
@@ -148,6 +139,21 @@ impl N2cClient {
     }
 }
 
+/// The connection `plexer` once the handshake's `answer` accepted a version; otherwise the
+/// connection is closed and the refusal or failure returned.
+async fn accepted<D: std::fmt::Debug + Clone>(
+    answer: Result<handshake::Confirmation<D>, handshake::Error>,
+    plexer: RunningPlexer,
+) -> Result<RunningPlexer, ClientError> {
+    let refused = match answer {
+        Ok(handshake::Confirmation::Accepted(..)) => return Ok(plexer),
+        Ok(other) => ClientError::HandshakeRefused(format!("{other:?}")),
+        Err(e) => ClientError::Handshake(e),
+    };
+    plexer.abort().await;
+    Err(refused)
+}
+
 /// Seconds between keep-alive pings on an N2N connection (pallas' default; a cardano-node
 /// relay drops a peer that stays silent for long).
 pub const KEEP_ALIVE_INTERVAL_S: u64 = pallas_network::facades::DEFAULT_KEEP_ALIVE_INTERVAL_SEC;
@@ -180,26 +186,15 @@ impl N2nClient {
         let blockfetch = blockfetch::Client::new(plexer.subscribe_client(PROTOCOL_N2N_BLOCK_FETCH));
         let keepalive = keepalive::Client::new(plexer.subscribe_client(PROTOCOL_N2N_KEEP_ALIVE));
         let plexer = plexer.spawn();
-        match hs.handshake(n2n::VersionTable::v7_and_above(magic)).await {
-            Ok(handshake::Confirmation::Accepted(..)) => Ok(Self {
-                plexer: Some(plexer),
-                keepalive: KeepAliveLoop::client(
-                    keepalive,
-                    Duration::from_secs(KEEP_ALIVE_INTERVAL_S),
-                )
+        let answer = hs.handshake(n2n::VersionTable::v7_and_above(magic)).await;
+        let plexer = accepted(answer, plexer).await?;
+        Ok(Self {
+            plexer: Some(plexer),
+            keepalive: KeepAliveLoop::client(keepalive, Duration::from_secs(KEEP_ALIVE_INTERVAL_S))
                 .spawn(),
-                chainsync,
-                blockfetch,
-            }),
-            Ok(other) => {
-                plexer.abort().await;
-                Err(ClientError::HandshakeRefused(format!("{other:?}")))
-            }
-            Err(e) => {
-                plexer.abort().await;
-                Err(ClientError::Handshake(e))
-            }
-        }
+            chainsync,
+            blockfetch,
+        })
     }
 
     /// The chainsync client (headers).
