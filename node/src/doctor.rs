@@ -483,7 +483,11 @@ fn runtime_check(access: &NvidiaAccess, smoked: bool) -> Check {
     match access {
         NvidiaAccess::Cdi { devices } => Check::pass(
             "gpu-runtime",
-            format!("CDI lists {} NVIDIA GPU(s) ({how})", devices.len()),
+            format!(
+                "CDI lists {} NVIDIA GPU(s) ({how})",
+                // `nvidia.com/gpu=all` names every GPU, not one more.
+                devices.iter().filter(|d| !d.ends_with("=all")).count()
+            ),
         ),
         NvidiaAccess::Runtime => Check::pass(
             "gpu-runtime",
@@ -712,5 +716,74 @@ mod tests {
             poor.detail.contains("> the wallet's 100.000001 NTX"),
             "{poor:?}"
         );
+    }
+
+    /// `shared/fixtures/field/docker-gpu/engine-states.json` through `doctor`'s `gpu-runtime`
+    /// check: on H1–H4 (`/info` classified, the smoke container refused with the host's engine
+    /// error) it says "present but not usable in containers" with the named reason and its fix;
+    /// on G1 and G2 it passes naming the path (CDI, the `nvidia` runtime).
+    #[test]
+    fn the_gpu_runtime_check_names_the_reason_on_each_field_host() {
+        use gpu::docker::{SmokeOutcome, confirm, nvidia_access, smoke_request};
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/fixtures/field/docker-gpu/engine-states.json"
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("JSON");
+        let info = |h: &serde_json::Value| {
+            serde_json::from_value::<gpu::docker::EngineInfo>(h["info"].clone()).expect("info")
+        };
+        let granted = [("GPU-aa".to_string(), "0".to_string())];
+        let hosts = v["hosts"].as_array().expect("hosts");
+        let named = [
+            "NVIDIA Container Toolkit missing",
+            "NVIDIA Container Toolkit missing",
+            "CDI is disabled in the Docker Engine",
+            "no NVIDIA CDI spec",
+        ];
+        assert_eq!(hosts.len(), named.len());
+        for (h, reason) in hosts.iter().zip(named) {
+            let id = h["id"].as_str().expect("id");
+            let from_info = nvidia_access(&info(h));
+            let said = format!(
+                "Error response from daemon: {}",
+                h["engine_error_contains"].as_str().expect("error")
+            );
+            let smoked = confirm(
+                &from_info,
+                &smoke_request(&from_info, &granted),
+                &SmokeOutcome::EngineError {
+                    message: said.clone(),
+                },
+            );
+            let c = runtime_check(&smoked, true);
+            assert_eq!(c.verdict, Verdict::Warn, "{id}: {c:?}");
+            assert!(
+                c.detail
+                    .starts_with("NVIDIA GPUs present but not usable in containers: ")
+                    && c.detail.contains(reason)
+                    && c.detail.contains(&said),
+                "{id}: {c:?}"
+            );
+            assert!(!c.detail.contains("1.48"), "{id}: no API version problem");
+            assert!(c.fix.as_deref().is_some_and(|f| !f.is_empty()), "{id}");
+        }
+        let good = v["good_host_examples"].as_array().expect("good hosts");
+        for (h, how) in good
+            .iter()
+            .zip(["CDI lists 1 NVIDIA GPU(s)", "the `nvidia` runtime"])
+        {
+            let access = nvidia_access(&info(h));
+            let smoked = confirm(
+                &access,
+                &smoke_request(&access, &granted),
+                &SmokeOutcome::Passed,
+            );
+            let c = runtime_check(&smoked, true);
+            assert_eq!(c.verdict, Verdict::Pass, "{c:?}");
+            assert!(c.detail.starts_with(how), "{c:?}");
+            assert!(c.detail.contains("confirmed by a smoke container"), "{c:?}");
+        }
     }
 }

@@ -286,10 +286,43 @@ fn jobs_of(api: &Api) -> RpcResult<&Arc<dyn JobControl>> {
         .ok_or_else(|| error(error::JOB, "no job engine runs on this node"))
 }
 
-/// A spec given as a JSON-RPC param: deserialized, its `deadline` (`+2h`, RFC 3339), when given,
-/// turned into `deadline_ms` at the node's now. Validation is the engine's.
+/// The NTX amounts of an ensemble spec (`docs/ensemble-spec.md`), by their path in it.
+const SPEC_AMOUNTS: [&[&str]; 2] = [&["budget_ntx"], &["limits", "max_rate_ntx_per_gpu_hour"]];
+
+/// `spec` with each of its [`SPEC_AMOUNTS`] read as a JSON-RPC amount
+/// ([`ganglion_rpc::amount`]: a decimal string or a JSON integer, parsed exactly, 0 to
+/// 2^64 − 1) and written back as the integer the spec's schema takes. An absent amount, or one
+/// under a parent that is not an object, is left for the spec's own parser to name.
+///
+/// # Errors
+/// [`ganglion_rpc::types::InvalidAmount`] naming the field by its dotted path
+/// (`limits.max_rate_ntx_per_gpu_hour`).
+fn spec_amounts(
+    spec: &serde_json::Value,
+) -> Result<serde_json::Value, ganglion_rpc::types::InvalidAmount> {
+    let mut spec = spec.clone();
+    for path in SPEC_AMOUNTS {
+        let mut at = Some(&mut spec);
+        for key in path {
+            at = at
+                .and_then(|v| v.as_object_mut())
+                .and_then(|o| o.get_mut(*key));
+        }
+        if let Some(value) = at {
+            let amount = ganglion_rpc::types::Amount::from_json(&path.join("."), value)?;
+            *value = serde_json::Value::from(amount.get());
+        }
+    }
+    Ok(spec)
+}
+
+/// A spec given as a JSON-RPC param: its NTX amounts (`budget_ntx`,
+/// `limits.max_rate_ntx_per_gpu_hour`) taken as decimal strings or JSON integers like every
+/// amount of the API ([`spec_amounts`]), then deserialized, its `deadline` (`+2h`, RFC 3339),
+/// when given, turned into `deadline_ms` at the node's now. Validation is the engine's.
 pub(crate) fn spec_param(spec: &serde_json::Value) -> RpcResult<ganglion_market::spec::Ensemble> {
     let invalid = |e: ganglion_market::spec::SpecError| error(error::INVALID_PARAMS, e.to_string());
+    let spec = spec_amounts(spec)?;
     let mut spec =
         ganglion_market::spec::Ensemble::from_json_str(&spec.to_string()).map_err(invalid)?;
     spec.resolve_deadline(ganglion_p2p::now_ms())
@@ -578,5 +611,85 @@ mod tests {
         let e = over.parse("lovelace").expect_err("refused");
         assert_eq!(e.field, "lovelace");
         assert_eq!(e.rule, ganglion_rpc::amount::AmountRule::TooLarge);
+    }
+
+    /// A spec (`job_submit`, `job_quote`, `job_buildLock`) with `budget` and `rate` as its NTX
+    /// amounts, written as given (strings or JSON numbers).
+    fn spec_with(budget: serde_json::Value, rate: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({
+            "image": { "local": "img" },
+            "command": ["run"],
+            "gpus": { "count": 1 },
+            "limits": { "max_duration_s": 60, "max_rate_ntx_per_gpu_hour": rate },
+            "budget_ntx": budget,
+            "deadline_ms": 99_999_999_999_999_u64,
+        })
+    }
+
+    /// `shared/fixtures/field/README.md`, "Amounts over JSON-RPC", for the NTX amounts inside
+    /// a spec param: strings and integers are taken exactly (2^53 + 1 and 2^64 − 1 unrounded),
+    /// and every refused form is the typed invalid-amount error (invalid params, `data.field`)
+    /// naming the spec field.
+    #[test]
+    fn a_spec_params_ntx_amounts_are_strings_or_integers_and_bad_ones_name_the_field() {
+        use serde_json::json;
+        for (budget, rate, want) in [
+            (json!("1000000"), json!("7"), (1_000_000, 7)),
+            (json!(1_000_000), json!(7), (1_000_000, 7)),
+            (
+                json!("9007199254740993"),
+                json!("18446744073709551615"),
+                (9_007_199_254_740_993, u64::MAX),
+            ),
+        ] {
+            let spec = super::spec_param(&spec_with(budget, rate)).expect("a spec");
+            assert_eq!(
+                (spec.budget_ntx, spec.limits.max_rate_ntx_per_gpu_hour),
+                want
+            );
+        }
+        let number =
+            |text: &str| -> serde_json::Value { serde_json::from_str(text).expect("json") };
+        for (value, rule) in [
+            (json!(-1), "negative"),
+            (json!("-1"), "negative"),
+            (json!(1.5), "not_integer"),
+            (json!("1.5"), "not_integer"),
+            (number("1e3"), "not_integer"),
+            (json!("1e3"), "not_integer"),
+            (json!("+7"), "sign"),
+            (json!("0x10"), "not_decimal"),
+            (json!("18446744073709551616"), "too_large"),
+            (number("18446744073709551616"), "too_large"),
+        ] {
+            for (spec, field) in [
+                (spec_with(value.clone(), json!(7)), "budget_ntx"),
+                (
+                    spec_with(json!(1_000_000), value.clone()),
+                    "limits.max_rate_ntx_per_gpu_hour",
+                ),
+            ] {
+                let e = super::spec_param(&spec).expect_err("refused");
+                assert_eq!(e.code(), ganglion_rpc::error::INVALID_PARAMS, "{value}");
+                assert!(
+                    e.message()
+                        .starts_with(&format!("invalid amount for `{field}`: ")),
+                    "{value}: {}",
+                    e.message()
+                );
+                let data: serde_json::Value =
+                    serde_json::from_str(e.data().expect("data").get()).expect("json");
+                assert_eq!(data["field"], json!(field), "{value}");
+                assert_eq!(data["rule"], json!(rule), "{value}");
+            }
+        }
+        // A spec without its budget is still the spec parser's to name.
+        let mut no_budget = spec_with(json!(1), json!(1));
+        no_budget
+            .as_object_mut()
+            .expect("object")
+            .remove("budget_ntx");
+        let e = super::spec_param(&no_budget).expect_err("missing");
+        assert!(e.message().contains("budget_ntx"), "{}", e.message());
     }
 }

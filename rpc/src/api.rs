@@ -65,8 +65,10 @@ pub trait WalletApi {
 /// [`crate::error::CHAIN_UNAVAILABLE`]).
 #[rpc(server, client, namespace = "job")]
 pub trait JobApi {
-    /// Pins the ensemble spec (a JSON object, `docs/ensemble-spec.md`) and locks its budget
-    /// (mutating: bearer token required). Returns the job id.
+    /// Pins the ensemble spec (a JSON object, `docs/ensemble-spec.md`; its NTX amounts
+    /// `budget_ntx` and `limits.max_rate_ntx_per_gpu_hour` are amounts like every other:
+    /// decimal strings or JSON integers, [`crate::amount`]) and locks its budget (mutating:
+    /// bearer token required). Returns the job id.
     #[method(name = "submit")]
     async fn submit(&self, spec: serde_json::Value) -> RpcResult<JobSubmitted>;
 

@@ -175,3 +175,246 @@ fn gpus_loads_the_versioned_libnvidia_ml_so_1() {
         "the versioned name was opened:\n{stderr}"
     );
 }
+
+/// The field README's NVML cases end to end, through a **test double of the NVML library**
+/// (`fake_nvml.c`, loaded by the real binary as `libnvidia-ml.so.1`; this machine has no GPU),
+/// and the Docker-GPU case on this machine's real engine, which has no NVIDIA Container Toolkit
+/// (field host H1, or H3 on an engine that could take CDI).
+mod field {
+    use std::process::Command;
+
+    use serde_json::Value;
+
+    use crate::fake_nvml::{self, FakeNvml};
+
+    const A100: &str = "GPU-3b722aa5-db24-5b93-84c8-e4e0efcef078";
+    /// The README's MIG devices: UUID, profile, MiB (from the MIG handle), MIG index.
+    const SLICES: [(&str, &str, u64, u64); 3] = [
+        (
+            "MIG-23de08f7-6fcc-5be3-9094-cc3b4162f0bb",
+            "3g.20gb",
+            19_968,
+            0,
+        ),
+        (
+            "MIG-9d822d55-dc61-5acb-8c24-544828b47b03",
+            "2g.10gb",
+            9_856,
+            1,
+        ),
+        (
+            "MIG-5f16849a-8ae9-571a-bc2c-486916c4a324",
+            "1g.5gb",
+            4_864,
+            2,
+        ),
+    ];
+
+    fn skip() -> bool {
+        if fake_nvml::real_driver_here() {
+            eprintln!("SKIPPED: this machine has the NVIDIA driver");
+            return true;
+        }
+        false
+    }
+
+    /// The smoke container's image, built (cached) as `node run` expects it.
+    fn probe_image() {
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../scripts/build-probe-image.sh");
+        let out = Command::new("bash").arg(script).output().expect("runs");
+        assert!(
+            out.status.success(),
+            "build-probe-image.sh (needs a running Docker Engine): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `ganglion <args>` on a devnet config with no declared GPU, NVML being `nvml`.
+    fn run(nvml: &FakeNvml, args: &[&str]) -> (std::process::Output, String) {
+        let cfg = tempfile::NamedTempFile::new().expect("temp file");
+        std::fs::write(cfg.path(), "network = \"devnet\"\n").expect("config");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ganglion"));
+        cmd.args(args)
+            .arg("--config")
+            .arg(cfg.path())
+            .env_remove("GANGLION_CONFIG");
+        let out = nvml.apply(&mut cmd).output().expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out, stderr)
+    }
+
+    fn nvml_gpus(v: &Value) -> Vec<&Value> {
+        v["inventory"]["gpus"]
+            .as_array()
+            .expect("gpus")
+            .iter()
+            .filter(|g| g["source"] == "nvml")
+            .collect()
+    }
+
+    /// The engine here cannot give containers a GPU: the check ran, on exactly `granted`, and
+    /// named the reason with its fix.
+    fn not_usable_here(v: &Value, granted: &[&str]) -> String {
+        let c = &v["containers"];
+        assert_eq!(
+            c["request"]["device_ids"],
+            serde_json::json!(granted),
+            "{c}"
+        );
+        assert_eq!(c["access"]["path"], "missing", "{c}");
+        assert!(
+            c["access"]["reason"] == "toolkit_missing" || c["access"]["reason"] == "cdi_disabled",
+            "{c}"
+        );
+        let missing = c["access"]["missing"].as_str().expect("reason").to_string();
+        assert!(missing.contains("fix: "), "{missing}");
+        missing
+    }
+
+    /// "NVIDIA MIG with sparse indices": three MIG devices (indices 3–6 NotFound, skipped
+    /// silently; 7 is a bound), each with its own UUID and the memory of its MIG handle, the
+    /// parent listed but not offered whole; the start-up check asks for the three slices by
+    /// UUID (never the parent, never all GPUs) and, on this engine, finds them not usable in
+    /// containers and says why.
+    #[test]
+    fn gpus_lists_the_three_mig_slices_of_the_nvml_double_and_not_the_parent() {
+        if skip() {
+            return;
+        }
+        probe_image();
+        let nvml = FakeNvml::build("mig-a100");
+        let (out, stderr) = run(&nvml, &["gpus", "--json"]);
+        assert!(out.status.success(), "{stderr}");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let gpus = nvml_gpus(&v);
+        assert_eq!(gpus.len(), 4, "the parent and three MIG devices: {v}");
+        assert_eq!(gpus[0]["uuid"], A100);
+        assert_eq!(gpus[0]["mig_enabled"], true);
+        assert_eq!(
+            gpus[0]["not_offered"],
+            serde_json::json!({"why": "mig_parent", "slices": 3})
+        );
+        for (g, (uuid, profile, mib, slot)) in gpus[1..].iter().zip(SLICES) {
+            assert_eq!(g["uuid"], uuid, "{g}");
+            assert_eq!(g["vram_total_mib"], mib, "its own memory: {g}");
+            assert_eq!(g["mig"]["slot"], slot, "{g}");
+            assert_eq!(g["mig"]["parent_uuid"], A100, "{g}");
+            assert_eq!(g["mig"]["profile"], profile, "{g}");
+            assert_eq!(g["not_offered"]["why"], "not_usable_in_containers", "{g}");
+        }
+        assert!(
+            !v["inventory"]["notes"]
+                .to_string()
+                .contains("MigDeviceHandleByIndex"),
+            "NotFound is no error: {v}"
+        );
+        let missing = not_usable_here(&v, &SLICES.map(|s| s.0));
+        assert!(
+            stderr.contains(&format!(
+                "warning: NVIDIA GPUs present but not usable in containers: {missing}"
+            )),
+            "{stderr}"
+        );
+    }
+
+    /// "NVML start-up states": a device whose name and memory could not be read is listed as
+    /// unidentified with the failing queries and never offered (nor smoked); the table says so.
+    #[test]
+    fn gpus_lists_the_unidentified_device_of_the_nvml_double_and_never_offers_it() {
+        if skip() {
+            return;
+        }
+        probe_image();
+        let nvml = FakeNvml::build("unidentified");
+        let (out, stderr) = run(&nvml, &["gpus", "--json"]);
+        assert!(out.status.success(), "{stderr}");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let gpus = nvml_gpus(&v);
+        assert_eq!(gpus.len(), 2, "both listed: {v}");
+        assert_eq!(gpus[1]["name"], "");
+        assert_eq!(
+            gpus[1]["not_offered"],
+            serde_json::json!({
+                "why": "unidentified",
+                "query": "nvmlDeviceGetName returned an empty name; \
+                          nvmlDeviceGetMemoryInfo reported 0 bytes"
+            })
+        );
+        // Only the L4 is a candidate for containers.
+        not_usable_here(&v, &[gpus[0]["uuid"].as_str().expect("the L4's UUID")]);
+
+        let (out, stderr) = run(&nvml, &["gpus"]);
+        assert!(out.status.success(), "{stderr}");
+        let table = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            table.lines().any(|l| l.contains("(unidentified)")
+                && l.ends_with(
+                    "not offered: unidentified (nvmlDeviceGetName returned an empty name; \
+                     nvmlDeviceGetMemoryInfo reported 0 bytes)"
+                )),
+            "{table}"
+        );
+    }
+
+    /// "NVML start-up states": `nvmlInit` answers RM version mismatch: no GPU listed, the note
+    /// names the mismatch and the fix, exit 0, and no container check (nothing to offer).
+    #[test]
+    fn gpus_with_an_rm_version_mismatch_names_the_fix_and_offers_nothing() {
+        if skip() {
+            return;
+        }
+        let nvml = FakeNvml::build("rm-mismatch");
+        let (out, stderr) = run(&nvml, &["gpus", "--json"]);
+        assert!(out.status.success(), "exit 0: {stderr}");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert!(nvml_gpus(&v).is_empty(), "{v}");
+        assert!(v["containers"].is_null(), "{v}");
+        let notes = v["inventory"]["notes"].to_string();
+        for words in [
+            "NVML: NVIDIA driver/library version mismatch",
+            "reboot",
+            "reload the nvidia kernel module",
+        ] {
+            assert!(notes.contains(words), "{words}: {notes}");
+        }
+    }
+
+    /// Field host H1 (or H3) through `doctor`: the `gpu-runtime` check, confirmed by a smoke
+    /// container for the double's L4, says the GPUs are present but not usable in containers,
+    /// why, and the fix.
+    #[test]
+    fn doctor_says_the_nvml_doubles_gpu_is_not_usable_in_containers_here() {
+        if skip() {
+            return;
+        }
+        probe_image();
+        let nvml = FakeNvml::build("l4");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ganglion"));
+        cmd.args(["doctor", "--json"])
+            .env("GANGLION_NETWORK", "devnet")
+            .env("GANGLION_DATA_DIR", dir.path())
+            .env("GANGLION_N2C", "127.0.0.1:1")
+            .env("GANGLION_RPC_LISTEN", "127.0.0.1:0")
+            .env_remove("GANGLION_CONFIG");
+        let out = nvml.apply(&mut cmd).output().expect("runs");
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+        let c = v["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .find(|c| c["name"] == "gpu-runtime")
+            .expect("a gpu-runtime check");
+        assert_eq!(c["verdict"], "warn", "{c}");
+        let detail = c["detail"].as_str().expect("detail");
+        assert!(
+            detail.starts_with("NVIDIA GPUs present but not usable in containers: ")
+                && (detail.contains("NVIDIA Container Toolkit missing")
+                    || detail.contains("CDI is disabled")),
+            "{detail}"
+        );
+        assert!(c["fix"].as_str().is_some_and(|f| !f.is_empty()), "{c}");
+    }
+}

@@ -6,6 +6,7 @@ mod crate_graph;
 mod daemon;
 mod daemon_run;
 mod demo;
+mod fake_nvml;
 mod gpu_bench;
 mod gpus_cli;
 mod import_sdl_cli;

@@ -317,6 +317,13 @@ mod tests {
             Some(vec![vec!["gpu".to_string()]])
         );
         assert_eq!(requests[1].driver.as_deref(), Some("cdi"));
+        assert_eq!(
+            requests[1].device_ids.as_deref(),
+            Some(&["nvidia.com/gpu=0".to_string()][..])
+        );
+        // Only the granted GPUs, by name: never `Count: -1` (all GPUs) for a subset (field
+        // README, docker-gpu G1/G2).
+        assert!(requests.iter().all(|r| r.count.is_none()), "{requests:?}");
         let paths: Vec<_> = devices
             .expect("devices")
             .into_iter()

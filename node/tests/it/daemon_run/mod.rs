@@ -17,6 +17,7 @@ mod detected_gpus;
 mod metrics;
 mod overlay_port;
 mod supervisor;
+mod unusable_gpus;
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -51,6 +52,32 @@ impl Drop for Children {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+}
+
+impl Children {
+    /// Waits (at most `limit`) for the first child — a node expected to stop on its own — to
+    /// exit; returns its status and its log at `log`.
+    fn first_exit(
+        &mut self,
+        log: &Path,
+        limit: std::time::Duration,
+    ) -> (std::process::ExitStatus, String) {
+        let status = tokio::task::block_in_place(|| {
+            let t0 = std::time::Instant::now();
+            loop {
+                if let Some(s) = self.0[0].try_wait().expect("wait") {
+                    return s;
+                }
+                assert!(
+                    t0.elapsed() < limit,
+                    "the node did not stop: {}",
+                    std::fs::read_to_string(log).unwrap_or_default()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+        });
+        (status, std::fs::read_to_string(log).unwrap_or_default())
     }
 }
 

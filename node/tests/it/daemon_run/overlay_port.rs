@@ -48,21 +48,7 @@ async fn a_taken_overlay_port_stops_the_provider_before_its_bond() {
     let mut kids = Children::default();
     let child = devnet::spawn(ganglion(), &cfg, &log).expect("spawns");
     kids.0.push(child);
-    let status = tokio::task::block_in_place(|| {
-        let t0 = std::time::Instant::now();
-        loop {
-            if let Some(s) = kids.0[0].try_wait().expect("wait") {
-                return s;
-            }
-            assert!(
-                t0.elapsed() < std::time::Duration::from_secs(90),
-                "the node did not stop: {}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
-    });
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let (status, text) = kids.first_exit(&log, std::time::Duration::from_secs(90));
     assert!(!status.success(), "{text}");
     assert!(
         text.contains(&format!("UDP port {port}")) && text.contains("[overlay] listen_port"),
