@@ -1,8 +1,10 @@
 //! The protocol-v2 world for tests and benches (DESIGN §3, `notes/v2-spec.md`): the
 //! `ganglion_v2` validator deployed as a reference script, an orchestrator with a receipt
 //! key, n providers with attest keys and payout addresses (provider 0 is paid at a base
-//! address carrying a stake key), a third party with lovelace only, and helpers that build,
-//! balance, sign and apply each v2 action through the devnet's real ledger.
+//! address carrying a stake key), a third party with lovelace only, each party's wallet
+//! also holding a 5-ADA collateral UTxO and (but the third party's) an ADA-only UTxO as a
+//! real wallet does ([`COLLATERAL_UTXO`], [`ADA_UTXO`]), and helpers that build, balance,
+//! sign and apply each v2 action through the devnet's real ledger.
 //!
 //! It reuses [`crate::test_utils::world`] (the ledger) and the shared test constants and
 //! helpers ([`env`], [`ntx`], [`cid_bytes`], [`NTX`]).
@@ -86,6 +88,30 @@ impl Provider {
     }
 }
 
+/// The pure-ADA UTxO (lovelace) each party keeps aside as collateral: what a CIP-30
+/// wallet's `getCollateral` hands out, at most
+/// [`MAX_COLLATERAL_WITHOUT_RETURN`](crate::tx::MAX_COLLATERAL_WITHOUT_RETURN), so the
+/// balancer puts it up without a collateral return.
+pub const COLLATERAL_UTXO: u64 = 5_000_000;
+/// A party's ADA-only UTxO (lovelace): fees and min-UTxO lovelace come from it, so a
+/// transaction that needs only lovelace from the wallet has an ADA-only change. Less than
+/// the mixed UTxOs, so the orchestrator's lock seed (its largest UTxO) still carries NTX.
+pub const ADA_UTXO: u64 = 100_000_000;
+
+/// Funds `address` with what a real wallet holds besides its NTX UTxOs: a
+/// [`COLLATERAL_UTXO`] set aside for collateral and an [`ADA_UTXO`] of lovelace only.
+///
+/// Why: with NTX-carrying UTxOs only, every collateral would need a collateral return (and a
+/// total collateral), and every change would carry the wallet's NTX, even where the
+/// transaction needs only lovelace from the wallet: ≈ 6 000 lovelace more fee a transaction
+/// than a user's wallet pays, so the fees the tests and the `fees` bench measure would not
+/// be the ones users see. The third party already holds lovelace only; it gets the
+/// collateral UTxO.
+fn fund_like_a_wallet(world: &mut World, address: &[u8]) {
+    world.fund(address, Value::lovelace(COLLATERAL_UTXO));
+    world.fund(address, Value::lovelace(ADA_UTXO));
+}
+
 /// The v2 world.
 #[derive(Debug, Clone)]
 pub struct Harness {
@@ -163,10 +189,12 @@ impl Harness {
                 Value::lovelace(1_000_000_000).with_class(&ntx(), 100_000 * NTX),
             );
         }
+        fund_like_a_wallet(&mut world, &orch.address);
         let third = Party::from_seed(&env, [3; 32]);
         for _ in 0..2 {
             world.fund(&third.address, Value::lovelace(500_000_000));
         }
+        world.fund(&third.address, Value::lovelace(COLLATERAL_UTXO));
         let providers = gpus
             .iter()
             .enumerate()
@@ -179,6 +207,7 @@ impl Harness {
                         Value::lovelace(500_000_000).with_class(&ntx(), 10_000 * NTX),
                     );
                 }
+                fund_like_a_wallet(&mut world, &party.address);
                 // Provider 0 is paid at a base address: its payment key and a stake key.
                 let stake = (i == 0).then(|| SigningKey::from_bytes(&[200; 32]));
                 let payout = Payout {

@@ -92,7 +92,9 @@ pub(crate) struct Assembly<'a> {
     pub change: Option<&'a Output>,
     pub fee: u64,
     pub ex_units: &'a BTreeMap<Purpose, ExUnits>,
-    /// Collateral input, total collateral (lovelace) and collateral return.
+    /// Collateral input, total collateral (lovelace) and collateral return. The total is
+    /// declared (body key 17) only beside a return: without one the whole input is the
+    /// collateral and the ledger needs no total.
     pub collateral: Option<(&'a Utxo, u64, Option<&'a Output>)>,
     pub witnesses: &'a [VKeyWitness],
     pub cost_model_v3: &'a [i64],
@@ -209,7 +211,7 @@ pub(crate) fn encode(a: &Assembly<'_>) -> Result<(Vec<u8>, Vec<u8>)> {
             Some((_, _, Some(ret))) => Some(output(ret)?),
             _ => None,
         },
-        total_collateral: a.collateral.map(|(_, total, _)| total),
+        total_collateral: a.collateral.and_then(|(_, total, ret)| ret.map(|_| total)),
         reference_inputs: NonEmptySet::from_vec(d.reference_inputs.keys().map(input).collect()),
         voting_procedures: None,
         proposal_procedures: None,

@@ -18,6 +18,20 @@ use crate::tx::{Draft, Output, Utxo, Value, body_hash, encode_output};
 /// Rounds of fee/ExUnits iteration before giving up.
 const MAX_ROUNDS: usize = 12;
 
+/// The largest pure-ADA UTxO (lovelace) the balancer puts up whole as collateral, without a
+/// collateral return: 5 ADA, the bound CIP-30 wallets set aside for `getCollateral`.
+///
+/// Without a return the transaction carries neither a collateral return output (≈ 60–85
+/// bytes) nor `total_collateral`: ≈ 3 000–4 000 lovelace less fee per script transaction.
+/// The price is that a phase-2 failure would take the whole UTxO (at most 5 ADA) instead of
+/// `fee × collateralPercentage / 100`. [`balance`] runs every script before it returns, under
+/// the cost model the script integrity hash pins (another one fails phase 1, which takes no
+/// collateral), on the very inputs the transaction spends and references, and a node's
+/// mempool refuses a transaction marked valid whose scripts fail: the collateral is at stake
+/// only if uplc and the ledger's evaluator disagreed. A larger pure-ADA UTxO, or one carrying
+/// tokens, is put up with a return of everything above the required collateral.
+pub const MAX_COLLATERAL_WITHOUT_RETURN: u64 = 5_000_000;
+
 /// The key-locked UTxOs a party may spend, its key and where its change goes.
 #[derive(Debug, Clone)]
 pub struct Wallet<'a> {
@@ -35,6 +49,8 @@ pub struct Balanced {
     draft: Draft,
     extra_inputs: Vec<Utxo>,
     change: Option<Output>,
+    /// Collateral input, total collateral (lovelace) and return; without a return the total
+    /// is the input's lovelace and is not declared (see `assemble::Assembly::collateral`).
     collateral: Option<(Utxo, u64, Option<Output>)>,
     cost_model_v3: Vec<i64>,
     /// Unsigned transaction CBOR (no vkey witnesses), e.g. for a CIP-30 wallet's `signTx`.
@@ -194,12 +210,19 @@ pub fn output_min_lovelace(env: &Env, o: &Output) -> Result<u64> {
     Ok(min_utxo(&env.params, encode_output(&probe)?.len() as u64))
 }
 
-/// Wallet UTxOs ordered for selection: those holding a needed asset first, then by
-/// lovelace, largest first; never one already spent by the draft.
+/// Wallet UTxOs ordered for selection: those holding a needed asset first, then pure-ADA
+/// ones holding at least `lovelace_wanted`, then by lovelace, largest first; never one
+/// already spent by the draft.
+///
+/// When only lovelace is missing, a pure-ADA UTxO that covers it keeps the change free of
+/// tokens: an ADA-only change value is ≈ 9 bytes where one carrying the wallet's NTX is ≈ 51
+/// (≈ 1 850 lovelace of fee per transaction); one UTxO that covers it beats several small
+/// ones (each input is ≈ 36 bytes, and every script walks it).
 fn selection_order<'a>(
     draft: &Draft,
     wallet: &'a Wallet<'_>,
     needed: &BTreeSet<(PolicyId, Vec<u8>)>,
+    lovelace_wanted: u64,
 ) -> Vec<&'a Utxo> {
     // Never an input the draft already spends (inputs are a set), nor one it references
     // (Conway `BabbageNonDisjointRefInputs`, protocol versions 9–10), nor one carrying a
@@ -221,8 +244,11 @@ fn selection_order<'a>(
             .value
             .iter_assets()
             .any(|(p, n, _)| needed.contains(&(p, n.to_vec())));
+        let covers_in_ada =
+            u.output.value.is_pure_ada() && u.output.value.lovelace >= lovelace_wanted;
         (
             !useful,
+            !covers_in_ada,
             std::cmp::Reverse(u.output.value.lovelace),
             u.reference,
         )
@@ -241,10 +267,13 @@ fn ref_script_bytes(draft: &Draft) -> u64 {
         .sum()
 }
 
-/// Balances `draft` with the wallet: picks inputs, adds a change output, chooses collateral
-/// when scripts run, evaluates every script with uplc and sets each redeemer's ExUnits to
-/// what it consumed, and sets the fee to the exact minimum for the resulting size, ExUnits
-/// and reference scripts, repeating until nothing changes.
+/// Balances `draft` with the wallet: picks inputs (a pure-ADA UTxO that covers it when only
+/// lovelace is missing, so the change carries no tokens), adds a change output, chooses
+/// collateral when scripts run (a pure-ADA UTxO of at most [`MAX_COLLATERAL_WITHOUT_RETURN`]
+/// put up whole without a return when the wallet has one, else one with a collateral
+/// return), evaluates every script with uplc and sets each redeemer's ExUnits to what it
+/// consumed, and sets the fee to the exact minimum for the resulting size, ExUnits and
+/// reference scripts, repeating until nothing changes.
 ///
 /// The fee accounts for one vkey witness per distinct key among the required signers and the
 /// wallet's key (when a wallet UTxO is spent or used as collateral).
@@ -282,6 +311,10 @@ pub fn balance(draft: Draft, wallet: &Wallet<'_>, env: &Env) -> Result<Balanced>
     let mut fee: u64 = 0;
     let mut ex_units: BTreeMap<Purpose, ExUnits> = BTreeMap::new();
     let mut extra: Vec<Utxo> = Vec::new();
+    let min_ada_change = output_min_lovelace(
+        env,
+        &Output::new(wallet.change_address.clone(), Value::default()),
+    )?;
 
     for round in 0..MAX_ROUNDS {
         // 1. inputs: add wallet UTxOs until outputs + fee + change are covered.
@@ -298,7 +331,7 @@ pub fn balance(draft: Draft, wallet: &Wallet<'_>, env: &Env) -> Result<Balanced>
                         break (None, extra.clone());
                     }
                     let short = min - change.value.lovelace;
-                    if !add_one(&draft, wallet, &mut extra, &BTreeSet::new()) {
+                    if !add_one(&draft, wallet, &mut extra, &BTreeSet::new(), short) {
                         return Err(Error::Unbalanceable {
                             lovelace_short: short,
                             assets_short: Vec::new(),
@@ -311,7 +344,10 @@ pub fn balance(draft: Draft, wallet: &Wallet<'_>, env: &Env) -> Result<Balanced>
                         .filter(|(_, q)| **q < 0)
                         .map(|(k, _)| k.clone())
                         .collect();
-                    if !add_one(&draft, wallet, &mut extra, &needed) {
+                    // A pure-ADA UTxO covers the lovelace when it also leaves a
+                    // pure-ADA change its minimum.
+                    let wanted = lovelace_short.saturating_add(min_ada_change);
+                    if !add_one(&draft, wallet, &mut extra, &needed, wanted) {
                         return Err(Error::Unbalanceable {
                             lovelace_short,
                             assets_short,
@@ -322,16 +358,36 @@ pub fn balance(draft: Draft, wallet: &Wallet<'_>, env: &Env) -> Result<Balanced>
         };
         extra = extra_now;
 
-        // 2. collateral: a wallet UTxO (pure ADA preferred); its tokens and the lovelace
-        // above the required collateral come back in the collateral return (Babbage).
+        // 2. collateral: the smallest pure-ADA UTxO of at most
+        // `MAX_COLLATERAL_WITHOUT_RETURN` that covers the required collateral, put up whole
+        // without a return (Babbage: collateral inputs net of no return are ADA only and
+        // cover the requirement; `total_collateral` may be left out); else a wallet UTxO
+        // (pure ADA preferred) whose tokens and lovelace above the required collateral
+        // come back in the collateral return.
         let collateral = if scripts {
             let total = required_collateral(pp, fee.max(1));
-            let mut best: Option<(Utxo, u64, Option<Output>)> = None;
-            for c in wallet
-                .utxos
-                .iter()
-                .filter(|u| u.output.script_ref.is_none())
-            {
+            let candidates = || {
+                wallet
+                    .utxos
+                    .iter()
+                    .filter(|u| u.output.script_ref.is_none())
+            };
+            let whole = candidates()
+                .filter(|u| {
+                    u.output.value.is_pure_ada()
+                        && (total..=MAX_COLLATERAL_WITHOUT_RETURN)
+                            .contains(&u.output.value.lovelace)
+                })
+                .min_by_key(|u| (u.output.value.lovelace, u.reference));
+            let mut best: Option<(Utxo, u64, Option<Output>)> =
+                whole.map(|u| (u.clone(), u.output.value.lovelace, None));
+            // The fallback, only when no UTxO serves without a return.
+            let with_return = if whole.is_none() {
+                candidates().collect()
+            } else {
+                Vec::new()
+            };
+            for c in with_return {
                 let Some(rest) = c.output.value.lovelace.checked_sub(total) else {
                     continue;
                 };
@@ -450,14 +506,16 @@ pub fn balance(draft: Draft, wallet: &Wallet<'_>, env: &Env) -> Result<Balanced>
     Err(Error::FeeDidNotConverge { rounds: MAX_ROUNDS })
 }
 
-/// Adds the next wallet UTxO in selection order; false when none is left.
+/// Adds the next wallet UTxO in selection order ([`selection_order`]); false when none is
+/// left.
 fn add_one(
     draft: &Draft,
     wallet: &Wallet<'_>,
     extra: &mut Vec<Utxo>,
     needed: &BTreeSet<(PolicyId, Vec<u8>)>,
+    lovelace_wanted: u64,
 ) -> bool {
-    let next = selection_order(draft, wallet, needed)
+    let next = selection_order(draft, wallet, needed, lovelace_wanted)
         .into_iter()
         .find(|u| !extra.iter().any(|e: &Utxo| e.reference == u.reference));
     match next {

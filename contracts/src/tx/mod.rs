@@ -12,7 +12,9 @@ mod output;
 mod value;
 
 pub use assemble::{body_hash, encode_input, encode_output, sign};
-pub use balance::{Balanced, Wallet, balance, output_min_lovelace as min_lovelace};
+pub use balance::{
+    Balanced, MAX_COLLATERAL_WITHOUT_RETURN, Wallet, balance, output_min_lovelace as min_lovelace,
+};
 pub use draft::{Draft, Purpose};
 pub use ganglion_cardano::txo::TxoRef;
 pub use output::{deploy, reference_script_output};

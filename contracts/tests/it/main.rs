@@ -3,6 +3,7 @@
 //! min-UTxO, validity, witnesses, phase 2); no validator function is ever called with a
 //! hand-made context. Reject tests show the unbroken transaction passing that ledger first.
 
+mod balance;
 mod blueprint;
 mod differential;
 mod fees;
