@@ -29,13 +29,14 @@ impl std::fmt::Debug for SledBackend {
 }
 
 impl SledBackend {
-    /// Opens (or creates) the database in folder `path`.
+    /// Opens (or creates) the database in folder `path`, waiting briefly for a lock this
+    /// process is still releasing ([`ganglion_indexer::store::open_sled`]).
     ///
     /// # Errors
     /// [`StoreError::Sled`] (e.g. another process holds it).
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         Ok(Self {
-            db: sled::open(path).map_err(failed)?,
+            db: ganglion_indexer::store::open_sled(path).map_err(failed)?,
         })
     }
 
@@ -136,7 +137,8 @@ mod tests {
         let record: RecordOf<O> = JobRecord::new(job, OrchestratorState::Locked, vec![1], 10);
         {
             // What `JobStore` wrote before it had a backend: tree = role name, key = job id,
-            // value = the record's JSON.
+            // value = the record's JSON. Dropped before the store opens: `JobStore::open` waits
+            // for the lock it is still releasing (it failed the reopen once in a CI run).
             let db = sled::open(&path).expect("open");
             db.open_tree("orchestrator")
                 .expect("tree")
@@ -154,7 +156,8 @@ mod tests {
                 .expect("update")
         );
         drop(store);
-        let db = sled::open(&path).expect("open again");
+        // The store's lock is released a moment after the drop (see `open_sled`).
+        let db = ganglion_indexer::store::open_sled(&path).expect("open again");
         let raw = db
             .open_tree("orchestrator")
             .expect("tree")
