@@ -56,7 +56,8 @@ pub enum ClientError {
 
 /// An N2C connection (to the devnet or a cardano-node) with its three mini-protocol clients.
 pub struct N2cClient {
-    plexer: RunningPlexer,
+    /// `None` once closed (taken by [`N2cClient::close`] or the drop).
+    plexer: Option<RunningPlexer>,
     chainsync: chainsync::N2CClient,
     statequery: localstate::Client,
     submission: localtx::Client,
@@ -97,7 +98,7 @@ impl N2cClient {
         let plexer = plexer.spawn();
         let answer = hs.handshake(n2c::VersionTable::v10_and_above(magic)).await;
         Ok(Self {
-            plexer: accepted(answer, plexer).await?,
+            plexer: Some(accepted(answer, plexer).await?),
             chainsync,
             statequery,
             submission,
@@ -134,8 +135,30 @@ impl N2cClient {
     }
 
     /// Close the connection.
-    pub async fn close(self) {
-        self.plexer.abort().await;
+    pub async fn close(mut self) {
+        if let Some(plexer) = self.plexer.take() {
+            plexer.abort().await;
+        }
+    }
+}
+
+impl Drop for N2cClient {
+    /// A dropped client (a follower reconnecting) stops its multiplexer tasks rather than
+    /// leave them holding the connection until the node closes it.
+    fn drop(&mut self) {
+        abort_now(self.plexer.take());
+    }
+}
+
+/// Aborts `plexer`'s tasks now. `RunningPlexer::abort` only aborts the two tasks' handles and
+/// awaits nothing: one poll runs it to the end, no runtime needed (a `Drop` cannot await).
+fn abort_now(plexer: Option<RunningPlexer>) {
+    if let Some(plexer) = plexer {
+        let abort = std::pin::pin!(plexer.abort());
+        let _ = std::future::Future::poll(
+            abort,
+            &mut std::task::Context::from_waker(std::task::Waker::noop()),
+        );
     }
 }
 
@@ -221,14 +244,6 @@ impl Drop for N2nClient {
     /// rather than leave them pinging a relay nobody reads from.
     fn drop(&mut self) {
         self.keepalive.abort();
-        if let Some(plexer) = self.plexer.take() {
-            // `abort` only aborts the two tasks' handles and awaits nothing: one poll runs it
-            // to the end, no runtime needed.
-            let abort = std::pin::pin!(plexer.abort());
-            let _ = std::future::Future::poll(
-                abort,
-                &mut std::task::Context::from_waker(std::task::Waker::noop()),
-            );
-        }
+        abort_now(self.plexer.take());
     }
 }
