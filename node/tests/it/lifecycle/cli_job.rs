@@ -12,13 +12,7 @@ use tokio::io::AsyncBufReadExt as _;
 use super::support::{self, Chain, wait_for};
 
 async fn ganglion(config: &std::path::Path, args: &[&str]) -> std::process::Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_ganglion"))
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .env_remove("GANGLION_CONFIG")
-        .env_remove("GANGLION_RPC_LISTEN")
-        .env_remove("GANGLION_DATA_DIR")
+    support::ganglion_cli(config, args)
         .output()
         .await
         .expect("ganglion runs")
@@ -119,24 +113,21 @@ async fn job_cli_submits_follows_and_cancels_through_the_node() {
     .await;
     // `submit --wait` follows the job to its end: here a cancel from another process. The
     // job id comes first (text mode), the final record last; a cancelled job exits non-zero.
-    let mut waiting = tokio::process::Command::new(env!("CARGO_BIN_EXE_ganglion"))
-        .args([
+    let mut waiting = support::ganglion_cli(
+        &config,
+        &[
             "job",
             "submit",
             spec.to_str().expect("utf8"),
             "--wait",
             "--force",
-            "--config",
-        ])
-        .arg(&config)
-        .env_remove("GANGLION_CONFIG")
-        .env_remove("GANGLION_RPC_LISTEN")
-        .env_remove("GANGLION_DATA_DIR")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("ganglion runs");
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .kill_on_drop(true)
+    .spawn()
+    .expect("ganglion runs");
     let mut lines = tokio::io::BufReader::new(waiting.stdout.take().expect("stdout")).lines();
     let first = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
         .await

@@ -77,12 +77,7 @@ async fn a_running_jobs_log_reaches_its_orchestrator_live_and_follow_prints_it_o
     let id = hex::encode(job.0);
 
     // `job logs --follow` from the start: it waits for the job to run.
-    let mut cli = tokio::process::Command::new(env!("CARGO_BIN_EXE_ganglion"))
-        .args(["job", "logs", &id, "--follow", "--config"])
-        .arg(&config)
-        .env_remove("GANGLION_CONFIG")
-        .env_remove("GANGLION_RPC_LISTEN")
-        .env_remove("GANGLION_DATA_DIR")
+    let mut cli = support::ganglion_cli(&config, &["job", "logs", &id, "--follow"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -156,12 +151,7 @@ async fn a_running_jobs_log_reaches_its_orchestrator_live_and_follow_prints_it_o
     );
 
     // Without --follow, nothing is attested yet: `job logs` says the job runs and suggests it.
-    let plain = tokio::process::Command::new(env!("CARGO_BIN_EXE_ganglion"))
-        .args(["job", "logs", &id, "--config"])
-        .arg(&config)
-        .env_remove("GANGLION_CONFIG")
-        .env_remove("GANGLION_RPC_LISTEN")
-        .env_remove("GANGLION_DATA_DIR")
+    let plain = support::ganglion_cli(&config, &["job", "logs", &id])
         .output()
         .await
         .expect("ganglion runs");

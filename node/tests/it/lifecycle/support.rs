@@ -809,6 +809,20 @@ pub(crate) fn probe_spec(sleep_s: u32, deadline_in_ms: u64) -> Ensemble {
     Ensemble::from_json_str(&json.to_string()).expect("spec parses")
 }
 
+/// `ganglion ARGS --config CONFIG` as a user runs it against a test node: the config file
+/// only (no `GANGLION_CONFIG`, `GANGLION_RPC_LISTEN` or `GANGLION_DATA_DIR` from the test's
+/// environment).
+pub(crate) fn ganglion_cli(config: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ganglion"));
+    cmd.args(args)
+        .arg("--config")
+        .arg(config)
+        .env_remove("GANGLION_CONFIG")
+        .env_remove("GANGLION_RPC_LISTEN")
+        .env_remove("GANGLION_DATA_DIR");
+    cmd
+}
+
 /// Writes `<data>/node.json` for an RPC server of this process at `rpc` (orchestrator key
 /// `key_hash`): the CLI then finds it as it finds a node `ganglion node run` started.
 pub(crate) fn write_node_json(data: &Path, rpc: std::net::SocketAddr, key_hash: &KeyHash) {
