@@ -206,7 +206,7 @@ impl Store {
     /// # Errors
     /// [`StoreError::Sled`].
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let db = sled::open(path)?;
+        let db = ganglion_sled::open(path)?;
         Ok(Self {
             blocks: db.open_tree("blocks")?,
             hashes: db.open_tree("hashes")?,

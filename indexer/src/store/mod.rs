@@ -9,7 +9,7 @@ mod memory;
 mod sled;
 
 pub use memory::MemoryKv;
-pub use sled::{SledKv, open_db as open_sled};
+pub use sled::SledKv;
 
 use crate::error::Result;
 

@@ -5,9 +5,6 @@ use std::path::Path;
 use super::{Kv, Write};
 use crate::error::Result;
 
-/// How long [`SledKv::open`] waits for a lock released by a handle being dropped.
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
 /// A [`Kv`] in a sled database. sled keeps batches atomic across crashes: after `kill -9`
 /// the store holds a prefix of the committed batches, never part of one.
 #[derive(Debug, Clone)]
@@ -16,39 +13,14 @@ pub struct SledKv {
     tree: sled::Tree,
 }
 
-/// Opens (or creates) the sled database in folder `path`, waiting (up to 2 s) for a lock
-/// still held by a handle of this process that is being dropped: sled releases its folder
-/// lock only when its background threads let go of the database, a moment after the last
-/// handle is dropped, so an in-process reopen (a restarted engine, a test) would otherwise
-/// fail now and then with "could not acquire lock". A lock held by another process is still
-/// refused, after the wait. Used by every sled store of the node (the indexer's, the job
-/// store's).
-///
-/// # Errors
-/// sled I/O errors (permissions, a database locked by another process).
-pub fn open_db(path: &Path) -> sled::Result<sled::Db> {
-    let deadline = std::time::Instant::now() + LOCK_WAIT;
-    loop {
-        match sled::open(path) {
-            Err(sled::Error::Io(e))
-                if e.to_string().contains("could not acquire lock")
-                    && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            r => return r,
-        }
-    }
-}
-
 impl SledKv {
-    /// Opens (or creates) the database in folder `path` ([`open_db`]: a lock this process is
-    /// still releasing is waited for).
+    /// Opens (or creates) the database in folder `path` ([`ganglion_sled::open`]: a lock this
+    /// process is still releasing is waited for).
     ///
     /// # Errors
     /// sled I/O errors (permissions, a database locked by another process).
     pub fn open(path: &Path) -> Result<Self> {
-        let db = open_db(path)?;
+        let db = ganglion_sled::open(path)?;
         let tree = db.open_tree("ganglion-indexer")?;
         Ok(Self { db, tree })
     }

@@ -76,7 +76,7 @@ impl SledBlockstore {
     /// [`Error::Sled`] when the directory cannot be opened.
     pub fn open_with(path: impl AsRef<Path>, options: SledOptions) -> Result<Self, Error> {
         let dir = path.as_ref().to_path_buf();
-        let db = ::sled::open(&dir)?;
+        let db = ganglion_sled::open(&dir)?;
         let blocks = db.open_tree("blocks")?;
         let pins = db.open_tree("pins")?;
         let meta = db.open_tree("meta")?;

@@ -93,7 +93,7 @@ impl JobTable {
     /// # Errors
     /// [`ExecError::State`] (e.g. another process holds it).
     pub fn open(path: &Path) -> Result<Self, ExecError> {
-        let db = sled::open(path)?;
+        let db = ganglion_sled::open(path)?;
         let jobs = db.open_tree("executor-jobs")?;
         Ok(Self { db, jobs })
     }

@@ -30,13 +30,13 @@ impl std::fmt::Debug for SledBackend {
 
 impl SledBackend {
     /// Opens (or creates) the database in folder `path`, waiting briefly for a lock this
-    /// process is still releasing ([`ganglion_indexer::store::open_sled`]).
+    /// process is still releasing ([`ganglion_sled::open`]).
     ///
     /// # Errors
     /// [`StoreError::Sled`] (e.g. another process holds it).
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         Ok(Self {
-            db: ganglion_indexer::store::open_sled(path).map_err(failed)?,
+            db: ganglion_sled::open(path).map_err(failed)?,
         })
     }
 
@@ -156,8 +156,8 @@ mod tests {
                 .expect("update")
         );
         drop(store);
-        // The store's lock is released a moment after the drop (see `open_sled`).
-        let db = ganglion_indexer::store::open_sled(&path).expect("open again");
+        // The store's lock is released a moment after the drop (see `ganglion_sled::open`).
+        let db = ganglion_sled::open(&path).expect("open again");
         let raw = db
             .open_tree("orchestrator")
             .expect("tree")
