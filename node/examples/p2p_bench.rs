@@ -34,9 +34,11 @@ fn offer(id: &Ident, issued_ms: u64) -> SignedOffer {
             max_job_nodes: None,
             gpus: vec![],
             direct_capable: false,
+            compute: ganglion_market::snapshot::Compute::Unmeasured,
         },
         issued_ms,
         expires_ms: issued_ms + 600_000,
+        links: vec![],
     }
     .sign(&id.attest)
 }

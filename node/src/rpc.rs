@@ -398,6 +398,7 @@ fn status_of<S: Copy + serde::Serialize, D>(
         last_error,
         nodes: vec![],
         outcome: None,
+        links: vec![],
     }
 }
 
@@ -409,6 +410,11 @@ async fn statuses(
     let mut out = Vec::new();
     if let Some(o) = o {
         let mut s = status_of("orchestrator", &o, o.detail.last_error.clone());
+        if let Some(links) = &o.detail.links {
+            s.links = (links.pairs.iter())
+                .map(|p| crate::job::links::rpc_pair(p, links.matched_ms))
+                .collect();
+        }
         if let Some(audit) = &api.audit {
             (s.nodes, s.outcome) =
                 shares::of(audit.as_ref(), job, o.detail.stopped_at_ms.is_some()).await;

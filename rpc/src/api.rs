@@ -247,6 +247,12 @@ pub trait MarketApi {
     /// Live, verified offers (gossipsub), this node's own included.
     #[method(name = "offers")]
     async fn offers(&self) -> RpcResult<Vec<MarketOffer>>;
+
+    /// The provider-to-provider latency matrix the node's matcher would use now (assembled
+    /// from the live offers' signed links: fresh ones only, the worse end of a pair both
+    /// report), and the node's own round trips to the providers.
+    #[method(name = "matrix")]
+    async fn matrix(&self) -> RpcResult<crate::audit::MarketMatrix>;
 }
 
 /// `storage_*`: the node's blockstore, which its swarm serves over bitswap (a job's inputs and

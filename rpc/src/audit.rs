@@ -180,6 +180,64 @@ pub struct MarketOffer {
     pub expires_ms: u64,
 }
 
+/// One pair of providers of the latency matrix (`market_matrix`), or of the plan a job was
+/// matched to (`job_status`'s `links`): what the providers' signed offers report of the path
+/// between them, the worse end when both report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatrixPair {
+    /// One provider's payment key hash, hex (56 characters; the smaller of the two).
+    pub a: String,
+    /// The other provider's payment key hash, hex.
+    pub b: String,
+    /// Median ping round trip, µs: what `placement.max_rtt_ms` is judged by.
+    pub rtt_p50_us: u32,
+    /// 90th-percentile ping round trip, µs.
+    pub rtt_p90_us: u32,
+    /// Measured throughput, Mbit/s; `null` = not measured.
+    #[serde(default)]
+    pub mbps: Option<u32>,
+    /// When the (older) measurement was taken, POSIX ms.
+    pub measured_ms: u64,
+    /// Age of the measurement, seconds: at the answer (`market_matrix`), or when the plan was
+    /// chosen (`job_status`).
+    pub age_s: u64,
+    /// Only one of the two providers reported the pair.
+    #[serde(default)]
+    pub one_sided: bool,
+}
+
+/// This node's own ping round trips to a provider (informational: an orchestrator is not
+/// placed, so its row is not in the matrix the matcher uses).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnRtt {
+    /// The provider's payment key hash, hex.
+    pub provider: String,
+    /// Its libp2p peer id (base58).
+    pub peer_id: String,
+    /// Latest round trip, µs.
+    pub rtt_latest_us: u32,
+    /// Median of the ping window, µs.
+    pub rtt_p50_us: u32,
+    /// 90th percentile of the ping window, µs.
+    pub rtt_p90_us: u32,
+    /// Samples in the window.
+    pub samples: u32,
+    /// Age of the latest sample, seconds.
+    pub age_s: u64,
+}
+
+/// `market_matrix`: the provider-to-provider latency matrix this node's matcher would use now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarketMatrix {
+    /// Provider pairs with a fresh measurement, ordered by `(a, b)`. A pair of live offers
+    /// missing here is out of any `placement.max_rtt_ms`.
+    pub pairs: Vec<MatrixPair>,
+    /// This node's row: its round trips to the providers it pings, by provider.
+    pub own: Vec<OwnRtt>,
+    /// The freshness bound, seconds: older measurements are dropped.
+    pub max_age_s: u64,
+}
+
 /// `job_logs`: one provider's attested logs (its rank's container output).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobLog {

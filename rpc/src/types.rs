@@ -193,6 +193,11 @@ pub struct JobStatus {
     /// and in a provider's record.
     #[serde(default)]
     pub outcome: Option<String>,
+    /// The orchestrator's record only: the measured provider pairs of the plan it chose (its
+    /// latest match), as its matcher saw them; `age_s` is each measurement's age at the match.
+    /// Empty before a match, for a single-node plan and in a provider's record.
+    #[serde(default)]
+    pub links: Vec<crate::audit::MatrixPair>,
 }
 
 /// One assigned provider's share of a job, from the chain (its assignment and its claim's

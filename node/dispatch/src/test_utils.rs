@@ -37,5 +37,6 @@ pub fn plan(job: RunId, image: &str, command: &[&str], ranks: u32) -> JobPlan {
         outputs: vec![],
         max_duration_s: 60,
         run_as: RunAs::default(),
+        gpus_per_group: None,
     }
 }

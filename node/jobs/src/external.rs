@@ -375,6 +375,7 @@ async fn submit_signed<S: Kv, E: Executor>(
             chosen: Vec::new(),
             last_error: None,
             stopped_at_ms: None,
+            links: None,
         },
         now,
     ))?;

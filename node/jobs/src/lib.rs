@@ -16,6 +16,9 @@
 //!   [`receipts`]: escrow v2 receipts, what the orchestrator acknowledges and what the provider
 //!   keeps, stops on and claims; [`heartbeat`]: the heartbeats that carry them while a job runs,
 //!   and with them each provider's live log ([`live_logs`], `job logs --follow`).
+//! - [`links`]: the network measurements — this provider's ping row as its offer's signed
+//!   links, the orchestrator's latency matrix from the live offers' links (fed to the matcher
+//!   for `placement.max_rtt_ms`), the plan's measured pairs kept with its record.
 //! - [`orchestrator`], [`provider`]: the drivers, one step per job per pass; [`gpu_pick`]:
 //!   which pooled GPUs run a provider's share (meeting the spec, free, MIG rules); [`terms`]: the
 //!   terms a job must meet before anything is locked or started; [`quote`]: whether today's
@@ -38,6 +41,7 @@ pub mod external;
 pub mod failure_note;
 pub mod gpu_pick;
 pub mod heartbeat;
+pub mod links;
 pub mod live_logs;
 pub mod orchestrator;
 pub mod provider;

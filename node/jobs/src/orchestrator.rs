@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::chain::SignedTx;
 use super::engine::{Ctx, EngineError, OrchestratorRecord, OrchestratorRole, SpecError};
+use super::links::PlanLinks;
 use super::retry;
 use super::state::{OrchestratorEvent, OrchestratorState};
 use super::store::{JobRecord, TxIntent, TxKind};
@@ -32,6 +33,7 @@ use ganglion_dispatch::executor::Executor;
 use ganglion_market::matching::{Requirements, match_gang};
 use ganglion_market::snapshot::{MarketSnapshot, SnapshotOptions};
 use ganglion_market::spec::Ensemble;
+use ganglion_p2p::matrix::LinkMatrix;
 use ganglion_p2p::protocols::{AcceptRequest, AcceptResponse, RefusalReason};
 
 /// A provider the matcher chose, with what the accept request and the assignment need.
@@ -92,6 +94,10 @@ pub struct OrchestratorDetail {
     /// and the providers stop and claim.
     #[serde(default)]
     pub stopped_at_ms: Option<u64>,
+    /// The measured provider pairs of the current plan as the matcher saw them (`job
+    /// status`); `None` before a match (and in records written before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<PlanLinks>,
 }
 
 fn state_err(job: JobId, reason: impl Into<String>) -> EngineError {
@@ -247,6 +253,7 @@ pub(crate) async fn submit<S: Kv, E: Executor>(
             chosen: Vec::new(),
             last_error: None,
             stopped_at_ms: None,
+            links: None,
         },
         now,
     ))?;
@@ -489,19 +496,26 @@ async fn step<S: Kv, E: Executor>(
 }
 
 /// The market snapshot the matcher runs on: `offers` as this node's engine may use them
-/// (declared GPUs on the devnet only). Shared by the match step and [`super::quote`].
+/// (declared GPUs on the devnet only), with the latency matrix their signed links give at
+/// `ctx.now()` ([`LinkMatrix::assemble`]: fresh links only, the worse end of each pair; a
+/// pair without one is out of any `placement.max_rtt_ms`). Shared by the match step and
+/// [`super::quote`]; the matrix comes back too, for the plan's record.
 ///
 /// # Errors
 /// [`EngineError::Spec`] ([`SpecError::Snapshot`]).
 pub(crate) fn market_snapshot<'a, S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     offers: impl IntoIterator<Item = &'a ganglion_p2p::offers::SignedOffer>,
-) -> Result<MarketSnapshot, EngineError> {
-    let market: Vec<_> = offers.into_iter().map(|o| o.body.market.clone()).collect();
+) -> Result<(MarketSnapshot, LinkMatrix), EngineError> {
+    let offers: Vec<_> = offers.into_iter().collect();
+    let matrix = LinkMatrix::assemble(offers.iter().copied(), ctx.now());
+    let market: Vec<_> = offers.iter().map(|o| o.body.market.clone()).collect();
     let options = SnapshotOptions {
         allow_declared: ctx.config.allow_declared_gpus,
     };
-    Ok(MarketSnapshot::build(&market, &[], options).map_err(SpecError::from)?)
+    let snapshot =
+        MarketSnapshot::build(&market, &matrix.samples(), options).map_err(SpecError::from)?;
+    Ok((snapshot, matrix))
 }
 
 async fn do_match<S: Kv, E: Executor>(
@@ -521,7 +535,7 @@ async fn do_match<S: Kv, E: Executor>(
         .iter()
         .filter(|o| !excluded.contains(&o.body.market.provider))
         .collect();
-    let snapshot = market_snapshot(ctx, offers.iter().copied())?;
+    let (snapshot, matrix) = market_snapshot(ctx, offers.iter().copied())?;
     let plan = match match_gang(&Requirements::from_ensemble(&r.detail.spec), &snapshot) {
         Ok(p) => p,
         Err(no_fit) => {
@@ -542,9 +556,13 @@ async fn do_match<S: Kv, E: Executor>(
             return Ok(());
         }
     };
-    let chosen = plan
-        .nodes
-        .iter()
+    // A grouped plan is listed group by group (stable: rank order inside a group), so every
+    // provider derives the same latency groups from the assignments' order
+    // (`JobPlan::gpus_per_group`).
+    let mut nodes: Vec<_> = plan.nodes.iter().collect();
+    nodes.sort_by_key(|n| n.group);
+    let chosen = nodes
+        .into_iter()
         .filter_map(|n| {
             offers
                 .iter()
@@ -559,6 +577,11 @@ async fn do_match<S: Kv, E: Executor>(
         })
         .collect();
     let mut d = r.detail.clone();
+    let providers: Vec<KeyHash> = plan.nodes.iter().map(|n| n.provider).collect();
+    d.links = Some(PlanLinks {
+        matched_ms: now,
+        pairs: matrix.among(&providers),
+    });
     d.chosen = chosen;
     d.last_error = None;
     ctx.store.set_detail::<OrchestratorRole>(&r.job_id, d)?;
@@ -607,6 +630,7 @@ fn rematch<S: Kv, E: Executor>(
         until_ms,
     });
     d.chosen.clear();
+    d.links = None;
     d.last_error = Some(why);
     ctx.store.set_detail::<OrchestratorRole>(&r.job_id, d)?;
     apply(ctx, &r.job_id, OrchestratorEvent::Rematch, None)?;

@@ -253,9 +253,10 @@ pub fn bond_gpus(stake: u64, min_per_gpu: u64) -> u32 {
 }
 
 /// Publishes this provider's offer (fresh timestamps, GPUs of unfinished jobs taken out)
-/// under its active bond, with the GPUs that bond's stake backs now. Without an active bond
-/// (withdrawn, unbonding, slashed below its minimum) nothing is offered until one is posted
-/// or topped up: an offer naming a spent bond would only be dropped by every peer.
+/// under its active bond, with the GPUs that bond's stake backs now, this node's fresh link
+/// measurements ([`super::links::offer_links`]) and its best measured uplink. Without an
+/// active bond (withdrawn, unbonding, slashed below its minimum) nothing is offered until one
+/// is posted or topped up: an offer naming a spent bond would only be dropped by every peer.
 /// Publishing before any peer joined the topic fails; that is only logged.
 pub(crate) async fn publish_offer<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
     let Some(side) = &ctx.provider else { return };
@@ -273,7 +274,12 @@ pub(crate) async fn publish_offer<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
         nat.as_ref(),
     );
     market.bond_gpus = bond_gpus(bond.stake, ctx.chain.deployment().params.min_bond_per_gpu);
-    let body = OfferBody {
+    // The best send rate a throughput probe measured (`p2p::probe`); without one, the
+    // configured figure stands (the daemon's "unmeasured" default).
+    if let Some(best) = ctx.p2p.throughputs().into_values().max() {
+        market.uplink_mbps = best;
+    }
+    let mut body = OfferBody {
         network_magic: ctx.chain_magic(),
         bond: bond.bond,
         peer_id: side.peer_id.to_bytes(),
@@ -281,7 +287,12 @@ pub(crate) async fn publish_offer<S: Kv, E: Executor>(ctx: &Ctx<S, E>) {
         market,
         issued_ms: now,
         expires_ms: now + ctx.config.offer_ttl_ms,
+        links: super::links::offer_links(&ctx.p2p, &side.peer_id, now).await,
     };
+    let dropped = ganglion_p2p::links::fit(&mut body);
+    if dropped > 0 {
+        tracing::debug!(dropped, "offer too large: its last links left out");
+    }
     if let Err(e) = ctx.p2p.publish_offer(body.sign(&side.attest)).await {
         tracing::debug!(error = %e, "offer not published");
     }
@@ -1177,6 +1188,7 @@ mod tests {
                 })
                 .collect(),
             direct_capable: false,
+            compute: ganglion_market::snapshot::Compute::Unmeasured,
         }
     }
 

@@ -1,7 +1,8 @@
 //! A quote: could today's market place this spec, on whom, and what would it cost at worst?
 //! Nothing is locked or pinned (`ganglion job quote`, JSON-RPC `job_quote`; issue "check before
 //! paying"). The same terms check as a submit ([`super::terms::check`]), then the same matcher
-//! on the same market snapshot as the orchestrator's match step.
+//! on the same market snapshot (offers and the latency matrix of their links) as the
+//! orchestrator's match step.
 
 use ganglion_contracts::params::KeyHash;
 use ganglion_dispatch::executor::Executor;
@@ -56,7 +57,7 @@ pub(crate) async fn quote<S: Kv, E: Executor>(
     spec.validate(now).map_err(SpecError::from)?;
     super::terms::check(spec, now)?;
     let market = ctx.p2p.market().await?;
-    let snapshot = super::orchestrator::market_snapshot(ctx, &market)?;
+    let (snapshot, _) = super::orchestrator::market_snapshot(ctx, &market)?;
     Ok(
         match match_gang(&Requirements::from_ensemble(spec), &snapshot) {
             Ok(plan) => {

@@ -11,8 +11,10 @@
 //! - [`sdl`]: import of Akash SDL documents and GPU blocks into a spec.
 //! - [`vram`]: the marketed VRAM class rule (a card of class N GiB reports ≥ N × 10⁹ bytes).
 //! - [`gpu`], [`declared`]: a GPU as the market sees it, and GPUs declared in the config.
-//! - [`snapshot`]: the market snapshot: offers grouped by model, RTT samples, provider load.
-//! - [`matching`]: the gang matcher and its no-fit report, naming the binding limit.
+//! - [`snapshot`]: the market snapshot: offers grouped by model (measured or declared
+//!   compute), RTT and throughput samples, provider load.
+//! - [`matching`]: the gang matcher (flat gangs and latency groups) and its no-fit report,
+//!   naming the binding limit and, for a pairwise limit, the closest failing pair.
 //! - [`limits`]: a provider's own rules: pooled GPUs, price, concurrent jobs, admission.
 //! - `synthetic`, `test_utils` (feature `test-utils`): seeded synthetic markets and hand-built
 //!   ones for tests, examples and benches.
@@ -20,6 +22,7 @@
 pub mod declared;
 mod glob;
 pub mod gpu;
+mod groups;
 pub mod limits;
 pub mod matching;
 mod nofit;
@@ -34,8 +37,11 @@ pub mod test_utils;
 pub mod vram;
 
 pub use limits::{PoolModel, ProviderLimits, Refusal};
-pub use matching::{Binding, Constraint, NoFit, Plan, Requirements, match_gang};
+pub use matching::{
+    Binding, Constraint, GroupRequirements, NoFit, PairBound, PairFailure, Plan, Requirements,
+    match_gang,
+};
 pub use snapshot::{
-    GpuModel, MarketSnapshot, Offer, OfferedGpus, ProviderLoad, RttSample, SnapshotOptions,
+    Compute, GpuModel, MarketSnapshot, Offer, OfferedGpus, ProviderLoad, RttSample, SnapshotOptions,
 };
 pub use spec::{Ensemble, SpecError};

@@ -326,6 +326,8 @@ impl ProviderLimits {
             max_job_nodes: self.max_job_nodes,
             gpus,
             direct_capable: terms.direct_capable,
+            // The daemon sets it when its onboarding benchmark measured the score.
+            compute: super::snapshot::Compute::Unmeasured,
         }
     }
 

@@ -5,18 +5,25 @@
 //! Among plans that satisfy every constraint, the matcher returns the one with the smallest key
 //! 1. number of nodes (one machine first, then the fewest machines),
 //! 2. total price, NTX base units per hour (Σ gpus × rate),
-//! 3. GPU-weighted score, highest first (Σ gpus × score),
-//! 4. the ranks of the chosen providers, ascending, compared lexicographically (a provider's
-//!    rank is its position in the snapshot's order: price ↑, score ↓, direct-capable first,
-//!    key hash ↑) — so among otherwise equal plans the one with providers reachable without a
-//!    relay wins (the matcher prefers direct-capable providers).
+//! 3. GPUs on nodes whose score is unmeasured ([`super::snapshot::Compute`]), fewest first — at
+//!    equal price a plan on benchmarked offers wins, whatever the declared scores,
+//! 4. GPU-weighted score, highest first (Σ gpus × score),
+//! 5. the ranks of the chosen providers, ascending, compared lexicographically (a provider's
+//!    rank is its position in the snapshot's order: price ↑, measured first, score ↓,
+//!    direct-capable first, key hash ↑) — so among otherwise equal plans the one with providers
+//!    reachable without a relay wins (the matcher prefers direct-capable providers).
 //!
-//! Key 4 makes the answer a function of the inputs alone, so every node computes the same plan.
+//! Key 5 makes the answer a function of the inputs alone, so every node computes the same plan.
 //!
 //! # Constraints
 //! Provider: live bond (`bond_gpus > 0`), below its `max_concurrent_jobs`, price ≤ `max_rate`, accepts the duration, and for a
-//! multi-node plan: uplink ≥ `min_bandwidth_mbps`, accepts that many nodes, and pairwise
-//! measured RTT ≤ `max_rtt_ms` (an unmeasured pair is out of bound). Per GPU: vendor, VRAM
+//! multi-node plan: accepts that many nodes, and every pair of nodes meets
+//! `min_bandwidth_mbps` (its measured throughput where the snapshot has one, else both ends'
+//! uplinks; a node whose uplink is below the floor and that has no measured pair above it is
+//! out) and has a measured RTT ≤ `max_rtt_ms` (an unmeasured pair is out of bound). With
+//! latency groups ([`GroupRequirements`]) the nodes split into groups of whole nodes holding
+//! exactly `gpus` GPUs each, pairwise within the groups' bound inside a group and within
+//! `max_rtt_ms` (when set) across groups (the grouped search, `groups.rs`). Per GPU: vendor, VRAM
 //! class ([`super::vram`]), compute capability or gfx target, model globs or words, per-model
 //! class pairs, form factor, an RDMA fabric when an interconnect group is asked, interconnect.
 //! Per node: `min_gpus_per_node ≤ gpus ≤ min(eligible free, bond_gpus, max_gpus_per_node)`;
@@ -41,20 +48,25 @@
 //! Price lower bounds (the members after the current one cost at least its price; an anchor's
 //! partners cost at least its first later neighbour's price) cut a level or an anchor as soon
 //! as it cannot beat the best plan, never cutting an equal one. Plans are compared in the total
-//! order above (key 4 included), so the result does not depend on the order sets are met.
-//! For a fixed set, filling each node's minimum and then the cheapest (then best-scoring) nodes
-//! first is optimal for keys 2–3 (exchange argument). The search is exact; [`MAX_SEARCH_STEPS`]
-//! bounds pathological markets, and a plan found after the budget ran out says so
-//! ([`Plan::exhaustive`] = false).
+//! order above (key 5 included), so the result does not depend on the order sets are met.
+//! For a fixed set, filling each node's minimum and then the nodes in rank order (cheapest, then
+//! measured, then best-scoring) first is optimal for keys 2–4 (exchange argument: the key is
+//! linear in each node's GPUs). With a throughput floor and measured pair throughputs in the
+//! snapshot, each pair is checked as it is formed; a neighbour entry flags a measured pair, so
+//! the others cost no look-up. Latency groups (two or more) have their own search, bounded the
+//! same way (`groups.rs`); a single group is a flat plan with the groups' RTT bound. The search
+//! is exact; [`MAX_SEARCH_STEPS`] bounds pathological markets, and a plan found after the
+//! budget ran out says so ([`Plan::exhaustive`] = false).
 
 use std::fmt;
 
 use serde::Serialize;
 
 use super::glob;
+use super::groups;
 use super::nofit;
-pub use super::nofit::{Binding, Excluded, NoFit};
-use super::snapshot::{GpuModel, Group, MarketSnapshot, NOT_MIG, ProviderId};
+pub use super::nofit::{Binding, Excluded, NoFit, PairBound, PairFailure};
+use super::snapshot::{GpuModel, Group, MBPS_FLAG, MarketSnapshot, NOT_MIG, ProviderId, RTT_MASK};
 use super::spec::{
     ComputeCapability, Ensemble, FormFactor, Framework, Interconnect, PerModel, Vendor,
 };
@@ -95,10 +107,13 @@ pub struct Requirements {
     pub max_gpus_per_node: Option<u32>,
     /// Most nodes (≥ 1).
     pub max_nodes: u32,
-    /// Pairwise RTT bound, µs.
+    /// Pairwise RTT bound, µs; with [`Requirements::groups`] the bound across groups.
     pub max_rtt_us: Option<u32>,
-    /// Minimum uplink of every node of a multi-node plan, Mbit/s.
+    /// Minimum throughput of every pair of nodes of a multi-node plan, Mbit/s: the pair's
+    /// measured throughput ([`super::RttSample::mbps`]) where known, else both ends' uplinks.
     pub min_bandwidth_mbps: Option<u32>,
+    /// Latency groups (`placement.groups`); `None` = one flat gang.
+    pub groups: Option<GroupRequirements>,
     /// Highest rate, NTX base units per GPU-hour.
     pub max_rate: u64,
     /// Job length the provider must accept, seconds.
@@ -129,6 +144,11 @@ impl Requirements {
             max_nodes: p.max_nodes_or_default(g.count),
             max_rtt_us: p.max_rtt_ms.map(|ms| ms.saturating_mul(1000)),
             min_bandwidth_mbps: p.min_bandwidth_mbps,
+            groups: p.groups.map(|g| GroupRequirements {
+                count: g.count,
+                gpus: g.gpus,
+                max_rtt_us: g.max_rtt_ms.saturating_mul(1000),
+            }),
             max_rate: spec.limits.max_rate_ntx_per_gpu_hour,
             max_duration_s: spec.limits.max_duration_s,
             collective: g.count > 1 && spec.distributed.framework != Framework::None,
@@ -204,6 +224,28 @@ impl Requirements {
     }
 }
 
+/// Latency groups (`placement.groups`): `count` groups of whole nodes, each holding exactly
+/// `gpus` GPUs of the plan, every pair of nodes inside a group within `max_rtt_us`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupRequirements {
+    /// Number of groups (≥ 1).
+    pub count: u32,
+    /// GPUs per group (≥ 1); `count × gpus` = [`Requirements::count`].
+    pub gpus: u32,
+    /// RTT bound between two nodes of one group, µs.
+    pub max_rtt_us: u32,
+}
+
+impl GroupRequirements {
+    /// Whether the groups can hold a job of `count` GPUs at all: `count` groups × `gpus` =
+    /// `count`, both ≥ 1. A validated spec always gives consistent groups.
+    pub fn is_consistent(&self, count: u32) -> bool {
+        self.count >= 1
+            && self.gpus >= 1
+            && u64::from(self.count) * u64::from(self.gpus) == u64::from(count)
+    }
+}
+
 /// A constraint, as named in a no-fit report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -248,15 +290,19 @@ pub enum Constraint {
     MinBandwidth,
     /// Multi-node plans only: providers whose own `max_job_nodes` is below the plan's nodes.
     ProviderMaxJobNodes,
-    /// No set of enough eligible providers is pairwise within `placement.max_rtt_ms`.
+    /// No set of enough eligible providers is pairwise within `placement.max_rtt_ms` (with
+    /// groups: across groups).
     MaxRtt,
+    /// `placement.groups`: the latency groups cannot be formed, each node set pairwise within
+    /// `placement.groups.max_rtt_ms` and holding exactly its GPUs.
+    GroupMaxRtt,
     /// The search hit [`MAX_SEARCH_STEPS`] before it found a plan.
     SearchBudget,
 }
 
 impl Constraint {
     /// Every constraint, in declaration (and report) order: `ALL[c as usize] == c`.
-    pub const ALL: [Constraint; 21] = [
+    pub const ALL: [Constraint; 22] = [
         Self::NoBond,
         Self::ConcurrentJobs,
         Self::MaxRate,
@@ -277,6 +323,7 @@ impl Constraint {
         Self::MinBandwidth,
         Self::ProviderMaxJobNodes,
         Self::MaxRtt,
+        Self::GroupMaxRtt,
         Self::SearchBudget,
     ];
 
@@ -314,6 +361,7 @@ impl fmt::Display for Constraint {
             Self::MinBandwidth => "placement.min_bandwidth_mbps",
             Self::ProviderMaxJobNodes => "provider max_job_nodes",
             Self::MaxRtt => "placement.max_rtt_ms",
+            Self::GroupMaxRtt => "placement.groups.max_rtt_ms",
             Self::SearchBudget => "search step budget",
         })
     }
@@ -331,6 +379,12 @@ pub struct NodePlan {
     pub rate: u64,
     /// Its score per GPU.
     pub score: u32,
+    /// The score is measured (the node's own onboarding benchmark,
+    /// [`super::snapshot::Compute::Measured`]).
+    pub measured: bool,
+    /// Its latency group, 0-based, groups numbered in order of their lowest-ranked node;
+    /// `None` without `placement.groups`.
+    pub group: Option<u32>,
     /// Its rank in the snapshot (tie-break key).
     pub rank: u32,
 }
@@ -353,6 +407,54 @@ impl Plan {
     pub fn gpus(&self) -> u32 {
         self.nodes.iter().map(|n| n.gpus).sum()
     }
+
+    /// GPUs placed on nodes whose score is unmeasured (objective key 3).
+    pub fn unmeasured_gpus(&self) -> u32 {
+        self.nodes
+            .iter()
+            .filter(|n| !n.measured)
+            .map(|n| n.gpus)
+            .sum()
+    }
+}
+
+/// A plan's (or a partial plan's) place in objective keys 2–4: price, unmeasured GPUs, score.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Cost {
+    /// Σ gpus × rate, NTX base units per hour.
+    pub(crate) price: u128,
+    /// GPUs on unmeasured nodes.
+    pub(crate) unmeasured: u32,
+    /// Σ gpus × score.
+    pub(crate) score: u64,
+}
+
+impl Cost {
+    /// The order of keys 2–4 (smaller is better).
+    pub(crate) fn key(&self) -> (u128, u32, std::cmp::Reverse<u64>) {
+        (self.price, self.unmeasured, std::cmp::Reverse(self.score))
+    }
+
+    /// `self` plus `gpus` GPUs on provider `p`.
+    pub(crate) fn add(&mut self, gpus: u32, p: &super::snapshot::Provider) {
+        self.price += u128::from(gpus) * u128::from(p.price);
+        self.unmeasured += if p.measured { 0 } else { gpus };
+        self.score += u64::from(gpus) * u64::from(p.score);
+    }
+
+    /// `self` minus what [`Cost::add`] added.
+    pub(crate) fn sub(&mut self, other: &Cost) {
+        self.price -= other.price;
+        self.unmeasured -= other.unmeasured;
+        self.score -= other.score;
+    }
+
+    /// `self` plus another cost.
+    pub(crate) fn plus(&mut self, other: &Cost) {
+        self.price += other.price;
+        self.unmeasured += other.unmeasured;
+        self.score += other.score;
+    }
 }
 
 /// Finds the best plan for `req` in `market` (see the module docs for the order and rules).
@@ -370,13 +472,28 @@ pub fn match_gang(req: &Requirements, market: &MarketSnapshot) -> Result<Plan, N
     if req.count == 0 || req.min_gpus_per_node == 0 {
         return Err(nofit::diagnose(req, market, &model_ok, None));
     }
+    search(req, market, &model_ok, 0).map_err(|cut| nofit::diagnose(req, market, &model_ok, cut))
+}
+
+/// The search behind [`match_gang`], with the pairwise limits in `lift` (a set of
+/// [`Constraint`] bits: [`Constraint::MaxRtt`], [`Constraint::MinBandwidth`]'s pair rule)
+/// ignored — the no-fit report asks which one binds. `Err` carries the step count when the
+/// search ran out of budget.
+pub(crate) fn search(
+    req: &Requirements,
+    market: &MarketSnapshot,
+    model_ok: &[bool],
+    lift: u64,
+) -> Result<Plan, Option<u64>> {
+    if req.groups.is_some_and(|g| !g.is_consistent(req.count)) {
+        return Err(None);
+    }
     if req.interconnect_group.is_none() {
-        return match_models(req, market, &model_ok)
-            .map_err(|cut| nofit::diagnose(req, market, &model_ok, cut));
+        return match_models(req, market, model_ok, lift);
     }
     // An interconnect group: one search per fabric (name order), each over that fabric's GPUs
     // only; the best plan in the objective's order wins.
-    let mut fabrics: Vec<&str> = (market.models.iter().zip(&model_ok))
+    let mut fabrics: Vec<&str> = (market.models.iter().zip(model_ok))
         .filter(|(_, ok)| **ok)
         .filter_map(|(m, _)| m.fabric.as_deref())
         .collect();
@@ -384,10 +501,10 @@ pub fn match_gang(req: &Requirements, market: &MarketSnapshot) -> Result<Plan, N
     fabrics.dedup();
     let (mut best, mut cut): (Option<Plan>, Option<u64>) = (None, None);
     for fabric in fabrics {
-        let on_fabric: Vec<bool> = (market.models.iter().zip(&model_ok))
+        let on_fabric: Vec<bool> = (market.models.iter().zip(model_ok))
             .map(|(m, ok)| *ok && m.fabric.as_deref() == Some(fabric))
             .collect();
-        match match_models(req, market, &on_fabric) {
+        match match_models(req, market, &on_fabric, lift) {
             Ok(plan) => {
                 if best.as_ref().is_none_or(|b| plan_key(&plan) < plan_key(b)) {
                     best = Some(plan);
@@ -396,57 +513,47 @@ pub fn match_gang(req: &Requirements, market: &MarketSnapshot) -> Result<Plan, N
             Err(c) => cut = cut.or(c),
         }
     }
-    best.ok_or_else(|| nofit::diagnose(req, market, &model_ok, cut))
+    best.ok_or(cut)
 }
 
-/// The objective's total order on plans (module docs): nodes, price, score (higher first),
-/// ranks.
-fn plan_key(p: &Plan) -> (usize, u128, std::cmp::Reverse<u64>, Vec<u32>) {
+/// The objective's total order on plans (module docs): nodes, price, unmeasured GPUs, score
+/// (higher first), ranks.
+type PlanKey = (usize, u128, u32, std::cmp::Reverse<u64>, Vec<u32>);
+
+fn plan_key(p: &Plan) -> PlanKey {
     (
         p.nodes.len(),
         p.price_per_hour,
+        p.unmeasured_gpus(),
         std::cmp::Reverse(p.score),
         p.nodes.iter().map(|n| n.rank).collect(),
     )
 }
 
-/// [`match_gang`] over the models with `model_ok`; `Err` carries the step count when the
-/// search ran out of budget.
+/// [`search`] over the models with `model_ok`.
 fn match_models(
     req: &Requirements,
     market: &MarketSnapshot,
     model_ok: &[bool],
+    lift: u64,
 ) -> Result<Plan, Option<u64>> {
-    let mask = model_ok
-        .iter()
-        .enumerate()
-        .filter(|(_, ok)| **ok)
-        .fold(0u64, |m, (i, _)| m | 1 << i.min(63));
-    let ctx = Ctx {
-        req,
-        market,
-        model_ok,
-        mask,
-    };
-    // One machine.
-    if let Some(rank) = ctx.first_single() {
+    let ctx = Ctx::new(req, market, model_ok, lift);
+    let groups = req.groups.map_or(1, |g| g.count);
+    // One machine (one group at most).
+    if groups == 1
+        && let Some(rank) = ctx.first_single()
+    {
         let p = &market.providers[rank as usize];
-        return Ok(Plan {
-            nodes: vec![NodePlan {
-                provider: p.id,
-                gpus: req.count,
-                rate: p.price,
-                score: p.score,
-                rank,
-            }],
-            price_per_hour: u128::from(req.count) * u128::from(p.price),
-            score: u64::from(req.count) * u64::from(p.score),
-            exhaustive: true,
-        });
+        let mut cost = Cost::default();
+        cost.add(req.count, p);
+        return Ok(ctx.plan_of(&[(rank, req.count, 0)], cost, true));
     }
-    // Fewest machines.
     let mut cache = vec![UNKNOWN; market.len()];
     let cap = ctx.max_eligible(&mut cache);
+    if groups > 1 {
+        return groups::search(&ctx, &mut cache, cap);
+    }
+    // Fewest machines.
     let mut search = Search {
         ctx: &ctx,
         cache: &mut cache,
@@ -469,7 +576,10 @@ fn match_models(
         search.k = k;
         search.anchors();
         if let Some(best) = search.best.take() {
-            return Ok(ctx.plan(&best.set, search.steps <= MAX_SEARCH_STEPS));
+            let nodes: Vec<(u32, u32, u32)> = (best.set.iter().zip(&best.gpus))
+                .map(|(&(rank, _), &g)| (rank, g, 0))
+                .collect();
+            return Ok(ctx.plan_of(&nodes, best.cost, search.steps <= MAX_SEARCH_STEPS));
         }
         if search.steps > MAX_SEARCH_STEPS {
             break;
@@ -478,12 +588,53 @@ fn match_models(
     Err((search.steps > MAX_SEARCH_STEPS).then_some(search.steps))
 }
 
-struct Ctx<'a> {
-    req: &'a Requirements,
-    market: &'a MarketSnapshot,
-    model_ok: &'a [bool],
+/// One decision's view of the requirements and the market.
+pub(crate) struct Ctx<'a> {
+    pub(crate) req: &'a Requirements,
+    pub(crate) market: &'a MarketSnapshot,
+    pub(crate) model_ok: &'a [bool],
     /// Bit `min(model, 63)` for each eligible model: a provider whose mask misses it has none.
-    mask: u64,
+    pub(crate) mask: u64,
+    /// The RTT bound every pair of a flat plan meets, µs: `max_rtt_us`, or with a single
+    /// latency group the group's bound; with several groups the bound across groups.
+    pub(crate) rtt_bound: Option<u32>,
+    /// The throughput floor pairs are checked against, Mbit/s: only when the snapshot has
+    /// measured pairs (else the per-node uplink filter of [`Ctx::joins_multi`] decides alone).
+    pub(crate) pair_mbps: Option<u32>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(
+        req: &'a Requirements,
+        market: &'a MarketSnapshot,
+        model_ok: &'a [bool],
+        lift: u64,
+    ) -> Self {
+        let mask = model_ok
+            .iter()
+            .enumerate()
+            .filter(|(_, ok)| **ok)
+            .fold(0u64, |m, (i, _)| m | 1 << i.min(63));
+        let lifted = |c: Constraint| lift & c.bit() != 0;
+        let across = req.max_rtt_us.filter(|_| !lifted(Constraint::MaxRtt));
+        let rtt_bound = match req.groups {
+            Some(g) if g.count == 1 && !lifted(Constraint::GroupMaxRtt) => {
+                Some(across.map_or(g.max_rtt_us, |a| a.min(g.max_rtt_us)))
+            }
+            _ => across,
+        };
+        let pair_mbps = req
+            .min_bandwidth_mbps
+            .filter(|_| market.has_pair_mbps() && !lifted(Constraint::MinBandwidth));
+        Self {
+            req,
+            market,
+            model_ok,
+            mask,
+            rtt_bound,
+            pair_mbps,
+        }
+    }
 }
 
 impl Ctx<'_> {
@@ -547,7 +698,7 @@ impl Ctx<'_> {
     }
 
     /// [`Ctx::eligible`] through a per-decision cache (`UNKNOWN` = not computed yet).
-    fn eligible_cached(&self, cache: &mut [u32], rank: u32) -> u32 {
+    pub(crate) fn eligible_cached(&self, cache: &mut [u32], rank: u32) -> u32 {
         let slot = &mut cache[rank as usize];
         if *slot == UNKNOWN {
             *slot = self.eligible(rank).min(UNKNOWN - 1);
@@ -574,56 +725,108 @@ impl Ctx<'_> {
         c
     }
 
-    /// Whether `rank` may be one of `k ≥ 2` nodes.
-    fn joins_multi(&self, rank: u32, k: u32) -> bool {
+    /// Whether `rank` may be one of `k ≥ 2` nodes: it accepts that many, and with a throughput
+    /// floor its uplink meets it, or (its unmeasured pairs then fall back to its slow uplink)
+    /// it has a measured pair that fast, within the RTT bound, for each of the k − 1 others.
+    /// Its pairs are then checked one by one ([`Ctx::pair_fast`]).
+    pub(crate) fn joins_multi(&self, rank: u32, k: u32) -> bool {
         let p = &self.market.providers[rank as usize];
         p.max_job_nodes >= k
-            && self
-                .req
-                .min_bandwidth_mbps
-                .is_none_or(|b| p.uplink_mbps >= b)
+            && self.req.min_bandwidth_mbps.is_none_or(|b| {
+                p.uplink_mbps >= b
+                    || (p.best_pair_mbps >= b
+                        && self.rtt_bound.is_none_or(|t| p.min_pair_rtt_us <= t)
+                        && self.market.fast_pairs(rank, b, self.rtt_bound) + 1 >= k as usize)
+            })
     }
 
-    /// Greedy allocation over `set` (ascending rank, each with its eligible count): minimum
-    /// first, then cheapest first. Returns (gpus per node, cost, score) or `None` if short.
-    fn allocate(&self, set: &[(u32, u32)], out: &mut Vec<u32>) -> Option<(u128, u64)> {
+    /// Whether the pair `a`–`b` meets the throughput floor: its measured throughput, else both
+    /// ends' uplinks (always, without measured pairs: [`Ctx::joins_multi`] then checked both
+    /// uplinks).
+    pub(crate) fn pair_fast(&self, a: u32, b: u32) -> bool {
+        let Some(min) = self.pair_mbps else {
+            return true;
+        };
+        match self.market.pair_mbps(a, b) {
+            Some(mbps) => mbps >= min,
+            None => self.uplinks_meet(a, b, min),
+        }
+    }
+
+    /// [`Ctx::pair_fast`] given the pair's neighbour entry (`entry`: RTT and [`MBPS_FLAG`]):
+    /// the throughput is looked up only when the flag says it was measured.
+    pub(crate) fn pair_fast_entry(&self, a: u32, b: u32, entry: u32) -> bool {
+        let Some(min) = self.pair_mbps else {
+            return true;
+        };
+        if entry & MBPS_FLAG != 0 {
+            self.market.pair_mbps(a, b).is_some_and(|m| m >= min)
+        } else {
+            self.uplinks_meet(a, b, min)
+        }
+    }
+
+    /// Whether both ends' advertised uplinks reach `min` Mbit/s.
+    fn uplinks_meet(&self, a: u32, b: u32, min: u32) -> bool {
+        let up = |r: u32| self.market.providers[r as usize].uplink_mbps;
+        up(a) >= min && up(b) >= min
+    }
+
+    /// Whether the pair `a`–`b` has a measured RTT within `bound` µs and meets the throughput
+    /// floor (one look-up of its neighbour entry).
+    pub(crate) fn pair_ok(&self, a: u32, b: u32, bound: u32) -> bool {
+        self.market
+            .rtt_entry(a, b)
+            .is_some_and(|e| e & RTT_MASK <= bound && self.pair_fast_entry(a, b, e))
+    }
+
+    /// Greedy allocation of `count` GPUs over `set` (ascending rank, each with its eligible
+    /// count): minimum first, then in rank order (cheapest, measured, best-scoring first).
+    /// Writes the GPUs per node to `out`; `None` if the set cannot hold `count`.
+    pub(crate) fn allocate(
+        &self,
+        set: &[(u32, u32)],
+        count: u32,
+        out: &mut Vec<u32>,
+    ) -> Option<Cost> {
         let m = self.req.min_gpus_per_node;
-        let mut left = self.req.count.checked_sub(m * set.len() as u32)?;
+        let mut left = count.checked_sub(m.checked_mul(set.len() as u32)?)?;
         out.clear();
-        let (mut cost, mut score) = (0u128, 0u64);
+        let mut cost = Cost::default();
         for &(rank, e) in set {
-            let extra = left.min(e - m);
+            let extra = left.min(e.saturating_sub(m));
             left -= extra;
             let g = m + extra;
-            let p = &self.market.providers[rank as usize];
-            cost += u128::from(g) * u128::from(p.price);
-            score += u64::from(g) * u64::from(p.score);
+            cost.add(g, &self.market.providers[rank as usize]);
             out.push(g);
         }
-        (left == 0).then_some((cost, score))
+        (left == 0).then_some(cost)
     }
 
-    fn plan(&self, set: &[(u32, u32)], exhaustive: bool) -> Plan {
-        let mut gpus = Vec::with_capacity(set.len());
-        let (price_per_hour, score) = self.allocate(set, &mut gpus).unwrap_or((0, 0));
-        let nodes = set
+    /// The plan of `nodes` (rank, GPUs, group; any order; groups only with
+    /// [`Requirements::groups`]) at `cost`.
+    pub(crate) fn plan_of(&self, nodes: &[(u32, u32, u32)], cost: Cost, exhaustive: bool) -> Plan {
+        let grouped = self.req.groups.is_some();
+        let mut nodes: Vec<NodePlan> = nodes
             .iter()
-            .zip(gpus)
-            .map(|(&(rank, _), g)| {
+            .map(|&(rank, gpus, group)| {
                 let p = &self.market.providers[rank as usize];
                 NodePlan {
                     provider: p.id,
-                    gpus: g,
+                    gpus,
                     rate: p.price,
                     score: p.score,
+                    measured: p.measured,
+                    group: grouped.then_some(group),
                     rank,
                 }
             })
             .collect();
+        nodes.sort_unstable_by_key(|n| n.rank);
         Plan {
             nodes,
-            price_per_hour,
-            score,
+            price_per_hour: cost.price,
+            score: cost.score,
             exhaustive,
         }
     }
@@ -673,12 +876,13 @@ enum AnchorList {
 }
 
 /// Marks a provider whose eligibility this decision has not computed yet.
-const UNKNOWN: u32 = u32::MAX;
+pub(crate) const UNKNOWN: u32 = u32::MAX;
 
 struct Best {
     set: Vec<(u32, u32)>,
-    cost: u128,
-    score: u64,
+    /// GPUs per node of `set`.
+    gpus: Vec<u32>,
+    cost: Cost,
 }
 
 /// Depth-first search for the best `k`-node plan, one pass per `k`.
@@ -743,27 +947,26 @@ impl Search<'_, '_> {
     }
 
     /// Scores the complete set `chosen` and keeps it if it beats the best so far in the total
-    /// order of the module docs (cost, then score, then ranks), whatever order sets come in.
+    /// order of the module docs (price, unmeasured GPUs, score, then ranks), whatever order
+    /// sets come in.
     fn consider(&mut self) {
-        let Some((cost, score)) = self.ctx.allocate(&self.chosen, &mut self.scratch) else {
+        let count = self.ctx.req.count;
+        let Some(cost) = self.ctx.allocate(&self.chosen, count, &mut self.scratch) else {
             return;
         };
         let better = self.best.as_ref().is_none_or(|b| {
-            (cost, std::cmp::Reverse(score))
-                .cmp(&(b.cost, std::cmp::Reverse(b.score)))
-                .then_with(|| {
-                    self.chosen
-                        .iter()
-                        .map(|c| c.0)
-                        .cmp(b.set.iter().map(|c| c.0))
-                })
-                == std::cmp::Ordering::Less
+            cost.key().cmp(&b.cost.key()).then_with(|| {
+                self.chosen
+                    .iter()
+                    .map(|c| c.0)
+                    .cmp(b.set.iter().map(|c| c.0))
+            }) == std::cmp::Ordering::Less
         });
         if better {
             self.best = Some(Best {
                 set: self.chosen.clone(),
+                gpus: self.scratch.clone(),
                 cost,
-                score,
             });
         }
     }
@@ -829,7 +1032,7 @@ impl Search<'_, '_> {
             }
             let p = &ctx.market.providers[x as usize];
             if let Some(best) = &self.best
-                && count * u128::from(p.price) > best.cost
+                && count * u128::from(p.price) > best.cost.price
             {
                 break;
             }
@@ -842,7 +1045,7 @@ impl Search<'_, '_> {
                 continue;
             }
             self.chosen.push((x, e));
-            match req.max_rtt_us {
+            match ctx.rtt_bound {
                 Some(bound) => self.anchored(x, e, bound),
                 None => self.level(),
             }
@@ -871,14 +1074,17 @@ impl Search<'_, '_> {
             }
             let px = ctx.market.providers[x as usize].price;
             if let Some(best) = &self.best
-                && fixed + at_x * u128::from(px) > best.cost
+                && fixed + at_x * u128::from(px) > best.cost.price
             {
                 break;
             }
+            if !ctx.joins_multi(x, self.k) {
+                continue;
+            }
             let e = ctx.eligible_cached(self.cache, x);
             if e == 0
-                || !ctx.joins_multi(x, self.k)
                 || !self.can_reach(have, e, rem_after, self.cap)
+                || !self.chosen.iter().all(|&(c, _)| ctx.pair_fast(c, x))
             {
                 continue;
             }
@@ -907,15 +1113,16 @@ impl Search<'_, '_> {
             let g = e.min(req.count - (self.k - 1) * req.min_gpus_per_node);
             let pa = u128::from(ctx.market.providers[anchor as usize].price);
             let pn = u128::from(ctx.market.providers[first as usize].price);
-            if u128::from(g) * pa + u128::from(req.count - g) * pn > best.cost {
+            if u128::from(g) * pa + u128::from(req.count - g) * pn > best.cost.price {
                 return;
             }
         }
         self.cands.clear();
-        for &(r, rtt) in &list[start..] {
-            if rtt > bound
+        for &(r, entry) in &list[start..] {
+            if entry & RTT_MASK > bound
                 || ctx.market.model_masks[r as usize] & ctx.mask == 0
                 || !ctx.joins_multi(r, self.k)
+                || !ctx.pair_fast_entry(anchor, r, entry)
             {
                 continue;
             }
@@ -961,18 +1168,19 @@ impl Search<'_, '_> {
             }
             let px = ctx.market.providers[x as usize].price;
             if let Some(best) = &self.best
-                && fixed + at_x * u128::from(px) > best.cost
+                && fixed + at_x * u128::from(px) > best.cost.price
             {
                 break;
             }
             if !self.can_reach(have, e, rem_after, self.suffix_cap[i + 1]) {
                 continue;
             }
-            if self
+            // The anchor's pair was checked when `x` became a candidate.
+            if !self
                 .chosen
                 .iter()
                 .skip(1)
-                .any(|&(c, _)| ctx.market.rtt_us(c, x).is_none_or(|r| r > bound))
+                .all(|&(c, _)| ctx.pair_ok(c, x, bound))
             {
                 continue;
             }

@@ -6,16 +6,21 @@
 //! ([`Binding`]): when too few GPUs stay eligible, the exclusion that, lifted alone, gives back
 //! enough GPUs (or else the most); when enough stay eligible, the first placement limit
 //! that no plan can pass, checked in this order: `placement.max_nodes` (the eligible nodes'
-//! largest shares cannot reach the count in that many machines), `placement.min_bandwidth_mbps`,
-//! the providers' own `max_job_nodes`, `placement.max_rtt_ms`, and last the search budget.
+//! largest shares cannot reach the count in that many machines), `placement.min_bandwidth_mbps`
+//! (per node: too few nodes have the uplink or a measured pair that fast), the providers' own
+//! `max_job_nodes`, then the pairwise limits — `placement.groups.max_rtt_ms`,
+//! `placement.max_rtt_ms`, `placement.min_bandwidth_mbps` per pair — of which the first that
+//! still keeps every plan out with the later ones lifted binds (one extra search per lifted
+//! step, only when several are set), and last the search budget. A pairwise limit names the
+//! closest failing pair of candidate providers ([`PairFailure`]).
 //! Pure, like the matcher; it runs only when no plan was found.
 
 use std::fmt;
 
 use serde::Serialize;
 
-use super::matching::{Constraint, Requirements, node_share};
-use super::snapshot::{MarketSnapshot, Provider};
+use super::matching::{Constraint, Requirements, node_share, search};
+use super::snapshot::{MarketSnapshot, Provider, ProviderId, RTT_MASK};
 use super::spec::{ComputeCapability, Interconnect};
 
 /// GPUs and providers that one constraint excluded.
@@ -130,6 +135,38 @@ pub enum Binding {
         /// Pairs never measured (never within any bound).
         pairs_unmeasured: u64,
     },
+    /// `placement.groups`: the latency groups cannot be formed — no `groups` disjoint sets of
+    /// whole eligible machines, each pairwise within `placement.groups.max_rtt_ms` and holding
+    /// exactly `gpus_per_group` GPUs.
+    GroupMaxRtt {
+        /// The groups' bound, ms.
+        max_rtt_ms: u32,
+        /// Groups asked.
+        groups: u32,
+        /// GPUs per group.
+        gpus_per_group: u32,
+        /// Eligible machines that may join a plan of that many nodes (fewer than `groups`: too
+        /// few machines, as a group is a set of whole machines).
+        machines: u32,
+        /// Pairs of candidate providers measured within the bound.
+        pairs_within: u64,
+        /// Pairs measured above it.
+        pairs_over: u64,
+        /// Pairs never measured.
+        pairs_unmeasured: u64,
+    },
+    /// `placement.min_bandwidth_mbps`, pair by pair: enough providers are fast enough alone,
+    /// but no set of them is pairwise (a pair's measured throughput, else both ends' uplinks).
+    MinPairBandwidth {
+        /// The floor, Mbit/s.
+        min_bandwidth_mbps: u32,
+        /// Fewest machines a plan needs.
+        nodes_needed: u32,
+        /// Pairs of candidate providers measured below the floor.
+        pairs_below: u64,
+        /// Candidate providers whose uplink is below the floor (their unmeasured pairs fail).
+        slow_providers: u32,
+    },
     /// The search stopped at [`super::matching::MAX_SEARCH_STEPS`] before it found a plan.
     SearchBudget {
         /// Candidate visits made.
@@ -160,6 +197,8 @@ impl Binding {
             Self::MinBandwidth { .. } => Constraint::MinBandwidth,
             Self::ProviderMaxJobNodes { .. } => Constraint::ProviderMaxJobNodes,
             Self::MaxRtt { .. } => Constraint::MaxRtt,
+            Self::GroupMaxRtt { .. } => Constraint::GroupMaxRtt,
+            Self::MinPairBandwidth { .. } => Constraint::MinBandwidth,
             Self::SearchBudget { .. } => Constraint::SearchBudget,
             Self::Excluded { constraint, .. } => *constraint,
         }
@@ -280,6 +319,33 @@ impl fmt::Display for Binding {
                  pairwise within it ({pairs_within} pairs within, {pairs_over} over, \
                  {pairs_unmeasured} unmeasured)"
             ),
+            Self::GroupMaxRtt {
+                max_rtt_ms,
+                groups,
+                gpus_per_group,
+                machines,
+                pairs_within,
+                pairs_over,
+                pairs_unmeasured,
+            } => write!(
+                f,
+                "placement.groups.max_rtt_ms {max_rtt_ms}: no {groups} groups of {gpus_per_group} \
+                 GPUs, each on whole machines pairwise within it, can be formed ({machines} \
+                 eligible machines; {pairs_within} pairs within, {pairs_over} over, \
+                 {pairs_unmeasured} unmeasured)"
+            ),
+            Self::MinPairBandwidth {
+                min_bandwidth_mbps,
+                nodes_needed,
+                pairs_below,
+                slow_providers,
+            } => write!(
+                f,
+                "placement.min_bandwidth_mbps {min_bandwidth_mbps}: no {nodes_needed} eligible \
+                 providers are pairwise at or above it ({pairs_below} pairs measured below, \
+                 {slow_providers} providers with a slower uplink whose unmeasured pairs count \
+                 as below)"
+            ),
             Self::SearchBudget { steps } => write!(
                 f,
                 "the search stopped after {steps} steps (MAX_SEARCH_STEPS) without a plan"
@@ -291,6 +357,81 @@ impl fmt::Display for Binding {
             } => write!(
                 f,
                 "{constraint}: excluded {gpus} GPUs ({eligible_without} GPUs eligible without it)"
+            ),
+        }
+    }
+}
+
+/// The bound a [`PairFailure`] misses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PairBound {
+    /// An RTT ceiling, µs (`placement.max_rtt_ms` or `placement.groups.max_rtt_ms`).
+    MaxRttUs(u32),
+    /// A throughput floor, Mbit/s (`placement.min_bandwidth_mbps`).
+    MinMbps(u32),
+}
+
+/// The closest failing pair of a pairwise limit: two candidate providers (eligible, joining a
+/// plan of that many nodes) whose pair misses the bound by the least — the measured pair
+/// nearest the bound, else an unmeasured pair (lowest ranks first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PairFailure {
+    /// The limit: [`Constraint::MaxRtt`], [`Constraint::GroupMaxRtt`] or
+    /// [`Constraint::MinBandwidth`].
+    pub constraint: Constraint,
+    /// One end (the lower-ranked).
+    #[serde(with = "hex::serde")]
+    pub a: ProviderId,
+    /// The other end.
+    #[serde(with = "hex::serde")]
+    pub b: ProviderId,
+    /// The pair's measured RTT, µs; `None` = never measured.
+    pub rtt_us: Option<u32>,
+    /// The pair's measured throughput, Mbit/s; `None` = not measured.
+    pub mbps: Option<u32>,
+    /// The bound it misses.
+    pub bound: PairBound,
+}
+
+/// A provider id in short hex: its first 4 bytes and an ellipsis.
+fn short(id: &ProviderId) -> String {
+    format!("{}…", hex::encode(&id[..4]))
+}
+
+/// µs as ms, with up to three decimals (`2 ms`, `2.35 ms`).
+fn ms(us: u32) -> String {
+    let (whole, frac) = (us / 1000, us % 1000);
+    if frac == 0 {
+        format!("{whole} ms")
+    } else {
+        let frac = format!("{frac:03}");
+        format!("{whole}.{} ms", frac.trim_end_matches('0'))
+    }
+}
+
+impl fmt::Display for PairFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: pair {}–{} ",
+            self.constraint,
+            short(&self.a),
+            short(&self.b)
+        )?;
+        match (self.bound, self.rtt_us, self.mbps) {
+            (PairBound::MaxRttUs(bound), Some(rtt), _) => {
+                write!(f, "measured {}, bound {}", ms(rtt), ms(bound))
+            }
+            (PairBound::MaxRttUs(bound), None, _) => {
+                write!(f, "unmeasured (never within a bound), bound {}", ms(bound))
+            }
+            (PairBound::MinMbps(bound), _, Some(mbps)) => {
+                write!(f, "measured {mbps} Mbit/s, bound {bound} Mbit/s")
+            }
+            (PairBound::MinMbps(bound), _, None) => write!(
+                f,
+                "unmeasured (an end's uplink is below the bound), bound {bound} Mbit/s"
             ),
         }
     }
@@ -310,6 +451,11 @@ pub struct NoFit {
     pub eligible_providers: u32,
     /// The limit that bound, with its numbers.
     pub binding: Binding,
+    /// With a pairwise limit binding (`placement.max_rtt_ms`, `placement.groups.max_rtt_ms`,
+    /// `placement.min_bandwidth_mbps` per pair): its closest failing pair (boxed: the report
+    /// stays small on the matcher's `Err` path).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pair: Option<Box<PairFailure>>,
     /// Exclusions with a non-zero count, in constraint order (a placement limit that bound is
     /// charged with every eligible GPU).
     pub excluded: Vec<Excluded>,
@@ -326,6 +472,9 @@ impl fmt::Display for NoFit {
             self.free_gpus,
             self.eligible_providers
         )?;
+        if let Some(pair) = &self.pair {
+            write!(f, "; closest failing {pair}")?;
+        }
         for e in &self.excluded {
             write!(
                 f,
@@ -504,12 +653,15 @@ pub(super) fn diagnose(
             shares.push((rank as u32, capped));
         }
     }
-    let binding = if eligible_gpus < u64::from(req.count) {
-        excluded_binding(&diag, &by)
+    let (binding, pair) = if eligible_gpus < u64::from(req.count) {
+        (excluded_binding(&diag, &by), None)
     } else {
-        let b = fabric_binding(&diag).unwrap_or_else(|| placement_binding(&diag, &shares, cut));
+        let (b, pair) = match fabric_binding(&diag) {
+            Some(b) => (b, None),
+            None => placement_binding(&diag, &shares, model_ok, cut),
+        };
         by[b.constraint() as usize] = Some((eligible_providers, eligible_gpus));
-        b
+        (b, pair)
     };
     NoFit {
         requested: req.count,
@@ -517,6 +669,7 @@ pub(super) fn diagnose(
         eligible_gpus,
         eligible_providers,
         binding,
+        pair: pair.map(Box::new),
         excluded: (Constraint::ALL.iter().zip(by))
             .filter_map(|(&constraint, e)| {
                 e.map(|(providers, gpus)| Excluded {
@@ -625,30 +778,41 @@ fn fabric_binding(diag: &Diag<'_>) -> Option<Binding> {
     })
 }
 
-/// Enough eligible GPUs: the first placement limit no plan passes.
-fn placement_binding(diag: &Diag<'_>, shares: &[(u32, u32)], cut: Option<u64>) -> Binding {
+/// Enough eligible GPUs: the first placement limit no plan passes, and for a pairwise limit its
+/// closest failing pair.
+fn placement_binding(
+    diag: &Diag<'_>,
+    shares: &[(u32, u32)],
+    model_ok: &[bool],
+    cut: Option<u64>,
+) -> (Binding, Option<PairFailure>) {
     let (req, market) = (diag.req, diag.market);
     let provider = |r: u32| &market.providers[r as usize];
+    let groups = req.groups.map_or(1, |g| g.count);
     let largest_node = shares.iter().map(|s| s.1).max().unwrap_or(0);
-    let needed = nodes_needed(shares.iter().map(|s| s.1), req.count).unwrap_or(u32::MAX);
+    let needed =
+        nodes_needed(shares.iter().map(|s| s.1), req.count).map_or(u32::MAX, |n| n.max(groups));
     if needed > req.max_nodes {
-        return Binding::MaxNodes {
+        let b = Binding::MaxNodes {
             max_nodes: req.max_nodes,
             nodes_needed: needed,
             largest_node,
         };
+        return (b, None);
     }
-    // Multi-node plans: the bandwidth floor first.
+    // Multi-node plans: the bandwidth floor first (a node passes with its uplink or with a
+    // measured pair that fast; its pairs are checked below).
     let fast = |r: u32| {
         req.min_bandwidth_mbps
-            .is_none_or(|b| provider(r).uplink_mbps >= b)
+            .is_none_or(|b| provider(r).uplink_mbps >= b || provider(r).best_pair_mbps >= b)
     };
-    let needed_fast = nodes_needed(shares.iter().filter(|s| fast(s.0)).map(|s| s.1), req.count);
+    let needed_fast = nodes_needed(shares.iter().filter(|s| fast(s.0)).map(|s| s.1), req.count)
+        .map(|n| n.max(groups));
     if let Some(b) = req.min_bandwidth_mbps
         && needed_fast.is_none_or(|k| k > req.max_nodes)
     {
         let slow: Vec<(u32, u32)> = shares.iter().copied().filter(|s| !fast(s.0)).collect();
-        return Binding::MinBandwidth {
+        let b = Binding::MinBandwidth {
             min_bandwidth_mbps: b,
             providers_below: slow.len() as u32,
             gpus_below: slow.iter().map(|s| u64::from(s.1)).sum(),
@@ -657,6 +821,7 @@ fn placement_binding(diag: &Diag<'_>, shares: &[(u32, u32)], cut: Option<u64>) -
                 .max()
                 .unwrap_or(0),
         };
+        return (b, None);
     }
     let needed_fast = needed_fast.unwrap_or(needed);
     // Then the providers' own node limits: the first k whose willing providers reach the count.
@@ -668,50 +833,230 @@ fn placement_binding(diag: &Diag<'_>, shares: &[(u32, u32)], cut: Option<u64>) -
         )
         .is_some_and(|n| n <= k)
     }) else {
-        return Binding::ProviderMaxJobNodes {
+        let b = Binding::ProviderMaxJobNodes {
             nodes_needed: needed_fast,
             providers_refusing: (shares.iter())
                 .filter(|s| fast(s.0) && provider(s.0).max_job_nodes < needed_fast)
                 .count() as u32,
         };
+        return (b, None);
     };
-    if let Some(bound) = req.max_rtt_us {
-        let mut member = vec![false; market.providers.len()];
-        for s in shares.iter().filter(|s| joins(s.0, k)) {
-            member[s.0 as usize] = true;
+    let members: Vec<u32> = (shares.iter())
+        .filter(|s| joins(s.0, k))
+        .map(|s| s.0)
+        .collect();
+    match pairwise_limit(req, market, model_ok) {
+        Some(Constraint::GroupMaxRtt) => {
+            let g = req
+                .groups
+                .map_or((1, req.count, 0), |g| (g.count, g.gpus, g.max_rtt_us));
+            let pairs = rtt_pairs(market, &members, g.2);
+            let b = Binding::GroupMaxRtt {
+                max_rtt_ms: g.2 / 1000,
+                groups: g.0,
+                gpus_per_group: g.1,
+                machines: members.len() as u32,
+                pairs_within: pairs.within,
+                pairs_over: pairs.over,
+                pairs_unmeasured: pairs.unmeasured,
+            };
+            (b, pairs.failure(market, Constraint::GroupMaxRtt, g.2))
         }
-        let n = member.iter().filter(|m| **m).count() as u64;
-        let (mut within, mut over) = (0u64, 0u64);
-        for (a, list) in market.neighbours.iter().enumerate() {
-            if !member[a] {
+        Some(Constraint::MaxRtt) => {
+            let bound = req.max_rtt_us.unwrap_or(0);
+            let pairs = rtt_pairs(market, &members, bound);
+            let b = Binding::MaxRtt {
+                max_rtt_ms: bound / 1000,
+                nodes_needed: k,
+                pairs_within: pairs.within,
+                pairs_over: pairs.over,
+                pairs_unmeasured: pairs.unmeasured,
+            };
+            (b, pairs.failure(market, Constraint::MaxRtt, bound))
+        }
+        Some(_) => {
+            let floor = req.min_bandwidth_mbps.unwrap_or(0);
+            let (b, pair) = bandwidth_pairs(market, &members, floor, k);
+            (b, pair)
+        }
+        None => {
+            let b = match cut {
+                Some(steps) => Binding::SearchBudget { steps },
+                // Every share was counted whole; what is left is the per-node minimum's
+                // granularity (k nodes × min_gpus_per_node above the count).
+                None => Binding::MinGpusPerNode {
+                    min_gpus_per_node: req.min_gpus_per_node,
+                    largest_excluded_node: largest_node,
+                    eligible_without: diag.eligible_total(Constraint::MinGpusPerNode.bit()),
+                },
+            };
+            (b, None)
+        }
+    }
+}
+
+/// The pairwise limit that binds: of those set — the groups' bound, `max_rtt_ms`, the
+/// throughput floor per pair (only with measured pairs) — the first that keeps every plan out
+/// with the later ones lifted (the last one set binds when every earlier one passes).
+fn pairwise_limit(
+    req: &Requirements,
+    market: &MarketSnapshot,
+    model_ok: &[bool],
+) -> Option<Constraint> {
+    let mut limits: Vec<Constraint> = Vec::with_capacity(3);
+    if req.groups.is_some() {
+        limits.push(Constraint::GroupMaxRtt);
+    }
+    if req.max_rtt_us.is_some() {
+        limits.push(Constraint::MaxRtt);
+    }
+    if req.min_bandwidth_mbps.is_some() && market.has_pair_mbps() {
+        limits.push(Constraint::MinBandwidth);
+    }
+    let last = limits.len().checked_sub(1)?;
+    (0..last)
+        .find(|&i| {
+            let lift = limits[i + 1..].iter().fold(0u64, |l, c| l | c.bit());
+            search(req, market, model_ok, lift).is_err()
+        })
+        .or(Some(last))
+        .map(|i| limits[i])
+}
+
+/// Pairs of candidate providers against an RTT bound, and the closest failing one.
+struct RttPairs {
+    within: u64,
+    over: u64,
+    unmeasured: u64,
+    /// The measured pair over the bound with the lowest RTT: (rank a, rank b, RTT µs).
+    closest_over: Option<(u32, u32, u32)>,
+    /// The first unmeasured pair in rank order, when no measured pair is over.
+    first_unmeasured: Option<(u32, u32)>,
+}
+
+impl RttPairs {
+    /// The closest failing pair, if any pair fails.
+    fn failure(&self, market: &MarketSnapshot, c: Constraint, bound: u32) -> Option<PairFailure> {
+        let (a, b, rtt) = match (self.closest_over, self.first_unmeasured) {
+            (Some((a, b, rtt)), _) => (a, b, Some(rtt)),
+            (None, Some((a, b))) => (a, b, None),
+            (None, None) => return None,
+        };
+        Some(PairFailure {
+            constraint: c,
+            a: market.providers[a as usize].id,
+            b: market.providers[b as usize].id,
+            rtt_us: rtt,
+            mbps: market.pair_mbps(a, b),
+            bound: PairBound::MaxRttUs(bound),
+        })
+    }
+}
+
+/// Counts the pairs of `members` (ascending ranks) within, over and without a measured RTT
+/// against `bound` µs, and finds the closest failing pair.
+fn rtt_pairs(market: &MarketSnapshot, members: &[u32], bound: u32) -> RttPairs {
+    let mut member = vec![false; market.providers.len()];
+    for &r in members {
+        member[r as usize] = true;
+    }
+    let mut p = RttPairs {
+        within: 0,
+        over: 0,
+        unmeasured: 0,
+        closest_over: None,
+        first_unmeasured: None,
+    };
+    for &a in members {
+        for &(b, entry) in &market.neighbours[a as usize] {
+            if b <= a || !member[b as usize] {
                 continue;
             }
-            for &(b, rtt) in list {
-                if b as usize > a && member[b as usize] {
-                    if rtt <= bound {
-                        within += 1;
-                    } else {
-                        over += 1;
-                    }
+            let rtt = entry & RTT_MASK;
+            if rtt <= bound {
+                p.within += 1;
+            } else {
+                p.over += 1;
+                if p.closest_over.is_none_or(|c| rtt < c.2) {
+                    p.closest_over = Some((a, b, rtt));
                 }
             }
         }
-        return Binding::MaxRtt {
-            max_rtt_ms: bound / 1000,
-            nodes_needed: k,
-            pairs_within: within,
-            pairs_over: over,
-            pairs_unmeasured: (n * n.saturating_sub(1) / 2).saturating_sub(within + over),
-        };
     }
-    match cut {
-        Some(steps) => Binding::SearchBudget { steps },
-        // Every share was counted whole; what is left is the per-node minimum's granularity
-        // (k nodes × min_gpus_per_node above the count).
-        None => Binding::MinGpusPerNode {
-            min_gpus_per_node: req.min_gpus_per_node,
-            largest_excluded_node: largest_node,
-            eligible_without: diag.eligible_total(Constraint::MinGpusPerNode.bit()),
-        },
+    let n = members.len() as u64;
+    p.unmeasured = (n * n.saturating_sub(1) / 2).saturating_sub(p.within + p.over);
+    if p.closest_over.is_none() && p.unmeasured > 0 {
+        p.first_unmeasured = first_unmeasured(market, members);
     }
+    p
+}
+
+/// The first pair of `members` (ascending ranks) in rank order without an RTT sample.
+fn first_unmeasured(market: &MarketSnapshot, members: &[u32]) -> Option<(u32, u32)> {
+    for (i, &a) in members.iter().enumerate() {
+        let list = &market.neighbours[a as usize];
+        let mut j = list.partition_point(|e| e.0 <= a);
+        for &b in &members[i + 1..] {
+            while list.get(j).is_some_and(|e| e.0 < b) {
+                j += 1;
+            }
+            if list.get(j).is_none_or(|e| e.0 != b) {
+                return Some((a, b));
+            }
+        }
+    }
+    None
+}
+
+/// The throughput floor pair by pair over `members` (ascending ranks): the binding with its
+/// counts and the closest failing pair (the fastest measured pair below the floor, else an
+/// unmeasured pair with a slow end).
+fn bandwidth_pairs(
+    market: &MarketSnapshot,
+    members: &[u32],
+    floor: u32,
+    k: u32,
+) -> (Binding, Option<PairFailure>) {
+    let mut member = vec![false; market.providers.len()];
+    for &r in members {
+        member[r as usize] = true;
+    }
+    let (mut below, mut closest): (u64, Option<(u32, u32, u32)>) = (0, None);
+    for &a in members {
+        for &(b, mbps, _) in market.measured_pairs(a) {
+            if b <= a || mbps >= floor || !member[b as usize] {
+                continue;
+            }
+            below += 1;
+            if closest.is_none_or(|c| mbps > c.2) {
+                closest = Some((a, b, mbps));
+            }
+        }
+    }
+    let slow: Vec<u32> = (members.iter().copied())
+        .filter(|&r| market.providers[r as usize].uplink_mbps < floor)
+        .collect();
+    let pair = match closest {
+        Some((a, b, mbps)) => Some((a, b, Some(mbps))),
+        None => slow.iter().find_map(|&s| {
+            (members.iter())
+                .find(|&&t| t != s && market.pair_mbps(s, t).is_none())
+                .map(|&t| (s.min(t), s.max(t), None))
+        }),
+    };
+    let binding = Binding::MinPairBandwidth {
+        min_bandwidth_mbps: floor,
+        nodes_needed: k,
+        pairs_below: below,
+        slow_providers: slow.len() as u32,
+    };
+    let failure = pair.map(|(a, b, mbps)| PairFailure {
+        constraint: Constraint::MinBandwidth,
+        a: market.providers[a as usize].id,
+        b: market.providers[b as usize].id,
+        rtt_us: market.rtt_us(a, b),
+        mbps,
+        bound: PairBound::MinMbps(floor),
+    });
+    (binding, failure)
 }

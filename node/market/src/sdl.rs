@@ -406,6 +406,7 @@ pub(super) fn gpu_block(
             max_nodes: Some(replicas),
             max_rtt_ms: None,
             min_bandwidth_mbps: None,
+            groups: None,
         },
     ))
 }

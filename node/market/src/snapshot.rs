@@ -1,11 +1,15 @@
 //! A market snapshot: the live offers and the RTT matrix, indexed once for many match decisions.
 //!
 //! Built from gossip offers (DESIGN §5) whose bond the indexer confirmed, and from the ping
-//! RTTs between providers. Building sorts providers into *rank order* — price per GPU-hour
-//! ascending, score descending, direct-capable ([`Offer::direct_capable`]) before relay-only,
+//! RTTs (and, where measured, throughputs) between providers. Building sorts providers into
+//! *rank order* — price per GPU-hour ascending, measured compute ([`Compute::Measured`]) before
+//! unmeasured, score descending, direct-capable ([`Offer::direct_capable`]) before relay-only,
 //! provider key hash ascending — interns identical GPU models, and
-//! turns the RTT samples into per-provider neighbour lists sorted by rank. The matcher then never
-//! allocates anything proportional to the market.
+//! turns the RTT samples into per-provider neighbour lists sorted by rank. Pair throughputs are
+//! kept apart, in per-provider lists of the (few) measured pairs packed into one array, so the
+//! neighbour lists stay at 8 bytes an entry (a flag bit marks a measured pair) and a provider
+//! without measured pairs costs nothing. The matcher then never allocates anything
+//! proportional to the market.
 
 use std::collections::HashMap;
 
@@ -99,6 +103,37 @@ pub struct OfferedGpus {
     pub declared: bool,
 }
 
+/// Where an offer's [`Offer::score`] comes from.
+///
+/// Absent in older offers = [`Compute::Unmeasured`]. Not written when unmeasured, so such an
+/// offer encodes (and is signed) exactly as before the field existed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Compute {
+    /// No benchmark behind the score: declared GPUs, no GPU at all, a devnet, or a node whose
+    /// onboarding benchmark gave no CUDA score. The score is the neutral one the node offers.
+    #[default]
+    Unmeasured,
+    /// The score is the node's own onboarding benchmark: CUDA kernels run on its GPUs, of this
+    /// benchmark version (scores of different versions are not comparable).
+    Measured {
+        /// Version of the onboarding benchmark that produced the score.
+        bench_version: u32,
+    },
+}
+
+impl Compute {
+    /// Whether the score comes from a benchmark run.
+    pub fn is_measured(&self) -> bool {
+        matches!(self, Self::Measured { .. })
+    }
+
+    /// Whether nothing was measured (serde's `skip_serializing_if`).
+    pub fn is_unmeasured(&self) -> bool {
+        !self.is_measured()
+    }
+}
+
 /// The matcher's view of one signed offer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Offer {
@@ -109,7 +144,8 @@ pub struct Offer {
     pub bond_gpus: u32,
     /// Price, NTX base units per GPU-hour (becomes the assignment's `rate`).
     pub price_per_gpu_hour: u64,
-    /// Unified benchmark score per GPU (`gpu::score`), higher is better.
+    /// Unified benchmark score per GPU (`gpu::score`), higher is better. Where it comes from:
+    /// [`Offer::compute`].
     pub score: u32,
     /// Advertised uplink, Mbit/s.
     pub uplink_mbps: u32,
@@ -126,10 +162,16 @@ pub struct Offer {
     /// providers first. Absent in older offers = false.
     #[serde(default)]
     pub direct_capable: bool,
+    /// Where [`Offer::score`] comes from. At equal price the matcher prefers plans on measured
+    /// offers ([`super::matching`], objective key 3). Absent in older offers = unmeasured.
+    #[serde(default, skip_serializing_if = "Compute::is_unmeasured")]
+    pub compute: Compute,
 }
 
-/// A measured round trip between two providers (libp2p ping), µs. Symmetric: if both directions
-/// are given, the larger counts. A pair without a sample is treated as out of any RTT bound.
+/// A measured round trip between two providers (libp2p ping), µs, and optionally the measured
+/// throughput between them, Mbit/s. Symmetric: if a pair is given more than once, the larger
+/// RTT and the lower throughput count. A pair without a sample is treated as out of any RTT
+/// bound; a pair without a throughput falls back to both ends' advertised uplinks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RttSample {
     /// One end.
@@ -138,6 +180,9 @@ pub struct RttSample {
     pub b: ProviderId,
     /// Round-trip time, µs.
     pub rtt_us: u32,
+    /// Measured throughput between the two, Mbit/s; `None` = not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mbps: Option<u32>,
 }
 
 /// A provider's running jobs against its `max_concurrent_jobs` ([`super::limits::ProviderLimits`]),
@@ -181,7 +226,14 @@ pub(crate) struct Provider {
     pub bond_gpus: u32,
     pub price: u64,
     pub score: u32,
+    /// The score is measured ([`Compute::Measured`]).
+    pub measured: bool,
     pub uplink_mbps: u32,
+    /// The highest measured throughput of any of its pairs, Mbit/s (0 = none measured).
+    pub best_pair_mbps: u32,
+    /// The lowest RTT of its pairs with a measured throughput, µs (`u32::MAX` = none): a
+    /// tighter RTT bound leaves it no measured pair, with no look-up.
+    pub min_pair_rtt_us: u32,
     pub max_job_duration_s: u64,
     pub max_job_nodes: u32,
     /// At its `max_concurrent_jobs` ([`ProviderLoad`]): takes no new job.
@@ -206,8 +258,16 @@ pub struct MarketSnapshot {
     /// Providers in rank order; a provider's rank is its index here.
     pub(crate) providers: Vec<Provider>,
     pub(crate) groups: Vec<Group>,
-    /// Per rank: (neighbour rank, RTT µs), sorted by neighbour rank.
+    /// Per rank: (neighbour rank, RTT µs | [`MBPS_FLAG`] when the pair's throughput is measured),
+    /// sorted by neighbour rank; read the RTT through [`RTT_MASK`].
     pub(crate) neighbours: Vec<Vec<(u32, u32)>>,
+    /// Measured pair throughputs, both directions: rank `r`'s are
+    /// `mbps_pairs[mbps_start[r]..mbps_start[r + 1]]` as (neighbour rank, Mbit/s, RTT µs),
+    /// sorted by neighbour rank; only pairs with a measured figure (usually few), the lowest
+    /// throughput of duplicate samples (the RTT as in the neighbour lists).
+    pub(crate) mbps_pairs: Vec<(u32, u32, u32)>,
+    /// Per rank, the start of its measured pairs in `mbps_pairs` (one more entry than ranks).
+    pub(crate) mbps_start: Vec<u32>,
     /// Per rank: bit `min(model, 63)` set for each offered model (bit 63 = "model ≥ 63").
     pub(crate) model_masks: Vec<u64>,
     /// `by_free[j]`: ranks (ascending) of providers with `free_total ≥ 2^j`.
@@ -222,6 +282,53 @@ pub struct MarketSnapshot {
     /// Whether any model is a MIG slice (the matcher skips the per-card count otherwise).
     pub(crate) has_mig: bool,
 }
+
+/// Indexes the measured throughputs `pairs` ((rank, neighbour rank, Mbit/s), both directions,
+/// sorted and without duplicates): returns [`MarketSnapshot::mbps_pairs`] and
+/// [`MarketSnapshot::mbps_start`], flags the pairs in the (sorted) `neighbours` lists and sets
+/// each provider's best measured throughput and lowest measured-pair RTT.
+fn index_pairs(
+    pairs: &[(u32, u32, u32)],
+    neighbours: &mut [Vec<(u32, u32)>],
+    providers: &mut [Provider],
+) -> PairIndex {
+    let mut out: Vec<(u32, u32, u32)> = Vec::with_capacity(pairs.len());
+    let mut start = Vec::with_capacity(providers.len() + 1);
+    let mut at = 0usize;
+    for (rank, p) in providers.iter_mut().enumerate() {
+        start.push(out.len() as u32);
+        while let Some(&(a, b, mbps)) = pairs.get(at)
+            && a as usize == rank
+        {
+            at += 1;
+            let list = &mut neighbours[rank];
+            // Every measured pair came with an RTT sample, so it has an entry.
+            let Ok(i) = list.binary_search_by_key(&b, |e| e.0) else {
+                continue;
+            };
+            let rtt = list[i].1;
+            out.push((b, mbps, rtt));
+            list[i].1 |= MBPS_FLAG;
+            p.best_pair_mbps = p.best_pair_mbps.max(mbps);
+            p.min_pair_rtt_us = p.min_pair_rtt_us.min(rtt);
+        }
+    }
+    start.push(out.len() as u32);
+    PairIndex { pairs: out, start }
+}
+
+/// [`index_pairs`]' result: [`MarketSnapshot::mbps_pairs`] and [`MarketSnapshot::mbps_start`].
+struct PairIndex {
+    pairs: Vec<(u32, u32, u32)>,
+    start: Vec<u32>,
+}
+
+/// Flag in a neighbour entry's second half: the pair has a measured throughput (look it up in
+/// [`MarketSnapshot::pair_mbps`]); without it the ends' uplinks count, with no look-up.
+pub(crate) const MBPS_FLAG: u32 = 1 << 31;
+/// The RTT in a neighbour entry's second half, µs. RTTs are capped at 2^31 − 1 µs (about 36
+/// minutes), far beyond any bound.
+pub(crate) const RTT_MASK: u32 = MBPS_FLAG - 1;
 
 /// [`MarketSnapshot::mig_card`] of a whole GPU.
 pub(crate) const NOT_MIG: u32 = u32::MAX;
@@ -261,6 +368,7 @@ impl MarketSnapshot {
         order.sort_by_key(|o| {
             (
                 o.price_per_gpu_hour,
+                std::cmp::Reverse(o.compute.is_measured()),
                 std::cmp::Reverse(o.score),
                 std::cmp::Reverse(o.direct_capable),
                 o.provider,
@@ -301,7 +409,10 @@ impl MarketSnapshot {
                 bond_gpus: offer.bond_gpus,
                 price: offer.price_per_gpu_hour,
                 score: offer.score,
+                measured: offer.compute.is_measured(),
                 uplink_mbps: offer.uplink_mbps,
+                best_pair_mbps: 0,
+                min_pair_rtt_us: u32::MAX,
                 max_job_duration_s: offer.max_job_duration_s.unwrap_or(u64::MAX),
                 max_job_nodes: offer.max_job_nodes.unwrap_or(u32::MAX),
                 jobs_full: full.contains(&offer.provider),
@@ -310,6 +421,7 @@ impl MarketSnapshot {
             });
         }
         let mut neighbours: Vec<Vec<(u32, u32)>> = vec![Vec::new(); providers.len()];
+        let mut pair_mbps: Vec<(u32, u32, u32)> = Vec::new();
         for s in rtts {
             let (Some(&a), Some(&b)) = (rank_of.get(&s.a), rank_of.get(&s.b)) else {
                 continue;
@@ -317,8 +429,13 @@ impl MarketSnapshot {
             if a == b {
                 continue;
             }
-            neighbours[a as usize].push((b, s.rtt_us));
-            neighbours[b as usize].push((a, s.rtt_us));
+            let rtt = s.rtt_us.min(RTT_MASK);
+            neighbours[a as usize].push((b, rtt));
+            neighbours[b as usize].push((a, rtt));
+            if let Some(mbps) = s.mbps {
+                pair_mbps.push((a, b, mbps));
+                pair_mbps.push((b, a, mbps));
+            }
         }
         for list in &mut neighbours {
             // Sort by rank, then keep the larger RTT of duplicate samples.
@@ -326,6 +443,10 @@ impl MarketSnapshot {
             list.dedup_by_key(|e| e.0);
             list.shrink_to_fit();
         }
+        // Sort by pair, then keep the lower throughput of duplicate samples.
+        pair_mbps.sort_unstable();
+        pair_mbps.dedup_by_key(|e| (e.0, e.1));
+        let index = index_pairs(&pair_mbps, &mut neighbours, &mut providers);
         let model_masks = providers
             .iter()
             .map(|p| {
@@ -375,6 +496,8 @@ impl MarketSnapshot {
             providers,
             groups,
             neighbours,
+            mbps_pairs: index.pairs,
+            mbps_start: index.start,
             model_masks,
             by_free,
             by_model,
@@ -406,9 +529,41 @@ impl MarketSnapshot {
 
     /// RTT between two ranks, µs, if measured.
     pub(crate) fn rtt_us(&self, a: u32, b: u32) -> Option<u32> {
+        self.rtt_entry(a, b).map(|e| e & RTT_MASK)
+    }
+
+    /// The second half of `a`'s neighbour entry for `b` (RTT and [`MBPS_FLAG`]), if measured.
+    pub(crate) fn rtt_entry(&self, a: u32, b: u32) -> Option<u32> {
         let list = &self.neighbours[a as usize];
         list.binary_search_by_key(&b, |e| e.0)
             .ok()
             .map(|i| list[i].1)
+    }
+
+    /// How many of `a`'s measured pairs reach `min_mbps` Mbit/s within `max_rtt_us` µs (any
+    /// RTT when `None`).
+    pub(crate) fn fast_pairs(&self, a: u32, min_mbps: u32, max_rtt_us: Option<u32>) -> usize {
+        (self.measured_pairs(a).iter())
+            .filter(|p| p.1 >= min_mbps && max_rtt_us.is_none_or(|b| p.2 <= b))
+            .count()
+    }
+
+    /// Rank `a`'s measured pairs: (neighbour rank, Mbit/s, RTT µs), sorted by neighbour rank.
+    pub(crate) fn measured_pairs(&self, a: u32) -> &[(u32, u32, u32)] {
+        let (s, e) = (self.mbps_start[a as usize], self.mbps_start[a as usize + 1]);
+        &self.mbps_pairs[s as usize..e as usize]
+    }
+
+    /// Measured throughput between two ranks, Mbit/s, if measured.
+    pub(crate) fn pair_mbps(&self, a: u32, b: u32) -> Option<u32> {
+        let list = self.measured_pairs(a);
+        list.binary_search_by_key(&b, |e| e.0)
+            .ok()
+            .map(|i| list[i].1)
+    }
+
+    /// Whether any pair has a measured throughput.
+    pub(crate) fn has_pair_mbps(&self) -> bool {
+        !self.mbps_pairs.is_empty()
     }
 }

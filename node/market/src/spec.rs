@@ -288,12 +288,32 @@ pub struct Placement {
     /// Was 1 once: an 8-GPU job over four 2-GPU machines then found no plan.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_nodes: Option<u32>,
-    /// Highest round-trip time between any two chosen nodes, ms; absent = no bound.
+    /// Highest round-trip time between any two chosen nodes, ms; absent = no bound. With
+    /// [`Placement::groups`] it bounds the pairs *across* groups (the looser bound, ≥ the
+    /// groups' own `max_rtt_ms`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_rtt_ms: Option<u32>,
-    /// Lowest advertised uplink of every node of a multi-node plan, Mbit/s; absent = none.
+    /// Lowest throughput between any two nodes of a multi-node plan, Mbit/s: a pair's measured
+    /// throughput where there is one, else both ends' advertised uplinks; absent = none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_bandwidth_mbps: Option<u32>,
+    /// Latency groups for hierarchical parallelism (e.g. tensor parallelism inside a group,
+    /// data parallelism across groups); absent = one flat gang.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<LatencyGroups>,
+}
+
+/// `placement.groups`: the GPUs split into `count` groups of `gpus` each, every group a set of
+/// whole nodes pairwise within `max_rtt_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyGroups {
+    /// Number of groups (≥ 1).
+    pub count: u32,
+    /// GPUs in each group (≥ 1); `count × gpus` must equal `gpus.count`.
+    pub gpus: u32,
+    /// Highest round-trip time between two nodes of one group, ms (≥ 1).
+    pub max_rtt_ms: u32,
 }
 
 impl Default for Placement {
@@ -304,6 +324,7 @@ impl Default for Placement {
             max_nodes: None,
             max_rtt_ms: None,
             min_bandwidth_mbps: None,
+            groups: None,
         }
     }
 }
@@ -557,6 +578,47 @@ pub enum Rule {
     /// Negative or not finite.
     #[error("{0} must be a finite number ≥ 0")]
     Negative(f64),
+    /// `placement.groups`: `count × gpus` is not `gpus.count`.
+    #[error("{groups} groups × {gpus} GPUs is {product}, not gpus.count ({count})")]
+    GroupsMismatch {
+        /// `placement.groups.count`.
+        groups: u32,
+        /// `placement.groups.gpus`.
+        gpus: u32,
+        /// Their product (saturating).
+        product: u32,
+        /// `gpus.count`.
+        count: u32,
+    },
+    /// `placement.max_rtt_ms` (the bound across groups) is tighter than the groups' own.
+    #[error(
+        "{max_rtt_ms} ms is below placement.groups.max_rtt_ms ({group_rtt_ms} ms): with groups it \
+         bounds the pairs across groups, the looser bound"
+    )]
+    BelowGroupRtt {
+        /// `placement.max_rtt_ms`.
+        max_rtt_ms: u32,
+        /// `placement.groups.max_rtt_ms`.
+        group_rtt_ms: u32,
+    },
+    /// More groups than `placement.max_nodes` machines (a group is a set of whole nodes).
+    #[error(
+        "{groups} groups need at least {groups} machines, but placement.max_nodes is {max_nodes}"
+    )]
+    GroupsAboveMaxNodes {
+        /// `placement.groups.count`.
+        groups: u32,
+        /// `placement.max_nodes`.
+        max_nodes: u32,
+    },
+    /// A group smaller than `placement.min_gpus_per_node` cannot hold one node.
+    #[error("{gpus} GPUs per group is below placement.min_gpus_per_node ({min})")]
+    GroupBelowMinPerNode {
+        /// `placement.groups.gpus`.
+        gpus: u32,
+        /// `placement.min_gpus_per_node`.
+        min: u32,
+    },
 }
 
 /// Payment terms of a spec as they go on chain (`EscrowDatum`).
@@ -925,6 +987,73 @@ impl Ensemble {
         }
         if p.min_bandwidth_mbps == Some(0) {
             return bad("placement.min_bandwidth_mbps", Rule::Zero);
+        }
+        match &p.groups {
+            Some(groups) => self.validate_groups(groups),
+            None => Ok(()),
+        }
+    }
+
+    /// `placement.groups`: each number ≥ 1, `count × gpus = gpus.count`, `placement.max_rtt_ms`
+    /// (across groups) no tighter than the groups' bound, enough nodes and GPUs per group.
+    fn validate_groups(&self, groups: &LatencyGroups) -> Result<(), SpecError> {
+        let p = &self.placement;
+        let bad = |field: &str, rule: Rule| {
+            Err(SpecError::Invalid {
+                field: field.to_string(),
+                rule,
+            })
+        };
+        for (field, v) in [
+            ("placement.groups.count", groups.count),
+            ("placement.groups.gpus", groups.gpus),
+            ("placement.groups.max_rtt_ms", groups.max_rtt_ms),
+        ] {
+            if v == 0 {
+                return bad(field, Rule::Zero);
+            }
+        }
+        let product = groups.count.saturating_mul(groups.gpus);
+        if u64::from(groups.count) * u64::from(groups.gpus) != u64::from(self.gpus.count) {
+            return bad(
+                "placement.groups",
+                Rule::GroupsMismatch {
+                    groups: groups.count,
+                    gpus: groups.gpus,
+                    product,
+                    count: self.gpus.count,
+                },
+            );
+        }
+        if let Some(max_rtt_ms) = p.max_rtt_ms
+            && max_rtt_ms < groups.max_rtt_ms
+        {
+            return bad(
+                "placement.max_rtt_ms",
+                Rule::BelowGroupRtt {
+                    max_rtt_ms,
+                    group_rtt_ms: groups.max_rtt_ms,
+                },
+            );
+        }
+        let max_nodes = p.max_nodes_or_default(self.gpus.count);
+        if max_nodes < groups.count {
+            return bad(
+                "placement.groups.count",
+                Rule::GroupsAboveMaxNodes {
+                    groups: groups.count,
+                    max_nodes,
+                },
+            );
+        }
+        if groups.gpus < p.min_gpus_per_node {
+            return bad(
+                "placement.groups.gpus",
+                Rule::GroupBelowMinPerNode {
+                    gpus: groups.gpus,
+                    min: p.min_gpus_per_node,
+                },
+            );
         }
         Ok(())
     }

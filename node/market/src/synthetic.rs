@@ -1,12 +1,15 @@
 //! Synthetic heterogeneous markets and job mixes for tests and benches (`test-utils` feature).
 //!
 //! Deterministic from a seed (SplitMix64, no external RNG). Providers sit in sites of 50 with
-//! intra-site RTTs of 0.2–3 ms and a few inter-site links of 20–150 ms. GPU models are real
-//! products with their VRAM, compute capability or gfx target and fabric; prices and scores
-//! vary ±25 % around a per-model base. About 9 % of providers have no live bond.
+//! intra-site RTTs of 0.2–3 ms and a few inter-site links of 20–150 ms, the inter-site ones
+//! with a measured throughput of 1, 5 or 20 Gbit/s (never above either end's uplink). GPU
+//! models are real products with their VRAM, compute capability or gfx target and fabric;
+//! prices and scores vary ±25 % around a per-model base. About 9 % of providers have no live
+//! bond; half of the offers have a measured score. Every job has an RTT bound; about 1 in 16 of
+//! the 8- and 16-GPU jobs asks for latency groups.
 
-use super::matching::Requirements;
-use super::snapshot::{GpuModel, Offer, OfferedGpus, ProviderId, RttSample};
+use super::matching::{GroupRequirements, Requirements};
+use super::snapshot::{Compute, GpuModel, Offer, OfferedGpus, ProviderId, RttSample};
 use super::spec::{ComputeCapability, Interconnect, Vendor};
 
 /// SplitMix64 (Steele, Lea, Flood 2014): tiny, seedable, good enough for test data.
@@ -210,8 +213,14 @@ pub fn market(n: u32, seed: u64) -> (Vec<Offer>, Vec<RttSample>) {
             max_job_duration_s: if rng.chance(10) { Some(3600) } else { None },
             max_job_nodes: if rng.chance(10) { Some(1) } else { None },
             gpus,
-            // Two in three reachable without a relay; no draw, so the RNG stream is unchanged.
+            // Two in three reachable without a relay, one in two measured; no draw, so the RNG
+            // stream is unchanged.
             direct_capable: i % 3 != 0,
+            compute: if i % 2 == 0 {
+                Compute::Measured { bench_version: 1 }
+            } else {
+                Compute::Unmeasured
+            },
         });
     }
     let mut rtts = Vec::new();
@@ -223,15 +232,24 @@ pub fn market(n: u32, seed: u64) -> (Vec<Offer>, Vec<RttSample>) {
                 a: provider_id(i),
                 b: provider_id(j),
                 rtt_us: rng.range(200, 3_000) as u32,
+                mbps: None,
             });
         }
         for _ in 0..2 {
             let j = rng.range(0, u64::from(n) - 1) as u32;
             if j / SITE != i / SITE {
+                let rtt_us = rng.range(20_000, 150_000) as u32;
+                // From the RTT's digits (no draw, so the RNG stream is unchanged), and never
+                // above either end's uplink, as a real measurement.
+                let path = [1_000, 5_000, 20_000][(rtt_us % 3) as usize];
+                let ends = offers[i as usize]
+                    .uplink_mbps
+                    .min(offers[j as usize].uplink_mbps);
                 rtts.push(RttSample {
                     a: provider_id(i),
                     b: provider_id(j),
-                    rtt_us: rng.range(20_000, 150_000) as u32,
+                    rtt_us,
+                    mbps: Some(path.min(ends)),
                 });
             }
         }
@@ -239,7 +257,9 @@ pub fn market(n: u32, seed: u64) -> (Vec<Offer>, Vec<RttSample>) {
     (offers, rtts)
 }
 
-/// A job of 1, 2, 4, 8, 16 or 32 GPUs with mixed constraints.
+/// A job of 1, 2, 4, 8, 16 or 32 GPUs with mixed constraints. Every job has an RTT bound of 5,
+/// 20, 80 or 200 ms (it matters to multi-node plans only); about 1 in 16 of the 8- and 16-GPU
+/// jobs asks for latency groups of 4 GPUs within 1 ms (2 × 4, 4 × 4).
 pub fn job(rng: &mut Rng) -> Requirements {
     let count = [1u32, 2, 4, 8, 16, 32][rng.range(0, 5) as usize];
     let mut req = Requirements {
@@ -258,6 +278,7 @@ pub fn job(rng: &mut Rng) -> Requirements {
         max_nodes: 1,
         max_rtt_us: None,
         min_bandwidth_mbps: None,
+        groups: None,
         max_rate: 5_000_000,
         max_duration_s: 1800,
         collective: false,
@@ -281,14 +302,31 @@ pub fn job(rng: &mut Rng) -> Requirements {
         req.rocm_arch.clear();
         req.interconnect = Interconnect::Nvlink;
     }
+    let bound = [5_000u32, 20_000, 80_000, 200_000][rng.range(0, 3) as usize];
+    req.max_rtt_us = Some(bound);
     if count > 8 {
         req.max_nodes = count / 8 + 1;
         req.min_gpus_per_node = 4;
-        req.max_rtt_us = Some(5_000);
         req.min_bandwidth_mbps = Some(10_000);
     } else if count >= 2 && rng.chance(50) {
         req.max_nodes = 2;
-        req.max_rtt_us = Some(5_000);
+    }
+    if (count == 8 || count == 16) && rng.chance(6) {
+        grouped(&mut req);
     }
     req
+}
+
+/// Turns an 8- or 16-GPU job into groups of 4 GPUs within 1 ms (tensor parallelism inside a
+/// group), any node count up to one per GPU; the job's RTT bound stays the bound across groups.
+fn grouped(req: &mut Requirements) {
+    req.groups = Some(GroupRequirements {
+        count: req.count / 4,
+        gpus: 4,
+        max_rtt_us: 1_000,
+    });
+    req.interconnect = Interconnect::Any;
+    req.min_gpus_per_node = 1;
+    req.max_nodes = req.count;
+    req.max_rtt_us = req.max_rtt_us.map(|b| b.max(1_000));
 }

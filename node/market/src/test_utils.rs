@@ -3,7 +3,8 @@
 
 use crate::spec::{ComputeCapability, Interconnect, Vendor};
 use crate::{
-    GpuModel, MarketSnapshot, Offer, OfferedGpus, Plan, Requirements, RttSample, SnapshotOptions,
+    Compute, GpuModel, MarketSnapshot, Offer, OfferedGpus, Plan, Requirements, RttSample,
+    SnapshotOptions,
 };
 
 /// A provider id made of one repeated byte: provider `i` is `[i; 28]`.
@@ -67,6 +68,15 @@ pub fn offer(i: u8, model: GpuModel, free: u32, price: u64) -> Offer {
             declared: false,
         }],
         direct_capable: false,
+        compute: Compute::Unmeasured,
+    }
+}
+
+/// [`offer`] whose score is measured (benchmark version 1).
+pub fn measured(i: u8, model: GpuModel, free: u32, price: u64) -> Offer {
+    Offer {
+        compute: Compute::Measured { bench_version: 1 },
+        ..offer(i, model, free, price)
     }
 }
 
@@ -88,18 +98,37 @@ pub fn req(count: u32) -> Requirements {
         max_nodes: 4,
         max_rtt_us: None,
         min_bandwidth_mbps: None,
+        groups: None,
         max_rate: u64::MAX,
         max_duration_s: 3600,
         collective: false,
     }
 }
 
-/// An RTT sample of `ms` milliseconds between providers `a` and `b`.
+/// An RTT sample of `ms` milliseconds between providers `a` and `b`, throughput unmeasured.
 pub fn rtt(a: u8, b: u8, ms: u32) -> RttSample {
     RttSample {
         a: id(a),
         b: id(b),
         rtt_us: ms * 1000,
+        mbps: None,
+    }
+}
+
+/// [`rtt`] with a measured throughput of `mbps` Mbit/s.
+pub fn link(a: u8, b: u8, ms: u32, mbps: u32) -> RttSample {
+    RttSample {
+        mbps: Some(mbps),
+        ..rtt(a, b, ms)
+    }
+}
+
+/// Latency groups: `count` groups of `gpus` GPUs, pairs inside a group within `max_rtt_ms`.
+pub fn groups(count: u32, gpus: u32, max_rtt_ms: u32) -> crate::GroupRequirements {
+    crate::GroupRequirements {
+        count,
+        gpus,
+        max_rtt_us: max_rtt_ms * 1000,
     }
 }
 

@@ -3,12 +3,16 @@
 //! Every method is cancel-safe in the sense that dropping its future never corrupts the loop: a
 //! dropped reply channel is ignored there. A command already sent is still carried out.
 
+use std::collections::HashMap;
+use std::time::Instant;
+
 use libp2p::{Multiaddr, PeerId};
 use tokio::sync::{mpsc, oneshot};
 
 use super::Error;
 use super::inbound::Responder;
 use super::offers::{BondSnapshot, SignedOffer};
+use super::probe::{MBPS_MAX_AGE, SharedThroughputs};
 use super::protocols::{
     AcceptRequest, AcceptResponse, ClusterHello, ClusterResponse, HeartbeatRequest,
     HeartbeatResponse,
@@ -25,6 +29,7 @@ pub const COMMAND_CHANNEL: usize = 256;
 pub(crate) enum Command {
     Listen(Multiaddr, oneshot::Sender<Result<Multiaddr, Error>>),
     Dial(Multiaddr, oneshot::Sender<Result<PeerId, Error>>),
+    DialPeer(PeerId, oneshot::Sender<Result<bool, Error>>),
     AddPeer(PeerId, Multiaddr, oneshot::Sender<()>),
     AddExternalAddress(Multiaddr, oneshot::Sender<()>),
     PublishOffer(Box<SignedOffer>, oneshot::Sender<Result<(), Error>>),
@@ -68,6 +73,8 @@ pub(crate) enum Command {
 pub struct Client {
     tx: mpsc::Sender<Command>,
     streams: libp2p_stream::Control,
+    /// Send rates the [`super::probe::Prober`] measured (shared by every clone).
+    throughputs: SharedThroughputs,
 }
 
 impl std::fmt::Debug for Client {
@@ -78,7 +85,29 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     pub(crate) fn new(tx: mpsc::Sender<Command>, streams: libp2p_stream::Control) -> Self {
-        Self { tx, streams }
+        Self {
+            tx,
+            streams,
+            throughputs: SharedThroughputs::default(),
+        }
+    }
+
+    /// This node's send rate to each peer a throughput probe measured in the last
+    /// [`MBPS_MAX_AGE`], Mbit/s ([`super::probe`]; empty where no [`super::probe::Prober`]
+    /// runs).
+    pub fn throughputs(&self) -> HashMap<PeerId, u32> {
+        self.throughputs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .fresh(MBPS_MAX_AGE, Instant::now())
+    }
+
+    /// Records a probe's result (the prober's side of [`Client::throughputs`]).
+    pub(crate) fn record_throughput(&self, peer: PeerId, mbps: u32, at: Instant) {
+        self.throughputs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .record(peer, mbps, at);
     }
 
     /// A handle for raw streams on this swarm's connections (`libp2p-stream`): open one to a
@@ -112,6 +141,18 @@ impl Client {
     /// [`Error::Dial`], [`Error::Stopped`].
     pub async fn dial(&self, addr: Multiaddr) -> Result<PeerId, Error> {
         self.ask(|r| Command::Dial(addr, r)).await?
+    }
+
+    /// Starts connecting to `peer` at the addresses the swarm knows for it (Kademlia's,
+    /// identify's; through the bootstrap relays with [`super::Config::relay_via_bootstrap`]);
+    /// does not wait for the connection. Returns whether a dial started (`false`: already
+    /// connected or dialling).
+    ///
+    /// # Errors
+    /// [`Error::Dial`] (e.g. no address known: look the peer up with [`Client::find_peer`]
+    /// and [`Client::add_peer`] it), [`Error::Stopped`].
+    pub async fn dial_peer(&self, peer: PeerId) -> Result<bool, Error> {
+        self.ask(|r| Command::DialPeer(peer, r)).await?
     }
 
     /// Adds a known address of `peer` to Kademlia.

@@ -9,7 +9,7 @@ use std::time::Instant;
 use futures::StreamExt;
 use libp2p::gossipsub::{self, MessageAcceptance};
 use libp2p::request_response::{self, OutboundRequestId};
-use libp2p::swarm::dial_opts::DialOpts;
+use libp2p::swarm::dial_opts::{DialOpts, PeerCondition};
 use libp2p::swarm::{ConnectionId, SwarmEvent};
 use libp2p::{Multiaddr, PeerId, Swarm, autonat, core::transport::ListenerId, identify, kad, ping};
 use tokio::sync::{mpsc, oneshot};
@@ -239,6 +239,22 @@ impl EventLoop {
                         let _ = reply.send(Err(e.into()));
                     }
                 }
+            }
+            Command::DialPeer(peer, reply) => {
+                let started = if self.swarm.is_connected(&peer) {
+                    Ok(false)
+                } else {
+                    self.relays.route(&mut self.swarm, &peer);
+                    let opts = DialOpts::peer_id(peer)
+                        .condition(PeerCondition::DisconnectedAndNotDialing)
+                        .build();
+                    match self.swarm.dial(opts) {
+                        Ok(()) => Ok(true),
+                        Err(libp2p::swarm::DialError::DialPeerConditionFalse(_)) => Ok(false),
+                        Err(e) => Err(Error::Dial(e)),
+                    }
+                };
+                let _ = reply.send(started);
             }
             Command::AddPeer(peer, addr, reply) => {
                 self.swarm.behaviour_mut().kad.add_address(&peer, addr);

@@ -10,14 +10,17 @@
 //! [`Event`](crate::Event)s. The loop ends when every `Client` is dropped.
 //!
 //! **Transports**: TCP and QUIC, noise, yamux, plus the circuit-relay v2 client transport.
-//! **Protocols**: identify, ping (RTT matrix, [`rtt`](crate::rtt)), Kademlia (`/ganglion/kad/1`), AutoNAT
+//! **Protocols**: identify, ping (RTT windows, [`rtt`](crate::rtt); each provider gossips its
+//! row inside its offer, [`links`](crate::links), and orchestrators assemble the matrix,
+//! [`matrix`](crate::matrix)), Kademlia (`/ganglion/kad/1`), AutoNAT
 //! v1, DCUtR, relay client (server opt-in), gossipsub offers ([`offers`](crate::offers)) on
 //! `ganglion/offers/1/<magic>`, and the request-response protocols of [`protocols`](crate::protocols):
 //! `/ganglion/accept/2`, `/ganglion/cluster/1`, `/ganglion/heartbeat/1`
 //! (escrow v2 receipts, [`protocols::heartbeat`]); bitswap
 //! (`/ipfs/bitswap/1.2.0`, [`bitswap`](crate::bitswap)) over the storage crate's blockstore;
 //! raw streams (`libp2p-stream`, [`Client::streams`](crate::Client::streams)) for the
-//! overlay's relay fallback (`/ganglion/overlay-relay/1`, `ganglion_dispatch::overlay::relay`).
+//! overlay's relay fallback (`/ganglion/overlay-relay/1`, `ganglion_dispatch::overlay::relay`)
+//! and the throughput probes between providers (`/ganglion/probe/1`, [`probe`](crate::probe)).
 //!
 //! **Artifact hand-over (`fetch`)** is bitswap: job inputs, image archives and outputs are
 //! UnixFS DAGs in the blockstore; a peer fetches one by root CID with
@@ -63,7 +66,12 @@
 //! - [`bonds`]: indexer → bond snapshot.
 //! - [`bitswap`]: serve and fetch blocks.
 //! - [`limits`]: rate limits, in-flight caps.
-//! - [`rtt`]: the latency matrix.
+//! - [`rtt`]: this node's row of the latency matrix (ping RTT windows, p50/p90).
+//! - [`links`]: that row as the signed offer carries it.
+//! - [`matrix`]: the provider-to-provider matrix assembled from the offers' links.
+//! - [`probe`]: throughput probes between providers (`/ganglion/probe/1`).
+//! - [`mesh`]: a provider keeps connections to the other providers (so that ping measures
+//!   the paths a job would use).
 //! - [`relayed`]: reaching peers through the bootstrap relays.
 //! - `listen`: when a listen on 0.0.0.0 is answered (after its routable address, so dials
 //!   reuse its port).
@@ -81,8 +89,12 @@ pub mod event_loop;
 pub mod identity;
 pub mod inbound;
 pub mod limits;
+pub mod links;
 mod listen;
+pub mod matrix;
+pub mod mesh;
 pub mod offers;
+pub mod probe;
 pub mod protocols;
 pub mod relayed;
 pub mod rtt;

@@ -19,8 +19,12 @@ use serde::{Deserialize, Serialize};
 
 use ganglion_market::snapshot::Offer as MarketOffer;
 
+use super::links::{Link, MAX_OFFER_LINKS};
+
 /// Largest encoded [`SignedOffer`] accepted, bytes. An offer with 16 addresses and 16 GPU
-/// groups encodes to about 3 KiB; 16 KiB leaves room and is also gossipsub's transmit cap.
+/// groups encodes to about 3 KiB, and [`MAX_OFFER_LINKS`] links add about 8 KiB: 16 KiB leaves
+/// room and is also gossipsub's transmit cap. A publisher whose offer would exceed it (every
+/// other cap reached) drops its last links ([`super::links::fit`]).
 pub const MAX_OFFER_BYTES: usize = 16 * 1024;
 /// Most listen addresses an offer may carry.
 pub const MAX_OFFER_ADDRS: usize = 16;
@@ -51,6 +55,12 @@ pub struct OfferBody {
     pub issued_ms: u64,
     /// When the offer stops counting, POSIX ms.
     pub expires_ms: u64,
+    /// What the provider measured of its paths to other peers (ping RTT window, throughput),
+    /// at most [`MAX_OFFER_LINKS`], signed with the rest: the orchestrator's latency matrix
+    /// ([`super::matrix`]). Absent in older offers = none; an offer without links encodes as
+    /// one made before the field existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<Link>,
 }
 
 /// An offer and its signature. This is the gossipsub message payload.
@@ -78,7 +88,7 @@ pub enum OfferRejection {
     /// cloned and compared, which ciborium's error is not).
     #[error("offer does not decode: {0}")]
     Malformed(String),
-    /// Too many addresses or GPU groups.
+    /// Too many addresses, GPU groups or links.
     #[error("offer has too many entries in {field}")]
     TooManyEntries {
         /// The field.
@@ -237,6 +247,9 @@ impl SignedOffer {
         }
         if offer.body.market.gpus.len() > MAX_OFFER_GPU_GROUPS {
             return Err(OfferRejection::TooManyEntries { field: "gpus" });
+        }
+        if offer.body.links.len() > MAX_OFFER_LINKS {
+            return Err(OfferRejection::TooManyEntries { field: "links" });
         }
         Ok(offer)
     }
@@ -398,9 +411,11 @@ mod tests {
                 max_job_nodes: None,
                 gpus: vec![],
                 direct_capable: false,
+                compute: ganglion_market::snapshot::Compute::Unmeasured,
             },
             issued_ms: 1_000,
             expires_ms: 61_000,
+            links: vec![],
         }
     }
 
@@ -497,6 +512,75 @@ mod tests {
             SignedOffer::decode(&vec![0u8; MAX_OFFER_BYTES + 1]),
             Err(OfferRejection::TooLarge { .. })
         ));
+    }
+
+    fn full_link(i: u64) -> Link {
+        Link {
+            peer: PeerId::random().to_bytes(),
+            rtt_p50_us: u32::MAX - 1,
+            rtt_p90_us: u32::MAX,
+            mbps: Some(u32::MAX),
+            measured_ms: u64::MAX - i,
+        }
+    }
+
+    #[test]
+    fn links_are_signed_capped_and_fit_the_size_cap() {
+        let w = world();
+        let mut b = body(&w);
+        b.links = (0..MAX_OFFER_LINKS as u64).map(full_link).collect();
+        let o = b.clone().sign(&w.key);
+        let size = o.encode().len();
+        // Every link at its widest: about 150 bytes each, under 10 KiB for the 64.
+        assert!(size < 10 * 1024, "{size} bytes");
+        check(&w, &o, 2_000).unwrap();
+        let mut tampered = o.clone();
+        tampered.body.links[3].rtt_p50_us = 1;
+        assert_eq!(
+            check(&w, &tampered, 2_000),
+            Err(OfferRejection::BadSignature)
+        );
+        let mut too_many = b.clone();
+        too_many.links.push(full_link(99));
+        assert_eq!(
+            SignedOffer::decode(&too_many.sign(&w.key).encode()),
+            Err(OfferRejection::TooManyEntries { field: "links" })
+        );
+        // An offer without links encodes as one made before the field existed.
+        let bare = body(&w).sign(&w.key);
+        assert!(!String::from_utf8_lossy(&bare.encode()).contains("links"));
+        check(&w, &bare, 2_000).unwrap();
+    }
+
+    #[test]
+    fn an_offer_at_every_other_cap_drops_its_last_links_to_fit() {
+        let w = world();
+        let mut b = body(&w);
+        b.addrs = vec![vec![0xff; 40]; MAX_OFFER_ADDRS];
+        b.market.gpus = (0..MAX_OFFER_GPU_GROUPS)
+            .map(|i| ganglion_market::snapshot::OfferedGpus {
+                model: ganglion_market::snapshot::GpuModel {
+                    name: format!("NVIDIA H100 80GB HBM3 #{i}"),
+                    vram_mib: u64::MAX,
+                    gfx_target: Some("gfx942".into()),
+                    fabric: Some("fabric-of-a-long-name".into()),
+                    ..Default::default()
+                },
+                free: u32::MAX,
+                declared: false,
+            })
+            .collect();
+        b.links = (0..MAX_OFFER_LINKS as u64).map(full_link).collect();
+        assert!(b.clone().sign(&w.key).encode().len() > MAX_OFFER_BYTES);
+        let dropped = super::super::links::fit(&mut b);
+        assert!(dropped > 0 && !b.links.is_empty(), "{dropped}");
+        let o = b.sign(&w.key);
+        assert!(o.encode().len() <= MAX_OFFER_BYTES);
+        check(&w, &o, 2_000).unwrap();
+        // A body that fits keeps every link.
+        let mut small = body(&w);
+        small.links = (0..MAX_OFFER_LINKS as u64).map(full_link).collect();
+        assert_eq!(super::super::links::fit(&mut small), 0);
     }
 
     #[test]

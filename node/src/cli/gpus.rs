@@ -72,7 +72,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let offerable = offerable.context("no offer on this network")?;
         let pooled = limits.pooled(&offerable).context("[provider] pool")?;
         let measured = bench.as_deref().unwrap_or_default();
-        Some(limits.offer(
+        let mut offer = limits.offer(
             ganglion_market::limits::OfferTerms {
                 provider: [0; 28],
                 bond_gpus: u32::try_from(pooled.len()).unwrap_or(u32::MAX),
@@ -82,7 +82,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             },
             &pooled,
             &[],
-        ))
+        );
+        offer.compute = ganglion_node::daemon::gpus::offer_compute(&pooled, measured);
+        Some(offer)
     } else {
         None
     };

@@ -156,6 +156,12 @@ fn human(s: &JobStatus) -> String {
             out.push_str(&format!("\n    why: {why}"));
         }
     }
+    if !s.links.is_empty() {
+        out.push_str("\n  measured links of the plan (at the match):");
+        for p in &s.links {
+            out.push_str(&format!("\n    {}", super::market::pair_line(p)));
+        }
+    }
     if let Some(o) = &s.outcome {
         out.push_str(&format!("\n  outcome: {o}"));
     }
@@ -876,6 +882,7 @@ mod tests {
             last_error: None,
             nodes: vec![],
             outcome: outcome.map(String::from),
+            links: vec![],
         }
     }
 

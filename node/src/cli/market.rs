@@ -1,6 +1,8 @@
-//! `ganglion market`: the live, verified offers a running node sees (`market_offers`).
+//! `ganglion market`: the live, verified offers a running node sees (`market_offers`) and the
+//! provider-to-provider latency matrix its matcher would use (`market_matrix`).
 
-use ganglion_rpc::audit::MarketOffer;
+use ganglion_rpc::audit::{MarketMatrix, MarketOffer, MatrixPair};
+use serde::Serialize;
 
 use super::remote::{RemoteArgs, call, print_json};
 use ganglion_rpc::api::MarketApiClient;
@@ -10,6 +12,15 @@ use ganglion_rpc::api::MarketApiClient;
 pub(crate) struct Args {
     #[command(flatten)]
     pub remote: RemoteArgs,
+}
+
+/// What `ganglion market --json` prints.
+#[derive(Debug, Serialize)]
+struct MarketJson<'a> {
+    /// The live offers (`market_offers`).
+    offers: &'a [MarketOffer],
+    /// The matrix (`market_matrix`); `null` from a node that does not answer it.
+    matrix: Option<&'a MarketMatrix>,
 }
 
 /// Prints offers one per line (text) or as JSON.
@@ -43,10 +54,134 @@ pub(crate) fn print_offers(offers: &[MarketOffer], json: bool) -> anyhow::Result
     Ok(())
 }
 
+/// A round trip in µs as ms text, e.g. `0.42 ms`.
+fn ms(us: u32) -> String {
+    format!("{:.2} ms", f64::from(us) / 1000.0)
+}
+
+/// The first 12 hex digits of a key hash, then `…`.
+fn short(key: &str) -> String {
+    format!("{}…", key.get(..12).unwrap_or(key))
+}
+
+/// One pair as a line: `a… ↔ b…: p50 0.42 ms, p90 0.61 ms, 940 Mbit/s, 12 s old[, one-sided]`.
+pub(crate) fn pair_line(p: &MatrixPair) -> String {
+    let mut line = format!(
+        "{} ↔ {}: p50 {}, p90 {}",
+        short(&p.a),
+        short(&p.b),
+        ms(p.rtt_p50_us),
+        ms(p.rtt_p90_us)
+    );
+    if let Some(mbps) = p.mbps {
+        line.push_str(&format!(", {mbps} Mbit/s"));
+    }
+    line.push_str(&format!(", {} s old", p.age_s));
+    if p.one_sided {
+        line.push_str(", one-sided");
+    }
+    line
+}
+
+/// The matrix section of the text output.
+fn matrix_text(m: &MarketMatrix) -> String {
+    let mut out = format!(
+        "latency matrix ({} measured pairs; measurements older than {} s are dropped, an \
+         unmeasured pair is outside any placement.max_rtt_ms):",
+        m.pairs.len(),
+        m.max_age_s
+    );
+    for p in &m.pairs {
+        out.push_str(&format!("\n  {}", pair_line(p)));
+    }
+    if !m.own.is_empty() {
+        out.push_str("\nthis node's round trips:");
+        for o in &m.own {
+            out.push_str(&format!(
+                "\n  → {}: latest {}, p50 {}, p90 {} ({} samples, {} s old)",
+                short(&o.provider),
+                ms(o.rtt_latest_us),
+                ms(o.rtt_p50_us),
+                ms(o.rtt_p90_us),
+                o.samples,
+                o.age_s
+            ));
+        }
+    }
+    out
+}
+
 /// Runs the command.
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
-    let offers: Vec<MarketOffer> = call(args.remote.config.as_deref(), |rpc| async move {
-        MarketApiClient::offers(&rpc).await
+    let (offers, matrix) = call(args.remote.config.as_deref(), |rpc| async move {
+        let offers: Vec<MarketOffer> = MarketApiClient::offers(&rpc).await?;
+        // An older node has no `market_matrix`: the offers still show.
+        let matrix = MarketApiClient::matrix(&rpc).await.ok();
+        Ok::<_, ganglion_rpc::jsonrpsee::core::client::Error>((offers, matrix))
     })?;
-    print_offers(&offers, args.remote.json)
+    if args.remote.json {
+        return print_json(&MarketJson {
+            offers: &offers,
+            matrix: matrix.as_ref(),
+        });
+    }
+    print_offers(&offers, false)?;
+    match &matrix {
+        Some(m) => println!("{}", matrix_text(m)),
+        None => println!("latency matrix: not available from this node"),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use ganglion_rpc::audit::OwnRtt;
+
+    use super::*;
+
+    #[test]
+    fn the_matrix_section_names_each_pair_and_the_own_row() {
+        let m = MarketMatrix {
+            pairs: vec![MatrixPair {
+                a: "a1".repeat(28),
+                b: "b2".repeat(28),
+                rtt_p50_us: 420,
+                rtt_p90_us: 1_610,
+                mbps: Some(940),
+                measured_ms: 1,
+                age_s: 12,
+                one_sided: true,
+            }],
+            own: vec![OwnRtt {
+                provider: "b2".repeat(28),
+                peer_id: "12D3KooW".into(),
+                rtt_latest_us: 300,
+                rtt_p50_us: 310,
+                rtt_p90_us: 900,
+                samples: 16,
+                age_s: 1,
+            }],
+            max_age_s: 300,
+        };
+        let text = matrix_text(&m);
+        assert!(text.contains("1 measured pairs"), "{text}");
+        assert!(
+            text.contains(
+                "a1a1a1a1a1a1… ↔ b2b2b2b2b2b2…: p50 0.42 ms, p90 1.61 ms, 940 Mbit/s, 12 s old, \
+                 one-sided"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("→ b2b2b2b2b2b2…: latest 0.30 ms, p50 0.31 ms, p90 0.90 ms (16 samples"),
+            "{text}"
+        );
+        let json = serde_json::to_value(MarketJson {
+            offers: &[],
+            matrix: Some(&m),
+        })
+        .expect("json");
+        assert_eq!(json["matrix"]["pairs"][0]["rtt_p90_us"], 1_610);
+        assert_eq!(json["offers"], serde_json::json!([]));
+    }
 }

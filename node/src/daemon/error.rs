@@ -95,6 +95,9 @@ pub enum DaemonError {
     /// The p2p swarm.
     #[error("p2p: {0}")]
     P2p(#[from] ganglion_p2p::Error),
+    /// This provider's throughput prober could not register its protocol.
+    #[error("throughput probe: {0}")]
+    Probe(#[from] ganglion_p2p::probe::ProbeError),
     /// The executor (Docker).
     #[error("executor: {0}")]
     Executor(#[from] ganglion_dispatch::executor::ExecError),

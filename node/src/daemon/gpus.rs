@@ -183,6 +183,24 @@ pub fn offer_score(pooled: &[&Gpu], bench: &[ganglion_dispatch::gpu::bench::Meas
         .unwrap_or(UNMEASURED_SCORE)
 }
 
+/// Where the score [`offer_score`] gives comes from: the onboarding benchmark
+/// ([`ganglion_dispatch::gpu::bench::BENCH_VERSION`]) when it measured NVML GPUs on CUDA,
+/// else unmeasured (the neutral [`UNMEASURED_SCORE`]).
+pub fn offer_compute(
+    pooled: &[&Gpu],
+    bench: &[ganglion_dispatch::gpu::bench::Measured],
+) -> ganglion_market::snapshot::Compute {
+    use ganglion_dispatch::gpu::bench::{BENCH_VERSION, Device};
+    use ganglion_market::snapshot::Compute;
+    if wants_benchmark(pooled) && bench.iter().any(|m| matches!(m.device, Device::Cuda(_))) {
+        Compute::Measured {
+            bench_version: BENCH_VERSION,
+        }
+    } else {
+        Compute::Unmeasured
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,5 +354,17 @@ mod tests {
         assert_eq!(offer_score(&[&nv], &[]), UNMEASURED_SCORE);
         assert_eq!(offer_score(&[&declared], &cuda), UNMEASURED_SCORE);
         assert!(wants_benchmark(&[&declared, &nv]) && !wants_benchmark(&[&declared]));
+        // The score's source goes with it.
+        use ganglion_market::snapshot::Compute;
+        let measured = Compute::Measured {
+            bench_version: ganglion_dispatch::gpu::bench::BENCH_VERSION,
+        };
+        assert_eq!(offer_compute(&[&nv], &cuda), measured);
+        assert_eq!(
+            offer_compute(&[&nv], &[m(Device::Cpu, 2)]),
+            Compute::Unmeasured
+        );
+        assert_eq!(offer_compute(&[&nv], &[]), Compute::Unmeasured);
+        assert_eq!(offer_compute(&[&declared], &cuda), Compute::Unmeasured);
     }
 }

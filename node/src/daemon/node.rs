@@ -47,7 +47,8 @@ const RESERVATION_TTL_MS: u64 = 60_000;
 const MAX_RECEIPT_INTERVAL_MS: u64 = 60_000;
 /// Furthest deadline a provider accepts, ms from now (one day).
 const MAX_DEADLINE_AHEAD_MS: u64 = 86_400_000;
-/// Advertised uplink, Mbit/s (not measured yet).
+/// Advertised uplink, Mbit/s, while unmeasured: a provider's offer carries the best send rate
+/// its throughput probes (`p2p::probe`) measured once there is one.
 pub const UPLINK_MBPS: u32 = 1000;
 
 /// What a running node writes to `<data dir>/node.json` once everything is up (replaced
@@ -373,8 +374,9 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             vec![]
         };
         let score = super::gpus::offer_score(&pooled, &bench);
-        tracing::info!(score, measured = bench.len(), "offer score");
-        let offer = limits.offer(
+        let compute = super::gpus::offer_compute(&pooled, &bench);
+        tracing::info!(score, ?compute, measured = bench.len(), "offer score");
+        let mut offer = limits.offer(
             OfferTerms {
                 provider: key_hash,
                 bond_gpus: crate::job::provider::bond_gpus(stake, min),
@@ -385,6 +387,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             &pooled,
             &[],
         );
+        offer.compute = compute;
         overlay_setup = setup.clone();
         let executor = Arc::new(Exec::with_network(
             docker,
@@ -468,6 +471,18 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         p2p::log_events(events).await;
         Ok::<(), String>(())
     });
+    if bond_ref.is_some() {
+        // A provider keeps connections to the other providers (so that ping measures the
+        // paths a job would use), measures its send rate to them (`/ganglion/probe/1`,
+        // rate-limited both ways) and answers theirs: its offer's links and uplink.
+        let prober = p2p::probe::Prober::new(&client, peer, p2p::probe::ProbeConfig::default())?;
+        let mesh =
+            p2p::mesh::keep_connected(client.clone(), peer, p2p::mesh::MeshConfig::default());
+        r.tasks.spawn("provider links", async move {
+            futures::join!(mesh, prober.run());
+            Ok::<(), String>(())
+        });
+    }
     if let Some(setup) = &overlay_setup {
         if let Some(driver) = setup.driver() {
             r.tasks.spawn("overlay driver", driver);
@@ -538,7 +553,8 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
                 blocks.clone() as Arc<dyn Blockstore>,
             )
             .with_p2p(client.clone())
-            .with_provider(key_hash),
+            .with_provider(key_hash)
+            .with_clock(engine_config(&r.settings, &r.preset).clock),
         )
         .with_bonds({
             let bonds = crate::rpc::bond::BondRpc::new(

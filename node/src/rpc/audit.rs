@@ -99,6 +99,10 @@ impl MarketApiServer for Api {
     async fn offers(&self) -> RpcResult<Vec<MarketOffer>> {
         audit_of(self)?.market().await.map_err(|e| codes::audit(&e))
     }
+
+    async fn matrix(&self) -> RpcResult<ganglion_rpc::audit::MarketMatrix> {
+        audit_of(self)?.matrix().await.map_err(|e| codes::audit(&e))
+    }
 }
 
 #[async_trait]

@@ -1,6 +1,6 @@
 //! Integration tests of `ganglion-node`, one binary (STYLE §3). The root-only suites that
-//! change the host's network (`overlay`, `p2p_nat`, `demo_natnet`) have binaries of their own;
-//! each says why at its top.
+//! change the host's network (`overlay`, `p2p_nat`, `demo_natnet`, `placement`) have binaries
+//! of their own; each says why at its top.
 
 mod crate_graph;
 mod daemon;

@@ -242,6 +242,27 @@ pub struct JobPlan {
     pub max_duration_s: u64,
     /// Who the workload runs as.
     pub run_as: RunAs,
+    /// Latency groups (`placement.groups` of the spec): every `gpus_per_group` consecutive
+    /// global ranks form one group, so the containers of a group are consecutive in node
+    /// rank and no container straddles two groups ([`JobPlan::validate`] checks). The
+    /// orchestrator lists a grouped plan's assignments group by group, so every provider
+    /// derives the same membership from the on-chain assignment order. `None` = no groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus_per_group: Option<u32>,
+}
+
+/// Where one container sits in the job's latency groups ([`JobPlan::group_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupPlace {
+    /// The group, 0-based (groups ordered by their first global rank).
+    pub group: u32,
+    /// The container's first process's rank within its group (its other processes follow,
+    /// one per local rank).
+    pub first_rank_in_group: u32,
+    /// Processes per group.
+    pub group_size: u32,
+    /// Groups in the job.
+    pub groups: u32,
 }
 
 impl JobPlan {
@@ -315,9 +336,66 @@ impl JobPlan {
             outputs,
             max_duration_s: spec.limits.max_duration_s,
             run_as: RunAs::default(),
+            gpus_per_group: spec.placement.groups.as_ref().map(|g| g.gpus),
         };
         plan.validate()?;
         Ok(plan)
+    }
+
+    /// The global rank of the first process of container `node_rank` (the ranks of the
+    /// containers before it, one per GPU, at least one each).
+    pub fn first_rank(&self, node_rank: u32) -> u32 {
+        self.world
+            .iter()
+            .take(node_rank as usize)
+            .map(ContainerSlot::local_world_size)
+            .sum()
+    }
+
+    /// Where container `node_rank` sits in the latency groups; `None` without groups or for an
+    /// unknown rank. Meaningful on a validated plan (no container straddles groups).
+    pub fn group_of(&self, node_rank: u32) -> Option<GroupPlace> {
+        let size = self.gpus_per_group.filter(|n| *n > 0)?;
+        self.slot(node_rank)?;
+        let first = self.first_rank(node_rank);
+        Some(GroupPlace {
+            group: first / size,
+            first_rank_in_group: first % size,
+            group_size: size,
+            groups: self.world_size() / size,
+        })
+    }
+
+    /// With latency groups: the world splits into groups of `gpus_per_group` ranks at container
+    /// boundaries.
+    fn validate_groups(&self) -> Result<(), ExecError> {
+        let Some(size) = self.gpus_per_group else {
+            return Ok(());
+        };
+        if size == 0 {
+            return Err(ExecError::InvalidPlan(
+                "gpus_per_group: a group of 0 GPUs".into(),
+            ));
+        }
+        let mut first = 0u32;
+        for slot in &self.world {
+            let next = first.saturating_add(slot.local_world_size());
+            // The container's ranks first..next must lie in one group.
+            if first / size != (next - 1) / size {
+                return Err(ExecError::InvalidPlan(format!(
+                    "groups of {size} GPUs: container {} (ranks {first}..{next}) straddles two groups; \
+                     assignments must be listed group by group in whole containers",
+                    slot.node_rank
+                )));
+            }
+            first = next;
+        }
+        if !first.is_multiple_of(size) {
+            return Err(ExecError::InvalidPlan(format!(
+                "groups of {size} GPUs: the world of {first} ranks does not split into whole groups"
+            )));
+        }
+        Ok(())
     }
 
     /// Checks ranks and paths.
@@ -334,6 +412,7 @@ impl JobPlan {
                 )));
             }
         }
+        self.validate_groups()?;
         if self.local.is_empty() {
             return Err(ExecError::InvalidPlan("local: no container to run".into()));
         }

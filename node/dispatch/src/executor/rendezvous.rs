@@ -19,6 +19,14 @@
 //!   `NCCL_IB_DISABLE=1` (tunnelled traffic), and `GANGLION_JOB_ID`, `GANGLION_NODE_RANK`,
 //!   `GANGLION_NNODES`, `GANGLION_GPUS` (the container's GPU ids, comma-separated; the only
 //!   GPU information a declared GPU gets).
+//! - Latency groups (`placement.groups` of the spec, [`JobPlan::gpus_per_group`]): every
+//!   `GANGLION_GROUP_SIZE` consecutive global ranks form one group, within a tight RTT bound
+//!   (model or pipeline parallel inside, data parallel between groups).
+//!   `GANGLION_GROUP_ID` (0-based), `GANGLION_GROUP_RANK` (the container's first process's
+//!   rank within its group; a process adds its `LOCAL_RANK`), `GANGLION_GROUP_SIZE` (ranks
+//!   per group), `GANGLION_GROUP_COUNT` (groups). Group `g` holds the global ranks
+//!   `g × size .. (g + 1) × size`. Absent without groups. (torch's own `GROUP_RANK` is the
+//!   node rank, as torchrun sets it; it is not the latency group.)
 
 use std::collections::BTreeMap;
 
@@ -46,10 +54,7 @@ pub fn rank_env(
     let nnodes = plan.world.len();
     let world_size = plan.world_size();
     let local_size = slot.local_world_size();
-    let base_rank: u32 = plan.world[..node_rank as usize]
-        .iter()
-        .map(|s| s.local_world_size())
-        .sum();
+    let base_rank = plan.first_rank(node_rank);
     let port = plan.master_port;
     let mut env = BTreeMap::new();
     let mut set = |k: &str, v: String| {
@@ -66,6 +71,12 @@ pub fn rank_env(
             .collect::<Vec<_>>()
             .join(","),
     );
+    if let Some(g) = plan.group_of(node_rank) {
+        set("GANGLION_GROUP_ID", g.group.to_string());
+        set("GANGLION_GROUP_RANK", g.first_rank_in_group.to_string());
+        set("GANGLION_GROUP_SIZE", g.group_size.to_string());
+        set("GANGLION_GROUP_COUNT", g.groups.to_string());
+    }
     set("GLOO_SOCKET_IFNAME", hosts.interface.clone());
     set("NCCL_SOCKET_IFNAME", hosts.interface.clone());
     set("NCCL_IB_DISABLE", "1".into());
@@ -141,6 +152,7 @@ mod tests {
             outputs: vec![],
             max_duration_s: 60,
             run_as: RunAs::default(),
+            gpus_per_group: None,
         }
     }
 
@@ -175,6 +187,53 @@ mod tests {
             assert!(!env.contains_key("HOROVOD_RANK"));
         }
         assert_eq!(e[0]["GANGLION_GPUS"], "d0-0,d0-1");
+    }
+
+    #[test]
+    fn latency_groups_give_each_container_its_group_and_rank_within_it() {
+        // Two groups of 4 ranks over containers of 2, 2, 1, 3 GPUs.
+        let mut p = plan(Framework::Torch, &[2, 2, 1, 3]);
+        p.gpus_per_group = Some(4);
+        p.validate().expect("whole containers per group");
+        let h = hosts(4);
+        let e: Vec<_> = (0..4).map(|r| rank_env(&p, r, &h).expect("rank")).collect();
+        let col = |k: &str| e.iter().map(|env| env[k].as_str()).collect::<Vec<_>>();
+        assert_eq!(col("GANGLION_GROUP_ID"), ["0", "0", "1", "1"]);
+        assert_eq!(col("GANGLION_GROUP_RANK"), ["0", "2", "0", "1"]);
+        assert_eq!(col("GANGLION_GROUP_SIZE"), ["4"; 4]);
+        assert_eq!(col("GANGLION_GROUP_COUNT"), ["2"; 4]);
+        // Group g holds the global ranks g × size .. (g + 1) × size.
+        for env in &e {
+            let rank: u32 = env["RANK"].parse().expect("rank");
+            let group: u32 = env["GANGLION_GROUP_ID"].parse().expect("group");
+            let in_group: u32 = env["GANGLION_GROUP_RANK"].parse().expect("group rank");
+            assert_eq!(rank, group * 4 + in_group);
+        }
+        // Without groups: none of the variables.
+        let plain = rank_env(&plan(Framework::Torch, &[1, 1]), 0, &hosts(2)).expect("rank");
+        assert!(!plain.keys().any(|k| k.starts_with("GANGLION_GROUP")));
+    }
+
+    #[test]
+    fn a_container_straddling_two_groups_or_a_partial_group_is_an_invalid_plan() {
+        let mut p = plan(Framework::Torch, &[1, 2, 1]);
+        p.gpus_per_group = Some(2);
+        let err = p.validate().expect_err("container 1 holds ranks 1 and 2");
+        assert!(
+            err.to_string()
+                .contains("container 1 (ranks 1..3) straddles"),
+            "{err}"
+        );
+        let mut p = plan(Framework::Torch, &[2, 1]);
+        p.gpus_per_group = Some(2);
+        let err = p.validate().expect_err("3 ranks in groups of 2");
+        assert!(
+            err.to_string().contains("does not split into whole groups"),
+            "{err}"
+        );
+        let mut p = plan(Framework::Torch, &[2, 2]);
+        p.gpus_per_group = Some(0);
+        assert!(p.validate().is_err());
     }
 
     #[test]

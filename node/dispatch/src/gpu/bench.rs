@@ -16,6 +16,11 @@ use std::time::Instant;
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
 
+/// Version of the onboarding benchmark (kernels, sizes and [`score`] formula) an offer's
+/// measured score comes from (`ganglion_market::snapshot::Compute::Measured`): scores of
+/// different versions are not comparable, so it changes whenever any of them does.
+pub const BENCH_VERSION: u32 = 1;
+
 /// fp32 matmul reference, TFLOP/s (H100 SXM, dense).
 pub const F32_REF_TFLOPS: f64 = 67.0;
 /// Memory bandwidth reference, GB/s (H100 SXM, HBM3).

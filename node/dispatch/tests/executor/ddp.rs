@@ -183,6 +183,48 @@ async fn ddp_smoke_4_ranks() {
     smoke(4).await;
 }
 
+/// Latency groups: four single-GPU containers as two groups of two
+/// (`examples/workloads/grouped_train.py`). Each rank reads its group from the executor's
+/// `GANGLION_GROUP_*` env, builds one process group per latency group and one across them,
+/// sums every gradient inside its group then across the groups, and checks the result against
+/// one flat all-reduce: every rank must agree on the weights and name its own group.
+#[tokio::test]
+async fn grouped_trainer_2_groups_of_2() {
+    let node = Node::new();
+    let exec = node.executor(node.pinner()).await;
+    let mut plan = torch_plan(
+        &exec,
+        "grouped",
+        &repo("examples/workloads/grouped_train.py"),
+        4,
+    )
+    .await;
+    plan.gpus_per_group = Some(2);
+    let report = exec.run(plan).await.expect("run");
+    let logs: Vec<_> = (0..4)
+        .map(|r| support::log(&exec, &report.job, r))
+        .collect();
+    assert!(
+        report.failure().is_none(),
+        "{:?}\n{}",
+        report.outcome,
+        logs.join("\n---\n")
+    );
+    let checksums = values(&exec, &report, "checksum=");
+    assert_eq!(checksums.len(), 4, "{logs:?}");
+    assert_eq!(
+        checksums.iter().collect::<BTreeSet<_>>().len(),
+        1,
+        "ranks differ: {checksums:?}"
+    );
+    for (rank, log) in logs.iter().enumerate() {
+        let want = format!("group={}/2 group_rank={}/2", rank / 2, rank % 2);
+        assert!(log.contains(&want), "rank {rank}: {log}");
+        assert!(log.contains("agree=True"), "rank {rank}: {log}");
+    }
+    support::assert_no_leftovers(&exec, &report.job).await;
+}
+
 /// Two containers holding two (declared) GPUs each: torchrun's static rendezvous from the
 /// `PET_*` env starts two workers per container, four ranks in all.
 #[tokio::test]

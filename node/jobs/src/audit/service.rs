@@ -1,8 +1,8 @@
 //! [`AuditService`]: what the node's read-only methods answer (`audit_*`, `market_offers`,
-//! `provider_bond` / `provider_offers`) and a job's attested artifacts (`job_logs` /
-//! `job_outputs`), over a node's indexer, blockstore and swarm. The node's JSON-RPC server
-//! holds it as the object-safe [`Audit`] and maps its [`AuditError`]s and [`ArtifactsError`]s to
-//! JSON-RPC codes in one place (`ganglion_node::rpc::codes`).
+//! `market_matrix`, `provider_bond` / `provider_offers`) and a job's attested artifacts
+//! (`job_logs` / `job_outputs`), over a node's indexer, blockstore and swarm. The node's
+//! JSON-RPC server holds it as the object-safe [`Audit`] and maps its [`AuditError`]s and
+//! [`ArtifactsError`]s to JSON-RPC codes in one place (`ganglion_node::rpc::codes`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use ganglion_contracts::v2::datum::JobId;
 use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 use ganglion_rpc::audit::{
-    AuditJob, AuditProvider, AuditReport, BondInfo, JobLog, JobOutput, MarketOffer,
+    AuditJob, AuditProvider, AuditReport, BondInfo, JobLog, JobOutput, MarketMatrix, MarketOffer,
 };
 use ganglion_storage::blockstore::Blockstore;
 
@@ -67,6 +67,13 @@ pub trait Audit: Send + Sync {
     /// [`AuditError::NoSwarm`], [`AuditError::Swarm`].
     async fn market(&self) -> Result<Vec<MarketOffer>, AuditError>;
 
+    /// The latency matrix this node's matcher would use now, and its own ping row to the
+    /// providers ([`crate::links::market_matrix`]).
+    ///
+    /// # Errors
+    /// [`AuditError::NoSwarm`], [`AuditError::Swarm`].
+    async fn matrix(&self) -> Result<MarketMatrix, AuditError>;
+
     /// This node's bonds on chain (active and unbonding).
     ///
     /// # Errors
@@ -87,6 +94,7 @@ pub struct AuditService<S: Kv> {
     blocks: Arc<dyn Blockstore>,
     p2p: Option<p2p::Client>,
     me: Option<KeyHash>,
+    clock: fn() -> u64,
 }
 
 impl<S: Kv> Clone for AuditService<S> {
@@ -96,6 +104,7 @@ impl<S: Kv> Clone for AuditService<S> {
             blocks: self.blocks.clone(),
             p2p: self.p2p.clone(),
             me: self.me,
+            clock: self.clock,
         }
     }
 }
@@ -108,7 +117,15 @@ impl<S: Kv + Send + Sync + 'static> AuditService<S> {
             blocks,
             p2p: None,
             me: None,
+            clock: p2p::now_ms,
         }
+    }
+
+    /// With the clock (POSIX ms) the node's job engine judges link freshness by (default the
+    /// system clock), so that [`Audit::matrix`] shows the matrix the matcher would use.
+    pub fn with_clock(mut self, clock: fn() -> u64) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// With the node's swarm: [`Audit::verify`] fetches missing blocks over bitswap and the
@@ -165,6 +182,18 @@ impl<S: Kv + Send + Sync + 'static> Audit for AuditService<S> {
         let client = self.p2p.as_ref().ok_or(AuditError::NoSwarm)?;
         let offers = client.market().await.map_err(Box::new)?;
         Ok(offers.iter().map(record::offer).collect())
+    }
+
+    async fn matrix(&self) -> Result<MarketMatrix, AuditError> {
+        let client = self.p2p.as_ref().ok_or(AuditError::NoSwarm)?;
+        let offers = client.market().await.map_err(Box::new)?;
+        let row = client.rtts().await.map_err(Box::new)?;
+        Ok(crate::links::market_matrix(
+            &offers,
+            &row,
+            std::time::Instant::now(),
+            (self.clock)(),
+        ))
     }
 
     async fn own_bonds(&self) -> Result<Vec<BondInfo>, AuditError> {

@@ -85,6 +85,48 @@ fn every_invalid_example_fails_naming_its_field() {
     }
 }
 
+/// The grouped example: two groups of two, the looser bound across them, as the matcher reads
+/// it; and it places on a market of two near pairs.
+#[test]
+fn the_grouped_example_maps_to_latency_groups() {
+    let text = std::fs::read_to_string(dir().join("grouped-4.yaml")).expect("readable");
+    let spec = Ensemble::parse(&text, NOW_MS).expect("valid");
+    let req = Requirements::from_ensemble(&spec);
+    assert_eq!(
+        req.groups,
+        Some(ganglion_market::GroupRequirements {
+            count: 2,
+            gpus: 2,
+            max_rtt_us: 2_000
+        })
+    );
+    assert_eq!(req.max_rtt_us, Some(30_000));
+    use ganglion_market::test_utils::{offer, rtt, rtx3090, snap};
+    let m = snap(
+        &(1..=4)
+            .map(|i| offer(i, rtx3090(), 1, 1_000_000))
+            .collect::<Vec<_>>(),
+        &[
+            rtt(1, 2, 20),
+            rtt(1, 3, 1),
+            rtt(1, 4, 20),
+            rtt(2, 3, 20),
+            rtt(2, 4, 1),
+            rtt(3, 4, 20),
+        ],
+    );
+    let plan = ganglion_market::match_gang(&req, &m).expect("two near pairs, 20 ms apart");
+    let groups: Vec<(u8, Option<u32>)> = plan
+        .nodes
+        .iter()
+        .map(|n| (n.provider[0], n.group))
+        .collect();
+    assert_eq!(
+        groups,
+        vec![(1, Some(0)), (2, Some(1)), (3, Some(0)), (4, Some(1))]
+    );
+}
+
 fn base() -> String {
     std::fs::read_to_string(dir().join("single-gpu-1.yaml")).expect("readable")
 }

@@ -35,9 +35,11 @@ fn offer(h: &Harness, i: usize, peer: PeerId, now_ms: u64) -> OfferBody {
             max_job_nodes: None,
             gpus: vec![],
             direct_capable: false,
+            compute: ganglion_market::snapshot::Compute::Unmeasured,
         },
         issued_ms: now_ms,
         expires_ms: now_ms + 60_000,
+        links: vec![],
     }
 }
 

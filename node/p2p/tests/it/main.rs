@@ -6,6 +6,8 @@
 //! - `heartbeat`: heartbeats answered with signed receipts or typed refusals; back-pressure
 //!   from the engine's channel, floods and the per-peer cap on heartbeats in flight.
 //! - `discovery`: QUIC alongside TCP, Kademlia, AutoNAT.
+//! - `links`: ping windows as the signed links of offers, the latency matrix assembled from
+//!   them, throughput probes and their rate limits, providers connecting to each other.
 //! - `bitswap`: a UnixFS DAG handed over between nodes and with Kubo's own core.
 //! - `bonds`: offers against the indexer's active bonds over real devnet blocks.
 //!
@@ -17,4 +19,5 @@ mod bitswap;
 mod bonds;
 mod discovery;
 mod heartbeat;
+mod links;
 mod swarm;

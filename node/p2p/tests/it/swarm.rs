@@ -161,7 +161,7 @@ async fn wait_topic_peers(node: &mut Node, n: usize) {
     }
 }
 
-fn offer_body(id: &Ident, now_ms: u64, ttl_ms: u64) -> OfferBody {
+pub(crate) fn offer_body(id: &Ident, now_ms: u64, ttl_ms: u64) -> OfferBody {
     OfferBody {
         network_magic: MAGIC,
         bond: id.bond,
@@ -177,15 +177,17 @@ fn offer_body(id: &Ident, now_ms: u64, ttl_ms: u64) -> OfferBody {
             max_job_nodes: None,
             gpus: vec![],
             direct_capable: false,
+            compute: ganglion_market::snapshot::Compute::Unmeasured,
         },
         issued_ms: now_ms,
         expires_ms: now_ms + ttl_ms,
+        links: vec![],
     }
 }
 
 /// Starts `n` nodes, all bonded, connected in a line (i dials i−1), and waits until each sees
 /// its neighbours on the offer topic.
-async fn line(n: u8) -> Vec<Node> {
+pub(crate) async fn line(n: u8) -> Vec<Node> {
     let ids: Vec<Ident> = (0..n).map(ident).collect();
     let bonds = BondSnapshot::new(ids.iter().map(live_bond));
     let mut nodes = Vec::new();

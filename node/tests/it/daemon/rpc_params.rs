@@ -159,6 +159,7 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
         ("audit_verify", vec![json!("xyz")], Some(bad)),
         // No swarm attached, no provider key: typed errors, not panics.
         ("market_offers", vec![json!(1)], Some(codes::INTERNAL)),
+        ("market_matrix", vec![json!(1)], Some(codes::INTERNAL)),
         ("provider_bond", vec![json!("x")], Some(codes::WALLET)),
         ("provider_offers", vec![], Some(codes::WALLET)),
         ("provider_unbond", vec![json!("nothex#0")], Some(bad)),

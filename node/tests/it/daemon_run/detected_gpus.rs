@@ -4,7 +4,7 @@
 //! shows the card as a real (not declared) GPU with its VRAM.
 
 use super::support::{self, Chain, RATE, STAKE, dev_key};
-use super::{Children, START, cli_json, config, ganglion, start};
+use super::{Children, START, config, ganglion, start};
 use ganglion_node::daemon::devnet;
 
 /// An AMD card as the kernel shows it under `<root>/class/drm` (amdgpu): 64 GiB of VRAM and a
@@ -78,8 +78,7 @@ async fn a_provider_offers_the_amd_gpu_it_detects_in_sysfs() {
     let orch_config = orch_node.data_dir.join("node.toml");
     let offers: Vec<ganglion_rpc::audit::MarketOffer> =
         support::wait_for("the AMD offer in the orchestrator's market", || async {
-            let offers: Vec<ganglion_rpc::audit::MarketOffer> =
-                cli_json(&orch_config, &["market"], true);
+            let offers = super::market_offers(&orch_config);
             (!offers.is_empty()).then_some(offers)
         })
         .await;

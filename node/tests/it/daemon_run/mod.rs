@@ -168,6 +168,18 @@ fn cli_json<T: serde::de::DeserializeOwned>(config: &Path, args: &[&str], ok: bo
     })
 }
 
+/// What `ganglion market --json` prints: the live offers and the latency matrix.
+#[derive(Debug, serde::Deserialize)]
+struct MarketJson {
+    offers: Vec<ganglion_rpc::audit::MarketOffer>,
+    matrix: Option<ganglion_rpc::audit::MarketMatrix>,
+}
+
+/// The live offers `ganglion market --json --config CONFIG` shows.
+fn market_offers(config: &Path) -> Vec<ganglion_rpc::audit::MarketOffer> {
+    cli_json::<MarketJson>(config, &["market"], true).offers
+}
+
 /// Polls `ok` every 500 ms for up to 60 s.
 fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
     let start = std::time::Instant::now();
@@ -524,8 +536,17 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
         cli_json(&orch_config, &["audit", "provider", pa], true);
     assert_eq!(prov.jobs, std::slice::from_ref(&id));
     assert!(prov.earnings > 0 && prov.bonds.len() == 1, "{prov:?}");
-    let offers: Vec<ganglion_rpc::audit::MarketOffer> = cli_json(&orch_config, &["market"], true);
+    let market: MarketJson = cli_json(&orch_config, &["market"], true);
+    let offers = market.offers;
     assert_eq!(offers.len(), 2, "both providers' offers: {offers:?}");
+    assert!(market.matrix.is_some(), "the latency matrix is shown");
+    // The providers ping each other (they met for the job, and each connects to the market's
+    // other providers): their offers' links give the orchestrator's matrix the pair.
+    wait_until("the providers' pair in `ganglion market`'s matrix", || {
+        cli_json::<MarketJson>(&orch_config, &["market"], true)
+            .matrix
+            .is_some_and(|m| m.pairs.len() == 1 && m.own.len() == 2)
+    });
     let pa_config = net.providers[0].0.data_dir.join("node.toml");
     let bonds: Vec<ganglion_rpc::audit::BondInfo> =
         cli_json(&pa_config, &["provider", "bond"], true);
@@ -648,9 +669,7 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
     assert!(posted.bond.starts_with(&posted.tx_id), "{posted:?}");
     let pa_key = bonds[0].provider.clone();
     let offer_of = |bond: &str| -> Option<ganglion_rpc::audit::MarketOffer> {
-        let offers: Vec<ganglion_rpc::audit::MarketOffer> =
-            cli_json(&orch_config, &["market"], true);
-        offers
+        market_offers(&orch_config)
             .into_iter()
             .find(|o| o.provider == pa_key && o.bond == bond)
     };

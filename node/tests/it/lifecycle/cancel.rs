@@ -85,6 +85,7 @@ async fn a_lock_that_can_no_longer_land_ends_the_job() {
                     chosen: Vec::new(),
                     last_error: None,
                     stopped_at_ms: None,
+                    links: None,
                 },
                 0,
             ))

@@ -14,6 +14,7 @@ mod defense;
 mod expire;
 mod live_logs;
 mod overrun;
+mod placement;
 mod quote;
 mod rematch;
 mod restart;

@@ -586,6 +586,16 @@ pub(crate) async fn fresh_seed(chain: &Chain, key: &SigningKey) {
 
 /// An orchestrator node paying with devnet key `seed`, its state in `dir`.
 pub(crate) async fn orchestrator(chain: &Chain, seed: u32, dir: &Path) -> Node<NoExecutor> {
+    orchestrator_with(chain, seed, dir, engine_config(chain)).await
+}
+
+/// [`orchestrator`] whose engine runs with `config`.
+pub(crate) async fn orchestrator_with(
+    chain: &Chain,
+    seed: u32,
+    dir: &Path,
+    config: EngineConfig,
+) -> Node<NoExecutor> {
     fresh_seed(chain, &dev_key(seed)).await;
     let c = common(chain, dir);
     let key = Keypair::ed25519_from_bytes([0x10 + seed as u8; 32]).expect("seed");
@@ -608,7 +618,7 @@ pub(crate) async fn orchestrator(chain: &Chain, seed: u32, dir: &Path) -> Node<N
             provider: None,
             receipt_key: receipt_key_of(&payment),
         },
-        engine_config(chain),
+        config,
     )
     .expect("engine starts");
     Node {
@@ -733,6 +743,7 @@ async fn provider_full(
                 declared: true,
             }],
             direct_capable: false,
+            compute: ganglion_market::snapshot::Compute::Unmeasured,
         },
         policy: AcceptPolicy {
             gpus: 1,
