@@ -393,15 +393,14 @@ async fn submit_signed<S: Kv, E: Executor>(
             &err,
             EngineError::Chain(ChainError::Client(ganglion_wallet::chain::Error::Submit(_)))
         ) {
-            let mut r = ctx.store.get::<OrchestratorRole>(&e.job_id)?;
-            if let Some(r) = r.as_mut() {
+            let detail = ctx.store.get::<OrchestratorRole>(&e.job_id)?.map(|mut r| {
                 r.detail.last_error = Some(err.to_string());
-                ctx.store
-                    .set_detail::<OrchestratorRole>(&e.job_id, r.detail.clone())?;
-            }
-            ctx.store.apply::<OrchestratorRole>(
+                r.detail
+            });
+            ctx.store.apply_with::<OrchestratorRole>(
                 &e.job_id,
                 OrchestratorEvent::LockLapsed,
+                detail,
                 ctx.now(),
                 None,
             )?;

@@ -397,9 +397,20 @@ fn apply<S: Kv, E: Executor>(
     event: OrchestratorEvent,
     slot: Option<u64>,
 ) -> Result<OrchestratorState, EngineError> {
+    apply_with(ctx, job, event, None, slot)
+}
+
+/// [`apply`] with the record's new detail written in the same store write.
+fn apply_with<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    job: &JobId,
+    event: OrchestratorEvent,
+    detail: Option<OrchestratorDetail>,
+    slot: Option<u64>,
+) -> Result<OrchestratorState, EngineError> {
     let to = ctx
         .store
-        .apply::<OrchestratorRole>(job, event, ctx.now(), slot)?;
+        .apply_with::<OrchestratorRole>(job, event, detail, ctx.now(), slot)?;
     tracing::info!(job = %job, ?event, state = ?to, "orchestrator");
     Ok(to)
 }
@@ -584,8 +595,7 @@ async fn do_match<S: Kv, E: Executor>(
     });
     d.chosen = chosen;
     d.last_error = None;
-    ctx.store.set_detail::<OrchestratorRole>(&r.job_id, d)?;
-    apply(ctx, &r.job_id, OrchestratorEvent::Matched, None)?;
+    apply_with(ctx, &r.job_id, OrchestratorEvent::Matched, Some(d), None)?;
     Ok(())
 }
 
@@ -632,8 +642,7 @@ fn rematch<S: Kv, E: Executor>(
     d.chosen.clear();
     d.links = None;
     d.last_error = Some(why);
-    ctx.store.set_detail::<OrchestratorRole>(&r.job_id, d)?;
-    apply(ctx, &r.job_id, OrchestratorEvent::Rematch, None)?;
+    apply_with(ctx, &r.job_id, OrchestratorEvent::Rematch, Some(d), None)?;
     Ok(())
 }
 

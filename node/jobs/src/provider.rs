@@ -333,9 +333,19 @@ fn apply<S: Kv, E: Executor>(
     job: &JobId,
     event: ProviderEvent,
 ) -> Result<ProviderState, EngineError> {
+    apply_with(ctx, job, event, None)
+}
+
+/// [`apply`] with the record's new detail written in the same store write.
+fn apply_with<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    job: &JobId,
+    event: ProviderEvent,
+    detail: Option<ProviderDetail>,
+) -> Result<ProviderState, EngineError> {
     let to = ctx
         .store
-        .apply::<ProviderRole>(job, event, ctx.now(), None)?;
+        .apply_with::<ProviderRole>(job, event, detail, ctx.now(), None)?;
     tracing::info!(job = %job, ?event, state = ?to, "provider");
     if to.is_terminal() {
         ctx.store.forget_receipt(job)?;
@@ -350,8 +360,7 @@ fn fail<S: Kv, E: Executor>(
 ) -> Result<(), EngineError> {
     let mut d = r.detail.clone();
     d.error = Some(why);
-    ctx.store.set_detail::<ProviderRole>(&r.job_id, d)?;
-    apply(ctx, &r.job_id, ProviderEvent::Failed)?;
+    apply_with(ctx, &r.job_id, ProviderEvent::Failed, Some(d))?;
     Ok(())
 }
 
@@ -416,8 +425,7 @@ async fn step<S: Kv + 'static, E: Executor + 'static>(
                             let mut d = r.detail.clone();
                             d.index = Some(i as u64);
                             d.assignments = v.assignments.clone();
-                            ctx.store.set_detail::<ProviderRole>(&job, d)?;
-                            apply(ctx, &job, ProviderEvent::AssignmentSeen)?;
+                            apply_with(ctx, &job, ProviderEvent::AssignmentSeen, Some(d))?;
                         }
                         None => fail(ctx, &r, "assigned to other providers".into())?,
                     }
@@ -919,11 +927,12 @@ fn refuse<S: Kv, E: Executor>(
         exit_code: -1,
     });
     d.error = Some(why);
-    ctx.store.set_detail::<ProviderRole>(&r.job_id, d)?;
     if r.state == ProviderState::Assigned {
-        apply(ctx, &r.job_id, ProviderEvent::Dispatched)?;
+        apply_with(ctx, &r.job_id, ProviderEvent::Dispatched, Some(d))?;
+        apply(ctx, &r.job_id, ProviderEvent::Exited)?;
+    } else {
+        apply_with(ctx, &r.job_id, ProviderEvent::Exited, Some(d))?;
     }
-    apply(ctx, &r.job_id, ProviderEvent::Exited)?;
     Ok(())
 }
 
@@ -1148,8 +1157,7 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
                 det.error.get_or_insert_with(|| reason.to_string());
             }
             det.finished = Some(finished);
-            ctx.store.set_detail::<ProviderRole>(&r.job_id, det)?;
-            apply(ctx, &r.job_id, ProviderEvent::Exited)?;
+            apply_with(ctx, &r.job_id, ProviderEvent::Exited, Some(det))?;
             Ok(())
         }
         Some(_) => Ok(()),

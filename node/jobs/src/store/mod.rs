@@ -310,15 +310,39 @@ impl JobStore {
         now_ms: u64,
         slot: Option<u64>,
     ) -> Result<R::State, StoreError> {
+        self.apply_with::<R>(job, event, None, now_ms, slot)
+    }
+
+    /// [`apply`](Self::apply), replacing the role detail with `detail` (when given) in the
+    /// same write: after a crash the record holds both the new detail and the new state, or
+    /// neither — never a detail whose state did not follow (a re-match's cleared plan left in
+    /// `Assigning`, say). An illegal event writes nothing.
+    ///
+    /// # Errors
+    /// [`StoreError::Unknown`], [`StoreError::Illegal`], store errors.
+    pub fn apply_with<R: Role>(
+        &self,
+        job: &JobId,
+        event: <R::State as Machine>::Event,
+        detail: Option<R::Detail>,
+        now_ms: u64,
+        slot: Option<u64>,
+    ) -> Result<R::State, StoreError> {
         let mut r = self.require::<R>(job)?;
         let to = transition(r.state, event)?;
-        if to != r.state {
+        let changed = to != r.state;
+        if changed {
             r.state = to;
             r.history.push(Transition {
                 state: to,
                 at_ms: now_ms,
                 slot,
             });
+        }
+        if let Some(d) = detail {
+            r.detail = d;
+            self.save::<R>(&r)?;
+        } else if changed {
             self.save::<R>(&r)?;
         }
         Ok(to)
@@ -429,7 +453,52 @@ mod tests {
         records_survive_a_reopen_with_history_and_intents,
         a_second_create_and_illegal_events_are_refused,
         the_first_dispatch_intent_holds,
+        a_transition_with_its_detail_is_one_write,
     );
+
+    fn a_transition_with_its_detail_is_one_write(b: Backing) {
+        let job = JobId([5; 32]);
+        {
+            let s = b.open();
+            s.create::<O>(&JobRecord::new(job, OrchestratorState::Locked, vec![1], 10))
+                .expect("create");
+            // Illegal: neither the state nor the detail changes.
+            assert!(matches!(
+                s.apply_with::<O>(
+                    &job,
+                    OrchestratorEvent::SettleConfirmed,
+                    Some(vec![9]),
+                    11,
+                    None
+                ),
+                Err(StoreError::Illegal(_))
+            ));
+            assert_eq!(
+                s.apply_with::<O>(
+                    &job,
+                    OrchestratorEvent::LockConfirmed,
+                    Some(vec![2]),
+                    12,
+                    None
+                )
+                .expect("legal"),
+                OrchestratorState::Matching
+            );
+            // No state change still writes the detail.
+            s.apply_with::<O>(
+                &job,
+                OrchestratorEvent::LockConfirmed,
+                Some(vec![3]),
+                13,
+                None,
+            )
+            .expect("idempotent");
+        }
+        let r = b.open().get::<O>(&job).expect("get").expect("known");
+        assert_eq!(r.state, OrchestratorState::Matching);
+        assert_eq!(r.detail, vec![3]);
+        assert_eq!(r.history.len(), 2, "{:?}", r.history);
+    }
 
     fn a_conditional_update_changes_only_a_record_that_still_qualifies(b: Backing) {
         let s = b.open();

@@ -6,7 +6,7 @@
 //!
 //! Every wait is for an event or a reply under [`TIMEOUT`]; nothing sleeps for correctness.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -788,6 +788,18 @@ async fn p2p_bootstrap_peers_from_config_are_dialed_at_start() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p2p_listen_addrs_list_every_interface_of_an_unspecified_listen_routable_first() {
+    // Other tests on this host add and remove interfaces (Docker networks, veth pairs) while
+    // this one runs, so "every interface" is judged against the host's IPv4 addresses seen
+    // before and after: the ones present throughout must be listed, and nothing else may be.
+    let ipv4s = || -> BTreeSet<std::net::IpAddr> {
+        if_addrs::get_if_addrs()
+            .expect("interfaces")
+            .into_iter()
+            .map(|i| i.ip())
+            .filter(std::net::IpAddr::is_ipv4)
+            .collect()
+    };
+    let before = ipv4s();
     let node = start(ident(60), BondSnapshot::default(), test_config()).await;
     let any = node
         .client
@@ -800,17 +812,40 @@ async fn p2p_listen_addrs_list_every_interface_of_an_unspecified_listen_routable
             _ => None,
         })
     };
-    let all = node.client.listen_addrs().await.expect("loop alive");
-    let of_any: Vec<&Multiaddr> = all.iter().filter(|a| port(a) == port(&any)).collect();
+    let ip = |a: &Multiaddr| {
+        a.iter().find_map(|p| match p {
+            libp2p::multiaddr::Protocol::Ip4(ip) => Some(std::net::IpAddr::V4(ip)),
+            _ => None,
+        })
+    };
     let loopback = |a: &Multiaddr| a.to_string().starts_with("/ip4/127.");
-    // The 0.0.0.0 listener's loopback address is there, and so is every other interface's.
-    assert!(of_any.iter().any(|a| loopback(a)), "{all:?}");
-    let interfaces = if_addrs::get_if_addrs()
-        .expect("interfaces")
-        .into_iter()
-        .filter(|i| i.ip().is_ipv4())
-        .count();
-    assert_eq!(of_any.len(), interfaces, "one per IPv4 interface: {all:?}");
+    // The listener reports interfaces as the kernel announces them: wait (bounded) until the
+    // addresses present throughout are all listed.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let (all, listed, seen, stable) = loop {
+        let all = node.client.listen_addrs().await.expect("loop alive");
+        let after = ipv4s();
+        let listed: BTreeSet<std::net::IpAddr> = all
+            .iter()
+            .filter(|a| port(a) == port(&any))
+            .filter_map(ip)
+            .collect();
+        let stable: BTreeSet<_> = before.intersection(&after).copied().collect();
+        let seen: BTreeSet<_> = before.union(&after).copied().collect();
+        if stable.is_subset(&listed) || tokio::time::Instant::now() > deadline {
+            break (all, listed, seen, stable);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(stable.is_subset(&listed), "missing {stable:?} in {all:?}");
+    assert!(
+        listed.is_subset(&seen),
+        "not an interface: {listed:?} vs {seen:?}"
+    );
+    let of_any = all.iter().filter(|a| port(a) == port(&any)).count();
+    assert_eq!(of_any, listed.len(), "one address per interface: {all:?}");
+    // The 0.0.0.0 listener's loopback address is there.
+    assert!(listed.iter().any(std::net::IpAddr::is_loopback), "{all:?}");
     // Routable ones come first: no loopback address before a non-loopback one.
     let first_loopback = all.iter().position(loopback).expect("a loopback address");
     assert!(all[first_loopback..].iter().all(loopback), "{all:?}");
