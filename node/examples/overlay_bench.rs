@@ -381,9 +381,9 @@ async fn main() -> anyhow::Result<()> {
                 }],
             },
         );
-        net.attach(&job, 2, &[side as u32]).await?;
         nets.push(net);
     }
+    attach_both(&nets, &job).await?;
     let mut overlay = Vec::new();
     for side in 0..2u32 {
         let ns = pod::sandbox_netns(&engine, &OverlayNetwork::sandbox_name(&job, side)).await?;
@@ -461,9 +461,9 @@ async fn main() -> anyhow::Result<()> {
                 }],
             },
         );
-        net.attach(&job2, 2, &[side as u32]).await?;
         nets2.push(net);
     }
+    attach_both(&nets2, &job2).await?;
     let deadline = Instant::now() + Duration::from_secs(30);
     while !nodes.iter().all(|n| {
         let links = n.links(&job2);
@@ -570,5 +570,14 @@ async fn main() -> anyhow::Result<()> {
     for net in &nets {
         net.detach(&job).await?;
     }
+    Ok(())
+}
+
+/// Attaches rank 0 on `nets[0]` and rank 1 on `nets[1]` together: an attach returns once the
+/// job's links work, which needs the other side attached too.
+async fn attach_both(nets: &[OverlayNetwork], job: &RunId) -> anyhow::Result<()> {
+    let (a, b) = tokio::join!(nets[0].attach(job, 2, &[0]), nets[1].attach(job, 2, &[1]));
+    a?;
+    b?;
     Ok(())
 }

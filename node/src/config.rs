@@ -23,6 +23,8 @@
 //! mtu = 1420                    # bytes
 //! keepalive_s = 25              # seconds, 0 = off
 //! relay_fallback_s = 10         # seconds
+//! link_timeout_s = 60           # seconds for a job's links to work before its ranks start
+//! relay = true                  # false: no relay fallback for job links
 //! ```
 
 use std::fmt;

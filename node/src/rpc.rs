@@ -399,6 +399,8 @@ fn status_of<S: Copy + serde::Serialize, D>(
         nodes: vec![],
         outcome: None,
         links: vec![],
+        successor: None,
+        predecessor: None,
     }
 }
 
@@ -410,14 +412,17 @@ async fn statuses(
     let mut out = Vec::new();
     if let Some(o) = o {
         let mut s = status_of("orchestrator", &o, o.detail.last_error.clone());
+        s.successor = o.detail.successor.map(|j| hex::encode(j.0));
+        s.predecessor = o.detail.predecessor.map(|j| hex::encode(j.0));
         if let Some(links) = &o.detail.links {
             s.links = (links.pairs.iter())
                 .map(|p| crate::job::links::rpc_pair(p, links.matched_ms))
                 .collect();
         }
         if let Some(audit) = &api.audit {
-            (s.nodes, s.outcome) =
-                shares::of(audit.as_ref(), job, o.detail.stopped_at_ms.is_some()).await;
+            // Stopped because its network did not form: a failure, not the user's stop.
+            let stopped = o.detail.stopped_at_ms.is_some() && o.detail.unformed.is_empty();
+            (s.nodes, s.outcome) = shares::of(audit.as_ref(), job, stopped).await;
             let running = jobs_of(api)?.running(job).map_err(|e| codes::engine(&e))?;
             shares::mark_running(&mut s.nodes, &running);
         }

@@ -339,8 +339,9 @@ async fn overlay_pod_workload_reaches_peer_through_sandbox() {
         OverlayNetwork::sandbox_name(&job, 0),
         OverlayNetwork::sandbox_name(&job, 1),
     ]);
-    let att_a = net_a.attach(&job, 2, &[0]).await.expect("attach rank 0");
-    let att_b = net_b.attach(&job, 2, &[1]).await.expect("attach rank 1");
+    // Together: an attach returns once the job's links work, which needs the other side.
+    let (att_a, att_b) = tokio::join!(net_a.attach(&job, 2, &[0]), net_b.attach(&job, 2, &[1]));
+    let (att_a, att_b) = (att_a.expect("attach rank 0"), att_b.expect("attach rank 1"));
     assert_eq!(att_a.hosts.interface, OVERLAY_IFNAME);
     assert_eq!(att_b.hosts.hostnames, vec!["rank-0", "rank-1"]);
     let joined = att_a.endpoints.get(&0).expect("rank 0 endpoint").clone();
@@ -506,6 +507,107 @@ fn setup(plan: &JobOverlay, keys: JobKeys, peers: Vec<OverlayPeer>) -> JobSetup 
     }
 }
 
+/// A job whose network cannot form — neither UDP path works (each side's peer endpoint is a
+/// port nobody answers on) and the relay is refused (node A's relay node is a swarm that does
+/// not serve `/ganglion/overlay-relay/1`; node B has no relay) — never gets past `attach`:
+/// both sides fail within the link timeout (an upper bound, not an exact time), naming the rank
+/// that could not be reached, so the executor fails the share before any workload container
+/// (a set-up failure: no GPU time, nothing billed). Their pods go with `detach`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlay_attach_fails_within_the_link_timeout_when_no_link_can_form() {
+    use ganglion_dispatch::executor::ExecError;
+
+    if !root("overlay_attach_fails_within_the_link_timeout_when_no_link_can_form") {
+        return;
+    }
+    let docker = bollard::Docker::connect_with_local_defaults()
+        .expect("overlay test needs Docker (bash scripts/ensure-docker.sh)")
+        .negotiate_version()
+        .await
+        .expect("Docker Engine running");
+    let probe = image("build-probe-image.sh");
+    let sleep = vec!["sleep".to_string(), "120".to_string()];
+    let job = job_id("unformed");
+    let _guard = Containers(vec![
+        OverlayNetwork::sandbox_name(&job, 0),
+        OverlayNetwork::sandbox_name(&job, 1),
+    ]);
+    let plan = OverlayPool::default()
+        .plan(&job, 2, &BTreeSet::new())
+        .expect("plan");
+    let nodes = [
+        Arc::new(OverlayNode::start(UdpSocket::bind("127.0.0.1:0").expect("udp")).expect("a")),
+        Arc::new(OverlayNode::start(UdpSocket::bind("127.0.0.1:0").expect("udp")).expect("b")),
+    ];
+    // A's relay: a swarm connected to one that refuses the relay protocol.
+    let (relay_a, refusing) = (p2p_node(71).await, p2p_node(72).await);
+    relay_a
+        .client
+        .dial(refusing.addr.clone())
+        .await
+        .expect("dials");
+    let acceptor = nodes[0]
+        .set_relay(relay_a.client.streams(), Duration::from_secs(1))
+        .expect("relay");
+    let _relay = tokio::spawn(acceptor.run());
+    let nowhere: SocketAddr = "127.0.0.1:9".parse().expect("addr");
+    let keys = [JobKeys::generate(), JobKeys::generate()];
+    let link_timeout = Duration::from_secs(4);
+    let nets: Vec<OverlayNetwork> = (0..2)
+        .map(|side| {
+            let net = OverlayNetwork::new(
+                docker.clone(),
+                format!("unformed-{side}-{}", std::process::id()),
+                nodes[side].clone(),
+                probe.clone(),
+                sleep.clone(),
+            )
+            .with_link_timeout(link_timeout);
+            let mut p = peer(&keys[1 - side], nowhere, plan.addresses[1 - side]);
+            p.relay = (side == 0).then_some(refusing.peer);
+            net.prepare(&job, setup(&plan, keys[side].clone(), vec![p]));
+            net
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let (a, b) = tokio::join!(nets[0].attach(&job, 2, &[0]), nets[1].attach(&job, 2, &[1]));
+    let took = started.elapsed();
+    for (side, result) in [a, b].into_iter().enumerate() {
+        let err = result
+            .err()
+            .unwrap_or_else(|| panic!("side {side} attached"));
+        assert!(
+            matches!(&err, ExecError::LinksDown { unreachable, .. } if *unreachable == [1 - side as u32]),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("did not form within 4 s")
+                && text.contains(&format!("rank {}", 1 - side)),
+            "{text}"
+        );
+    }
+    assert!(
+        nodes[0].links(&job).iter().all(|l| !l.established),
+        "{:?}",
+        nodes[0].links(&job)
+    );
+    assert!(took < link_timeout + Duration::from_secs(20), "{took:?}");
+    for net in &nets {
+        net.detach(&job).await.expect("detach");
+    }
+    for rank in 0..2 {
+        let gone = docker
+            .inspect_container(
+                &OverlayNetwork::sandbox_name(&job, rank),
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .is_err();
+        assert!(gone, "sandbox {rank} removed by detach");
+    }
+}
+
 /// Pods of a job whose node crashed (dropped without `detach`) stay behind: sandboxes, a
 /// workload joined to one, and their namespaces. A restarted node's sweep removes all of them
 /// and leaves the pods of a job it still runs.
@@ -572,8 +674,12 @@ async fn overlay_sweep_removes_orphaned_pods_after_a_crash() {
             setup(&plan, keys_b, vec![peer(&keys_a, at_a, plan.addresses[0])]),
         );
         net_a.prepare(&kept, setup(&kept_plan, JobKeys::generate(), vec![]));
-        let joined = net_a.attach(&orphan, 2, &[0]).await.expect("attach 0");
-        net_b.attach(&orphan, 2, &[1]).await.expect("attach 1");
+        let (joined, b) = tokio::join!(
+            net_a.attach(&orphan, 2, &[0]),
+            net_b.attach(&orphan, 2, &[1])
+        );
+        let joined = joined.expect("attach 0");
+        b.expect("attach 1");
         net_a.attach(&kept, 1, &[0]).await.expect("attach kept");
         for rank in 0..2 {
             let ns = pod::sandbox_netns(&docker, &OverlayNetwork::sandbox_name(&orphan, rank))
@@ -842,8 +948,9 @@ async fn overlay_isolation_between_two_jobs() {
     }
     let mut modes = Vec::new();
     for job in [&job_a, &job_b] {
-        let att = net_1.attach(job, 2, &[0]).await.expect("attach rank 0");
-        net_2.attach(job, 2, &[1]).await.expect("attach rank 1");
+        let (att, two) = tokio::join!(net_1.attach(job, 2, &[0]), net_2.attach(job, 2, &[1]));
+        let att = att.expect("attach rank 0");
+        two.expect("attach rank 1");
         modes.push(att.endpoints[&0].network_mode.clone());
     }
     // Echo servers on every pod's overlay address and on all of the host's addresses.
@@ -1603,8 +1710,16 @@ async fn ddp_across_nat(prefix: &str, per_node: u32) {
         nets.push(net);
     }
     let mut modes = Vec::new();
-    for (rank, net) in nets.iter().enumerate() {
-        let att = net.attach(&job, 2, &[rank as u32]).await.expect("attach");
+    // Together: an attach returns once the job's links work, which needs the other side.
+    let ranks: Vec<[u32; 1]> = (0..nets.len() as u32).map(|r| [r]).collect();
+    let attached = futures::future::join_all(
+        nets.iter()
+            .zip(&ranks)
+            .map(|(net, r)| net.attach(&job, 2, r)),
+    )
+    .await;
+    for (rank, att) in attached.into_iter().enumerate() {
+        let att = att.expect("attach");
         assert_eq!(att.hosts.interface, OVERLAY_IFNAME);
         modes.push(att.endpoints[&(rank as u32)].network_mode.clone());
     }

@@ -198,6 +198,15 @@ pub struct JobStatus {
     /// Empty before a match, for a single-node plan and in a provider's record.
     #[serde(default)]
     pub links: Vec<crate::audit::MatrixPair>,
+    /// The orchestrator's record only: the job (hex id) that locked this one's spec again
+    /// after its network did not form (its providers could not reach each other); `None`
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successor: Option<String>,
+    /// The orchestrator's record only: the job (hex id) whose network did not form, that this
+    /// one matches again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predecessor: Option<String>,
 }
 
 /// One assigned provider's share of a job, from the chain (its assignment and its claim's

@@ -376,6 +376,10 @@ async fn submit_signed<S: Kv, E: Executor>(
             last_error: None,
             stopped_at_ms: None,
             links: None,
+            unformed: Vec::new(),
+            rematch_tried: false,
+            successor: None,
+            predecessor: None,
         },
         now,
     ))?;

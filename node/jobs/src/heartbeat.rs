@@ -8,6 +8,9 @@
 //!   deadline, when every rank of the assignment is reported running and its GPU time did not
 //!   go back; at most one receipt per half interval and assignment (G7: anything else is
 //!   refused and changes nothing).
+//! - **Orchestrator**, also: a heartbeat from the assignment's peer that reports its share
+//!   ended because the job's network did not form ([`Unformed`]) is kept and stops the job
+//!   ([`super::unformed::record`]); it is answered `Stopped`, never with a receipt.
 //! - **Orchestrator**, also: a heartbeat from the assignment's peer that names a live log
 //!   (`HeartbeatRequest::log`) has it kept as that node's latest ([`super::live_logs`]), whether
 //!   or not a receipt is given.
@@ -21,7 +24,8 @@ use ganglion_dispatch::executor::{Executor, JobRecord as ExecRecord, Phase};
 use ganglion_indexer::JobStatus;
 use ganglion_indexer::store::Kv;
 use ganglion_p2p::protocols::{
-    HeartbeatRefusal, HeartbeatRequest, HeartbeatResponse, RankSummary, SignedReceipt,
+    HeartbeatRefusal, HeartbeatRequest, HeartbeatResponse, MAX_UNFORMED_RANKS, RankSummary,
+    SignedReceipt, Unformed,
 };
 use libp2p::PeerId;
 
@@ -56,7 +60,9 @@ fn answer<S: Kv, E: Executor>(
     if record.state.is_terminal() {
         return refuse(R::Finished);
     }
-    if record.detail.stopped_at_ms.is_some() {
+    // A report that the network did not form is still kept for a stopped job (the first
+    // report stops it; the others name their own unreachable nodes).
+    if record.detail.stopped_at_ms.is_some() && req.unformed.is_none() {
         return refuse(R::Stopped);
     }
     let Some(view) = ctx
@@ -92,6 +98,11 @@ fn answer<S: Kv, E: Executor>(
     // The sender is the assignment's: its live log is kept, receipt or not.
     if let Some(log) = &req.log {
         super::live_logs::remember(ctx, req.job_id, index, peer, log, ctx.now());
+    }
+    // Its share ended before any rank started: kept, the job stopped, no receipt.
+    if let Some(unformed) = &req.unformed {
+        super::unformed::record(ctx, &req.job_id, index, unformed, view.assignments.len())?;
+        return refuse(R::Stopped);
     }
     if view.has_claimed(usize::try_from(index).unwrap_or(usize::MAX)) {
         return refuse(R::Finished);
@@ -141,6 +152,47 @@ fn answer<S: Kv, E: Executor>(
         &receipt,
         &ctx.receipt_key,
     )))
+}
+
+/// Provider side, once, when this node's share ended before any rank started because the
+/// job's network did not form: tells the orchestrator which node ranks it could not reach
+/// (the heartbeat's [`Unformed`]), so it can match the job again without them. Sent in the
+/// background (the pass goes on); best effort: an undelivered report is logged (the claim,
+/// attesting no GPU time, still settles the job).
+pub(crate) fn report_unformed<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    r: &ProviderRecord,
+    index: u64,
+    unreachable: &[u32],
+) {
+    let Ok(peer) = PeerId::from_bytes(&r.detail.orchestrator_peer) else {
+        return;
+    };
+    let req = HeartbeatRequest {
+        job_id: r.job_id,
+        provider_index: index,
+        ranks: RankSummary::default(),
+        sent_at_ms: ctx.now(),
+        log: None,
+        unformed: Some(Unformed {
+            unreachable: unreachable
+                .iter()
+                .take(MAX_UNFORMED_RANKS)
+                .map(|&u| u64::from(u))
+                .collect(),
+        }),
+    };
+    let (p2p, job) = (ctx.p2p.clone(), r.job_id);
+    ctx.tasks.spawn(async move {
+        match p2p.request_receipt(peer, req).await {
+            Ok(answer) => {
+                tracing::info!(job = %job, ?answer, "told the orchestrator the job network did not form")
+            }
+            Err(e) => {
+                tracing::warn!(job = %job, error = %e, "cannot tell the orchestrator the job network did not form")
+            }
+        }
+    });
 }
 
 /// What this node's share of a job looks like in a heartbeat, from the executor's record of
@@ -212,6 +264,7 @@ pub(crate) async fn beat<S: Kv, E: Executor>(
                 ranks: summary(exec, terms.gpus, now),
                 sent_at_ms: now,
                 log,
+                unformed: None,
             };
             match ctx.p2p.request_receipt(peer, req).await {
                 Ok(HeartbeatResponse::Receipt(new)) => {

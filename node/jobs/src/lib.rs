@@ -24,7 +24,9 @@
 //!   terms a job must meet before anything is locked or started; [`quote`]: whether today's
 //!   market can place a spec, on whom, at what worst-case cost; [`retry`]: how refused
 //!   transactions are classified and backed off; [`failure_note`]: the log a provider attests
-//!   for a share that failed or never ran, ending with why.
+//!   for a share that failed or never ran, ending with why; [`unformed`]: a job whose network
+//!   did not form after the assign — the providers' reports, the job stopped unpaid and its
+//!   spec locked again without the providers that could not be reached.
 //! - [`engine`]: [`Engine`], the task running the drivers; how a node starts it.
 //! - [`control`]: [`JobControl`], the engine as the RPC server sees it.
 //! - [`external`]: [`WalletLocks`], locks paid and signed by a CIP-30 wallet, adopted by the
@@ -52,6 +54,7 @@ pub mod state;
 pub mod store;
 pub mod submit;
 pub mod terms;
+pub mod unformed;
 pub mod witness;
 
 pub use control::{EngineHandle, JobControl};

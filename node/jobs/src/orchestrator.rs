@@ -29,6 +29,7 @@ use super::retry;
 use super::state::{OrchestratorEvent, OrchestratorState};
 use super::store::{JobRecord, TxIntent, TxKind};
 use super::submit::{self, lapsed, nudge};
+use super::unformed::UnformedReport;
 use ganglion_dispatch::executor::Executor;
 use ganglion_market::matching::{Requirements, match_gang};
 use ganglion_market::snapshot::{MarketSnapshot, SnapshotOptions};
@@ -98,6 +99,20 @@ pub struct OrchestratorDetail {
     /// status`); `None` before a match (and in records written before this field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub links: Option<PlanLinks>,
+    /// Providers' reports that the job's network did not form, one per assignment at most
+    /// ([`super::unformed`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unformed: Vec<UnformedReport>,
+    /// Whether the job was locked again after its network did not form (once, whatever came
+    /// of it: `successor`, or why not in `last_error`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rematch_tried: bool,
+    /// The job that matched this one's spec again after its network did not form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successor: Option<JobId>,
+    /// The job whose network did not form, that this one matches again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predecessor: Option<JobId>,
 }
 
 fn state_err(job: JobId, reason: impl Into<String>) -> EngineError {
@@ -216,6 +231,17 @@ pub(crate) async fn submit<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     spec: &Ensemble,
 ) -> Result<JobId, EngineError> {
+    submit_with(ctx, spec, Vec::new(), None).await
+}
+
+/// [`submit`], with providers `excluded` from its matching from the start and the job it
+/// matches again (`predecessor`, [`super::unformed::successor`]).
+pub(crate) async fn submit_with<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    spec: &Ensemble,
+    excluded: Vec<Excluded>,
+    predecessor: Option<JobId>,
+) -> Result<JobId, EngineError> {
     let now = ctx.now();
     let spec_cid = pin_spec(ctx, spec, now)?;
     let terms = spec.escrow_terms();
@@ -249,11 +275,15 @@ pub(crate) async fn submit<S: Kv, E: Executor>(
         OrchestratorDetail {
             spec: spec.clone(),
             spec_cid,
-            excluded: Vec::new(),
+            excluded,
             chosen: Vec::new(),
             last_error: None,
             stopped_at_ms: None,
             links: None,
+            unformed: Vec::new(),
+            rematch_tried: false,
+            successor: None,
+            predecessor,
         },
         now,
     ))?;
@@ -441,6 +471,11 @@ async fn step<S: Kv, E: Executor>(
             _ => None,
         };
         if let Some(e) = event {
+            // Every share claimed, nothing paid for a network that never formed: the spec is
+            // locked again before the record ends (a crash in between links, never re-locks).
+            if e == OrchestratorEvent::SettleConfirmed {
+                super::unformed::successor(ctx, &r, v).await?;
+            }
             apply(ctx, &job, e, slot)?;
             return Ok(());
         }

@@ -32,7 +32,7 @@ use super::store::{DispatchIntent, JobStore, TxKind};
 use super::submit;
 use super::terms;
 use ganglion_dispatch::executor::plan::{ContainerSlot, GpuAttachment, JobPlan};
-use ganglion_dispatch::executor::{Executor, JobReport, Phase};
+use ganglion_dispatch::executor::{Executor, FailureReason, JobReport, Phase};
 use ganglion_market::matching::Requirements;
 use ganglion_market::snapshot::Offer as MarketOffer;
 use ganglion_market::spec::Ensemble;
@@ -1158,6 +1158,12 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
             }
             det.finished = Some(finished);
             apply_with(ctx, &r.job_id, ProviderEvent::Exited, Some(det))?;
+            if let ganglion_dispatch::executor::Outcome::Failed {
+                reason: FailureReason::NetworkUnformed { unreachable, .. },
+            } = &report.outcome
+            {
+                super::heartbeat::report_unformed(ctx, r, index, unreachable);
+            }
             Ok(())
         }
         Some(_) => Ok(()),

@@ -72,19 +72,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let offerable = offerable.context("no offer on this network")?;
         let pooled = limits.pooled(&offerable).context("[provider] pool")?;
         let measured = bench.as_deref().unwrap_or_default();
-        let mut offer = limits.offer(
-            ganglion_market::limits::OfferTerms {
-                provider: [0; 28],
-                bond_gpus: u32::try_from(pooled.len()).unwrap_or(u32::MAX),
-                score: ganglion_node::daemon::gpus::offer_score(&pooled, measured),
-                uplink_mbps: ganglion_node::daemon::node::UPLINK_MBPS,
-                direct_capable: cfg.overlay.direct,
-            },
+        Some(ganglion_node::daemon::gpus::benchmarked_offer(
+            limits,
+            [0; 28],
+            u32::try_from(pooled.len()).unwrap_or(u32::MAX),
+            cfg.overlay.direct,
             &pooled,
-            &[],
-        );
-        offer.compute = ganglion_node::daemon::gpus::offer_compute(&pooled, measured);
-        Some(offer)
+            measured,
+        ))
     } else {
         None
     };

@@ -165,6 +165,16 @@ fn human(s: &JobStatus) -> String {
     if let Some(o) = &s.outcome {
         out.push_str(&format!("\n  outcome: {o}"));
     }
+    if let Some(j) = &s.predecessor {
+        out.push_str(&format!(
+            "\n  matches again job {j} (its network did not form)"
+        ));
+    }
+    if let Some(j) = &s.successor {
+        out.push_str(&format!(
+            "\n  matched again as job {j} (ganglion job status {j})"
+        ));
+    }
     out
 }
 
@@ -883,6 +893,8 @@ mod tests {
             nodes: vec![],
             outcome: outcome.map(String::from),
             links: vec![],
+            successor: None,
+            predecessor: None,
         }
     }
 

@@ -201,6 +201,36 @@ pub fn offer_compute(
     }
 }
 
+/// The offer a provider advertises for `pooled` (see [`ProviderLimits::offer`]): `limits`'
+/// grouping, prices and caps, the score and compute of the onboarding benchmark's results
+/// `bench` ([`offer_score`], [`offer_compute`]), and the uplink fallback until the
+/// throughput probes measure one. `ganglion node run` and `ganglion gpus --offer` both
+/// advertise this.
+///
+/// [`ProviderLimits::offer`]: ganglion_market::limits::ProviderLimits::offer
+pub fn benchmarked_offer(
+    limits: &ganglion_market::limits::ProviderLimits,
+    provider: ganglion_market::snapshot::ProviderId,
+    bond_gpus: u32,
+    direct_capable: bool,
+    pooled: &[&Gpu],
+    bench: &[ganglion_dispatch::gpu::bench::Measured],
+) -> ganglion_market::snapshot::Offer {
+    let mut offer = limits.offer(
+        ganglion_market::limits::OfferTerms {
+            provider,
+            bond_gpus,
+            score: offer_score(pooled, bench),
+            uplink_mbps: super::node::UPLINK_MBPS,
+            direct_capable,
+        },
+        pooled,
+        &[],
+    );
+    offer.compute = offer_compute(pooled, bench);
+    offer
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -34,7 +34,6 @@ use crate::wallet::PaymentKey;
 use ganglion_dispatch::executor::docker::{DockerExecutor, ExecutorConfig};
 use ganglion_dispatch::executor::engine::{DEFAULT_SOCKET, DockerEngine};
 use ganglion_dispatch::gpu;
-use ganglion_market::limits::OfferTerms;
 use ganglion_p2p as p2p;
 
 /// File in the data dir where a started node says where it listens.
@@ -143,7 +142,8 @@ async fn job_network(
         sandbox,
         daemon_overlay::sandbox_cmd(),
     )
-    .with_mtu(mtu);
+    .with_mtu(mtu)
+    .with_link_timeout(config.link_timeout());
     tracing::info!(port, pool = %config.pool, mtu,
         path = ?learned.as_ref().map(|l| (&l.interface, l.mtu)), "per-job overlay ready");
     let setup = Arc::new(OverlaySetup::new(network.clone(), node, config, port));
@@ -373,21 +373,15 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         } else {
             vec![]
         };
-        let score = super::gpus::offer_score(&pooled, &bench);
-        let compute = super::gpus::offer_compute(&pooled, &bench);
-        tracing::info!(score, ?compute, measured = bench.len(), "offer score");
-        let mut offer = limits.offer(
-            OfferTerms {
-                provider: key_hash,
-                bond_gpus: crate::job::provider::bond_gpus(stake, min),
-                score,
-                uplink_mbps: UPLINK_MBPS,
-                direct_capable: r.settings.overlay.direct,
-            },
+        let offer = super::gpus::benchmarked_offer(
+            limits,
+            key_hash,
+            crate::job::provider::bond_gpus(stake, min),
+            r.settings.overlay.direct,
             &pooled,
-            &[],
+            &bench,
         );
-        offer.compute = compute;
+        tracing::info!(score = offer.score, compute = ?offer.compute, measured = bench.len(), "offer score");
         overlay_setup = setup.clone();
         let executor = Arc::new(Exec::with_network(
             docker,
@@ -487,11 +481,18 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         if let Some(driver) = setup.driver() {
             r.tasks.spawn("overlay driver", driver);
         }
-        let relay = setup.enable_relay(&client)?;
-        r.tasks.spawn("overlay relay", async move {
-            relay.run().await;
-            Ok::<(), String>(())
-        });
+        if setup.relays() {
+            let relay = setup.enable_relay(&client)?;
+            r.tasks.spawn("overlay relay", async move {
+                relay.run().await;
+                Ok::<(), String>(())
+            });
+        } else {
+            tracing::warn!(
+                "[overlay] relay = false: no relay fallback and relayed datagrams refused; a \
+                 job link that cannot go direct fails the job (unpaid) after link_timeout_s"
+            );
+        }
     }
     let mut p2p_addrs: Vec<Multiaddr> = Vec::new();
     for addr in &r.settings.p2p.listen {

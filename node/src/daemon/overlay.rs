@@ -174,6 +174,12 @@ impl OverlaySetup {
             .set_relay(p2p.streams(), self.config.relay_fallback())
     }
 
+    /// Whether links may use the libp2p relay (`[overlay] relay`): when false, do not call
+    /// [`Self::enable_relay`].
+    pub fn relays(&self) -> bool {
+        self.config.relay
+    }
+
     /// The overlay node's driver watch ([`OverlayNode::driver`]): run it as the critical task
     /// `overlay driver`. `None` when it was taken already.
     pub fn driver(

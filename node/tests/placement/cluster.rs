@@ -28,6 +28,8 @@ pub(crate) struct Provider {
     pub(crate) gpus: u32,
     /// Price, NTX base units per GPU-hour.
     pub(crate) price: u64,
+    /// Lines added to its `[overlay]` section (the config's last), e.g. `relay = false`.
+    pub(crate) overlay: &'static str,
 }
 
 /// The running nodes.
@@ -107,7 +109,7 @@ impl Cluster {
             },
         };
         let orchestrator = base("orchestrator", ORCHESTRATOR_SEED, net.host_ip());
-        let info = spawn(&mut children, &orchestrator, None, dir.path());
+        let info = spawn(&mut children, &orchestrator, None, dir.path(), "");
         let mut started = Vec::new();
         for (i, p) in providers.iter().enumerate() {
             let host = net.host(p.host);
@@ -119,7 +121,13 @@ impl Cluster {
                 stake_ntx: 5_000_000,
                 bond_gpus: None,
             });
-            started.push(spawn(&mut children, &node, Some(&host.netns), dir.path()));
+            started.push(spawn(
+                &mut children,
+                &node,
+                Some(&host.netns),
+                dir.path(),
+                p.overlay,
+            ));
         }
         let orchestrator =
             NodeClient::of_data_dir(&orchestrator.data_dir).expect("orchestrator client");
@@ -139,12 +147,14 @@ impl Cluster {
     }
 }
 
-/// Writes `node`'s config and starts it (in `netns`), waiting for its `node.json`.
+/// Writes `node`'s config (with `overlay` appended: the provider config ends in its
+/// `[overlay]` section) and starts it (in `netns`), waiting for its `node.json`.
 fn spawn(
     children: &mut Vec<Child>,
     node: &DevnetNode,
     netns: Option<&str>,
     dir: &Path,
+    overlay: &str,
 ) -> NodeInfo {
     let name = node
         .data_dir
@@ -152,6 +162,11 @@ fn spawn(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let config = node.write().expect("write the node's config");
+    if !overlay.is_empty() {
+        let text = std::fs::read_to_string(&config).expect("read the config");
+        assert!(text.contains("[overlay]"), "a provider's config: {text}");
+        std::fs::write(&config, format!("{text}{overlay}\n")).expect("write the config");
+    }
     let log = dir.join(format!("{name}.log"));
     let mut child = devnet::spawn_in(netns, &ganglion(), &config, &log).expect("spawn");
     let started = devnet::wait_started(&mut child, &node.data_dir, START);

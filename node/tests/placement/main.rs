@@ -205,16 +205,19 @@ async fn a_max_rtt_spec_takes_the_near_pair_and_a_bound_below_every_pair_names_o
                 host: 0,
                 gpus: 2,
                 price: PRICE,
+                overlay: "",
             },
             Provider {
                 host: 1,
                 gpus: 2,
                 price: PRICE,
+                overlay: "",
             },
             Provider {
                 host: 2,
                 gpus: 2,
                 price: PRICE / 2,
+                overlay: "",
             },
         ],
     )
@@ -287,6 +290,7 @@ async fn latency_groups_are_the_near_pairs_and_the_grouped_workload_agrees() {
         host,
         gpus: 1,
         price: PRICE,
+        overlay: "",
     };
     let c = Cluster::start(net, &[one(0), one(1), one(2), one(3)]).await;
     full_matrix(&c).await;
@@ -326,4 +330,89 @@ async fn latency_groups_are_the_near_pairs_and_the_grouped_workload_agrees() {
     assert_ne!(group(0), group(2), "{r:#?}");
     let r = orchestrator_record(&c, &job, Duration::from_secs(420), |r| r.outcome.is_some()).await;
     assert_eq!(r.outcome.as_deref(), Some("succeeded"), "{r:#?}");
+}
+
+/// A pair whose overlay link cannot form: provider 2 drops every UDP datagram and refuses to
+/// relay (`[overlay] relay = false`), and it is the cheapest, so the first plan holds it. No
+/// link of that plan works: no rank starts, both nodes fail within the link timeout claiming
+/// no GPU time, nothing is paid; the orchestrator locks the spec again as a new job without
+/// the pair's two nodes (two nodes cannot tell which end failed), and that job runs on the
+/// other two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_whose_network_cannot_form_is_never_charged_and_is_matched_again() {
+    let Some(net) = delay_net(4, matrix(4, &[])) else {
+        return;
+    };
+    const FAST: &str = "link_timeout_s = 15";
+    const CUT_OFF: &str = "link_timeout_s = 15\nrelay = false";
+    let blocked = net.host(2).netns.clone();
+    for chain in ["INPUT", "OUTPUT"] {
+        let out = std::process::Command::new("ip")
+            .args([
+                "netns", "exec", &blocked, "iptables", "-A", chain, "-p", "udp", "-j", "DROP",
+            ])
+            .output()
+            .expect("run iptables");
+        assert!(out.status.success(), "iptables: {out:?}");
+    }
+    let at = |host, price, overlay| Provider {
+        host,
+        gpus: 1,
+        price,
+        overlay,
+    };
+    let c = Cluster::start(
+        net,
+        &[
+            at(0, PRICE / 2, FAST),
+            at(1, PRICE, FAST),
+            at(2, PRICE / 4, CUT_OFF),
+            at(3, PRICE, FAST),
+        ],
+    )
+    .await;
+    full_matrix(&c).await;
+    let key = |i: usize| c.providers[i].payment_key_hash.clone();
+    let job = submit(&c, probe_spec(2, serde_json::json!({}))).await;
+    let first =
+        orchestrator_record(&c, &job, Duration::from_secs(60), |r| r.nodes.len() == 2).await;
+    let culprits: BTreeSet<String> = first.nodes.iter().map(|n| n.provider.clone()).collect();
+    assert!(
+        culprits.contains(&key(2)),
+        "the cheapest is in the plan: {first:#?}"
+    );
+    // Both nodes fail within the link timeout (an upper bound with room for the claims).
+    let r = orchestrator_record(&c, &job, Duration::from_secs(180), |r| {
+        r.state == "settled" && r.successor.is_some()
+    })
+    .await;
+    assert_eq!(r.outcome.as_deref(), Some("failed"), "{r:#?}");
+    for n in &r.nodes {
+        assert_eq!(n.gpu_ms, Some(0), "no GPU time attested: {r:#?}");
+        assert_eq!(
+            n.paid.as_ref().map(|p| p.get()),
+            Some(0),
+            "nothing paid: {r:#?}"
+        );
+        let why = n.reason.as_deref().unwrap_or_default();
+        assert!(why.contains("did not form"), "named reason: {r:#?}");
+    }
+    let error = r.last_error.clone().unwrap_or_default();
+    assert!(
+        error.contains("the job network did not form") && error.contains("matched again as job"),
+        "{r:#?}"
+    );
+    // The new job: the same spec, without the pair that could not link, runs to the end.
+    let next = r.successor.clone().expect("a successor");
+    let s = orchestrator_record(&c, &next, Duration::from_secs(300), |r| r.outcome.is_some()).await;
+    assert_eq!(s.predecessor.as_deref(), Some(job.as_str()), "{s:#?}");
+    assert_eq!(s.outcome.as_deref(), Some("succeeded"), "{s:#?}");
+    let placed: BTreeSet<String> = s.nodes.iter().map(|n| n.provider.clone()).collect();
+    assert!(placed.is_disjoint(&culprits), "{s:#?}");
+    assert!(
+        s.nodes
+            .iter()
+            .all(|n| n.paid.as_ref().is_some_and(|p| p.get() > 0)),
+        "{s:#?}"
+    );
 }

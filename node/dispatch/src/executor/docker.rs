@@ -195,8 +195,16 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> DockerExecutor<S, N> {
         )
         .await?;
         timings.image_ms = ms(t0.elapsed());
-        let setup = |e: ExecError| FailureReason::Setup {
-            detail: e.to_string(),
+        let setup = |e: ExecError| match e {
+            ExecError::LinksDown {
+                ref unreachable, ..
+            } => FailureReason::NetworkUnformed {
+                unreachable: unreachable.clone(),
+                detail: e.to_string(),
+            },
+            e => FailureReason::Setup {
+                detail: e.to_string(),
+            },
         };
         let attachment = self
             .network

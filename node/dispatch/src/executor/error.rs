@@ -23,6 +23,21 @@ pub enum ExecError {
     /// The plan is inconsistent (bad job id, path outside `/inputs`, no local slot…).
     #[error("invalid job plan: {0}")]
     InvalidPlan(String),
+    /// The job's network did not form: links of this node still down when the overlay's link
+    /// timeout ran out (`[overlay] link_timeout_s`). No rank was started.
+    #[error(
+        "job {job}: the job network did not form within {after_s} s: no working link to {links}"
+    )]
+    LinksDown {
+        /// The job.
+        job: super::plan::RunId,
+        /// The timeout that ran out, seconds.
+        after_s: u64,
+        /// The node ranks this node has no working link to.
+        unreachable: Vec<u32>,
+        /// The links still down: rank, UDP endpoint and relay node of each.
+        links: String,
+    },
     /// The job id is already in this node's job table: a job is never started twice.
     #[error("job {job} is already known to this executor (phase {phase})")]
     AlreadyKnown {
@@ -129,6 +144,14 @@ pub enum FailureReason {
         /// The error.
         detail: String,
     },
+    /// The job's network did not form: no working link to the other nodes' ranks in
+    /// `unreachable` within the overlay's link timeout; no rank was started.
+    NetworkUnformed {
+        /// Node ranks this node could not reach.
+        unreachable: Vec<u32>,
+        /// The overlay's account (timeout, endpoints, relay nodes).
+        detail: String,
+    },
 }
 
 impl FailureReason {
@@ -141,7 +164,8 @@ impl FailureReason {
     /// to pay for what the orchestrator controls).
     ///
     /// `false` where this node failed to deliver: the image, the engine, storage (inputs, logs
-    /// or outputs not pinned), its own restart before the start, or the set-up. Nothing of such
+    /// or outputs not pinned), its own restart before the start, the set-up, or a job network
+    /// that did not form (no rank started). Nothing of such
     /// a job is billed.
     pub fn is_workload_outcome(&self) -> bool {
         match self {
@@ -154,7 +178,8 @@ impl FailureReason {
             | Self::EngineUnavailable { .. }
             | Self::Storage { .. }
             | Self::Interrupted
-            | Self::Setup { .. } => false,
+            | Self::Setup { .. }
+            | Self::NetworkUnformed { .. } => false,
         }
     }
 }
@@ -187,6 +212,7 @@ impl std::fmt::Display for FailureReason {
             Self::Storage { detail } => write!(f, "storage: {detail}"),
             Self::Interrupted => write!(f, "node restarted before the job started"),
             Self::Setup { detail } => write!(f, "setup: {detail}"),
+            Self::NetworkUnformed { detail, .. } => write!(f, "network: {detail}"),
         }
     }
 }

@@ -217,6 +217,10 @@ mod tests {
             FailureReason::Storage { detail: "x".into() },
             FailureReason::Interrupted,
             FailureReason::Setup { detail: "x".into() },
+            FailureReason::NetworkUnformed {
+                unreachable: vec![1],
+                detail: "x".into(),
+            },
         ] {
             let r = report(Outcome::Failed { reason }, &[3.0]);
             assert_eq!(r.billable_gpu_ms(), 0, "{:?}", r.outcome);

@@ -12,6 +12,8 @@
 //! ipv4_only = false             # true: peers are reached over IPv4 only (overhead 60, not 80)
 //! keepalive_s = 25              # seconds between keepalives behind NAT (0 = off)
 //! relay_fallback_s = 10         # seconds without a handshake before the relay is used
+//! link_timeout_s = 60           # seconds for every link of a job to work; else it fails unpaid
+//! relay = true                  # false: no relay fallback, and relayed datagrams are refused
 //! direct = false                # true: this host's UDP port is reachable from the internet
 //! ```
 
@@ -93,6 +95,8 @@ pub const MAX_PATH_MTU: u32 = 9000;
 pub const MAX_KEEPALIVE_S: u16 = 120;
 /// Longest relay fallback accepted, seconds (a job's rendezvous times out long before).
 pub const MAX_RELAY_FALLBACK_S: u16 = 300;
+/// Longest link timeout accepted, seconds.
+pub const MAX_LINK_TIMEOUT_S: u16 = 900;
 
 /// `[overlay]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -118,6 +122,17 @@ pub struct OverlayConfig {
     /// Seconds without a direct handshake before a link falls back to the libp2p relay;
     /// default 10 (see [`super::router`] and [`super::node::OverlayNode::set_relay`]).
     pub relay_fallback_s: u16,
+    /// Seconds a job's node waits, after attaching its pod, for every link of the job to work
+    /// (a handshake answered, directly or over the relay) before its ranks start; default 60,
+    /// more than `relay_fallback_s`. A link still down then fails this node's share before any
+    /// rank started: it claims no GPU time, is paid nothing and is not slashed, and the
+    /// orchestrator is told which peer could not be reached (DESIGN §6).
+    pub link_timeout_s: u16,
+    /// Whether links may fall back to the libp2p relay (`/ganglion/overlay-relay/1`), this
+    /// node's own and those of peers relaying to it; default true. False: a link that cannot
+    /// go direct fails the job after `link_timeout_s` (for an operator who will not carry
+    /// tunnel traffic over its p2p connections).
+    pub relay: bool,
     /// Declares the node reachable without a relay (a public IP, or `listen_port` forwarded
     /// to it); default false, and then AutoNAT decides (a confirmed public address counts).
     /// A provider advertises the result in its offer (`direct_capable`), which the matcher
@@ -137,6 +152,8 @@ impl Default for OverlayConfig {
             ipv4_only: false,
             keepalive_s: 25,
             relay_fallback_s: 10,
+            link_timeout_s: 60,
+            relay: true,
             direct: false,
         }
     }
@@ -194,6 +211,11 @@ impl OverlayConfig {
         Ok(mtu)
     }
 
+    /// How long a job's links may take to work ([`Self::link_timeout_s`]).
+    pub fn link_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.link_timeout_s.into())
+    }
+
     /// The keepalive for each peer, `None` when off.
     pub fn keepalive(&self) -> Option<u16> {
         (self.keepalive_s > 0).then_some(self.keepalive_s)
@@ -205,7 +227,8 @@ impl OverlayConfig {
     /// [`OverlayError::Pool`] for a pool [`OverlayPool::validate`] refuses,
     /// [`OverlayError::Config`] naming the key for an MTU outside [`MIN_MTU`]..=[`MAX_MTU`],
     /// a path MTU outside [`MIN_MTU`]..=[`MAX_PATH_MTU`], a keepalive over
-    /// [`MAX_KEEPALIVE_S`], or a relay fallback of 0 or over [`MAX_RELAY_FALLBACK_S`];
+    /// [`MAX_KEEPALIVE_S`], a relay fallback of 0 or over [`MAX_RELAY_FALLBACK_S`], or a link
+    /// timeout not above the relay fallback or over [`MAX_LINK_TIMEOUT_S`];
     /// [`OverlayError::MtuAbovePath`] for an MTU above the configured (or default 1500) path
     /// MTU − 60 (the learned path is checked again by [`Self::resolve_mtu`]).
     pub fn validate(&self) -> Result<(), OverlayError> {
@@ -242,6 +265,16 @@ impl OverlayConfig {
                 reason: format!(
                     "{} s is outside 1..={MAX_RELAY_FALLBACK_S}",
                     self.relay_fallback_s
+                ),
+            });
+        }
+        if self.link_timeout_s <= self.relay_fallback_s || self.link_timeout_s > MAX_LINK_TIMEOUT_S
+        {
+            return Err(OverlayError::Config {
+                key: "overlay.link_timeout_s",
+                reason: format!(
+                    "{} s must be above relay_fallback_s ({} s, a relayed link needs that long) and at most {MAX_LINK_TIMEOUT_S}",
+                    self.link_timeout_s, self.relay_fallback_s
                 ),
             });
         }
@@ -283,6 +316,8 @@ mod tests {
         assert!(bad(|c| c.path_mtu = Some(100)).contains("overlay.path_mtu"));
         assert!(bad(|c| c.keepalive_s = 600).contains("overlay.keepalive_s"));
         assert!(bad(|c| c.relay_fallback_s = 0).contains("overlay.relay_fallback_s"));
+        assert!(bad(|c| c.link_timeout_s = 10).contains("overlay.link_timeout_s"));
+        assert!(bad(|c| c.link_timeout_s = 901).contains("overlay.link_timeout_s"));
         assert!(bad(|c| c.pool = "172.16.0.0/12".parse().expect("net")).contains("100.64.0.0/10"));
         assert!(bad(|c| c.job_prefix = 8).contains("job prefix"));
         let off = OverlayConfig {

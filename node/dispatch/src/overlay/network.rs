@@ -4,9 +4,16 @@
 //!
 //! The job's plan, keys and peers come from the `cluster` exchange before dispatch
 //! ([`OverlayNetwork::prepare`]; in the node, `daemon::overlay::OverlaySetup`).
+//!
+//! `attach` returns only once every link of the job works ([`LinkReport::established`]):
+//! the workload's ranks never start on a network that has not formed. A link still down after
+//! the link timeout (`[overlay] link_timeout_s`) fails the attach naming the rank, its
+//! endpoint and its relay node — the executor then fails the share before any workload
+//! container, with no GPU time (DESIGN §6).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bollard::Docker;
 use bollard::query_parameters::{CreateContainerOptionsBuilder, StartContainerOptions};
@@ -16,7 +23,7 @@ use super::addressing::JobOverlay;
 use super::keys::JobKeys;
 use super::node::OverlayNode;
 use super::pod::{self, OVERLAY_IFNAME};
-use super::router::OverlayPeer;
+use super::router::{LinkReport, OverlayPeer};
 use super::sweep::{self, SweepReport};
 use super::tun::OVERLAY_MTU;
 use crate::executor::ExecError;
@@ -50,8 +57,14 @@ pub struct OverlayNetwork {
     sandbox_image: String,
     sandbox_cmd: Vec<String>,
     mtu: u32,
+    link_timeout: Duration,
     jobs: Arc<Mutex<HashMap<RunId, JobSetup>>>,
 }
+
+/// Default of [`OverlayNetwork::with_link_timeout`] (`[overlay] link_timeout_s`).
+pub const LINK_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often `attach` looks at the job's links while it waits for them.
+const LINK_POLL: Duration = Duration::from_millis(50);
 
 fn exec_error(e: OverlayError) -> ExecError {
     match e {
@@ -82,6 +95,7 @@ impl OverlayNetwork {
             sandbox_image,
             sandbox_cmd,
             mtu: OVERLAY_MTU,
+            link_timeout: LINK_TIMEOUT,
             jobs: Arc::default(),
         }
     }
@@ -90,6 +104,55 @@ impl OverlayNetwork {
     pub fn with_mtu(mut self, mtu: u32) -> Self {
         self.mtu = mtu;
         self
+    }
+
+    /// Waits at most `timeout` (`[overlay] link_timeout_s`) in `attach` for the job's links
+    /// to work, instead of [`LINK_TIMEOUT`].
+    pub fn with_link_timeout(mut self, timeout: Duration) -> Self {
+        self.link_timeout = timeout;
+        self
+    }
+
+    /// Waits until every link of `job` works; after `self.link_timeout` the error names each
+    /// link still down by rank (from `setup`'s addresses), endpoint and relay node.
+    async fn await_links(&self, job: &RunId, setup: &JobSetup) -> Result<(), ExecError> {
+        let deadline = tokio::time::Instant::now() + self.link_timeout;
+        loop {
+            let down: Vec<LinkReport> = self
+                .node
+                .links(job)
+                .into_iter()
+                .filter(|l| !l.established)
+                .collect();
+            if down.is_empty() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let rank_of = |l: &LinkReport| {
+                    l.addresses
+                        .first()
+                        .and_then(|a| setup.overlay.addresses.iter().position(|x| x == a))
+                        .and_then(|r| u32::try_from(r).ok())
+                };
+                let named: Vec<String> = down
+                    .iter()
+                    .map(|l| {
+                        let rank = rank_of(l).map_or_else(|| "?".to_string(), |r| r.to_string());
+                        let relay = l
+                            .relay
+                            .map_or_else(|| "no relay".to_string(), |p| format!("relay {p}"));
+                        format!("rank {rank} at {} ({relay})", l.endpoint)
+                    })
+                    .collect();
+                return Err(ExecError::LinksDown {
+                    job: job.clone(),
+                    after_s: self.link_timeout.as_secs(),
+                    unreachable: down.iter().filter_map(rank_of).collect(),
+                    links: named.join(", "),
+                });
+            }
+            tokio::time::sleep(LINK_POLL).await;
+        }
     }
 
     /// Records `job`'s setup from the `cluster` exchange; `attach` needs it.
@@ -192,6 +255,7 @@ impl ClusterNetwork for OverlayNetwork {
         self.node
             .add_job(job, setup.keys.clone(), &setup.peers, tun)
             .map_err(exec_error)?;
+        self.await_links(job, &setup).await?;
         Ok(Attachment {
             endpoints: HashMap::from([(*rank, pod::workload_endpoint(&sandbox))]),
             hosts: pod::rendezvous_hosts(&setup.overlay),

@@ -86,6 +86,10 @@ pub struct LinkReport {
     pub endpoint: SocketAddr,
     /// The peer node datagrams are relayed to when `Relayed`.
     pub relay: Option<PeerId>,
+    /// A handshake response or data has come from the peer (directly or over the relay): the
+    /// session works both ways. Until then the job's ranks must not start (DESIGN §6: a job
+    /// whose network cannot form ends before anything is paid).
+    pub established: bool,
 }
 
 /// What the driver must do.
@@ -140,6 +144,9 @@ struct Link {
     last_udp: Option<Instant>,
     /// Last time the link switched to the relay or probed UDP from it.
     last_probe: Instant,
+    /// A handshake response or data came from the peer, over either path: the session works
+    /// both ways (see [`LinkReport::established`]).
+    established: bool,
 }
 
 /// Where an inbound datagram came from.
@@ -269,6 +276,7 @@ impl Router {
                     started: Instant::now(),
                     last_udp: None,
                     last_probe: Instant::now(),
+                    established: false,
                 },
             );
             links.push(index);
@@ -431,6 +439,10 @@ impl Router {
                 }
             }
         }
+        if authenticated && proves_udp {
+            // A response or data: the peer got our handshake (over this path or the other).
+            link.established = true;
+        }
         if authenticated {
             match via {
                 Via::Udp(from) => {
@@ -466,6 +478,7 @@ impl Router {
                 mode: l.mode,
                 endpoint: l.endpoint,
                 relay: l.relay,
+                established: l.established,
             })
             .collect()
     }
@@ -827,6 +840,7 @@ mod tests {
         let report = &p.a.links(&job())[0];
         assert_eq!(report.endpoint, p.b_at);
         assert_eq!(report.addresses, vec![p.b_ip]);
+        assert!(!report.established, "no handshake yet");
         assert!(p.a.links(&RunId::new("other").expect("id")).is_empty());
         let out = p.a.outbound(&job(), &ipv4(p.a_ip, p.b_ip, b"hi"));
         let (_, at_b) = pump(&mut p, out);
@@ -835,6 +849,7 @@ mod tests {
             (mode(&p.a), mode(&p.b)),
             (LinkMode::Direct, LinkMode::Direct)
         );
+        assert!(p.a.links(&job())[0].established && p.b.links(&job())[0].established);
         // Without a relay node a link never falls back, however long it waits.
         let mut lone = pair();
         let later = Instant::now() + Duration::from_secs(600);
@@ -863,7 +878,15 @@ mod tests {
             "a fresh initiation over the relay: {out:?}"
         );
         assert_eq!(mode(&p.a), LinkMode::Relayed);
+        assert!(
+            !p.a.links(&job())[0].established,
+            "relayed is not yet working"
+        );
         let (_, at_b) = relay_pump(&mut p, ids, out, true);
+        assert!(
+            p.a.links(&job())[0].established,
+            "the response came over the relay"
+        );
         assert_eq!(
             at_b,
             vec![hello],

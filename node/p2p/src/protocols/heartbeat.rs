@@ -53,6 +53,25 @@ pub struct HeartbeatRequest {
     /// revision: absent from older providers' heartbeats, ignored by older orchestrators).
     #[serde(default)]
     pub log: Option<LiveLog>,
+    /// Set once, when the provider's share ended before any rank started because the job's
+    /// network did not form (added in a later revision: absent from older providers'
+    /// heartbeats, ignored by older orchestrators).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unformed: Option<Unformed>,
+}
+
+/// Most unreachable node ranks one [`Unformed`] names (the heartbeat's size bound).
+pub const MAX_UNFORMED_RANKS: usize = 16;
+
+/// A provider's report that its share of a job ended before any rank started: it had no
+/// working overlay link to the nodes in `unreachable` within its link timeout
+/// (`[overlay] link_timeout_s`). Its claim attests no GPU time; the orchestrator re-matches
+/// without them (DESIGN §6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unformed {
+    /// Node ranks (indices in the escrow's assignments) it could not reach, at most
+    /// [`MAX_UNFORMED_RANKS`].
+    pub unreachable: Vec<u64>,
 }
 
 /// Where a provider's live log can be read: the last bytes (at most 64 KiB) of its
@@ -327,6 +346,7 @@ mod tests {
 
     fn request() -> HeartbeatRequest {
         HeartbeatRequest {
+            unformed: None,
             job_id: JobId([7; 32]),
             provider_index: 1,
             ranks: RankSummary {
@@ -424,6 +444,7 @@ mod tests {
             },
             sent_at_ms: u64::MAX,
             log: None,
+            unformed: None,
         };
         let resp = HeartbeatResponse::Receipt(SignedReceipt {
             receipt: Receipt {
@@ -455,10 +476,23 @@ mod tests {
                 offset: u64::MAX,
                 total: u64::MAX,
             }),
-            ..req
+            ..req.clone()
         };
         let len = encode(&with_log).len();
         assert!(len < 350, "{len} bytes");
+        // The report of a network that did not form, at its widest (sent without a log).
+        let unformed = HeartbeatRequest {
+            unformed: Some(Unformed {
+                unreachable: vec![u64::MAX; MAX_UNFORMED_RANKS],
+            }),
+            ..req.clone()
+        };
+        let len = encode(&unformed).len();
+        assert!(len < MAX_HEARTBEAT_BYTES, "{len} bytes");
+        assert_eq!(
+            read::<HeartbeatRequest>(&frame(encode(&unformed))).unwrap(),
+            unformed
+        );
         assert!(len < MAX_HEARTBEAT_BYTES);
         assert_eq!(
             read::<HeartbeatRequest>(&frame(encode(&with_log))).unwrap(),
@@ -652,6 +686,7 @@ mod tests {
             exited in any::<u32>(), gpu_ms in any::<u64>(), progress in any::<Option<u64>>(),
             at in any::<u64>(), sig in proptest::collection::vec(any::<u8>(), 64),
             log in proptest::option::of((proptest::collection::vec(any::<u8>(), 0..90), any::<u64>(), any::<u64>())),
+            unreachable in proptest::option::of(proptest::collection::vec(any::<u64>(), 0..4)),
         ) {
             let req = HeartbeatRequest {
                 job_id: JobId(job),
@@ -659,6 +694,7 @@ mod tests {
                 ranks: RankSummary { running, exited, gpu_ms, progress },
                 sent_at_ms: at,
                 log: log.map(|(cid, offset, total)| LiveLog { cid, offset, total }),
+                unformed: unreachable.map(|unreachable| Unformed { unreachable }),
             };
             prop_assert_eq!(decode::<HeartbeatRequest>(&encode(&req), MAX_HEARTBEAT_BYTES).unwrap(), req);
             let mut signature = [0; 64];

@@ -40,6 +40,7 @@ fn heartbeat(job_id: JobId, provider_index: u64, running: u32) -> HeartbeatReque
         },
         sent_at_ms: 1_700_000_000_000,
         log: None,
+        unformed: None,
     }
 }
 

@@ -86,6 +86,10 @@ async fn a_lock_that_can_no_longer_land_ends_the_job() {
                     last_error: None,
                     stopped_at_ms: None,
                     links: None,
+                    unformed: Vec::new(),
+                    rematch_tried: false,
+                    successor: None,
+                    predecessor: None,
                 },
                 0,
             ))

@@ -1,12 +1,15 @@
 //! The node defends itself (DESIGN §3.1 G7): an orchestrator gives a receipt only for a job it
 //! runs, assigned on chain, to the peer the assignment's bond names. Heartbeats from a bonded
 //! co-provider for another provider's assignment, from a stranger, for jobs it does not know,
-//! and a flood get no receipt and change nothing; the job still settles and pays.
+//! and a flood get no receipt and change nothing — nor does their report that the job's
+//! network did not form; the job still settles and pays.
 
 use ganglion_contracts::v2::datum::JobId;
 use ganglion_node::job::state::OrchestratorState;
 use ganglion_p2p::offers::BondSnapshot;
-use ganglion_p2p::protocols::{HeartbeatRefusal, HeartbeatRequest, HeartbeatResponse, RankSummary};
+use ganglion_p2p::protocols::{
+    HeartbeatRefusal, HeartbeatRequest, HeartbeatResponse, RankSummary, Unformed,
+};
 use ganglion_p2p::{self as p2p, Client, Config};
 use libp2p::PeerId;
 use libp2p::identity::Keypair;
@@ -26,6 +29,7 @@ fn beat(job: JobId, provider_index: u64) -> HeartbeatRequest {
         },
         sent_at_ms: p2p::now_ms(),
         log: None,
+        unformed: None,
     }
 }
 
@@ -85,6 +89,31 @@ async fn heartbeats_from_anyone_but_the_assigned_provider_get_no_receipt() {
             "a stranger, index {i}"
         );
     }
+    // A report that the job's network did not form, from anyone but the assignment's own
+    // node: refused, and the job is neither stopped nor marked (G7).
+    let unformed = |i: u64| HeartbeatRequest {
+        unformed: Some(Unformed {
+            unreachable: vec![i ^ 1],
+        }),
+        ..beat(job, i)
+    };
+    assert_eq!(
+        ask(&pb.p2p, orch_peer, unformed(ia)).await,
+        HeartbeatResponse::Refused(HeartbeatRefusal::NotAssigned)
+    );
+    assert_eq!(
+        ask(&stranger, orch_peer, unformed(ib)).await,
+        HeartbeatResponse::Refused(HeartbeatRefusal::NotAssigned)
+    );
+    let r = orch
+        .engine
+        .orchestrator_record(&job)
+        .expect("store")
+        .expect("known");
+    assert!(
+        r.detail.unformed.is_empty() && r.detail.stopped_at_ms.is_none(),
+        "{r:?}"
+    );
     // A job the orchestrator does not run.
     assert_eq!(
         ask(&stranger, orch_peer, beat(JobId([0x42; 32]), 0)).await,

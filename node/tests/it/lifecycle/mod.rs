@@ -6,6 +6,7 @@ pub(super) mod support;
 
 mod admission;
 mod audit;
+mod benchmark;
 mod cancel;
 mod cip30;
 mod cli_job;

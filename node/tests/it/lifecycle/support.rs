@@ -663,7 +663,29 @@ pub(crate) async fn provider_limited(
     score: u32,
     spec_limits: Option<ganglion_market::limits::ProviderLimits>,
 ) -> Node<Exec> {
-    provider_full(chain, id, dir, min_rate, score, spec_limits, None).await
+    let offering = Offering::Declared { score };
+    provider_full(chain, id, dir, min_rate, offering, spec_limits, None).await
+}
+
+/// What a test provider offers.
+pub(crate) enum Offering {
+    /// Its one declared GPU at [`RATE`], unmeasured, advertising benchmark `score`.
+    Declared {
+        /// The advertised score.
+        score: u32,
+    },
+    /// This offer, as built elsewhere (its `provider` is set to the provider's key hash).
+    Exactly(MarketOffer),
+}
+
+/// [`provider`] advertising `offer` (its accept policy as [`provider`]'s).
+pub(crate) async fn provider_offering(
+    chain: &Chain,
+    id: &ProviderIdent,
+    dir: &Path,
+    offer: MarketOffer,
+) -> Node<Exec> {
+    provider_full(chain, id, dir, RATE, Offering::Exactly(offer), None, None).await
 }
 
 /// [`provider`] with a Kubo RPC (`[storage] kubo_rpc`) it fetches job content from when the
@@ -674,7 +696,8 @@ pub(crate) async fn provider_fetching_from(
     dir: &Path,
     kubo: ganglion_storage::pin::Kubo,
 ) -> Node<Exec> {
-    provider_full(chain, id, dir, RATE, 100, None, Some(kubo)).await
+    let offering = Offering::Declared { score: 100 };
+    provider_full(chain, id, dir, RATE, offering, None, Some(kubo)).await
 }
 
 async fn provider_full(
@@ -682,7 +705,7 @@ async fn provider_full(
     id: &ProviderIdent,
     dir: &Path,
     min_rate: u64,
-    score: u32,
+    offering: Offering,
     spec_limits: Option<ganglion_market::limits::ProviderLimits>,
     kubo: Option<ganglion_storage::pin::Kubo>,
 ) -> Node<Exec> {
@@ -729,21 +752,27 @@ async fn provider_full(
                 nvlink_domain: None,
             }),
         }],
-        offer: MarketOffer {
-            provider: provider_hash,
-            bond_gpus: (STAKE / 1_000_000) as u32,
-            price_per_gpu_hour: RATE,
-            score,
-            uplink_mbps: 1000,
-            max_job_duration_s: None,
-            max_job_nodes: None,
-            gpus: vec![OfferedGpus {
-                model: declared_model(),
-                free: 1,
-                declared: true,
-            }],
-            direct_capable: false,
-            compute: ganglion_market::snapshot::Compute::Unmeasured,
+        offer: match offering {
+            Offering::Declared { score } => MarketOffer {
+                provider: provider_hash,
+                bond_gpus: (STAKE / 1_000_000) as u32,
+                price_per_gpu_hour: RATE,
+                score,
+                uplink_mbps: 1000,
+                max_job_duration_s: None,
+                max_job_nodes: None,
+                gpus: vec![OfferedGpus {
+                    model: declared_model(),
+                    free: 1,
+                    declared: true,
+                }],
+                direct_capable: false,
+                compute: ganglion_market::snapshot::Compute::Unmeasured,
+            },
+            Offering::Exactly(offer) => MarketOffer {
+                provider: provider_hash,
+                ..offer
+            },
         },
         policy: AcceptPolicy {
             gpus: 1,
