@@ -7,6 +7,8 @@
 //!   keys/                 0700
 //!     payment.skey        0600  wallet signing key (cardano-cli text envelope)
 //!   rpc.cookie            0600  bearer token for mutating JSON-RPC calls, new per daemon start
+//!   overlay/              0700  per job while it runs: the x25519 secret and plan it announced
+//!     <job id>.json       0600  (`daemon::overlay`: a restart announces the same)
 //! ```
 //!
 //! Secrets are written to a temporary file created with mode 0600, synced, then renamed over
@@ -74,6 +76,11 @@ impl DataDir {
     /// The executor's sled database.
     pub fn executor_db(&self) -> PathBuf {
         self.root.join("executor.sled")
+    }
+
+    /// What a provider's overlay announced for each running job (`daemon::overlay`).
+    pub fn overlay_jobs(&self) -> PathBuf {
+        self.root.join("overlay")
     }
 
     /// The wallet's payment signing key.

@@ -34,6 +34,26 @@ pub struct ClusterPeers {
     pub peers: Vec<(u32, PeerId)>,
 }
 
+/// Why a job's network could not be agreed with its other nodes (yet).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{detail}")]
+pub struct SetupFailure {
+    /// Node ranks that did not answer, or answered wrongly; empty when the failure is this
+    /// node's own.
+    pub unreachable: Vec<u32>,
+    /// What went wrong.
+    pub detail: String,
+}
+
+impl From<String> for SetupFailure {
+    fn from(detail: String) -> Self {
+        Self {
+            unreachable: Vec::new(),
+            detail,
+        }
+    }
+}
+
 /// Sets up a job's network with its other nodes before dispatch.
 #[async_trait]
 pub trait ClusterSetup: Send + Sync {
@@ -42,8 +62,15 @@ pub trait ClusterSetup: Send + Sync {
     /// implementation keeps what it announced so a peer that already answered stays valid.
     ///
     /// # Errors
-    /// A reason, logged by the engine, which retries on its next pass.
-    async fn prepare(&self, p2p: &Client, job: &ClusterPeers) -> Result<(), String>;
+    /// A [`SetupFailure`], logged by the engine, which retries on its next pass — until
+    /// [`ClusterSetup::give_up_after`] from the dispatch, when the share ends as a job network
+    /// that did not form (nothing ran, nothing is claimed, the orchestrator is told who could
+    /// not be reached).
+    async fn prepare(&self, p2p: &Client, job: &ClusterPeers) -> Result<(), SetupFailure>;
+
+    /// How long after the dispatch a set-up that keeps failing is given up (the overlay's
+    /// `[overlay] link_timeout_s`).
+    fn give_up_after(&self) -> std::time::Duration;
 
     /// Forgets `job` (its run ended).
     fn forget(&self, job: &JobId);

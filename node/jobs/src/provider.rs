@@ -23,7 +23,7 @@ use ganglion_indexer::store::Kv;
 use libp2p::PeerId;
 use serde::{Deserialize, Serialize};
 
-use super::cluster::{ClusterPeers, ClusterSetup, peers_of};
+use super::cluster::{ClusterPeers, ClusterSetup, SetupFailure, peers_of};
 use super::engine::{Ctx, EngineError, ProviderRecord, ProviderRole, SpecError};
 use super::gpu_pick::{self, PooledGpu};
 use super::orchestrator;
@@ -954,7 +954,10 @@ fn noted_log<S: Kv, E: Executor>(
 
 /// Starts this node's share of the job in the background: first the job's network with the
 /// other assigned providers (when the side has a [`ClusterSetup`]), then the executor. A failed
-/// set-up leaves the job to the next pass (`watch` finds no executor record and calls again).
+/// set-up leaves the job to the next pass (`watch` finds no executor record and calls again),
+/// until [`ClusterSetup::give_up_after`] from the dispatch: then the share ends with nothing
+/// run ([`refuse`]: no GPU time claimed, no default) and the orchestrator is told which nodes
+/// did not answer ([`super::heartbeat::report_unformed`]).
 fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
     ctx: &Arc<Ctx<S, E>>,
     side: &ProviderSide<E>,
@@ -987,6 +990,10 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
     let stopping = ctx.stopping.clone();
     let run_id = id.clone();
     let job_id = r.job_id;
+    let dispatched_ms = r
+        .dispatch
+        .as_ref()
+        .map_or_else(|| ctx.now(), |d| d.written_ms);
     // Set once the executor has the plan: from then on its set-up is not cut half-way.
     let handed_over = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = (side.executor.clone(), handed_over.clone(), plan.job.clone());
@@ -994,15 +1001,36 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
         if let Some((setup, peers)) = &cluster {
             let ready = match peers {
                 Ok(peers) => setup.prepare(&p2p, peers).await,
-                Err(why) => Err(why.clone()),
+                Err(why) => Err(SetupFailure::from(why.clone())),
             };
             if let Err(why) = ready {
-                tracing::warn!(job = %id, error = %why, "job network not ready (retried)");
-                if let Some(ctx) = weak.upgrade() {
-                    ctx.running
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&id);
+                let Some(ctx) = weak.upgrade() else { return };
+                ctx.running
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&id);
+                let limit = setup.give_up_after();
+                let waited_ms = ctx.now().saturating_sub(dispatched_ms);
+                if u128::from(waited_ms) < limit.as_millis() {
+                    tracing::warn!(job = %id, error = %why, "job network not ready (retried)");
+                    return;
+                }
+                if let Ok(Some(rec)) = ctx.store.get::<ProviderRole>(&job_id)
+                    && rec.state == ProviderState::Preparing
+                {
+                    let note = format!(
+                        "the job network did not form within {} s: {why}",
+                        limit.as_secs()
+                    );
+                    match refuse(&ctx, &rec, note) {
+                        Ok(()) if !why.unreachable.is_empty() => {
+                            super::heartbeat::report_unformed(&ctx, &rec, index, &why.unreachable);
+                        }
+                        Ok(()) => {}
+                        Err(e) => {
+                            tracing::error!(job = %job_id, error = %e, "cannot record the refusal")
+                        }
+                    }
                 }
                 return;
             }

@@ -104,6 +104,7 @@ async fn job_network(
     docker: &DockerEngine,
     settings: &Settings,
     peer: libp2p::PeerId,
+    state_dir: std::path::PathBuf,
 ) -> Result<(DaemonNetwork, Option<Arc<OverlaySetup>>), DaemonError> {
     // The overlay node, once bound, gets its relay fallback after the swarm exists
     // ([`OverlaySetup::enable_relay`]).
@@ -146,7 +147,8 @@ async fn job_network(
     .with_link_timeout(config.link_timeout());
     tracing::info!(port, pool = %config.pool, mtu,
         path = ?learned.as_ref().map(|l| (&l.interface, l.mtu)), "per-job overlay ready");
-    let setup = Arc::new(OverlaySetup::new(network.clone(), node, config, port));
+    let setup =
+        Arc::new(OverlaySetup::new(network.clone(), node, config, port).with_state_dir(state_dir)?);
     Ok((DaemonNetwork::Overlay(network), Some(setup)))
 }
 
@@ -341,7 +343,8 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         let schedulable = pool.iter().filter(|g| g.offered.is_some()).count() as u64;
         // The job network (the overlay's UDP port bound) before the bond: a provider that
         // cannot run jobs never posts one.
-        let (network, setup) = job_network(&docker, &r.settings, peer).await?;
+        let (network, setup) =
+            job_network(&docker, &r.settings, peer, r.dir.overlay_jobs()).await?;
         let (bond, stake) = chain::ensure_bond(
             &r.indexer,
             &access(),

@@ -16,6 +16,11 @@
 //! every link by job). Rank `i` (the `i`-th assignment) gets the `i`-th address, rank 0
 //! first.
 //!
+//! Restarts: what the node announced for a job (its x25519 secret and the plan) is kept in
+//! `<data dir>/overlay/<job id>.json` (mode 0600) until the job's run ends, so a node killed
+//! between its exchange and its start announces the same key again — its peers, waiting for
+//! their links to it, learnt that key already.
+//!
 //! Endpoint candidates: this host's IPv4 interface addresses (loopback and Docker's own
 //! `docker*`/`br-*`/`veth*` left out; loopback only when nothing else exists) with the
 //! socket's port, then the mappings peers observed (identify), as
@@ -31,7 +36,7 @@ use ganglion_contracts::v2::datum::JobId as ChainJobId;
 use ipnet::Ipv4Net;
 
 use crate::daemon::exchange;
-use crate::job::cluster::{ClusterPeers, ClusterSetup};
+use crate::job::cluster::{ClusterPeers, ClusterSetup, SetupFailure};
 use ganglion_dispatch::executor::ExecError;
 use ganglion_dispatch::executor::network::{Attachment, ClusterNetwork, DockerBridge};
 use ganglion_dispatch::executor::plan::RunId;
@@ -126,6 +131,34 @@ struct Announced {
     plan: JobOverlay,
 }
 
+/// [`Announced`] on disk: the secret as hex.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct AnnouncedFile {
+    secret: String,
+    plan: JobOverlay,
+}
+
+impl Announced {
+    fn load(path: &std::path::Path) -> Option<Self> {
+        let bytes = ganglion_wallet::secret::read_secret(path).ok()?;
+        let file: AnnouncedFile = serde_json::from_slice(&bytes).ok()?;
+        let secret: [u8; 32] = hex::decode(&file.secret).ok()?.try_into().ok()?;
+        Some(Self {
+            keys: JobKeys::from_secret_bytes(secret),
+            plan: file.plan,
+        })
+    }
+
+    fn save(&self, path: &std::path::Path) -> Result<(), String> {
+        let file = AnnouncedFile {
+            secret: hex::encode(self.keys.to_secret_bytes()),
+            plan: self.plan.clone(),
+        };
+        let json = serde_json::to_vec(&file).map_err(|e| e.to_string())?;
+        ganglion_wallet::secret::write_secret(path, &json).map_err(|e| e.to_string())
+    }
+}
+
 /// The overlay's [`ClusterSetup`]: the `cluster` exchange bound to the assignment, then
 /// [`OverlayNetwork::prepare`]; it answers the other nodes' hellos from what it announced
 /// ([`exchange::ClusterHellos`]).
@@ -136,6 +169,8 @@ pub struct OverlaySetup {
     port: u16,
     jobs: Mutex<HashMap<ChainJobId, Announced>>,
     hellos: exchange::ClusterHellos,
+    /// Where [`Announced`] is kept across restarts (`None`: in memory only).
+    state_dir: Option<std::path::PathBuf>,
 }
 
 impl OverlaySetup {
@@ -153,7 +188,31 @@ impl OverlaySetup {
             port,
             jobs: Mutex::default(),
             hellos: exchange::ClusterHellos::default(),
+            state_dir: None,
         }
+    }
+
+    /// Keeps what this node announces for each job in `dir` (created, mode 0700) until the
+    /// job's run ends, so a restarted node announces the same (see the module docs).
+    ///
+    /// # Errors
+    /// [`ganglion_wallet::secret::Error::Io`] when the directory cannot be created.
+    pub fn with_state_dir(
+        mut self,
+        dir: std::path::PathBuf,
+    ) -> Result<Self, ganglion_wallet::secret::Error> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(ganglion_wallet::secret::io("create directory", &dir))?;
+        self.state_dir = Some(dir);
+        Ok(self)
+    }
+
+    fn state_file(&self, job: &ChainJobId) -> Option<std::path::PathBuf> {
+        (self.state_dir.as_ref()).map(|d| d.join(format!("{}.json", hex::encode(job.0))))
     }
 
     /// Turns on the relay fallback over `p2p`'s streams (`[overlay] relay_fallback_s`): a
@@ -205,6 +264,15 @@ impl OverlaySetup {
         {
             return Ok(a.clone());
         }
+        let file = self.state_file(&job.job);
+        if let Some(a) = (file.as_deref())
+            .and_then(Announced::load)
+            .filter(|a| a.plan.addresses.len() == job.world as usize)
+        {
+            tracing::info!(job = %job.job, "announcing the key kept before the restart");
+            jobs.insert(job.job, a.clone());
+            return Ok(a);
+        }
         let key = RunId::new(hex::encode(job.job.0)).map_err(|e| e.to_string())?;
         let plan = self
             .config
@@ -215,6 +283,10 @@ impl OverlaySetup {
             keys: JobKeys::generate(),
             plan,
         };
+        // On disk before the hello names the key: a restart must announce the same.
+        if let Some(file) = &file {
+            a.save(file)?;
+        }
         jobs.insert(job.job, a.clone());
         Ok(a)
     }
@@ -222,7 +294,7 @@ impl OverlaySetup {
 
 #[async_trait]
 impl ClusterSetup for OverlaySetup {
-    async fn prepare(&self, p2p: &Client, job: &ClusterPeers) -> Result<(), String> {
+    async fn prepare(&self, p2p: &Client, job: &ClusterPeers) -> Result<(), SetupFailure> {
         let Announced { keys, plan } = self.announced(job)?;
         let own = plan
             .address(job.rank)
@@ -241,15 +313,33 @@ impl ClusterSetup for OverlaySetup {
         let candidates = exchange::candidates(&lan_sockets, observed);
         let hello = exchange::hello(job.job, &keys, &[own], &candidates);
         let assigned: Vec<_> = job.peers.iter().map(|(_, p)| *p).collect();
+        // A failure names the node it concerns (a peer's hello missing or wrong).
+        let of_rank = |rank: u32, detail: String| SetupFailure {
+            unreachable: vec![rank],
+            detail,
+        };
         let answers = exchange::exchange(p2p, &self.hellos, hello, &assigned, EXCHANGE_TIMEOUT)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| {
+                let rank = match &e {
+                    ganglion_dispatch::overlay::OverlayError::Exchange { peer, .. } => job
+                        .peers
+                        .iter()
+                        .find(|(_, p)| p.to_string() == *peer)
+                        .map(|(r, _)| *r),
+                    _ => None,
+                };
+                SetupFailure {
+                    unreachable: rank.into_iter().collect(),
+                    detail: e.to_string(),
+                }
+            })?;
         let nets: Vec<Ipv4Net> = lan.iter().map(|(_, n)| *n).collect();
         let mut peers = Vec::new();
         for (rank, peer) in &job.peers {
             let hello = answers
                 .get(peer)
-                .ok_or_else(|| format!("rank {rank} ({peer}) sent no hello"))?;
+                .ok_or_else(|| of_rank(*rank, format!("rank {rank} ({peer}) sent no hello")))?;
             let mut learned = exchange::learn_peer(
                 hello,
                 job.job,
@@ -258,13 +348,16 @@ impl ClusterSetup for OverlaySetup {
                 &nets,
                 self.config.keepalive(),
             )
-            .map_err(|e| format!("rank {rank} ({peer}): {e}"))?;
+            .map_err(|e| of_rank(*rank, format!("rank {rank} ({peer}): {e}")))?;
             // The relay fallback reaches the peer through the node that sent its hello.
             learned.peer.relay = Some(*peer);
             if learned.peer.addresses != [plan.addresses[*rank as usize]] {
-                return Err(format!(
-                    "rank {rank} ({peer}) claims {:?}, the plan gives it {}",
-                    learned.peer.addresses, plan.addresses[*rank as usize]
+                return Err(of_rank(
+                    *rank,
+                    format!(
+                        "rank {rank} ({peer}) claims {:?}, the plan gives it {}",
+                        learned.peer.addresses, plan.addresses[*rank as usize]
+                    ),
                 ));
             }
             tracing::info!(job = %job.job, rank, %peer, endpoint = %learned.peer.endpoint,
@@ -282,6 +375,10 @@ impl ClusterSetup for OverlaySetup {
         Ok(())
     }
 
+    fn give_up_after(&self) -> std::time::Duration {
+        self.config.link_timeout()
+    }
+
     /// Forgets the keys and plan announced for `job`; its hello stays registered
     /// ([`exchange::ClusterHellos`]) for a peer late to the exchange.
     fn forget(&self, job: &ChainJobId) {
@@ -289,6 +386,9 @@ impl ClusterSetup for OverlaySetup {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(job);
+        if let Some(file) = self.state_file(job) {
+            let _ = std::fs::remove_file(file);
+        }
     }
 
     fn answer(&self, peer: PeerId, hello: &ClusterHello) -> ClusterResponse {

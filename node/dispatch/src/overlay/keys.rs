@@ -1,5 +1,7 @@
-//! Ephemeral WireGuard keys: a fresh x25519 pair per job on each node, never written to disk
-//! and dropped with the job (DESIGN §6). The public half travels in the `cluster` exchange.
+//! Ephemeral WireGuard keys: a fresh x25519 pair per job on each node, dropped with the job
+//! (DESIGN §6). The public half travels in the `cluster` exchange. While the job runs the node
+//! keeps the secret in its data dir (mode 0600, `daemon::overlay`), so a node restarted
+//! mid-set-up announces the same key its peers already learnt.
 
 use boringtun::x25519::{PublicKey, StaticSecret};
 
@@ -27,6 +29,19 @@ impl JobKeys {
     pub(crate) fn secret(&self) -> &StaticSecret {
         &self.secret
     }
+
+    /// The secret's 32 bytes, to keep the pair across a restart (write them as a secret file,
+    /// mode 0600).
+    pub fn to_secret_bytes(&self) -> [u8; 32] {
+        self.secret.to_bytes()
+    }
+
+    /// The pair of the secret `bytes` ([`Self::to_secret_bytes`]).
+    pub fn from_secret_bytes(bytes: [u8; 32]) -> Self {
+        let secret = StaticSecret::from(bytes);
+        let public = PublicKey::from(&secret);
+        Self { secret, public }
+    }
 }
 
 impl std::fmt::Debug for JobKeys {
@@ -51,5 +66,7 @@ mod tests {
             a.public().as_bytes()
         );
         assert!(!format!("{a:?}").contains(&hex::encode(a.secret().to_bytes())));
+        let back = JobKeys::from_secret_bytes(a.to_secret_bytes());
+        assert_eq!(back.public().as_bytes(), a.public().as_bytes());
     }
 }

@@ -24,3 +24,4 @@ mod settle;
 mod silent;
 mod stop;
 mod terms;
+mod unformed;

@@ -349,6 +349,7 @@ struct SideParts<E> {
     offer: MarketOffer,
     policy: AcceptPolicy,
     kubo: Option<ganglion_storage::pin::Kubo>,
+    cluster: Option<Arc<dyn ganglion_node::job::cluster::ClusterSetup>>,
 }
 
 impl<E> SideParts<E> {
@@ -361,7 +362,7 @@ impl<E> SideParts<E> {
             gpus: self.gpus.clone(),
             offer: self.offer.clone(),
             policy: self.policy.clone(),
-            cluster: None,
+            cluster: self.cluster.clone(),
             kubo: self.kubo.clone(),
         }
     }
@@ -663,8 +664,40 @@ pub(crate) async fn provider_limited(
     score: u32,
     spec_limits: Option<ganglion_market::limits::ProviderLimits>,
 ) -> Node<Exec> {
-    let offering = Offering::Declared { score };
-    provider_full(chain, id, dir, min_rate, offering, spec_limits, None).await
+    let opts = ProviderOpts {
+        min_rate,
+        offering: Offering::Declared { score },
+        spec_limits,
+        ..ProviderOpts::default()
+    };
+    provider_opts(chain, id, dir, opts).await
+}
+
+/// How a test provider is made beyond its identity ([`ProviderOpts::default`]: [`provider`]'s).
+pub(crate) struct ProviderOpts {
+    /// Its accept policy's lowest rate.
+    pub(crate) min_rate: u64,
+    /// What it offers.
+    pub(crate) offering: Offering,
+    /// The spec limits its accept admits under.
+    pub(crate) spec_limits: Option<ganglion_market::limits::ProviderLimits>,
+    /// A Kubo RPC it fetches job content from.
+    pub(crate) kubo: Option<ganglion_storage::pin::Kubo>,
+    /// The job-network set-up its engine runs before the executor (none: the executor's
+    /// own network, as on one Docker host).
+    pub(crate) cluster: Option<Arc<dyn ganglion_node::job::cluster::ClusterSetup>>,
+}
+
+impl Default for ProviderOpts {
+    fn default() -> Self {
+        Self {
+            min_rate: RATE,
+            offering: Offering::Declared { score: 100 },
+            spec_limits: None,
+            kubo: None,
+            cluster: None,
+        }
+    }
 }
 
 /// What a test provider offers.
@@ -685,7 +718,11 @@ pub(crate) async fn provider_offering(
     dir: &Path,
     offer: MarketOffer,
 ) -> Node<Exec> {
-    provider_full(chain, id, dir, RATE, Offering::Exactly(offer), None, None).await
+    let opts = ProviderOpts {
+        offering: Offering::Exactly(offer),
+        ..ProviderOpts::default()
+    };
+    provider_opts(chain, id, dir, opts).await
 }
 
 /// [`provider`] with a Kubo RPC (`[storage] kubo_rpc`) it fetches job content from when the
@@ -696,19 +733,27 @@ pub(crate) async fn provider_fetching_from(
     dir: &Path,
     kubo: ganglion_storage::pin::Kubo,
 ) -> Node<Exec> {
-    let offering = Offering::Declared { score: 100 };
-    provider_full(chain, id, dir, RATE, offering, None, Some(kubo)).await
+    let opts = ProviderOpts {
+        kubo: Some(kubo),
+        ..ProviderOpts::default()
+    };
+    provider_opts(chain, id, dir, opts).await
 }
 
-async fn provider_full(
+/// A provider made with `opts`.
+pub(crate) async fn provider_opts(
     chain: &Chain,
     id: &ProviderIdent,
     dir: &Path,
-    min_rate: u64,
-    offering: Offering,
-    spec_limits: Option<ganglion_market::limits::ProviderLimits>,
-    kubo: Option<ganglion_storage::pin::Kubo>,
+    opts: ProviderOpts,
 ) -> Node<Exec> {
+    let ProviderOpts {
+        min_rate,
+        offering,
+        spec_limits,
+        kubo,
+        cluster,
+    } = opts;
     let c = common(chain, dir);
     let peer = id.libp2p.public().to_peer_id();
     let bonds = p2p::bonds::snapshot(&c.indexer).expect("bonds");
@@ -784,6 +829,7 @@ async fn provider_full(
             spec_limits,
         },
         kubo,
+        cluster,
     };
     let engine = Engine::start(
         Parts {
