@@ -1032,6 +1032,8 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
                         }
                     }
                 }
+                // Given up: what was announced for the job goes (its key kept on disk too).
+                setup.forget(&job_id);
                 return;
             }
         }

@@ -23,8 +23,12 @@ use libp2p::PeerId;
 
 use super::support::{self, Chain, ProviderIdent, ProviderOpts, wait_for};
 
-/// The test double: a set-up whose peers never answer, given up after 2 s.
-struct Unanswered;
+/// The test double: a set-up whose peers never answer, given up after 2 s; it notes the jobs
+/// the engine tells it to forget.
+#[derive(Default)]
+struct Unanswered {
+    forgotten: std::sync::Mutex<Vec<JobId>>,
+}
 
 #[async_trait]
 impl ClusterSetup for Unanswered {
@@ -39,7 +43,9 @@ impl ClusterSetup for Unanswered {
         Duration::from_secs(2)
     }
 
-    fn forget(&self, _job: &JobId) {}
+    fn forget(&self, job: &JobId) {
+        self.forgotten.lock().expect("lock").push(*job);
+    }
 
     fn answer(&self, _peer: PeerId, _hello: &ClusterHello) -> ClusterResponse {
         ClusterResponse::UnknownJob
@@ -53,8 +59,9 @@ async fn a_node_that_cannot_reach_its_peer_claims_nothing_and_the_spec_is_locked
     let b = ProviderIdent::bonded(&chain, 2).await;
     let root = chain.dir.path().to_path_buf();
     let orch = support::orchestrator(&chain, 0, &root.join("orch")).await;
+    let setup = Arc::new(Unanswered::default());
     let opts = ProviderOpts {
-        cluster: Some(Arc::new(Unanswered)),
+        cluster: Some(setup.clone()),
         ..ProviderOpts::default()
     };
     let pa = support::provider_opts(&chain, &a, &root.join("pa"), opts).await;
@@ -93,6 +100,8 @@ async fn a_node_that_cannot_reach_its_peer_claims_nothing_and_the_spec_is_locked
         (ia, vec![ib])
     );
     assert!(r.detail.stopped_at_ms.is_some(), "the job was stopped");
+    // A gave the set-up up: what it announced for the job is forgotten.
+    assert!(setup.forgotten.lock().expect("lock").contains(&job));
     // A was paid nothing and is no defaulter; nobody was slashed.
     let paid_to = |k| -> u64 {
         view.payments
