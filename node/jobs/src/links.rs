@@ -98,41 +98,12 @@ pub fn market_matrix(
 mod tests {
     use std::time::Duration;
 
-    use ganglion_contracts::tx::TxoRef;
-    use ganglion_market::snapshot::Offer as MarketOffer;
-    use ganglion_p2p::offers::OfferBody;
     use ganglion_p2p::rtt::RttMatrix;
 
     use super::*;
 
     fn offer(i: u8, peer: PeerId, links: Vec<Link>) -> SignedOffer {
-        SignedOffer {
-            body: OfferBody {
-                network_magic: 42,
-                bond: TxoRef {
-                    tx_hash: [i; 32],
-                    index: 0,
-                },
-                peer_id: peer.to_bytes(),
-                addrs: vec![],
-                market: MarketOffer {
-                    provider: [i; 28],
-                    bond_gpus: 1,
-                    price_per_gpu_hour: 1,
-                    score: 1,
-                    uplink_mbps: 1000,
-                    max_job_duration_s: None,
-                    max_job_nodes: None,
-                    gpus: vec![],
-                    direct_capable: false,
-                    compute: ganglion_market::snapshot::Compute::Unmeasured,
-                },
-                issued_ms: 0,
-                expires_ms: u64::MAX,
-                links,
-            },
-            signature: vec![],
-        }
+        ganglion_p2p::test_utils::signed_offer([i; 28], peer, links, 0, u64::MAX)
     }
 
     /// A two-node job of one GPU per node within `max_rtt_ms`, matched on the market of

@@ -99,7 +99,7 @@ pub mod protocols;
 pub mod relayed;
 pub mod rtt;
 mod swarm;
-#[cfg(feature = "test-utils")]
+#[cfg(any(test, feature = "test-utils"))]
 pub mod test_utils;
 
 pub use client::{COMMAND_CHANNEL, Client};

@@ -216,13 +216,10 @@ impl LinkMatrix {
 
 #[cfg(test)]
 mod tests {
-    use ganglion_contracts::tx::TxoRef;
-    use ganglion_market::snapshot::Offer as MarketOffer;
     use libp2p::PeerId;
 
     use super::*;
     use crate::links::LINK_MAX_AGE_MS;
-    use crate::offers::OfferBody;
 
     const NOW: u64 = 10_000_000;
 
@@ -249,33 +246,7 @@ mod tests {
     }
 
     fn offer(from: &P, links: Vec<Link>, expires_ms: u64) -> SignedOffer {
-        SignedOffer {
-            body: OfferBody {
-                network_magic: 42,
-                bond: TxoRef {
-                    tx_hash: [from.provider[0]; 32],
-                    index: 0,
-                },
-                peer_id: from.peer.to_bytes(),
-                addrs: vec![],
-                market: MarketOffer {
-                    provider: from.provider,
-                    bond_gpus: 1,
-                    price_per_gpu_hour: 1,
-                    score: 1,
-                    uplink_mbps: 1000,
-                    max_job_duration_s: None,
-                    max_job_nodes: None,
-                    gpus: vec![],
-                    direct_capable: false,
-                    compute: ganglion_market::snapshot::Compute::Unmeasured,
-                },
-                issued_ms: NOW - 1_000,
-                expires_ms,
-                links,
-            },
-            signature: vec![],
-        }
+        crate::test_utils::signed_offer(from.provider, from.peer, links, NOW - 1_000, expires_ms)
     }
 
     #[test]

@@ -84,3 +84,42 @@ pub async fn wait_for<T>(
     .await
     .expect("timed out waiting for an event")
 }
+
+/// An unsigned offer of `provider` at `peer` carrying `links`, valid `issued_ms..expires_ms`:
+/// one bond of one GPU's worth, no GPUs, the unmeasured defaults (for the link matrix's
+/// tests; its signature is empty, so no swarm accepts it).
+pub fn signed_offer(
+    provider: KeyHash,
+    peer: PeerId,
+    links: Vec<crate::links::Link>,
+    issued_ms: u64,
+    expires_ms: u64,
+) -> crate::offers::SignedOffer {
+    crate::offers::SignedOffer {
+        body: crate::offers::OfferBody {
+            network_magic: 42,
+            bond: TxoRef {
+                tx_hash: [provider[0]; 32],
+                index: 0,
+            },
+            peer_id: peer.to_bytes(),
+            addrs: vec![],
+            market: ganglion_market::snapshot::Offer {
+                provider,
+                bond_gpus: 1,
+                price_per_gpu_hour: 1,
+                score: 1,
+                uplink_mbps: 1000,
+                max_job_duration_s: None,
+                max_job_nodes: None,
+                gpus: vec![],
+                direct_capable: false,
+                compute: ganglion_market::snapshot::Compute::Unmeasured,
+            },
+            issued_ms,
+            expires_ms,
+            links,
+        },
+        signature: vec![],
+    }
+}
