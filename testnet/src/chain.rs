@@ -269,8 +269,10 @@ impl Chain {
         let mut inner = self.lock();
         if inner.mempool.is_empty() {
             let tip = self.store.tip()?;
-            let idle = idle_slots
-                .is_some_and(|n| tip.is_none_or(|t| slot > t.slot && slot - t.slot >= n.max(1)));
+            // An empty chain has been idle since genesis (slot 0), not forever: a devnet
+            // rolled back to genesis waits its idle slots like any other.
+            let since = tip.map_or(0, |t| t.slot);
+            let idle = idle_slots.is_some_and(|n| slot > since && slot - since >= n.max(1));
             if !idle {
                 return Ok(None);
             }

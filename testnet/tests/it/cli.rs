@@ -41,6 +41,9 @@ fn up(data: &Path, genesis: &Path) -> Devnet {
             "127.0.0.1:0",
             "--n2c-tcp",
             "127.0.0.1:0",
+            // Only blocks with transactions: the rollbacks below count blocks.
+            "--idle-block-s",
+            "0",
             "--data-dir",
         ])
         .arg(data)

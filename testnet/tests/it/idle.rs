@@ -27,6 +27,10 @@ async fn an_idle_devnet_forges_empty_blocks_only_when_asked() {
             other => panic!("no empty block within {TIMEOUT:?}: {other:?}"),
         }
     }
+    assert!(
+        blocks[0].slot >= 3,
+        "{blocks:?}: the first idle block waits 3 slots after genesis too"
+    );
     assert_eq!(blocks[1].number, blocks[0].number + 1);
     assert!(
         blocks[1].slot >= blocks[0].slot + 3,
