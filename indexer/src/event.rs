@@ -21,6 +21,9 @@ pub struct Meta {
     pub tx_hash: [u8; 32],
     /// Position of the transaction in the block.
     pub tx_index: u32,
+    /// The transaction's fee, lovelace (0 in records written before it was kept).
+    #[serde(default)]
+    pub fee: u64,
 }
 
 /// NTX paid to a provider's key by a claim.

@@ -113,6 +113,20 @@ impl<S: Kv> Indexer<S> {
         self.jobs_in_index(format!("{}{}/", keys::BY_PROVIDER, hex::encode(provider)))
     }
 
+    /// Every job the indexer has seen, in job-id order (a scan of every job view: for
+    /// the node's own lookups, e.g. which jobs name a CID; an indexed query belongs in a
+    /// store with secondary indexes).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn jobs(&self) -> Result<Vec<JobView>> {
+        self.kv()
+            .scan_prefix(keys::JOB.as_bytes())?
+            .iter()
+            .map(|(_, b)| parse("job", b))
+            .collect()
+    }
+
     /// Jobs in a status.
     ///
     /// # Errors

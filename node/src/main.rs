@@ -1,6 +1,4 @@
 //! `ganglion`: the node's command line. Parsing only; each subcommand lives in `cli/`.
-//!
-//! Subcommands of `DESIGN.md` §8 arrive with the issue that builds them.
 
 mod cli;
 
@@ -28,11 +26,13 @@ enum Command {
     Node(cli::node::Args),
     /// Audit a job or a provider from the chain record; `audit verify` re-derives a job.
     Audit(cli::audit::Args),
-    /// The live offers the running node sees.
+    /// The live offers the running node sees, and the latency matrix (measured RTT and
+    /// throughput between providers) its matcher would use.
     Market(cli::market::Args),
-    /// This node as a provider: its bond (unbond, withdraw) and its offers.
+    /// This node as a provider: its bonds (post, top up, unbond, withdraw) and its offers.
     Provider(cli::provider::Args),
-    /// Jobs of a running node: `ganglion job submit|quote|status|list|cancel|stop|logs|outputs`.
+    /// Jobs: `ganglion job submit|quote|status|list|cancel|stop|logs|outputs` (a running
+    /// node answers), `validate|import-sdl` (offline).
     Job(cli::job::Args),
     /// The node's blockstore (IPFS): `ganglion storage add|cat|export-car|piece-cid|pin|unpin|
     /// pins|gc`; a job's inputs are `storage add`ed on the orchestrator's node.

@@ -4,10 +4,10 @@
 //!
 //! Sources: magics and Shelley slot clocks are the public values of the Cardano networks
 //! (`cardano-node` configuration, the same triples uplc's `SlotConfig` uses); the devnet's come
-//! from [`ganglion_cardano::devnet`], which the devnet's genesis is built from. Ganglion is **not deployed** on any
-//! public network yet, so preview, preprod and mainnet carry no deployment parameters: the
-//! config file must supply `[deployment]`, and [`NetworkPreset::require_deployment`] refuses to
-//! go on without it.
+//! from [`ganglion_cardano::devnet`], which the devnet's genesis is built from. Ganglion is
+//! **not deployed** on any public network: preview, preprod and mainnet carry no deployment
+//! parameters, so the config file must supply `[deployment]`, and
+//! [`NetworkPreset::require_deployment`] refuses to go on without it.
 
 use ganglion_cardano::devnet;
 use ganglion_contracts::params::AssetClass;
@@ -110,7 +110,8 @@ impl NetworkPreset {
     /// The deployment parameters: the config's `[deployment]` when set, else the preset's.
     ///
     /// # Errors
-    /// [`Error::UnsetDeployment`] when neither exists (every public network today).
+    /// [`Error::UnsetDeployment`] when neither exists (every public network without
+    /// `[deployment]`: no public preset carries one).
     pub fn require_deployment(&self, configured: Option<&Params>) -> Result<Params, Error> {
         configured
             .or(self.deployment.as_ref())

@@ -370,6 +370,25 @@ fn name<T: serde::Serialize>(v: &T) -> String {
         .unwrap_or_default()
 }
 
+/// A no-fit's closest failing pair as `job_quote` shows it: full key hashes, the limit's
+/// field name and the bound it misses.
+fn failing_pair(p: &ganglion_market::PairFailure) -> ganglion_rpc::types::FailingPair {
+    use ganglion_market::PairBound;
+    let (max_rtt_us, min_mbps) = match p.bound {
+        PairBound::MaxRttUs(us) => (Some(us), None),
+        PairBound::MinMbps(mbps) => (None, Some(mbps)),
+    };
+    ganglion_rpc::types::FailingPair {
+        limit: p.constraint.to_string(),
+        a: hex::encode(p.a),
+        b: hex::encode(p.b),
+        rtt_us: p.rtt_us,
+        mbps: p.mbps,
+        max_rtt_us,
+        min_mbps,
+    }
+}
+
 fn status_of<S: Copy + serde::Serialize, D>(
     role: &str,
     r: &crate::job::store::JobRecord<S, D>,
@@ -425,6 +444,7 @@ async fn statuses(
             (s.nodes, s.outcome) = shares::of(audit.as_ref(), job, stopped).await;
             let running = jobs_of(api)?.running(job).map_err(|e| codes::engine(&e))?;
             shares::mark_running(&mut s.nodes, &running);
+            shares::mark_groups(&mut s.nodes, &o.detail.chosen);
         }
         out.push(s);
     }
@@ -467,18 +487,21 @@ impl JobApiServer for Api {
                         provider: hex::encode(n.provider),
                         gpus: n.gpus,
                         rate: n.rate.into(),
+                        group: n.group,
                     })
                     .collect(),
                 worst_case_ntx: worst_case.into(),
                 budget_ntx,
                 reason: None,
+                pair: None,
             },
-            Quote::NotPlaceable { reason } => ganglion_rpc::types::JobQuote {
+            Quote::NotPlaceable { reason, pair } => ganglion_rpc::types::JobQuote {
                 placeable: false,
                 nodes: vec![],
                 worst_case_ntx: 0.into(),
                 budget_ntx,
                 reason: Some(reason),
+                pair: pair.as_ref().map(failing_pair),
             },
         })
     }
@@ -579,6 +602,46 @@ impl JobApiServer for Api {
 #[cfg(test)]
 mod tests {
     use ganglion_contracts::tx::{Output, Value, encode_output};
+
+    /// `job_quote`'s `pair` gives the full key hashes the no-fit text shortens, the limit by
+    /// its field and the bound it misses (`docs/ensemble-spec.md`, the closest failing pair).
+    #[test]
+    fn a_quotes_failing_pair_has_the_full_key_hashes() {
+        use ganglion_market::{Constraint, PairBound, PairFailure};
+        let p = PairFailure {
+            constraint: Constraint::MaxRtt,
+            a: [1; 28],
+            b: [2; 28],
+            rtt_us: Some(2_000),
+            mbps: None,
+            bound: PairBound::MaxRttUs(1_000),
+        };
+        let json = serde_json::to_value(super::failing_pair(&p)).expect("json");
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "limit": "placement.max_rtt_ms",
+                "a": "01".repeat(28),
+                "b": "02".repeat(28),
+                "rtt_us": 2_000,
+                "mbps": null,
+                "max_rtt_us": 1_000,
+                "min_mbps": null,
+            })
+        );
+        let floor = PairFailure {
+            constraint: Constraint::MinBandwidth,
+            rtt_us: None,
+            mbps: Some(400),
+            bound: PairBound::MinMbps(1_000),
+            ..p
+        };
+        let got = super::failing_pair(&floor);
+        assert_eq!(
+            (got.limit.as_str(), got.max_rtt_us, got.min_mbps),
+            ("placement.min_bandwidth_mbps", None, Some(1_000))
+        );
+    }
 
     /// `JOB_STATES` is exactly the states of the two state machines.
     #[test]

@@ -149,6 +149,7 @@ mod tests {
             payment_key_hash: "00".into(),
             bond: None,
             metrics: None,
+            console: None,
         };
         std::fs::write(
             dir.join(crate::daemon::node::NODE_INFO),

@@ -32,6 +32,8 @@
 //! confirmation_depth = 0
 //! [metrics]                           # GET /metrics (Prometheus); off unless set
 //! listen = "127.0.0.1:9464"
+//! [console]                           # the web console; off unless set
+//! listen = "127.0.0.1:7080"
 //! [storage]                           # provider: job content from a Kubo RPC too
 //! kubo_rpc = "http://127.0.0.1:5001"
 //! ```
@@ -61,7 +63,8 @@ use ganglion_market::limits::{LimitsError, ProviderLimits};
 
 use crate::config::{GpusConfig, Network};
 use crate::daemon::config::{
-    BondSection, EngineSection, MetricsSection, P2pSection, StorageSection, ValidatorSection,
+    BondSection, ConsoleSection, EngineSection, MetricsSection, P2pSection, StorageSection,
+    ValidatorSection,
 };
 
 /// The short variables and the key each overrides (applied after the `__` layer).
@@ -215,6 +218,8 @@ pub struct Settings {
     pub engine: EngineSection,
     /// `[metrics]`: the Prometheus endpoint (off unless `listen` is set).
     pub metrics: MetricsSection,
+    /// `[console]`: the web console (off unless `listen` is set).
+    pub console: ConsoleSection,
     /// `[storage]`: a Kubo RPC a provider also fetches job content from (off unless set).
     pub storage: StorageSection,
 }

@@ -239,6 +239,12 @@ pub trait AuditApi {
     /// bitswap from the job's providers) and reports each check.
     #[method(name = "verify")]
     async fn verify(&self, job_id: String) -> RpcResult<AuditReport>;
+
+    /// Where the chain's record names `cid` (text form, CIDv0 or v1): jobs whose lock pins it
+    /// as the spec, claims that attest it as a result or log; oldest first, empty when none.
+    /// Not a CID: [`crate::error::INVALID_PARAMS`].
+    #[method(name = "cid")]
+    async fn cid(&self, cid: String) -> RpcResult<Vec<crate::audit::AuditCidUse>>;
 }
 
 /// `market_*`: what the node sees of the market.

@@ -69,6 +69,12 @@ pub struct AuditTx {
     pub tx_id: String,
     /// Slot of its block.
     pub slot: u64,
+    /// Height (block number) of its block.
+    #[serde(default)]
+    pub block: u64,
+    /// Its fee, lovelace.
+    #[serde(default)]
+    pub fee: Amount,
 }
 
 /// `audit_job`: who ran what, on how many GPUs, with which inputs and outputs, for what pay.
@@ -140,6 +146,21 @@ pub struct AuditProvider {
     pub slashed: Amount,
 }
 
+/// `audit_cid`: one place the chain's record names a CID.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditCidUse {
+    /// The job (hex id) whose lock or claim names the CID.
+    pub job_id: String,
+    /// `spec` (the lock's ensemble spec), `result` or `logs` (a claim's attestation).
+    pub field: String,
+    /// For `result` and `logs`: the claiming assignment's index (its node rank).
+    pub index: Option<u64>,
+    /// For `result` and `logs`: the claiming provider's payment key hash, hex.
+    pub provider: Option<String>,
+    /// Slot of the transaction that recorded it (the lock or the claim).
+    pub slot: u64,
+}
+
 /// GPUs of one model in an offer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OfferGpus {
@@ -168,6 +189,15 @@ pub struct MarketOffer {
     pub price_per_gpu_hour: Amount,
     /// Benchmark score.
     pub score: u32,
+    /// The benchmark version behind `score` when the node measured it (its CUDA onboarding
+    /// benchmark); `None` = unmeasured (declared GPUs, no GPU, the devnet): a neutral score.
+    #[serde(default)]
+    pub bench_version: Option<u32>,
+    /// Uplink the offer advertises, Mbit/s: the provider's best measured throughput to a peer
+    /// (its throughput probes), or the declared default until one is measured. Absent from
+    /// older nodes = 0.
+    #[serde(default)]
+    pub uplink_mbps: u32,
     /// Reachable without a relay (declared, or a public address AutoNAT confirmed); the
     /// matcher prefers such providers at equal price and score.
     #[serde(default)]

@@ -44,6 +44,12 @@ pub const MUTATING: &[&str] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Authorized;
 
+/// Whether `given` is the cookie's `token`, compared in time independent of where the first
+/// difference is (also for the web console's actions).
+pub fn token_matches(given: &str, token: &str) -> bool {
+    same(given.trim().as_bytes(), token.as_bytes())
+}
+
 /// Compares in time independent of where the first difference is.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0

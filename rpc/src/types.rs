@@ -136,9 +136,15 @@ pub struct JobQuote {
     pub budget_ntx: Amount,
     /// Why nothing fits (when not placeable).
     pub reason: Option<String>,
+    /// When a pairwise limit keeps every plan out (`placement.max_rtt_ms`,
+    /// `placement.groups.max_rtt_ms`, `placement.min_bandwidth_mbps` pair by pair): its
+    /// closest failing pair, with the full key hashes `reason` shortens. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<FailingPair>,
 }
 
-/// One provider of a [`JobQuote`].
+/// One provider of a [`JobQuote`], in the order it would be assigned (group by group with
+/// `placement.groups`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuotedNode {
     /// Payment key hash, hex (56 characters).
@@ -147,6 +153,31 @@ pub struct QuotedNode {
     pub gpus: u64,
     /// Its rate, NTX base units per GPU-hour.
     pub rate: Amount,
+    /// Its latency group (`placement.groups`), 0-based; absent without groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<u32>,
+}
+
+/// The closest failing pair of a no-fit [`JobQuote`]: two candidate providers whose pair
+/// misses a pairwise limit by the least (the measured pair nearest the bound, else a pair
+/// never measured).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailingPair {
+    /// The limit: `placement.max_rtt_ms`, `placement.groups.max_rtt_ms` or
+    /// `placement.min_bandwidth_mbps`.
+    pub limit: String,
+    /// One provider's payment key hash, hex (56 characters).
+    pub a: String,
+    /// The other provider's payment key hash, hex (56 characters).
+    pub b: String,
+    /// The pair's measured median round trip, µs; `None` = never measured.
+    pub rtt_us: Option<u32>,
+    /// The pair's measured throughput, Mbit/s; `None` = not measured.
+    pub mbps: Option<u32>,
+    /// The RTT bound it misses, µs (an RTT limit); else `None`.
+    pub max_rtt_us: Option<u32>,
+    /// The throughput floor it misses, Mbit/s (`placement.min_bandwidth_mbps`); else `None`.
+    pub min_mbps: Option<u32>,
 }
 
 /// One transition of a job record.
@@ -235,6 +266,10 @@ pub struct JobNode {
     /// ends with, else the log's last line. Read only for a failed share whose log this node
     /// holds or can fetch.
     pub reason: Option<String>,
+    /// Its latency group (`placement.groups`), 0-based, as the orchestrator's plan placed it;
+    /// absent without groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<u32>,
 }
 
 /// `job_buildLock` result: the unsigned lock for a CIP-30 wallet.
@@ -298,4 +333,116 @@ pub struct BondTx {
     pub withdrawable_from_slot: Option<u64>,
     /// The same moment, POSIX ms.
     pub withdrawable_from_ms: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+    use crate::audit::{MarketOffer, OfferGpus};
+
+    /// `docs/openrpc.json`, parsed.
+    fn openrpc() -> Value {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openrpc.json");
+        let text = std::fs::read_to_string(path).expect("docs/openrpc.json");
+        serde_json::from_str(&text).expect("JSON")
+    }
+
+    /// The property names of a schema object.
+    fn documented(schema: &Value) -> Vec<String> {
+        let mut v: Vec<String> = (schema["properties"].as_object())
+            .unwrap_or_else(|| panic!("no properties in {schema}"))
+            .keys()
+            .cloned()
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The field names `v` serializes to (every optional field set, so none is skipped).
+    fn served<T: Serialize>(v: &T) -> Vec<String> {
+        let mut keys: Vec<String> = (serde_json::to_value(v).expect("JSON").as_object())
+            .expect("an object")
+            .keys()
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// The answers whose fields this crate grew (measured compute, uplink, latency groups,
+    /// the failing pair) are documented field for field in `docs/openrpc.json`.
+    #[test]
+    fn openrpc_documents_every_field_of_offers_quotes_and_job_nodes() {
+        let doc = openrpc();
+        let schemas = &doc["components"]["schemas"];
+        let offer = MarketOffer {
+            provider: String::new(),
+            peer_id: String::new(),
+            bond: String::new(),
+            bond_gpus: 1,
+            price_per_gpu_hour: 1.into(),
+            score: 1,
+            bench_version: Some(1),
+            uplink_mbps: 1,
+            direct_capable: true,
+            gpus: vec![OfferGpus {
+                model: String::new(),
+                vram_mib: 1,
+                free: 1,
+                declared: false,
+            }],
+            addrs: vec![],
+            expires_ms: 1,
+        };
+        assert_eq!(documented(&schemas["MarketOffer"]), served(&offer));
+        let node = JobNode {
+            index: 0,
+            provider: String::new(),
+            gpus: 1,
+            state: String::new(),
+            exit_code: Some(0),
+            gpu_ms: Some(1),
+            paid: Some(1.into()),
+            logs: Some(String::new()),
+            reason: Some(String::new()),
+            group: Some(0),
+        };
+        assert_eq!(documented(&schemas["JobNode"]), served(&node));
+        let quote = JobQuote {
+            placeable: false,
+            nodes: vec![QuotedNode {
+                provider: String::new(),
+                gpus: 1,
+                rate: 1.into(),
+                group: Some(0),
+            }],
+            worst_case_ntx: 0.into(),
+            budget_ntx: 0.into(),
+            reason: Some(String::new()),
+            pair: Some(FailingPair {
+                limit: String::new(),
+                a: String::new(),
+                b: String::new(),
+                rtt_us: None,
+                mbps: None,
+                max_rtt_us: None,
+                min_mbps: None,
+            }),
+        };
+        let method = (doc["methods"].as_array().expect("methods").iter())
+            .find(|m| m["name"] == "job_quote")
+            .expect("job_quote is documented");
+        let schema = &method["result"]["schema"];
+        assert_eq!(documented(schema), served(&quote));
+        assert_eq!(
+            documented(&schema["properties"]["nodes"]["items"]),
+            served(&quote.nodes[0])
+        );
+        assert_eq!(
+            documented(&schema["properties"]["pair"]),
+            served(&quote.pair)
+        );
+    }
 }

@@ -424,7 +424,7 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
     /// to `recover` first (adopting containers of a previous run), in the background.
     ///
     /// # Errors
-    /// None yet besides store access; kept fallible for configuration checks.
+    /// None: it always returns `Ok`.
     pub fn start(parts: Parts<S, E>, config: EngineConfig) -> Result<Self, EngineError> {
         let Parts {
             store,

@@ -52,6 +52,10 @@ pub struct Chosen {
     pub gpus: u64,
     /// NTX base units per GPU-hour.
     pub rate: u64,
+    /// Its latency group in the plan (`placement.groups`), 0-based; `None` without groups
+    /// (and in records written before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<u32>,
 }
 
 /// A provider taken out of matching for this job, and why.
@@ -619,6 +623,7 @@ async fn do_match<S: Kv, E: Executor>(
                     bond: o.body.bond,
                     gpus: u64::from(n.gpus),
                     rate: n.rate,
+                    group: n.group,
                 })
         })
         .collect();
@@ -865,6 +870,7 @@ mod tests {
                 },
                 gpus: 1,
                 rate: 1,
+                group: None,
             },
             reason: "test".into(),
             until_ms,

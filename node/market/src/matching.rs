@@ -284,6 +284,9 @@ pub enum Constraint {
     BondSize,
     /// A provider with fewer eligible GPUs than `placement.min_gpus_per_node`.
     MinGpusPerNode,
+    /// `placement.groups`: fewer eligible machines than `placement.groups.count` (a machine
+    /// serves one group), whatever the latency between them.
+    GroupMachines,
     /// Enough eligible GPUs, but they need more machines than `placement.max_nodes`.
     MaxNodes,
     /// Multi-node plans only: providers whose uplink is below `placement.min_bandwidth_mbps`.
@@ -302,7 +305,7 @@ pub enum Constraint {
 
 impl Constraint {
     /// Every constraint, in declaration (and report) order: `ALL[c as usize] == c`.
-    pub const ALL: [Constraint; 22] = [
+    pub const ALL: [Constraint; 23] = [
         Self::NoBond,
         Self::ConcurrentJobs,
         Self::MaxRate,
@@ -319,6 +322,7 @@ impl Constraint {
         Self::MigSlices,
         Self::BondSize,
         Self::MinGpusPerNode,
+        Self::GroupMachines,
         Self::MaxNodes,
         Self::MinBandwidth,
         Self::ProviderMaxJobNodes,
@@ -357,6 +361,7 @@ impl fmt::Display for Constraint {
             Self::MigSlices => "one MIG slice per card for a collective job",
             Self::BondSize => "bond too small",
             Self::MinGpusPerNode => "placement.min_gpus_per_node",
+            Self::GroupMachines => "placement.groups.count",
             Self::MaxNodes => "placement.max_nodes",
             Self::MinBandwidth => "placement.min_bandwidth_mbps",
             Self::ProviderMaxJobNodes => "provider max_job_nodes",

@@ -5,7 +5,8 @@
 //! [`Constraint`] order) that excludes it, per provider or per GPU. *The binding limit*
 //! ([`Binding`]): when too few GPUs stay eligible, the exclusion that, lifted alone, gives back
 //! enough GPUs (or else the most); when enough stay eligible, the first placement limit
-//! that no plan can pass, checked in this order: `placement.max_nodes` (the eligible nodes'
+//! that no plan can pass, checked in this order: `placement.groups.count` (fewer eligible
+//! machines than groups, a machine serving one group), `placement.max_nodes` (the eligible nodes'
 //! largest shares cannot reach the count in that many machines), `placement.min_bandwidth_mbps`
 //! (per node: too few nodes have the uplink or a measured pair that fast), the providers' own
 //! `max_job_nodes`, then the pairwise limits — `placement.groups.max_rtt_ms`,
@@ -94,6 +95,14 @@ pub enum Binding {
         /// Eligible GPUs on the largest of them.
         largest_fabric_gpus: u64,
     },
+    /// `placement.groups.count`: fewer eligible machines than groups. A group is a set of
+    /// whole machines and a machine serves one group, so no latency bound is to blame.
+    GroupMachines {
+        /// Groups asked (`placement.groups.count`): the fewest machines a plan needs.
+        groups: u32,
+        /// Eligible machines.
+        machines: u32,
+    },
     /// `placement.max_nodes`: the eligible GPUs need more machines.
     MaxNodes {
         /// The limit.
@@ -145,8 +154,8 @@ pub enum Binding {
         groups: u32,
         /// GPUs per group.
         gpus_per_group: u32,
-        /// Eligible machines that may join a plan of that many nodes (fewer than `groups`: too
-        /// few machines, as a group is a set of whole machines).
+        /// Eligible machines that may join a plan of that many nodes (at least `groups`: with
+        /// fewer, [`Binding::GroupMachines`] or the limit that left them out binds).
         machines: u32,
         /// Pairs of candidate providers measured within the bound.
         pairs_within: u64,
@@ -193,6 +202,7 @@ impl Binding {
             Self::MigSlices { .. } => Constraint::MigSlices,
             Self::MinGpusPerNode { .. } => Constraint::MinGpusPerNode,
             Self::InterconnectGroup { .. } => Constraint::InterconnectGroup,
+            Self::GroupMachines { .. } => Constraint::GroupMachines,
             Self::MaxNodes { .. } => Constraint::MaxNodes,
             Self::MinBandwidth { .. } => Constraint::MinBandwidth,
             Self::ProviderMaxJobNodes { .. } => Constraint::ProviderMaxJobNodes,
@@ -269,6 +279,11 @@ impl fmt::Display for Binding {
                 f,
                 "gpus.interconnect_group {group}: no RDMA fabric has enough eligible GPUs \
                  ({fabrics} fabrics, the largest with {largest_fabric_gpus})"
+            ),
+            Self::GroupMachines { groups, machines } => write!(
+                f,
+                "placement.groups.count {groups}: {groups} groups need {groups} machines (a \
+                 machine serves one group), {machines} eligible"
             ),
             Self::MaxNodes {
                 max_nodes,
@@ -574,6 +589,16 @@ fn nodes_needed(shares: impl Iterator<Item = u32>, count: u32) -> Option<u32> {
     None
 }
 
+/// [`nodes_needed`] for `groups` latency groups: at least one machine per group, as a machine
+/// serves one group; `None` when the shares cannot hold the count or are fewer than `groups`.
+fn nodes_needed_grouped(shares: impl Iterator<Item = u32>, count: u32, groups: u32) -> Option<u32> {
+    let v: Vec<u32> = shares.filter(|&e| e > 0).collect();
+    if v.len() < groups as usize {
+        return None;
+    }
+    nodes_needed(v.into_iter(), count).map(|n| n.max(groups))
+}
+
 /// The no-fit report for `req` on `market` (`model_ok[m]`: model `m` passes every per-GPU
 /// constraint; `cut`: the search's step count when it ran out of budget).
 pub(super) fn diagnose(
@@ -790,6 +815,10 @@ fn placement_binding(
     let provider = |r: u32| &market.providers[r as usize];
     let groups = req.groups.map_or(1, |g| g.count);
     let largest_node = shares.iter().map(|s| s.1).max().unwrap_or(0);
+    let machines = shares.iter().filter(|s| s.1 > 0).count() as u32;
+    if machines < groups {
+        return (Binding::GroupMachines { groups, machines }, None);
+    }
     let needed =
         nodes_needed(shares.iter().map(|s| s.1), req.count).map_or(u32::MAX, |n| n.max(groups));
     if needed > req.max_nodes {
@@ -806,8 +835,11 @@ fn placement_binding(
         req.min_bandwidth_mbps
             .is_none_or(|b| provider(r).uplink_mbps >= b || provider(r).best_pair_mbps >= b)
     };
-    let needed_fast = nodes_needed(shares.iter().filter(|s| fast(s.0)).map(|s| s.1), req.count)
-        .map(|n| n.max(groups));
+    let needed_fast = nodes_needed_grouped(
+        shares.iter().filter(|s| fast(s.0)).map(|s| s.1),
+        req.count,
+        groups,
+    );
     if let Some(b) = req.min_bandwidth_mbps
         && needed_fast.is_none_or(|k| k > req.max_nodes)
     {
@@ -827,9 +859,10 @@ fn placement_binding(
     // Then the providers' own node limits: the first k whose willing providers reach the count.
     let joins = |r: u32, k: u32| fast(r) && provider(r).max_job_nodes >= k;
     let Some(k) = (needed_fast..=req.max_nodes).find(|&k| {
-        nodes_needed(
+        nodes_needed_grouped(
             shares.iter().filter(|s| joins(s.0, k)).map(|s| s.1),
             req.count,
+            groups,
         )
         .is_some_and(|n| n <= k)
     }) else {

@@ -441,13 +441,15 @@ pub struct Limits {
 #[non_exhaustive]
 pub enum SpecError {
     /// Not valid YAML/JSON for the schema: syntax, wrong type, unknown or missing field.
-    #[error("{field}: {source}")]
+    /// Shown as `field: reason`, the field once ([`FormatError::reason`]). The parser's
+    /// message is part of this one, so it is kept here and not chained again as `source()`
+    /// (an error chain would print it twice).
+    #[error("{field}: {}", .parser.reason(.field))]
     Syntax {
         /// Dotted path of the field (`.` = the document itself).
         field: String,
         /// The parser's error.
-        #[source]
-        source: FormatError,
+        parser: FormatError,
     },
     /// Well-formed but impossible or forbidden.
     #[error("{field}: {rule}")]
@@ -477,6 +479,19 @@ pub enum FormatError {
     /// From the JSON parser.
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+}
+
+impl FormatError {
+    /// The parser's message without a leading `field: `: the YAML parser names the path
+    /// itself (`placement.max_rtt_ms: invalid type: …`), which [`SpecError::Syntax`] already
+    /// shows, so the field is printed once.
+    pub fn reason(&self, field: &str) -> String {
+        let text = self.to_string();
+        match text.strip_prefix(field).and_then(|t| t.strip_prefix(": ")) {
+            Some(rest) => rest.to_string(),
+            None => text,
+        }
+    }
 }
 
 /// A validation rule that a spec broke.
@@ -585,8 +600,8 @@ pub enum Rule {
         groups: u32,
         /// `placement.groups.gpus`.
         gpus: u32,
-        /// Their product (saturating).
-        product: u32,
+        /// Their product, computed in 64 bits (never saturated).
+        product: u64,
         /// `gpus.count`.
         count: u32,
     },
@@ -697,7 +712,7 @@ impl Ensemble {
         let de = serde_norway::Deserializer::from_str(text);
         serde_path_to_error::deserialize(de).map_err(|e| SpecError::Syntax {
             field: e.path().to_string(),
-            source: FormatError::Yaml(e.into_inner()),
+            parser: FormatError::Yaml(e.into_inner()),
         })
     }
 
@@ -709,11 +724,11 @@ impl Ensemble {
         let mut de = serde_json::Deserializer::from_str(text);
         let spec = serde_path_to_error::deserialize(&mut de).map_err(|e| SpecError::Syntax {
             field: e.path().to_string(),
-            source: FormatError::Json(e.into_inner()),
+            parser: FormatError::Json(e.into_inner()),
         })?;
         de.end().map_err(|e| SpecError::Syntax {
             field: ".".into(),
-            source: FormatError::Json(e),
+            parser: FormatError::Json(e),
         })?;
         Ok(spec)
     }
@@ -1013,8 +1028,8 @@ impl Ensemble {
                 return bad(field, Rule::Zero);
             }
         }
-        let product = groups.count.saturating_mul(groups.gpus);
-        if u64::from(groups.count) * u64::from(groups.gpus) != u64::from(self.gpus.count) {
+        let product = u64::from(groups.count) * u64::from(groups.gpus);
+        if product != u64::from(self.gpus.count) {
             return bad(
                 "placement.groups",
                 Rule::GroupsMismatch {

@@ -1,6 +1,7 @@
 //! Building a node's swarm: [`new`] makes the libp2p swarm (TCP + QUIC + relay-client
 //! transports, noise, yamux, the composed [`Behaviour`]) and hands back its [`Parts`]: the
-//! [`Client`], the [`EventLoop`] that will own the swarm, and the two channels it feeds.
+//! [`Client`], the [`EventLoop`] that owns the swarm (its `run` drives it), and the two
+//! channels it feeds.
 
 use libp2p::request_response::{self, ProtocolSupport};
 use libp2p::{

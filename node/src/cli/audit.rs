@@ -1,9 +1,9 @@
-//! `ganglion audit job|provider|verify`: the chain's record of a job or a provider, and a job
-//! re-verified from chain and IPFS only, asked of a running node over JSON-RPC
-//! (`audit_job`, `audit_provider`, `audit_verify`).
+//! `ganglion audit job|provider|verify|cid`: the chain's record of a job or a provider, a job
+//! re-verified from chain and IPFS only, and where the record names a CID, asked of a running
+//! node over JSON-RPC (`audit_job`, `audit_provider`, `audit_verify`, `audit_cid`).
 
 use ganglion_rpc::amount::ntx_text;
-use ganglion_rpc::audit::{AuditJob, AuditProvider, AuditReport};
+use ganglion_rpc::audit::{AuditCidUse, AuditJob, AuditProvider, AuditReport};
 
 use super::remote::{RemoteArgs, call, print_json};
 use ganglion_rpc::api::AuditApiClient;
@@ -34,6 +34,12 @@ pub(crate) enum Command {
     Verify {
         /// Job id (64 hex digits).
         job_id: String,
+    },
+    /// Where the chain's record names a CID: jobs whose lock pins it as the spec, claims
+    /// that attest it as a result or log.
+    Cid {
+        /// The CID (CIDv0 `Qm…` or CIDv1).
+        cid: String,
     },
 }
 
@@ -67,7 +73,14 @@ fn print_job(j: &AuditJob) {
         println!("  refund {}", ntx_text(r.get()));
     }
     for t in &j.txs {
-        println!("  {} {} (slot {})", t.kind, t.tx_id, t.slot);
+        println!(
+            "  {} {} (block {}, slot {}, fee {} lovelace)",
+            t.kind,
+            t.tx_id,
+            t.block,
+            t.slot,
+            t.fee.get()
+        );
     }
 }
 
@@ -115,6 +128,28 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 print_json(&p)?
             } else {
                 print_provider(&p)
+            }
+        }
+        Command::Cid { cid } => {
+            let uses: Vec<AuditCidUse> =
+                call(
+                    config,
+                    |rpc| async move { AuditApiClient::cid(&rpc, cid).await },
+                )?;
+            if args.remote.json {
+                print_json(&uses)?
+            } else if uses.is_empty() {
+                println!("no lock or claim on chain names it");
+            } else {
+                for u in &uses {
+                    match (u.index, &u.provider) {
+                        (Some(i), Some(p)) => println!(
+                            "job {}: {} of node {i} (provider {p}), slot {}",
+                            u.job_id, u.field, u.slot
+                        ),
+                        _ => println!("job {}: {}, slot {}", u.job_id, u.field, u.slot),
+                    }
+                }
             }
         }
         Command::Verify { job_id } => {

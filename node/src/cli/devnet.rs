@@ -44,6 +44,10 @@ pub(crate) enum Command {
         /// Leave the devnet and the nodes running after the summary (Ctrl-C stops them).
         #[arg(long)]
         keep: bool,
+        /// Serve the orchestrator's web console (`[console] listen`) and print its address;
+        /// with `--keep` it stays open after the summary.
+        #[arg(long)]
+        console: bool,
         /// Print the summary as JSON.
         #[arg(long)]
         json: bool,
@@ -219,7 +223,7 @@ fn up(o: UpOptions) -> anyhow::Result<()> {
 
 /// Runs the subcommand.
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
-    let (workload, scenario, run_s, network, dir, keep, json) = match args.command {
+    let (workload, scenario, run_s, network, dir, keep, console, json) = match args.command {
         Command::Deploy { config, seed, json } => return deploy(config.as_deref(), seed, json),
         Command::Up {
             data_dir,
@@ -243,8 +247,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             network,
             dir,
             keep,
+            console,
             json,
-        } => (workload, scenario, run_s, network, dir, keep, json),
+        } => (workload, scenario, run_s, network, dir, keep, console, json),
     };
     let dir = match dir {
         Some(d) => d,
@@ -257,6 +262,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         scenario,
         run_s,
         network,
+        console,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -272,6 +278,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&summary)?);
         } else {
             print!("{}", render(&summary));
+        }
+        if let Some(addr) = cluster.console() {
+            eprintln!("web console: http://{addr}/");
         }
         if keep {
             eprintln!(

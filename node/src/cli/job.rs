@@ -136,11 +136,12 @@ fn human(s: &JobStatus) -> String {
     }
     for n in &s.nodes {
         out.push_str(&format!(
-            "\n  node {} (provider {}…, {} GPU{}): {}",
+            "\n  node {} (provider {}…, {} GPU{}{}): {}",
             n.index,
             n.provider.get(..12).unwrap_or(&n.provider),
             n.gpus,
             if n.gpus == 1 { "" } else { "s" },
+            group_text(n.group),
             n.state
         ));
         if let Some(code) = n.exit_code {
@@ -173,6 +174,32 @@ fn human(s: &JobStatus) -> String {
     if let Some(j) = &s.successor {
         out.push_str(&format!(
             "\n  matched again as job {j} (ganglion job status {j})"
+        ));
+    }
+    out
+}
+
+/// `, group N` for a node of a grouped plan (`placement.groups`), else nothing.
+fn group_text(group: Option<u32>) -> String {
+    group.map_or(String::new(), |g| format!(", group {g}"))
+}
+
+/// A placeable quote as text: the providers in assignment order, each with its group when the
+/// spec asks for `placement.groups`.
+fn quote_text(q: &ganglion_rpc::types::JobQuote) -> String {
+    let mut out = format!(
+        "placeable now on {} provider(s); at worst {} of the budget of {}:",
+        q.nodes.len(),
+        ntx_text(q.worst_case_ntx.get()),
+        ntx_text(q.budget_ntx.get())
+    );
+    for n in &q.nodes {
+        out.push_str(&format!(
+            "\n  {} {} GPU(s) at {} per GPU-hour{}",
+            n.provider,
+            n.gpus,
+            ntx_text(n.rate.get()),
+            group_text(n.group)
         ));
     }
     out
@@ -682,20 +709,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             if args.remote.json {
                 print_json(&q)?;
             } else if q.placeable {
-                println!(
-                    "placeable now on {} provider(s); at worst {} of the budget of {}:",
-                    q.nodes.len(),
-                    ntx_text(q.worst_case_ntx.get()),
-                    ntx_text(q.budget_ntx.get())
-                );
-                for n in &q.nodes {
-                    println!(
-                        "  {} {} GPU(s) at {} per GPU-hour",
-                        n.provider,
-                        n.gpus,
-                        ntx_text(n.rate.get())
-                    );
-                }
+                println!("{}", quote_text(&q));
             }
             anyhow::ensure!(
                 q.placeable,
@@ -813,6 +827,72 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `job quote` and `job status` name each node's latency group of a grouped plan, and
+    /// nothing more without groups.
+    #[test]
+    fn quote_and_status_text_name_each_nodes_group() {
+        use ganglion_rpc::types::{JobNode, JobQuote, QuotedNode};
+        let quoted = |provider: &str, group| QuotedNode {
+            provider: provider.repeat(28),
+            gpus: 1,
+            rate: 10.into(),
+            group,
+        };
+        let q = JobQuote {
+            placeable: true,
+            nodes: vec![quoted("01", Some(0)), quoted("03", Some(1))],
+            worst_case_ntx: 20.into(),
+            budget_ntx: 100.into(),
+            reason: None,
+            pair: None,
+        };
+        let text = quote_text(&q);
+        assert!(
+            text.contains(&format!("{} 1 GPU(s) at ", "01".repeat(28))),
+            "{text}"
+        );
+        assert!(text.contains("per GPU-hour, group 0"), "{text}");
+        assert!(text.ends_with("per GPU-hour, group 1"), "{text}");
+        let flat = JobQuote {
+            nodes: vec![quoted("01", None)],
+            ..q
+        };
+        assert!(!quote_text(&flat).contains("group"));
+        let json = serde_json::to_value(&flat.nodes[0]).expect("json");
+        assert!(json.get("group").is_none(), "{json}");
+
+        let node = |index, group| JobNode {
+            index,
+            provider: "ab".repeat(28),
+            gpus: 2,
+            state: "running".into(),
+            exit_code: None,
+            gpu_ms: None,
+            paid: None,
+            logs: None,
+            reason: None,
+            group,
+        };
+        let status = JobStatus {
+            job_id: "00".repeat(32),
+            role: "orchestrator".into(),
+            state: "running".into(),
+            history: vec![],
+            txs: vec![],
+            last_error: None,
+            nodes: vec![node(0, Some(0)), node(1, Some(1))],
+            outcome: None,
+            links: vec![],
+            successor: None,
+            predecessor: None,
+        };
+        let text = human(&status);
+        assert!(
+            text.contains("node 1 (provider abababababab…, 2 GPUs, group 1): running"),
+            "{text}"
+        );
+    }
 
     /// Feeds `pieces` (offset, text) of one node's log through `advance` and `render`.
     fn follow(f: &mut Followed, pieces: &[(u64, &str)], prefix: &str, whole_lines: bool) -> String {

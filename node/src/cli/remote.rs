@@ -43,8 +43,51 @@ where
         .with_context(|| format!("asking the node at {}", client.addr))
 }
 
-/// Prints `v` as pretty JSON.
+/// Prints `v` as pretty JSON (through [`print_stdout`]: a closed pipe ends it quietly).
 pub(crate) fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
-    Ok(())
+    print_stdout(&format!("{}\n", serde_json::to_string_pretty(v)?))
+}
+
+/// Writes `text` to stdout as is. A reader that closed the pipe early (`ganglion … | head`)
+/// is not an error: the rest is dropped quietly, where `println!` would panic. Shared by every
+/// command that prints more than a line, remote or not (`ganglion gpus`).
+pub(crate) fn print_stdout(text: &str) -> anyhow::Result<()> {
+    write_quietly(&mut std::io::stdout().lock(), text).context("writing to stdout")
+}
+
+/// Writes and flushes `text` to `out`, treating a broken pipe as done.
+fn write_quietly(out: &mut impl std::io::Write, text: &str) -> std::io::Result<()> {
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer whose reader is gone, as stdout into `| head` after it exits.
+    struct ClosedPipe;
+
+    impl std::io::Write for ClosedPipe {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_closed_pipe_ends_the_output_quietly_and_other_errors_still_fail() {
+        assert!(write_quietly(&mut ClosedPipe, "{}\n").is_ok());
+        let mut full = [0u8; 2];
+        let e = write_quietly(&mut &mut full[..], "abc").expect_err("no room");
+        assert_eq!(e.kind(), std::io::ErrorKind::WriteZero);
+        let mut v = Vec::new();
+        write_quietly(&mut v, "abc").expect("written");
+        assert_eq!(v, b"abc");
+    }
 }

@@ -1,6 +1,6 @@
 //! The config sections only `ganglion node run` reads: `[p2p]`, `[bond]`, `[validator]`,
-//! `[engine]`, `[metrics]` and `[storage]` (parsed by [`crate::settings`], which refuses
-//! unknown keys in each).
+//! `[engine]`, `[metrics]`, `[console]` and `[storage]` (parsed by [`crate::settings`],
+//! which refuses unknown keys in each).
 //!
 //! ```toml
 //! [p2p]
@@ -25,6 +25,9 @@
 //!
 //! [metrics]                                    # off unless set: GET /metrics (OpenMetrics)
 //! listen = "127.0.0.1:9464"                    # port 0 = any free port (see node.json)
+//!
+//! [console]                                    # off unless set: the web console
+//! listen = "127.0.0.1:7080"                    # port 0 = any free port (see node.json)
 //!
 //! [storage]                                    # provider: a second source for job content
 //! kubo_rpc = "http://127.0.0.1:5001"           # a Kubo RPC (no /api/v0); off unless set
@@ -166,6 +169,17 @@ pub struct MetricsSection {
     pub listen: Option<std::net::SocketAddr>,
 }
 
+/// `[console]`: the web console ([`crate::console`]). Off by default; with `listen` set the
+/// node serves its pages there and writes the bound address to `node.json` (`console`).
+/// Read-only pages need no token, so keep it on localhost (or behind a proxy) unless the
+/// node's market and jobs may be public; stopping a job asks for the RPC cookie's token.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsoleSection {
+    /// Listen address (`GANGLION_CONSOLE__LISTEN` overrides it); `None` = no console.
+    pub listen: Option<std::net::SocketAddr>,
+}
+
 /// `[storage]`: where a provider fetches a job's content besides the orchestrator's node.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -216,6 +230,8 @@ reference = { tx_hash = "0101010101010101010101010101010101010101010101010101010
 confirmation_depth = 0
 [metrics]
 listen = "127.0.0.1:0"
+[console]
+listen = "127.0.0.1:0"
 "#,
         )
         .expect("parses");
@@ -232,6 +248,12 @@ listen = "127.0.0.1:0"
             None,
             "metrics are off by default"
         );
+        assert_eq!(s.console.listen.map(|a| a.port()), Some(0));
+        assert_eq!(
+            Settings::from_toml("").expect("empty").console.listen,
+            None,
+            "the console is off by default"
+        );
         for bad in [
             "[p2p]\nlisten = [\"/ip4/127.0.0.1/tcp/0\"]\nport = 1",
             "[bond]\nstake_ntx = 1\ncolour = 2",
@@ -240,6 +262,8 @@ listen = "127.0.0.1:0"
             "[validator]\nreference = \"abcd#0\"",
             "[metrics]\nlisten = \"localhost\"",
             "[metrics]\nport = 9464",
+            "[console]\nlisten = \"localhost\"",
+            "[console]\nport = 7080",
         ] {
             assert!(Settings::from_toml(bad).is_err(), "accepted: {bad}");
         }

@@ -198,6 +198,8 @@ pub struct NodeNet {
     pub relay_server: bool,
     /// `[p2p] relay_via_bootstrap`: behind a NAT, be reached through the bootstrap relays.
     pub relay_via_bootstrap: bool,
+    /// `[console] listen` on `ip` at this port (0 = any free port); `None` = no console.
+    pub console_port: Option<u16>,
 }
 
 impl Default for NodeNet {
@@ -207,6 +209,7 @@ impl Default for NodeNet {
             rpc_port: 0,
             relay_server: false,
             relay_via_bootstrap: false,
+            console_port: None,
         }
     }
 }
@@ -258,6 +261,12 @@ impl DevnetNode {
             "\n[metrics]\nlisten = {}\n",
             quote(&SocketAddr::from((self.net.ip, 0)).to_string())
         ));
+        if let Some(port) = self.net.console_port {
+            t.push_str(&format!(
+                "\n[console]\nlisten = {}\n",
+                quote(&SocketAddr::from((self.net.ip, port)).to_string())
+            ));
+        }
         if let Some(pr) = &self.provider {
             // Only the declared GPUs: a devnet node on a machine with real GPUs offers the same.
             let pool: Vec<String> = (0..pr.gpus)
@@ -410,10 +419,15 @@ mod tests {
                 rpc_port: 7070,
                 relay_server: false,
                 relay_via_bootstrap: true,
+                console_port: Some(7080),
             },
         };
         let s = Settings::from_toml(&node.to_toml()).expect("parses");
         assert_eq!(s.rpc.listen.to_string(), "192.168.31.2:7070");
+        assert_eq!(
+            s.console.listen.map(|a| a.to_string()).as_deref(),
+            Some("192.168.31.2:7080")
+        );
         assert_eq!(
             s.p2p.listen,
             vec![

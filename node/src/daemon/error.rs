@@ -129,6 +129,15 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
+    /// The web console could not bind its `[console] listen` address.
+    #[error("web console {addr}: {source}")]
+    Console {
+        /// The configured address.
+        addr: std::net::SocketAddr,
+        /// The bind error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl From<ganglion_storage::blockstore::Error> for DaemonError {

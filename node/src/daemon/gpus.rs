@@ -160,7 +160,7 @@ fn attachment(g: &Gpu, nvidia: &NvidiaAccess) -> Result<GpuAttachment, AttachErr
 pub const UNMEASURED_SCORE: u32 = 100;
 
 /// Whether the onboarding benchmark should run for `pooled`: only NVIDIA GPUs found by NVML
-/// can be measured (declared GPUs are never measured, AMD kernels are not written).
+/// can be measured (declared GPUs are never measured; AMD GPUs have no benchmark kernels).
 pub fn wants_benchmark(pooled: &[&Gpu]) -> bool {
     pooled.iter().any(|g| g.source == Source::Nvml)
 }

@@ -70,6 +70,9 @@ pub struct NodeInfo {
     /// The metrics endpoint's address (`GET /metrics`), when `[metrics] listen` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// The web console's address (`http://<addr>/`), when `[console] listen` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub console: Option<std::net::SocketAddr>,
 }
 
 impl NodeInfo {
@@ -572,6 +575,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             }
         })
         .into_module()?;
+    let console_module = module.clone();
     let rpc = ganglion_rpc::server::start(listen, &token, module)
         .await
         .map_err(|source| crate::rpc::Error::Bind {
@@ -583,7 +587,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         rpc_stopped.stopped().await;
         Ok::<(), String>(())
     });
-    let metrics_stop = CancellationToken::new();
+    let http_stop = CancellationToken::new();
     let metrics = match r.settings.metrics.listen {
         Some(addr) => {
             let collector = Arc::new(crate::metrics::Collector::new(crate::metrics::Sources {
@@ -593,13 +597,35 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
                 indexer: r.indexer.clone(),
                 clock: r.env.slot_config,
             }));
-            let serving = crate::metrics::serve::start(addr, collector, metrics_stop.clone())
+            let serving = crate::metrics::serve::start(addr, collector, http_stop.clone())
                 .await
                 .map_err(|source| DaemonError::Metrics { addr, source })?;
             tracing::info!(addr = %serving.addr, "metrics at GET /metrics");
             let addr = serving.addr;
             r.tasks.spawn("metrics", async move {
                 serving.task.await.map_err(|e| e.to_string())
+            });
+            Some(addr)
+        }
+        None => None,
+    };
+    let console = match r.settings.console.listen {
+        Some(addr) => {
+            let serving = crate::console::start(
+                addr,
+                crate::console::Console {
+                    source: crate::console::Source::new(console_module),
+                    token: token.clone(),
+                    blocks: blocks.clone() as Arc<dyn Blockstore>,
+                },
+                http_stop.clone(),
+            )
+            .await
+            .map_err(|source| DaemonError::Console { addr, source })?;
+            tracing::info!(addr = %serving.addr, "web console at http://{}/", serving.addr);
+            let addr = serving.addr;
+            r.tasks.spawn("console", async move {
+                serving.task.await.map_err(|e| e.to_string())?
             });
             Some(addr)
         }
@@ -613,6 +639,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         payment_key_hash: hex::encode(key_hash),
         bond: bond_ref.map(|b| format!("{}#{}", hex::encode(b.tx_hash), b.index)),
         metrics,
+        console,
     };
     info.write(r.dir.root())?;
     tracing::info!(rpc = %rpc.addr, p2p = ?info.p2p, provider = info.bond.is_some(), "node running");
@@ -624,7 +651,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             "a critical task stopped: the node stops"),
     }
     engine.shutdown().await;
-    metrics_stop.cancel();
+    http_stop.cancel();
     let _ = rpc.handle.stop();
     rpc.handle.stopped().await;
     Ok(outcome?)

@@ -166,6 +166,7 @@ mod tests {
             payment_key_hash: String::new(),
             bond: None,
             metrics: None,
+            console: None,
         }
     }
 

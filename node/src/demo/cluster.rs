@@ -121,6 +121,7 @@ impl Cluster {
                     rpc_port: natnet::RPC_PORT,
                     relay_server: false,
                     relay_via_bootstrap: true,
+                    console_port: None,
                 },
                 Some(h.netns.clone()),
             ),
@@ -172,7 +173,8 @@ impl Cluster {
         })
     }
 
-    /// Starts the orchestrator node.
+    /// Starts the orchestrator node, with its web console on any free port when `console`
+    /// (its address in the returned [`NodeInfo::console`]).
     ///
     /// # Errors
     /// [`DemoError::Node`] with the end of its log.
@@ -180,8 +182,12 @@ impl Cluster {
         &mut self,
         handle: &DevnetHandle,
         deployed: &Deployed,
+        console: bool,
     ) -> Result<NodeInfo, DemoError> {
-        let node = self.node(handle, deployed, "orchestrator", ORCHESTRATOR_SEED)?;
+        let mut node = self.node(handle, deployed, "orchestrator", ORCHESTRATOR_SEED)?;
+        if console {
+            node.net.console_port = Some(0);
+        }
         let info = self.start(&node, "orchestrator")?;
         self.orchestrator = Some((info.clone(), node.data_dir));
         Ok(info)
@@ -288,6 +294,13 @@ impl Cluster {
             .iter()
             .map(|p| ntx_of(handle, deployed, p.seed))
             .collect()
+    }
+
+    /// The orchestrator's web console address, when it serves one (`--console`).
+    pub fn console(&self) -> Option<std::net::SocketAddr> {
+        self.orchestrator
+            .as_ref()
+            .and_then(|(info, _)| info.console)
     }
 
     /// The running nodes' names (for `--keep`).

@@ -173,6 +173,8 @@ pub struct DemoOptions {
     pub run_s: u32,
     /// How the nodes are networked.
     pub network: DemoNetwork,
+    /// Serve the orchestrator's web console (`--console`; its address is printed as a step).
+    pub console: bool,
 }
 
 /// How the demo's nodes are networked.
@@ -470,7 +472,7 @@ pub async fn run(
         &mut timeline,
     );
     let mut cluster = cluster::Cluster::new(opts.ganglion.clone(), opts.dir.clone(), nat);
-    let orch = cluster.start_orchestrator(&handle, &deployed)?;
+    let orch = cluster.start_orchestrator(&handle, &deployed, opts.console)?;
     step(
         format!(
             "orchestrator node up: RPC {}, peer {}",
@@ -479,6 +481,13 @@ pub async fn run(
         None,
         &mut timeline,
     );
+    if let Some(addr) = orch.console {
+        step(
+            format!("web console at http://{addr}/ (the job appears under Jobs once locked)"),
+            None,
+            &mut timeline,
+        );
+    }
     let cheating = opts.scenario == Scenario::CheatingProvider;
     for p in cluster::PROVIDERS {
         let behaviour = match p.name {

@@ -92,6 +92,19 @@ impl AuditApiServer for Api {
             .await
             .map_err(|e| codes::audit(&e))
     }
+
+    async fn cid(&self, cid: String) -> RpcResult<Vec<ganglion_rpc::audit::AuditCidUse>> {
+        let parsed = cid::Cid::try_from(cid.as_str()).map_err(|e| {
+            error(
+                error::INVALID_PARAMS,
+                format!("cid {cid:?} is not a CID: {e}"),
+            )
+        })?;
+        audit_of(self)?
+            .cid(&parsed)
+            .await
+            .map_err(|e| codes::audit(&e))
+    }
 }
 
 #[async_trait]

@@ -10,6 +10,7 @@ use ganglion_rpc::types::JobNode;
 
 use crate::audit::service::Audit;
 use crate::job::failure_note;
+use crate::job::orchestrator::Chosen;
 
 /// The job's shares and its outcome (`succeeded` / `failed`, or `stopped` when the
 /// orchestrator `stopped` it, once every share is claimed or the escrow expired). Empty and
@@ -55,6 +56,18 @@ pub(super) fn mark_running(nodes: &mut [JobNode], running: &[(u64, u64)]) {
     }
 }
 
+/// Gives each share the latency group (`placement.groups`) the orchestrator's plan placed its
+/// provider in: `chosen` is the plan in assignment order, so share `i` is `chosen[i]` (when
+/// the providers agree; a share the plan does not name keeps `None`).
+pub(super) fn mark_groups(nodes: &mut [JobNode], chosen: &[Chosen]) {
+    for n in nodes.iter_mut() {
+        let planned = usize::try_from(n.index).ok().and_then(|i| chosen.get(i));
+        if let Some(c) = planned.filter(|c| hex::encode(c.provider) == n.provider) {
+            n.group = c.group;
+        }
+    }
+}
+
 fn nodes_of(view: &AuditJob) -> Vec<JobNode> {
     let expired = view.status == "expired";
     view.assignments
@@ -77,6 +90,7 @@ fn nodes_of(view: &AuditJob) -> Vec<JobNode> {
                 paid: a.paid,
                 logs: att.map(|t| t.logs.clone()).filter(|c| !c.is_empty()),
                 reason: None,
+                group: None,
             }
         })
         .collect()
@@ -203,6 +217,43 @@ mod tests {
                 ("assigned", None)
             ],
             "a claimed share keeps its attested GPU time"
+        );
+    }
+
+    /// A grouped plan's shares show the group the orchestrator placed each provider in; a
+    /// share whose provider the plan does not name at its index keeps none.
+    #[test]
+    fn each_share_carries_its_planned_group() {
+        let chosen = |provider: [u8; 28], group| Chosen {
+            provider,
+            peer: vec![],
+            bond: ganglion_contracts::tx::TxoRef {
+                tx_hash: [0; 32],
+                index: 0,
+            },
+            gpus: 1,
+            rate: 1,
+            group,
+        };
+        let v = view("claiming", &[None, None, None]);
+        let mut nodes = nodes_of(&v);
+        nodes[2].provider = "44".repeat(28);
+        mark_groups(
+            &mut nodes,
+            &[
+                chosen([0x22; 28], Some(0)),
+                chosen([0x22; 28], Some(1)),
+                chosen([0x55; 28], Some(1)),
+            ],
+        );
+        let groups: Vec<_> = nodes.iter().map(|n| n.group).collect();
+        assert_eq!(groups, [Some(0), Some(1), None]);
+        let json = serde_json::to_value(&nodes[0]).expect("json");
+        assert_eq!(json["group"], 0);
+        let json = serde_json::to_value(&nodes[2]).expect("json");
+        assert!(
+            json.get("group").is_none(),
+            "absent without a group: {json}"
         );
     }
 

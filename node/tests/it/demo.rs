@@ -228,8 +228,15 @@ fn the_devnet_demo_settles_a_job_across_two_providers() {
         "2",
         "--network",
         "loopback",
+        "--console",
     ]);
     assert_eq!(s["state"], "settled", "{s}");
+    // `--console`: the orchestrator served its web console (its bound address, from node.json).
+    assert!(
+        stderr.contains("web console at http://127.0.0.1:")
+            && stderr.contains("web console: http://"),
+        "{stderr}"
+    );
     assert!(
         s["network"]
             .as_str()

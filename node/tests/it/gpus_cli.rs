@@ -112,6 +112,66 @@ fn gpus_reads_the_same_full_config_as_the_other_commands() {
     );
 }
 
+/// [`CONFIG`] with a `[provider]` section: `--offer` previews the offer of the two declared
+/// GPUs.
+fn provider_config() -> tempfile::NamedTempFile {
+    let f = tempfile::NamedTempFile::new().expect("temp file");
+    let text = format!("{CONFIG}\n[provider]\nprice_ntx_per_gpu_hour = 1000000\n");
+    std::fs::write(f.path(), text).expect("write config");
+    f
+}
+
+/// Declared GPUs are never benchmarked: the preview says `unmeasured` next to the score in
+/// text, and writes `compute` in JSON even then, with the uplink it advertises.
+#[test]
+fn gpus_offer_says_the_declared_offer_is_unmeasured_in_text_and_json() {
+    let cfg = provider_config();
+    let out = ganglion(&["gpus", "--offer"], cfg.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = (stdout.lines())
+        .find(|l| l.starts_with("offer "))
+        .unwrap_or_else(|| panic!("an offer line:\n{stdout}"));
+    assert!(line.contains("score 100 unmeasured, "), "{line}");
+    assert!(line.contains("uplink 1000 Mbit/s"), "{line}");
+    let out = ganglion(&["gpus", "--offer", "--json"], cfg.path());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(
+        v["offer"]["compute"],
+        serde_json::json!({"kind": "unmeasured"}),
+        "{v}"
+    );
+    assert_eq!(v["offer"]["uplink_mbps"], 1000, "{v}");
+}
+
+/// `ganglion gpus --offer --json | head`: the reader is gone before the output is written;
+/// the command ends quietly (no panic, no "Broken pipe" message), as `println!` did not.
+#[test]
+fn gpus_into_a_closed_pipe_exits_quietly() {
+    let cfg = provider_config();
+    for args in [&["gpus", "--offer", "--json"][..], &["gpus", "--offer"][..]] {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_ganglion"))
+            .args(args)
+            .arg("--config")
+            .arg(cfg.path())
+            .env_remove("GANGLION_CONFIG")
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .expect("the ganglion binary runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("Broken pipe"), "{args:?}: {stderr}");
+        assert!(out.status.success(), "{args:?}: {:?} {stderr}", out.status);
+    }
+}
+
 /// NVML start-up state "no driver" (shared/fixtures/field/README.md): 0 NVIDIA GPUs, the
 /// README's reason, exit 0. Skipped on a machine with the driver.
 #[test]

@@ -328,6 +328,9 @@ async fn latency_groups_are_the_near_pairs_and_the_grouped_workload_agrees() {
         "{r:#?}"
     );
     assert_ne!(group(0), group(2), "{r:#?}");
+    // `job status` names each node's group, as the plan placed it.
+    let groups: Vec<Option<u32>> = r.nodes.iter().map(|n| n.group).collect();
+    assert_eq!(groups, [Some(0), Some(0), Some(1), Some(1)], "{r:#?}");
     let r = orchestrator_record(&c, &job, Duration::from_secs(420), |r| r.outcome.is_some()).await;
     assert_eq!(r.outcome.as_deref(), Some("succeeded"), "{r:#?}");
 }

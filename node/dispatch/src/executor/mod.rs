@@ -81,8 +81,8 @@ pub trait Executor: Send + Sync {
     /// The last `max_bytes` (at most [`MAX_LOG_TAIL_BYTES`]) of the live log of `job`'s
     /// container `node_rank` (`jobs/<job>/artifacts/rank-<n>.log`, the container's stdout and
     /// stderr as they are written, while it runs and after), with where that tail starts in
-    /// the whole log. `None` when this executor keeps no such log (yet). The default keeps
-    /// none.
+    /// the whole log. `None` when this executor keeps no such log, or the container has not
+    /// written one. The default keeps none.
     ///
     /// # Errors
     /// I/O reading the log file.

@@ -3,9 +3,10 @@
 //! NVIDIA GPUs are measured by [`super::cuda`] (cuBLAS GEMM fp32/fp16/bf16, device copy,
 //! pinned host-to-device copy; [`Device::Cuda`]). On a machine without a usable CUDA driver, or
 //! with only declared GPUs, the CPU is measured and reported as such ([`Device::Cpu`]); GPU
-//! numbers are never invented. AMD (HIP) kernels are not written.
+//! numbers are never invented. AMD GPUs are not measured: there are no HIP kernels.
 //!
-//! **Score** (per GPU, dimensionless, used for ranking and pricing):
+//! **Score** (per GPU, dimensionless; orchestrators' matchers rank offers by it, it does not
+//! set a price — `ganglion_market::matching`, objective keys 3–5):
 //! `score = round(1000 × (fp32/F32_REF × mem/MEM_REF)^½)`, the geometric mean of matmul
 //! throughput and memory bandwidth relative to an NVIDIA H100 SXM (67 TFLOP/s fp32 dense,
 //! 3350 GB/s HBM3; NVIDIA H100 datasheet). An H100 scores 1000, an A100 SXM 421, one CPU core 0–3.

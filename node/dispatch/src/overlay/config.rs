@@ -1,6 +1,6 @@
 //! The `[overlay]` section of the node's config file (DESIGN §6): where job subnets
-//! come from and how the node's tunnels run. Every key is optional; the defaults are the
-//! issue's.
+//! come from and how the node's tunnels run. Every key is optional; the defaults are shown
+//! below.
 //!
 //! ```toml
 //! [overlay]

@@ -4,9 +4,8 @@
 //!
 //! - [`addressing`]: the job's subnet from a configurable pool, one address per container
 //!   (rank 0 first), hostnames and `extra_hosts`.
-//! - [`config`]: the `[overlay]` config section (pool, port, MTU, keepalive, relay fallback).
-//! - [`exchange`]: keys, addresses and endpoint candidates over the p2p `cluster` protocol,
-//!   bound to the job's assignment.
+//! - [`config`]: the `[overlay]` config section (pool, port, MTU, keepalive, relay fallback,
+//!   link timeout, whether to relay, declared direct reachability).
 //! - [`keys`]: ephemeral x25519 keys per job.
 //! - [`router`]: the WireGuard state of one node (boringtun's noise `Tunn` per peer), pure
 //!   (no I/O): one UDP socket's datagrams told apart by receiver index, `allowed_ips` enforced.
@@ -19,6 +18,12 @@
 //! - [`pod`]: the pod model: the TUN inside a sandbox container's namespace.
 //! - [`sweep`]: removing orphaned pods (sandboxes and joined workloads) on restart.
 //! - [`network`]: the overlay as the executor's `ClusterNetwork` (sandbox + TUN + tunnels).
+//! - [`error`]: the overlay's errors, [`OverlayError`].
+//!
+//! The exchange of keys, addresses and endpoint candidates over the p2p `cluster` protocol,
+//! bound to the job's assignment, is the node's (`ganglion-node`'s `daemon::exchange` and
+//! `daemon::overlay`); it hands this crate a [`network::JobSetup`] per job
+//! ([`network::OverlayNetwork::prepare`]).
 //!
 //! Tests: `node/tests/overlay.rs` (root; loud SKIP otherwise): tunnels between namespaces, pods,
 //! isolation between two jobs, the sweep after a crash, the exchange over p2p, DDP across two

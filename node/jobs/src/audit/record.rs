@@ -9,8 +9,8 @@ use ganglion_indexer::query::Confirmed;
 use ganglion_indexer::store::Kv;
 use ganglion_indexer::{Indexer, JobStatus, JobView};
 use ganglion_rpc::audit::{
-    AuditAssignment, AuditAttestation, AuditJob, AuditProvider, AuditTx, BondInfo, MarketOffer,
-    OfferGpus,
+    AuditAssignment, AuditAttestation, AuditCidUse, AuditJob, AuditProvider, AuditTx, BondInfo,
+    MarketOffer, OfferGpus,
 };
 
 use super::error::AuditError;
@@ -22,6 +22,50 @@ pub fn cid_text(bytes: &[u8]) -> String {
         return String::new();
     }
     Cid::try_from(bytes).map_or_else(|_| format!("0x{}", hex::encode(bytes)), |c| c.to_string())
+}
+
+/// `audit_cid`: where the jobs' records name `cid` — a lock's spec, a claim's result or
+/// log — oldest first (by slot, then job id).
+pub fn cid_uses(jobs: &[JobView], cid: &Cid) -> Vec<AuditCidUse> {
+    let is = |bytes: &[u8]| Cid::try_from(bytes).is_ok_and(|c| c == *cid);
+    let mut out = Vec::new();
+    for v in jobs {
+        let job_id = hex::encode(v.job_id.0);
+        for r in &v.history {
+            match &r.event {
+                Event::JobLocked { spec, .. } if is(spec) => out.push(AuditCidUse {
+                    job_id: job_id.clone(),
+                    field: "spec".into(),
+                    index: None,
+                    provider: None,
+                    slot: r.meta.slot,
+                }),
+                Event::JobClaimed {
+                    index,
+                    provider,
+                    attestation,
+                    ..
+                } => {
+                    for (field, bytes) in
+                        [("result", &attestation.result), ("logs", &attestation.logs)]
+                    {
+                        if is(bytes) {
+                            out.push(AuditCidUse {
+                                job_id: job_id.clone(),
+                                field: field.into(),
+                                index: Some(*index),
+                                provider: Some(hex::encode(provider)),
+                                slot: r.meta.slot,
+                            });
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out.sort_by(|a, b| (a.slot, &a.job_id).cmp(&(b.slot, &b.job_id)));
+    out
 }
 
 /// `<tx hash hex>#<index>`.
@@ -127,6 +171,8 @@ pub fn job(c: &Confirmed<JobView>) -> AuditJob {
             kind: kind.to_string(),
             tx_id: hex::encode(r.meta.tx_hash),
             slot: r.meta.slot,
+            block: r.meta.height,
+            fee: r.meta.fee.into(),
         });
     }
     out
@@ -230,6 +276,11 @@ pub fn offer(o: &SignedOffer) -> MarketOffer {
         bond_gpus: b.market.bond_gpus,
         price_per_gpu_hour: b.market.price_per_gpu_hour.into(),
         score: b.market.score,
+        bench_version: match b.market.compute {
+            ganglion_market::snapshot::Compute::Measured { bench_version } => Some(bench_version),
+            ganglion_market::snapshot::Compute::Unmeasured => None,
+        },
+        uplink_mbps: b.market.uplink_mbps,
         direct_capable: b.market.direct_capable,
         gpus: b
             .market
@@ -249,5 +300,32 @@ pub fn offer(o: &SignedOffer) -> MarketOffer {
             .map(|a| a.to_string())
             .collect(),
         expires_ms: b.expires_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ganglion_market::snapshot::Compute;
+
+    use super::*;
+
+    /// `market_offers` shows where the score comes from and the uplink the offer advertises.
+    #[test]
+    fn a_market_entry_carries_the_offers_compute_and_uplink() {
+        let mut o = ganglion_p2p::test_utils::signed_offer(
+            [3; 28],
+            libp2p::PeerId::random(),
+            vec![],
+            0,
+            u64::MAX,
+        );
+        o.body.market.uplink_mbps = 940;
+        let unmeasured = offer(&o);
+        assert_eq!(
+            (unmeasured.bench_version, unmeasured.uplink_mbps),
+            (None, 940)
+        );
+        o.body.market.compute = Compute::Measured { bench_version: 3 };
+        assert_eq!(offer(&o).bench_version, Some(3));
     }
 }

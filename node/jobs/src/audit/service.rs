@@ -13,7 +13,8 @@ use ganglion_contracts::v2::datum::JobId;
 use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 use ganglion_rpc::audit::{
-    AuditJob, AuditProvider, AuditReport, BondInfo, JobLog, JobOutput, MarketMatrix, MarketOffer,
+    AuditCidUse, AuditJob, AuditProvider, AuditReport, BondInfo, JobLog, JobOutput, MarketMatrix,
+    MarketOffer,
 };
 use ganglion_storage::blockstore::Blockstore;
 
@@ -43,6 +44,12 @@ pub trait Audit: Send + Sync {
     /// # Errors
     /// As [`super::verify`].
     async fn verify(&self, job: &JobId) -> Result<AuditReport, AuditError>;
+
+    /// Where the chain's record names `cid` ([`record::cid_uses`]).
+    ///
+    /// # Errors
+    /// [`AuditError::Indexer`].
+    async fn cid(&self, cid: &cid::Cid) -> Result<Vec<AuditCidUse>, AuditError>;
 
     /// The log of each attested provider of `job` ([`artifacts::logs`]).
     ///
@@ -164,6 +171,10 @@ impl<S: Kv + Send + Sync + 'static> Audit for AuditService<S> {
 
     async fn verify(&self, job: &JobId) -> Result<AuditReport, AuditError> {
         super::verify(&self.indexer, self.blocks.as_ref(), self.p2p.as_ref(), job).await
+    }
+
+    async fn cid(&self, cid: &cid::Cid) -> Result<Vec<AuditCidUse>, AuditError> {
+        Ok(record::cid_uses(&self.indexer.jobs()?, cid))
     }
 
     async fn logs(&self, job: &JobId) -> Result<Vec<JobLog>, ArtifactsError> {

@@ -82,7 +82,45 @@ fn every_invalid_example_fails_naming_its_field() {
             path.display(),
             err.field()
         );
+        let twice = format!("{0}: {0}:", err.field());
+        assert!(
+            !shown.contains(&twice),
+            "{}: the field is named twice: {shown}",
+            path.display()
+        );
     }
+}
+
+/// An error and its sources, a line each, as `anyhow` prints the chain (`Caused by:`).
+fn chain(err: &SpecError) -> String {
+    let errors = std::iter::successors(Some(err as &dyn std::error::Error), |e| e.source());
+    errors.map(|e| e.to_string()).collect::<Vec<_>>().join("\n")
+}
+
+/// A type error deep in the document names its dotted path once, in YAML and in JSON, and so
+/// does its error chain, as `docs/ensemble-spec.md` shows (the YAML parser's own message
+/// already starts with the path).
+#[test]
+fn a_type_error_names_its_field_once() {
+    let yaml = base().replace("limits:", "placement:\n  max_rtt_ms: \"abc\"\nlimits:");
+    let err = Ensemble::parse(&yaml, NOW_MS).expect_err("a string for an integer");
+    assert_eq!(err.field(), "placement.max_rtt_ms");
+    let shown = chain(&err);
+    assert!(
+        shown.starts_with("placement.max_rtt_ms: invalid type: string \"abc\""),
+        "{shown}"
+    );
+    assert_eq!(shown.matches("placement.max_rtt_ms").count(), 1, "{shown}");
+    let mut json: serde_json::Value =
+        serde_json::to_value(Ensemble::parse(&base(), NOW_MS).expect("valid")).expect("JSON");
+    json["placement"]["max_rtt_ms"] = serde_json::json!("abc");
+    let err = Ensemble::parse(&json.to_string(), NOW_MS).expect_err("a string for an integer");
+    let shown = chain(&err);
+    assert!(
+        shown.starts_with("placement.max_rtt_ms: invalid type: string \"abc\""),
+        "{shown}"
+    );
+    assert_eq!(shown.matches("placement.max_rtt_ms").count(), 1, "{shown}");
 }
 
 /// The grouped example: two groups of two, the looser bound across them, as the matcher reads

@@ -419,22 +419,59 @@ fn a_group_may_be_one_machine_and_groups_span_whole_machines_only() {
     // One 8-GPU machine cannot be two groups.
     let m = snap(&[offer(1, a100(), 8, 10)], &[]);
     let no = match_gang(&r, &m).expect_err("a group is a set of whole nodes");
-    assert!(
-        matches!(
-            no.binding,
-            Binding::GroupMaxRtt {
-                groups: 2,
-                machines: 1,
-                ..
-            }
-        ),
+    assert_eq!(
+        no.binding,
+        Binding::GroupMachines {
+            groups: 2,
+            machines: 1
+        },
         "{no}"
     );
-    assert!(no.to_string().contains("(1 eligible machines;"), "{no}");
+    assert!(no.pair.is_none(), "no pair is to blame: {no}");
     // One group of 8 on it is a plain single-machine plan, in group 0.
     let r = requirements(8, "  groups: { count: 1, gpus: 8, max_rtt_ms: 1 }");
     let plan = match_gang(&r, &m).expect("one machine");
     assert_eq!(grouped(&plan), vec![(1, 8, Some(0))]);
+}
+
+/// Three 2-GPU machines, every pair well within the groups' bound, cannot be four groups of
+/// one GPU: the report names the machine count, not the latency bound.
+#[test]
+fn more_groups_than_eligible_machines_names_the_machine_count_not_the_rtt() {
+    let offers: Vec<Offer> = (1..=3).map(|i| offer(i, a100(), 2, 10)).collect();
+    let m = snap(&offers, &[rtt(1, 2, 1), rtt(1, 3, 1), rtt(2, 3, 1)]);
+    let r = requirements(4, "  groups: { count: 4, gpus: 1, max_rtt_ms: 500 }");
+    let no = match_gang(&r, &m).expect_err("a machine serves one group");
+    assert_eq!(no.binding.constraint(), Constraint::GroupMachines, "{no}");
+    assert_eq!(
+        no.binding,
+        Binding::GroupMachines {
+            groups: 4,
+            machines: 3
+        }
+    );
+    let text = no.to_string();
+    assert!(
+        text.contains(
+            "placement.groups.count 4: 4 groups need 4 machines (a machine serves one group), 3 \
+             eligible"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("max_rtt_ms"),
+        "the latency is not to blame: {text}"
+    );
+    assert!(no.pair.is_none(), "{no}");
+    // A fourth machine, as near, and it fits: one group per machine.
+    let mut offers = offers;
+    offers.push(offer(4, a100(), 2, 10));
+    let rtts: Vec<RttSample> = [(1, 2), (1, 3), (1, 4), (2, 3), (2, 4), (3, 4)]
+        .into_iter()
+        .map(|(a, b)| rtt(a, b, 1))
+        .collect();
+    let plan = match_gang(&r, &snap(&offers, &rtts)).expect("four machines");
+    assert_eq!(plan.nodes.len(), 4);
 }
 
 #[test]
@@ -453,6 +490,15 @@ fn placement_groups_are_validated_field_by_field() {
             product: 6,
             count: 4
         }
+    );
+    // The product is the true one, not saturated at u32::MAX (which gpus.count may be).
+    let (_, rule) = invalid(
+        "  groups: { count: 65536, gpus: 65536, max_rtt_ms: 5 }",
+        u32::MAX,
+    );
+    assert_eq!(
+        rule.to_string(),
+        "65536 groups × 65536 GPUs is 4294967296, not gpus.count (4294967295)"
     );
     let (field, rule) = invalid(
         "  max_rtt_ms: 4\n  groups: { count: 2, gpus: 2, max_rtt_ms: 5 }",

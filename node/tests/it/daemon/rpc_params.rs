@@ -157,6 +157,16 @@ async fn every_method_refuses_bad_params_with_a_code_and_mutations_need_the_toke
         ("audit_job", vec![json!("ab".repeat(32))], Some(codes::JOB)),
         ("audit_provider", vec![json!("not-a-key")], Some(bad)),
         ("audit_verify", vec![json!("xyz")], Some(bad)),
+        ("audit_cid", vec![json!("not a cid")], Some(bad)),
+        ("audit_cid", vec![json!(7)], Some(bad)),
+        // A CID no lock or claim names (an empty index): an empty answer, not an error.
+        (
+            "audit_cid",
+            vec![json!(
+                "bafkreiffglgk4cxuwoiwrhizmzy2w6gizci7waw42jjmxdbd3kwp4v3afm"
+            )],
+            None,
+        ),
         // No swarm attached, no provider key: typed errors, not panics.
         ("market_offers", vec![json!(1)], Some(codes::INTERNAL)),
         ("market_matrix", vec![json!(1)], Some(codes::INTERNAL)),

@@ -2,6 +2,7 @@
 //! containers: one orchestrator and two providers in this process, each with its own
 //! data dir. Every wait polls a condition under `support::WAIT`; nothing sleeps for correctness.
 
+pub(super) mod browser;
 pub(super) mod support;
 
 mod admission;
@@ -10,6 +11,7 @@ mod benchmark;
 mod cancel;
 mod cip30;
 mod cli_job;
+mod console;
 mod content;
 mod defense;
 mod expire;

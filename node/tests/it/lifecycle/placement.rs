@@ -188,9 +188,17 @@ async fn a_max_rtt_job_matches_on_the_providers_links_and_stale_links_refuse_it(
     )
     .await;
     match stale_handle.quote(&spec).await.expect("quotes") {
-        Quote::NotPlaceable { reason } => {
+        Quote::NotPlaceable { reason, pair } => {
             assert!(reason.contains("placement.max_rtt_ms"), "{reason}");
             assert!(reason.contains("1 unmeasured"), "{reason}");
+            // The pair the text shortens, in full.
+            let pair = pair.expect("the failing pair is named");
+            assert_eq!(pair.rtt_us, None, "{pair:?}");
+            let mut ends = [pair.a, pair.b];
+            ends.sort_unstable();
+            let mut want = [ka, kb];
+            want.sort_unstable();
+            assert_eq!(ends, want);
         }
         other => panic!("stale links placed a max_rtt job: {other:?}"),
     }

@@ -53,7 +53,7 @@ async fn a_quote_places_on_todays_market_and_locks_nothing() {
     big.placement.max_nodes = Some(64);
     big.budget_ntx = spec.budget_ntx * 64;
     match handle.quote(&big).await.expect("quotes") {
-        Quote::NotPlaceable { reason } => assert!(!reason.is_empty()),
+        Quote::NotPlaceable { reason, .. } => assert!(!reason.is_empty()),
         other => panic!("64 GPUs placed on two one-GPU offers: {other:?}"),
     }
 

@@ -920,6 +920,7 @@ pub(crate) fn write_node_json(data: &Path, rpc: std::net::SocketAddr, key_hash: 
         payment_key_hash: hex::encode(key_hash),
         bond: None,
         metrics: None,
+        console: None,
     };
     std::fs::write(
         data.join(ganglion_node::daemon::node::NODE_INFO),
