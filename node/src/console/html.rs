@@ -139,9 +139,51 @@ pub fn cid_link(cid: &str, download: bool) -> Markup {
     }
 }
 
+/// A CID shortened to its first 12 and last 6 characters (tables stay narrow), the whole in
+/// `title` and `data-full`, linking to the audit search; with a download link when
+/// `download` (a file), named `filename` when given.
+pub fn cid_short(cid: &str, download: bool, filename: Option<&str>) -> Markup {
+    let s = if cid.len() > 24 {
+        format!("{}…{}", &cid[..12], &cid[cid.len() - 6..])
+    } else {
+        cid.to_string()
+    };
+    html! {
+        @if cid.is_empty() {
+            "—"
+        } @else {
+            a href={ "/search?q=" (cid) } { code.cid title=(cid) data-full=(cid) { (s) } }
+            @if download {
+                " " a.dl href=(download_href(cid, filename)) download { "download" }
+            }
+        }
+    }
+}
+
+/// `/ipfs/<cid>`, with `?filename=` (as IPFS gateways take it) when a name is known.
+pub fn download_href(cid: &str, filename: Option<&str>) -> String {
+    match filename {
+        Some(f) => format!("/ipfs/{cid}?filename={}", form_urlencoded_component(f)),
+        None => format!("/ipfs/{cid}"),
+    }
+}
+
+/// Percent-encodes everything but unreserved characters (RFC 3986 §2.3).
+fn form_urlencoded_component(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// A notice that a section could not be read, with why.
 pub fn unavailable(what: &str, why: &impl std::fmt::Display) -> Markup {
-    html! { p.notice role="status" { (what) " unavailable: " (why.to_string()) } }
+    html! { p.notice role="status" { (what) " is not available: " (why.to_string()) } }
 }
 
 /// A state as a badge (`data-state` carries it for scripts and tests).

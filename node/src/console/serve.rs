@@ -1,4 +1,6 @@
-//! The console's listener (HTTP/1.1 on axum) and its routes:
+//! The console's listener (HTTP/1.1 on hyper, with a header read timeout and a connection
+//! cap) and its routes (axum); every answer carries `X-Frame-Options: DENY`, `nosniff` and a
+//! same-origin content security policy:
 //!
 //! | route | answers |
 //! |---|---|
@@ -65,7 +67,17 @@ pub struct Serving {
     pub task: JoinHandle<Result<(), String>>,
 }
 
-/// Binds `addr` and serves the console until `stop` is cancelled.
+/// How long a client may take to send a request's headers, seconds (a slow or stalled client
+/// is dropped instead of holding a connection).
+pub const HEADER_READ_TIMEOUT_S: u64 = 10;
+
+/// Connections served at once; more wait in the listener's backlog (open files are shared
+/// with the swarm and the RPC server).
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// Binds `addr` and serves the console until `stop` is cancelled (HTTP/1.1 on hyper, each
+/// connection given [`HEADER_READ_TIMEOUT_S`] for its headers, at most [`MAX_CONNECTIONS`] at
+/// once).
 ///
 /// # Errors
 /// The bind error (address in use, permission).
@@ -77,11 +89,39 @@ pub async fn start(
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let app = router(console);
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { stop.cancelled().await })
-            .await
-            .map_err(|e| e.to_string())
+        loop {
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                return Ok(());
+            };
+            let (stream, peer) = tokio::select! {
+                () = stop.cancelled() => return Ok(()),
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "console: accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app.clone());
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let _slot = slot;
+                let mut http = hyper::server::conn::http1::Builder::new();
+                http.timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(std::time::Duration::from_secs(HEADER_READ_TIMEOUT_S));
+                let conn = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    served = conn => if let Err(e) = served {
+                        tracing::debug!(%peer, error = %e, "console: connection ended");
+                    },
+                }
+            });
+        }
     });
     Ok(Serving { addr, task })
 }
@@ -110,7 +150,29 @@ pub fn router(console: Console) -> Router {
             get(|| async { asset("text/javascript; charset=utf-8", html::JS) }),
         )
         .fallback(|| async { not_found("No such page.") })
+        .layer(axum::middleware::map_response(hardened))
         .with_state(Arc::new(console))
+}
+
+/// Headers on every answer: no framing (the stop form cannot be clickjacked), no MIME
+/// sniffing, and a content security policy allowing only the console's own script and style
+/// sheet (inline `style` attributes colour the heat map).
+async fn hardened(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        "content-security-policy",
+        HeaderValue::from_static(
+            "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+             img-src 'self' data:; frame-ancestors 'none'; form-action 'self'",
+        ),
+    );
+    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
+    r
 }
 
 type Shared = State<Arc<Console>>;
@@ -202,10 +264,14 @@ async fn job_live(State(c): Shared, Path(id): Path<String>) -> Response {
     let Some(id) = job_id(&id) else {
         return not_a_job(&id);
     };
-    match c.source.job(&id).await {
-        Ok(records) => no_store(pages::job::live(&c.source, &id, &records).await),
-        Err(e) => (StatusCode::NOT_FOUND, e.message).into_response(),
+    let records = match c.source.job(&id).await {
+        Ok(r) => r,
+        Err(e) => return (StatusCode::NOT_FOUND, e.message).into_response(),
+    };
+    if let Err(e) = pages::job::known(&c.source, &id, &records).await {
+        return (StatusCode::NOT_FOUND, e.message).into_response();
     }
+    no_store(pages::job::live(&c.source, &id, &records).await)
 }
 
 async fn job_logs(State(c): Shared, Path(id): Path<String>) -> Response {
@@ -289,17 +355,26 @@ async fn job_stop(
         );
         return (StatusCode::FORBIDDEN, body).into_response();
     }
+    // Only a job this node orchestrates can be stopped here; anything else is not found.
+    let mine = c
+        .source
+        .job(&id)
+        .await
+        .is_ok_and(|records| records.iter().any(|r| r.role == "orchestrator"));
+    if !mine {
+        return not_found(&format!("this node orchestrates no job {id}"));
+    }
     let mut r = match c.source.stop(&id).await {
         Ok(_) => Redirect::to(&format!("/jobs/{id}")).into_response(),
-        Err(e) => (
-            StatusCode::CONFLICT,
-            html::page(
-                "Not stopped",
-                "/jobs",
-                html::unavailable("Stopping the job", &e),
-            ),
-        )
-            .into_response(),
+        Err(e) => {
+            let body = html! { h1 { "Not stopped" } p.notice { (e.message) }
+            p { a href={ "/jobs/" (id) } { "Back to the job" } } };
+            (
+                StatusCode::CONFLICT,
+                html::page("Not stopped", "/jobs", body),
+            )
+                .into_response()
+        }
     };
     if from_form
         && let Ok(v) = HeaderValue::from_str(&format!(
@@ -312,8 +387,31 @@ async fn job_stop(
     r
 }
 
+#[derive(Deserialize)]
+struct DownloadQuery {
+    /// The name to save the file as (`?filename=`, as IPFS gateways take it).
+    filename: Option<String>,
+}
+
+/// A file name safe in a `Content-Disposition` header: its last path component with only
+/// `[A-Za-z0-9._-]` kept; `None` when no letter or digit is left.
+fn safe_filename(name: &str) -> Option<String> {
+    let last = name.rsplit(['/', '\\']).next().unwrap_or_default();
+    let kept: String = last
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        .collect();
+    kept.chars()
+        .any(|c| c.is_ascii_alphanumeric())
+        .then_some(kept)
+}
+
 /// `GET /ipfs/{cid}`: a UnixFS file from the blockstore, as an attachment.
-async fn download(State(c): Shared, Path(cid): Path<String>) -> Response {
+async fn download(
+    State(c): Shared,
+    Path(cid): Path<String>,
+    Query(q): Query<DownloadQuery>,
+) -> Response {
     let Ok(root) = cid::Cid::try_from(cid.as_str()) else {
         return not_found(&format!("{cid:?} is not a CID."));
     };
@@ -334,16 +432,23 @@ async fn download(State(c): Shared, Path(cid): Path<String>) -> Response {
                 ),
                 (
                     CONTENT_DISPOSITION,
-                    HeaderValue::from_str(&format!("attachment; filename=\"{root}\""))
-                        .unwrap_or(HeaderValue::from_static("attachment")),
+                    HeaderValue::from_str(&format!(
+                        "attachment; filename=\"{}\"",
+                        q.filename
+                            .as_deref()
+                            .and_then(safe_filename)
+                            .unwrap_or_else(|| root.to_string())
+                    ))
+                    .unwrap_or(HeaderValue::from_static("attachment")),
                 ),
             ],
             bytes,
         )
             .into_response(),
         Ok(Err(e)) => not_found(&format!(
-            "{root} cannot be read from this node's blockstore: {e} (open the job's logs or \
-             outputs page first: it fetches them from the providers)"
+            "{root} cannot be served as a file from this node's blockstore: {e}. A job's \
+             attested logs and outputs are fetched from its providers when its logs or \
+             outputs page is opened; a directory downloads file by file from the outputs page."
         )),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
@@ -368,5 +473,22 @@ impl std::io::Write for Capped {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_filename;
+
+    #[test]
+    fn download_names_keep_only_a_plain_last_component() {
+        assert_eq!(safe_filename("result.bin").as_deref(), Some("result.bin"));
+        assert_eq!(
+            safe_filename("out/dir/a b\"c.txt").as_deref(),
+            Some("abc.txt")
+        );
+        assert_eq!(safe_filename("..\\..\\evil.sh").as_deref(), Some("evil.sh"));
+        assert_eq!(safe_filename("\r\n"), None);
+        assert_eq!(safe_filename(".."), None);
     }
 }

@@ -8,7 +8,7 @@
   var live = document.getElementById("live");
   if (!live) return;
   var job = live.getAttribute("data-job");
-  var busy = false, again = false, events = 0;
+  var busy = false, again = false, events = 0, source = null;
   function terminal() {
     var inner = document.getElementById("live-inner");
     return inner && inner.getAttribute("data-terminal") === "true";
@@ -28,8 +28,13 @@
         if (again) { again = false; refresh(); }
       });
   }
-  if (terminal() || !window.EventSource) return;
-  var source = new EventSource("/jobs/" + job + "/events");
+  if (terminal()) return;
+  var timer = setInterval(function () {
+    if (terminal()) { clearInterval(timer); if (source) source.close(); return; }
+    refresh();
+  }, 5000);
+  if (!window.EventSource) return;
+  source = new EventSource("/jobs/" + job + "/events");
   source.addEventListener("job_event", function (e) {
     events += 1;
     live.setAttribute("data-events", String(events));
@@ -48,8 +53,4 @@
     refresh();
   });
   source.addEventListener("end", function () { source.close(); refresh(); });
-  var timer = setInterval(function () {
-    if (terminal()) { clearInterval(timer); source.close(); return; }
-    refresh();
-  }, 5000);
 })();

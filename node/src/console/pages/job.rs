@@ -36,6 +36,7 @@ fn escrow_closed(a: &AuditJob) -> bool {
 /// A malformed job id ([`SourceError::is_not_found`]).
 pub async fn render(source: &Source, id: &str, has_token: bool) -> Result<Markup, SourceError> {
     let records = source.job(id).await?;
+    known(source, id, &records).await?;
     let live_part = live(source, id, &records).await;
     let can_stop = records
         .iter()
@@ -63,6 +64,21 @@ pub async fn render(source: &Source, id: &str, has_token: bool) -> Result<Markup
         "/jobs",
         body,
     ))
+}
+
+/// `Ok` when this node holds a record of the job or the chain knows it; else the chain's
+/// "unknown job" error ([`SourceError::is_not_found`]: a 404).
+///
+/// # Errors
+/// As above; another failure of `audit_job` (no chain) is not an error here.
+pub async fn known(source: &Source, id: &str, records: &[JobStatus]) -> Result<(), SourceError> {
+    if !records.is_empty() {
+        return Ok(());
+    }
+    match source.audit_job(id).await {
+        Err(e) if e.is_not_found() => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// The part the page's script replaces on every transition (`/jobs/{id}/live`).
@@ -123,7 +139,7 @@ fn record(r: &JobStatus) -> Markup {
                             td.exit { @if let Some(c) = n.exit_code { (c) } @else { "—" } }
                             td.gpu-ms { @if let Some(g) = n.gpu_ms { span data-v=(g) { (h::grouped(g)) } } @else { "—" } }
                             td.paid { @if let Some(p) = n.paid { (amount(p.get(), "NTX")) } @else { "—" } }
-                            td { @if let Some(l) = &n.logs { (h::cid_link(l, true)) } @else { "—" } }
+                            td { @if let Some(l) = &n.logs { (h::cid_short(l, true, Some("log.txt"))) } @else { "—" } }
                             td { @if let Some(w) = &n.reason { (w) } }
                         }
                     }
@@ -139,7 +155,7 @@ fn record(r: &JobStatus) -> Markup {
 fn links(pairs: &[MatrixPair]) -> Markup {
     html! {
         h3 { "The plan's measured links" }
-        (h::table(&["Provider", "Provider", "RTT p50", "RTT p90", "Throughput", "Age"], html! {
+        (h::table(&["Provider", "Provider", "RTT p50", "RTT p90", "Throughput", "Age at the match"], html! {
             @for p in pairs {
                 tr {
                     td { (h::short(&p.a)) } td { (h::short(&p.b)) }
@@ -157,7 +173,7 @@ fn chain_trail(a: &AuditJob) -> Markup {
         section.chain {
             h2 { "On chain: " (h::state(&a.status)) " " small { (a.confirmations) " confirmations" } }
             dl {
-                dt { "Spec" } dd.spec { (h::cid_link(&a.spec, true)) }
+                dt { "Spec" } dd.spec { (h::cid_link(&a.spec, false)) " " a.dl href=(h::download_href(&a.spec, Some("spec.json"))) download { "download" } }
                 dt { "Orchestrator" } dd { (h::provider_link(&a.orchestrator)) }
                 dt { "GPUs" } dd { (a.gpus) }
                 dt { "Budget" } dd.budget { (amount(a.budget.get(), "NTX")) }
@@ -177,8 +193,8 @@ fn chain_trail(a: &AuditJob) -> Markup {
                             td { (amount(s.rate.get(), "NTX/GPU-h")) }
                             @match &s.attestation {
                                 Some(t) => {
-                                    td { (h::cid_link(&t.result, false)) }
-                                    td { (h::cid_link(&t.logs, true)) }
+                                    td { (h::cid_short(&t.result, false, None)) }
+                                    td { (h::cid_short(&t.logs, true, Some("log.txt"))) }
                                     td.gpu-ms { span data-v=(t.gpu_ms) { (h::grouped(t.gpu_ms)) } }
                                     td { (t.exit_code) }
                                 },
@@ -229,7 +245,7 @@ pub async fn logs(source: &Source, id: &str) -> Markup {
                 @for l in list {
                     section.log data-index=(l.index) {
                         h2 { "Rank " (l.index) " · " (h::provider_link(&l.provider)) }
-                        p { (h::cid_link(&l.cid, true)) " · " (l.bytes) " bytes" }
+                        p { (h::cid_short(&l.cid, true, Some("log.txt"))) " · " (l.bytes) " bytes" }
                         @if let Some(e) = &l.error { p.error { (e) } }
                         pre { (l.text) }
                     }
@@ -256,7 +272,7 @@ pub async fn outputs(source: &Source, id: &str) -> Markup {
                         @if let Some(e) = &o.error { p.error { (e) } }
                         (h::table(&["File", "Bytes", "CID"], html! {
                             @for f in &o.files {
-                                tr { td { code { (f.path) } } td { (f.bytes) } td { (h::cid_link(&f.cid, true)) } }
+                                tr { td { code { (f.path) } } td { (f.bytes) } td { (h::cid_short(&f.cid, true, f.path.rsplit('/').next())) } }
                             }
                         }))
                     }

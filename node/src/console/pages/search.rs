@@ -63,7 +63,20 @@ pub async fn render(source: &Source, q: &str) -> Markup {
                     dl {
                         dt { "Earned" } dd.earnings { (amount(p.earnings.get(), "NTX")) }
                         dt { "Slashed" } dd.slashed { (amount(p.slashed.get(), "NTX")) }
-                        dt { "Bonds" } dd { (p.bonds.len()) }
+                        dt { "Defaults" } dd { (p.defaults.len()) }
+                    }
+                    h3 { "Bonds" }
+                    @if p.bonds.is_empty() { p.notice { "No live bond: not a provider now." } }
+                    @else {
+                        (h::table(&["Bond", "GPUs", "Free", "Stake", "State"], html! {
+                            @for b in &p.bonds {
+                                tr.bond {
+                                    td { (h::short(&b.bond)) } td { (b.gpus) } td { (b.free_gpus) }
+                                    td { (amount(b.stake.get(), "NTX")) }
+                                    td { @match b.unbonding_since_ms { Some(t) => { "unbonding since " (h::time(t)) }, None => "active" } }
+                                }
+                            }
+                        }))
                     }
                     h3 { "Jobs" }
                     ul { @for j in &p.jobs { li { (h::job_link(j)) @if p.defaults.contains(j) { " " span.tag.bad { "defaulted" } } } } }
@@ -76,7 +89,8 @@ pub async fn render(source: &Source, q: &str) -> Markup {
                 html! { p.notice { "No lock or claim on chain names " code { (c) } "." } }
             }
             Ok(uses) => html! {
-                p { "The chain's record names " (h::cid_link(c, true)) ":" }
+                // A result is a directory: its files download from the job's outputs page.
+                p { "The chain's record names " (h::cid_link(c, uses.iter().all(|u| u.field != "result"))) ":" }
                 (h::table(&["Job", "As", "Rank", "Provider", "Slot"], html! {
                     @for u in &uses {
                         tr.use data-field=(u.field) {

@@ -168,6 +168,25 @@ async fn the_console_follows_a_job_live_and_shows_the_numbers_the_rpc_gives() {
     let stop = CancellationToken::new();
     let orch = serve(&world.orch, "orch", false, &stop).await;
     let pa = serve(&world.pa, "pa", true, &stop).await;
+    // A client that never finishes its headers is dropped (after HEADER_READ_TIMEOUT_S),
+    // not kept: checked at the end, while the rest runs.
+    let stalled = {
+        let addr = orch.console;
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            s.write_all(b"GET /jobs HTTP/1.1\r\nHost: x\r\n")
+                .await
+                .expect("write");
+            let mut buf = Vec::new();
+            tokio::time::timeout(
+                std::time::Duration::from_secs(console::serve::HEADER_READ_TIMEOUT_S * 4),
+                s.read_to_end(&mut buf),
+            )
+            .await
+            .is_ok()
+        })
+    };
     let b = Browser::start().await;
     let mut sizes = Vec::new();
 
@@ -300,6 +319,12 @@ async fn the_console_follows_a_job_live_and_shows_the_numbers_the_rpc_gives() {
     // The other pages.
     visit(&b, orch.console, "/jobs", "jobs", &mut sizes).await;
     assert!(b.attrs("tr.job", "data-job").await.contains(&id));
+    let row = format!("tr.job[data-job='{id}'][data-role=orchestrator]");
+    assert_eq!(
+        numbers(&b, &format!("{row} td.paid .amt")).await,
+        vec![paid.iter().sum::<u64>()],
+        "the list's cost is what the job's nodes were paid"
+    );
     visit(&b, orch.console, "/market", "market", &mut sizes).await;
     visit(
         &b,
@@ -417,14 +442,25 @@ async fn the_console_follows_a_job_live_and_shows_the_numbers_the_rpc_gives() {
     .await;
     assert_eq!(code, 403, "a wrong token stops nothing");
     assert!(!orch.token.is_empty());
-    for bad in [
-        "/jobs/zz",
-        "/jobs/%00",
-        "/ipfs/not-a-cid",
-        "/nowhere",
-        "/jobs/../../etc",
+    let (_, head, _) = browser::get_with_headers(orch.console, "/jobs").await;
+    for h in [
+        "x-frame-options: deny",
+        "x-content-type-options: nosniff",
+        "frame-ancestors 'none'",
     ] {
-        let (code, _) = browser::get(orch.console, bad).await;
+        assert!(head.contains(h), "{h} missing from {head}");
+    }
+    let unknown = "0".repeat(64);
+    for bad in [
+        "/jobs/zz".to_string(),
+        "/jobs/%00".into(),
+        "/ipfs/not-a-cid".into(),
+        "/nowhere".into(),
+        "/jobs/../../etc".into(),
+        format!("/jobs/{unknown}"),
+        format!("/jobs/{unknown}/live"),
+    ] {
+        let (code, _) = browser::get(orch.console, &bad).await;
         assert_eq!(code, 404, "{bad}");
     }
     std::fs::write(
@@ -433,6 +469,10 @@ async fn the_console_follows_a_job_live_and_shows_the_numbers_the_rpc_gives() {
     )
     .expect("sizes.txt");
 
+    assert!(
+        stalled.await.expect("the stalled client's task"),
+        "a client that never finished its headers was not dropped"
+    );
     stop.cancel();
     let World {
         chain,
