@@ -132,14 +132,11 @@ impl<S: Kv> Indexer<S> {
     /// # Errors
     /// Store errors.
     pub fn jobs_by_status(&self, status: JobStatus) -> Result<Vec<JobView>> {
-        let mut out = Vec::new();
-        for (_, b) in self.kv().scan_prefix(keys::JOB.as_bytes())? {
-            let v: JobView = parse("job", &b)?;
-            if v.status == status {
-                out.push(v);
-            }
-        }
-        Ok(out)
+        Ok(self
+            .jobs()?
+            .into_iter()
+            .filter(|v| v.status == status)
+            .collect())
     }
 
     /// Live authentic script UTxOs (escrows and bonds).

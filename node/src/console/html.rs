@@ -80,39 +80,31 @@ pub fn time(ms: u64) -> Markup {
     html! { time data-ms=(ms) { (utc(ms)) } }
 }
 
-/// POSIX ms as `YYYY-MM-DD HH:MM:SS.mmm` (UTC, proleptic Gregorian).
+/// POSIX ms as `YYYY-MM-DD HH:MM:SS.mmm` (UTC).
 pub fn utc(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX);
-    let rem = secs % 86_400;
-    // Howard Hinnant's days-from-civil inverse.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:03}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
+    const FORMAT: &[time::format_description::FormatItem<'static>] = time::macros::format_description!(
+        "[year]-[month]-[day] [hour]:[minute]:[second].[subsecond digits:3]"
+    );
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(FORMAT).ok())
+        .unwrap_or_else(|| format!("{ms} ms"))
+}
+
+/// `s` cut to its first `head` and last `tail` characters around an ellipsis when longer
+/// than `head + tail + 4`.
+fn abbreviate(s: &str, head: usize, tail: usize) -> String {
+    if s.len() > head + tail + 4 && s.is_ascii() {
+        format!("{}…{}", &s[..head], &s[s.len() - tail..])
+    } else {
+        s.to_string()
+    }
 }
 
 /// A hex value shortened to its first and last 8 characters, the whole in `title` and
 /// `data-full`.
 pub fn short(hex: &str) -> Markup {
-    let s = if hex.len() > 20 {
-        format!("{}…{}", &hex[..8], &hex[hex.len() - 8..])
-    } else {
-        hex.to_string()
-    };
-    html! { code title=(hex) data-full=(hex) { (s) } }
+    html! { code title=(hex) data-full=(hex) { (abbreviate(hex, 8, 8)) } }
 }
 
 /// A job id linking to its page.
@@ -125,34 +117,24 @@ pub fn provider_link(key: &str) -> Markup {
     html! { a href={ "/search?q=" (key) } { (short(key)) } }
 }
 
-/// A CID linking to the audit search for it, with a download link when `download`.
+/// A CID (whole) linking to the audit search for it, with a download link when `download`.
 pub fn cid_link(cid: &str, download: bool) -> Markup {
-    html! {
-        @if cid.is_empty() {
-            "—"
-        } @else {
-            a href={ "/search?q=" (cid) } { code.cid title=(cid) data-full=(cid) { (cid) } }
-            @if download {
-                " " a.dl href={ "/ipfs/" (cid) } download { "download" }
-            }
-        }
-    }
+    cid_markup(cid, cid.to_string(), download, None)
 }
 
 /// A CID shortened to its first 12 and last 6 characters (tables stay narrow), the whole in
 /// `title` and `data-full`, linking to the audit search; with a download link when
 /// `download` (a file), named `filename` when given.
 pub fn cid_short(cid: &str, download: bool, filename: Option<&str>) -> Markup {
-    let s = if cid.len() > 24 {
-        format!("{}…{}", &cid[..12], &cid[cid.len() - 6..])
-    } else {
-        cid.to_string()
-    };
+    cid_markup(cid, abbreviate(cid, 12, 6), download, filename)
+}
+
+fn cid_markup(cid: &str, shown: String, download: bool, filename: Option<&str>) -> Markup {
     html! {
         @if cid.is_empty() {
             "—"
         } @else {
-            a href={ "/search?q=" (cid) } { code.cid title=(cid) data-full=(cid) { (s) } }
+            a href={ "/search?q=" (cid) } { code.cid title=(cid) data-full=(cid) { (shown) } }
             @if download {
                 " " a.dl href=(download_href(cid, filename)) download { "download" }
             }
@@ -160,25 +142,16 @@ pub fn cid_short(cid: &str, download: bool, filename: Option<&str>) -> Markup {
     }
 }
 
-/// `/ipfs/<cid>`, with `?filename=` (as IPFS gateways take it) when a name is known.
+/// `/ipfs/<cid>`, with `?filename=` (as IPFS gateways take it, form-encoded) when a name is
+/// known.
 pub fn download_href(cid: &str, filename: Option<&str>) -> String {
     match filename {
-        Some(f) => format!("/ipfs/{cid}?filename={}", form_urlencoded_component(f)),
+        Some(f) => format!(
+            "/ipfs/{cid}?filename={}",
+            form_urlencoded::byte_serialize(f.as_bytes()).collect::<String>()
+        ),
         None => format!("/ipfs/{cid}"),
     }
-}
-
-/// Percent-encodes everything but unreserved characters (RFC 3986 §2.3).
-fn form_urlencoded_component(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// A notice that a section could not be read, with why.

@@ -182,13 +182,12 @@ pub async fn render(source: &Source) -> Markup {
 }
 
 async fn job_views(source: &Source, s: &AuditProvider) -> Vec<AuditJob> {
-    let mut out = Vec::new();
-    for id in s.jobs.iter().rev().take(CHART_JOBS) {
-        if let Ok(j) = source.audit_job(id).await {
-            out.push(j);
-        }
-    }
-    out
+    let recent = s.jobs.iter().rev().take(CHART_JOBS);
+    futures::future::join_all(recent.map(|id| source.audit_job(id)))
+        .await
+        .into_iter()
+        .filter_map(Result::ok)
+        .collect()
 }
 
 #[cfg(test)]

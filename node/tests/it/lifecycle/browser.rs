@@ -191,10 +191,29 @@ impl Browser {
 
 /// `GET http://{addr}{path}` over HTTP/1.0: (status, lower-cased header block, body).
 pub(crate) async fn get_with_headers(addr: SocketAddr, path: &str) -> (u16, String, Vec<u8>) {
+    exchange(
+        addr,
+        &format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n"),
+    )
+    .await
+}
+
+/// `GET http://{addr}{path}` over HTTP/1.0: (status, body).
+pub(crate) async fn get(addr: SocketAddr, path: &str) -> (u16, Vec<u8>) {
+    let (status, _, body) = get_with_headers(addr, path).await;
+    (status, body)
+}
+
+/// A raw HTTP/1.0 request: (status, body).
+pub(crate) async fn request(addr: SocketAddr, raw: &str) -> (u16, Vec<u8>) {
+    let (status, _, body) = exchange(addr, raw).await;
+    (status, body)
+}
+
+/// Sends `raw`, reads the answer to the end: (status, lower-cased header block, body).
+async fn exchange(addr: SocketAddr, raw: &str) -> (u16, String, Vec<u8>) {
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await
-        .expect("request");
+    s.write_all(raw.as_bytes()).await.expect("request");
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).await.expect("response");
     let split = (buf.windows(4))
@@ -205,32 +224,4 @@ pub(crate) async fn get_with_headers(addr: SocketAddr, path: &str) -> (u16, Stri
         .and_then(|c| c.parse().ok())
         .expect("a status code");
     (status, head, buf[split + 4..].to_vec())
-}
-
-/// `GET http://{addr}{path}` over HTTP/1.0: (status, body).
-pub(crate) async fn get(addr: SocketAddr, path: &str) -> (u16, Vec<u8>) {
-    request(
-        addr,
-        &format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n"),
-    )
-    .await
-}
-
-/// A raw HTTP/1.0 request: (status, body).
-pub(crate) async fn request(addr: SocketAddr, raw: &str) -> (u16, Vec<u8>) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    s.write_all(raw.as_bytes()).await.expect("request");
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.expect("response");
-    let split = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a header block");
-    let head = String::from_utf8_lossy(&buf[..split]).to_string();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("a status code");
-    (status, buf[split + 4..].to_vec())
 }
