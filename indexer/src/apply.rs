@@ -87,6 +87,9 @@ pub struct Indexer<S: Kv> {
     live: Mutex<Option<HashSet<TxoRef>>>,
     /// Cache of the cursor (`None` = not loaded yet).
     tip: Mutex<Option<Option<Point>>>,
+    /// False for a reader beside a follower in another process ([`Self::reader`]): the
+    /// cursor moves under it, so it is read from the store each time.
+    writer: bool,
 }
 
 fn json<T: Serialize>(v: &T) -> Vec<u8> {
@@ -139,6 +142,18 @@ impl<S: Kv> Indexer<S> {
             subscribers: Mutex::new(Vec::new()),
             live: Mutex::new(None),
             tip: Mutex::new(None),
+            writer: true,
+        }
+    }
+
+    /// A read-only indexer over a store another process writes (a `serve` process beside
+    /// the follower, on PostgreSQL): nothing is cached, so every answer is as of the last
+    /// block the follower committed. Applying or rolling back fails with the store's
+    /// [`Error::ReadOnly`].
+    pub fn reader(store: S, watch: Watch, k: u64) -> Self {
+        Self {
+            writer: false,
+            ..Self::new(store, watch, k)
         }
     }
 
@@ -157,6 +172,13 @@ impl<S: Kv> Indexer<S> {
     /// # Errors
     /// Store errors, [`Error::Corrupt`].
     pub fn tip(&self) -> Result<Option<Point>> {
+        if !self.writer {
+            return self
+                .store
+                .get(keys::CURSOR)?
+                .map(|b| parse("cursor", &b))
+                .transpose();
+        }
         let mut cache = self.tip.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(tip) = *cache {
             return Ok(tip);

@@ -46,6 +46,45 @@ pub enum Error {
     #[error("store: {0}")]
     Store(#[from] sled::Error),
 
+    /// The PostgreSQL store failed (connection, SQL).
+    #[error("postgres: {0}")]
+    Postgres(#[from] postgres::Error),
+
+    /// The PostgreSQL schema could not be migrated (refinery).
+    #[error("migrating the PostgreSQL schema: {0}")]
+    Migration(#[source] Box<refinery::Error>),
+
+    /// Another follower holds the database's writer lock: one writer per database.
+    #[error(
+        "another ganglion-indexer follower writes this database (its writer lock is held); stop it, or open this one read-only"
+    )]
+    WriterLocked,
+
+    /// A commit on a store opened read-only.
+    #[error("this store is open read-only (a serve process): only the follower writes")]
+    ReadOnly,
+
+    /// The store's connections are gone (it was dropped, or a connection thread ended).
+    #[error("the store's connections are closed")]
+    StoreClosed,
+
+    /// A store thread could not be started.
+    #[error("starting a store thread: {0}")]
+    Thread(String),
+
+    /// A number too large for its SQL column (slots, heights and indexes are `bigint`).
+    #[error("{what} {value} does not fit a bigint column")]
+    Unrepresentable {
+        /// What it is.
+        what: &'static str,
+        /// The value.
+        value: u64,
+    },
+
+    /// A store location that is neither a folder nor a `postgres://` URL.
+    #[error("store {0:?}: expected a folder (sled) or a postgres:// URL")]
+    StoreSpec(String),
+
     /// A stored record does not decode (corruption or a format change).
     #[error("stored {what} is corrupt: {source}")]
     Corrupt {

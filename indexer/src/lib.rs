@@ -9,7 +9,7 @@
 //! [`sync::run`] follows a node or relay ([`follow::Source`]: N2N, N2C socket, N2C TCP) into
 //! an [`Indexer`], which can also be fed directly with [`Indexer::apply_block`] and
 //! [`Indexer::roll_back_to`]; then query it. The `ganglion-indexer` binary does the former
-//! into a sled store.
+//! into a sled or PostgreSQL store (`follow`) and serves the latter over HTTP (`serve`).
 //!
 //! Modules:
 //! - [`event`]: the events and where they happened.
@@ -17,10 +17,12 @@
 //! - [`extract`]: transaction → effects and events, pure; authentic UTxOs only.
 //! - [`follow`]: chainsync (+ blockfetch) clients as a stream of roll-forward/backward.
 //! - [`sync`]: the follow loop: intersect, apply, reconnect with backoff.
-//! - [`store`]: the ordered key space ([`store::MemoryKv`] spec, [`store::SledKv`] on disk).
+//! - [`store`]: the ordered key space ([`store::MemoryKv`] spec, [`store::SledKv`] on disk,
+//!   [`store::PgKv`] in PostgreSQL; [`store::Store`] picks one from a configuration).
 //! - [`apply`]: the only writer: apply a block, undo to a point, notify subscribers.
 //! - [`view`]: a job's read model with its history.
 //! - [`query`]: jobs, providers, active bonds, events by slot; confirmed vs tentative.
+//! - [`http`]: the read API over HTTP in Blockfrost's conventions (`ganglion-indexer serve`).
 //! - `keys`: the key layout.
 
 pub mod apply;
@@ -28,6 +30,7 @@ pub mod error;
 pub mod event;
 pub mod extract;
 pub mod follow;
+pub mod http;
 mod keys;
 pub mod query;
 pub mod store;

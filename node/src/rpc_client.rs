@@ -150,6 +150,7 @@ mod tests {
             bond: None,
             metrics: None,
             console: None,
+            indexer_api: None,
         };
         std::fs::write(
             dir.join(crate::daemon::node::NODE_INFO),

@@ -36,6 +36,9 @@
 //! listen = "127.0.0.1:7080"
 //! [storage]                           # provider: job content from a Kubo RPC too
 //! kubo_rpc = "http://127.0.0.1:5001"
+//! [indexer]                           # the chain index: sled (default) or PostgreSQL
+//! store = "postgres://ganglion@localhost/ganglion"
+//! listen = "127.0.0.1:3000"           # its read API over HTTP; off unless set
 //! ```
 //!
 //! **Environment.** Every key of every section has a variable, `GANGLION_<SECTION>__<KEY>`
@@ -63,8 +66,8 @@ use ganglion_market::limits::{LimitsError, ProviderLimits};
 
 use crate::config::{GpusConfig, Network};
 use crate::daemon::config::{
-    BondSection, ConsoleSection, EngineSection, MetricsSection, P2pSection, StorageSection,
-    ValidatorSection,
+    BondSection, ConsoleSection, EngineSection, IndexerSection, MetricsSection, P2pSection,
+    StorageSection, ValidatorSection,
 };
 
 /// The short variables and the key each overrides (applied after the `__` layer).
@@ -222,6 +225,9 @@ pub struct Settings {
     pub console: ConsoleSection,
     /// `[storage]`: a Kubo RPC a provider also fetches job content from (off unless set).
     pub storage: StorageSection,
+    /// `[indexer]`: the chain index's store (sled by default) and its read API (off unless
+    /// `listen` is set).
+    pub indexer: IndexerSection,
 }
 
 /// `[chain]`: how to reach a node.
@@ -330,8 +336,8 @@ impl Settings {
         Ok(s)
     }
 
-    /// The checks serde cannot make: `[provider]` limits, `[overlay]` values and the
-    /// `[storage] kubo_rpc` URL.
+    /// The checks serde cannot make: `[provider]` limits, `[overlay]` values, the
+    /// `[storage] kubo_rpc` URL and the `[indexer] store`.
     fn validate(&self, path: &Path) -> Result<(), Error> {
         if let Some(limits) = &self.provider {
             limits.validate().map_err(|source| Error::Limits {
@@ -349,6 +355,12 @@ impl Settings {
                 message: format!("storage.kubo_rpc: {e} (e.g. \"http://127.0.0.1:5001\")"),
             })?;
         }
+        self.indexer
+            .store_spec(PathBuf::new())
+            .map_err(|e| Error::Parse {
+                path: path.to_path_buf(),
+                message: format!("indexer.store: {e}"),
+            })?;
         Ok(())
     }
 

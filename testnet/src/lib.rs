@@ -32,6 +32,8 @@
 //! - [`control`]: operator control socket (`rollback <n>`, `tip`).
 //! - [`devnet`]: `start(config)` → [`devnet::DevnetHandle`].
 //! - [`txbuild`]: a minimal transaction builder (tests, CLI, bench).
+//! - [`postgres`]: a throwaway PostgreSQL server (the indexer's PostgreSQL store in tests,
+//!   benchmarks and demos).
 
 pub mod chain;
 pub mod control;
@@ -40,6 +42,7 @@ pub mod genesis;
 pub mod keys;
 pub mod ledger;
 pub mod mempool;
+pub mod postgres;
 pub mod producer;
 pub mod serve;
 pub mod store;

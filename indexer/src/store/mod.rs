@@ -1,14 +1,20 @@
 //! The indexer's storage: one ordered key space with atomic, durable batches.
 //!
-//! Two implementations share [`Kv`] and one conformance suite: [`MemoryKv`], the readable
-//! spec, and [`SledKv`] on disk. The indexer's whole state — cursor, undo records, live script
-//! UTxOs, events, job views — lives in this one key space, so one batch moves it atomically
-//! from one block to the next, and a crash leaves either the old or the new state.
+//! Three implementations share [`Kv`] and one conformance suite: [`MemoryKv`], the readable
+//! spec, [`SledKv`] on disk (embedded, one process) and [`PgKv`] in PostgreSQL (one writer,
+//! readers in other processes, SQL over the whole history). [`Store`] is whichever of the
+//! last two a configuration names. The indexer's whole state — cursor, undo records, live
+//! script UTxOs, events, job views — lives in this one key space, so one batch moves it
+//! atomically from one block to the next, and a crash leaves either the old or the new state.
 
+mod any;
 mod memory;
+mod postgres;
 mod sled;
 
+pub use any::{Store, StoreSpec};
 pub use memory::MemoryKv;
+pub use postgres::{PgKv, WRITER_WAIT_S};
 pub use sled::SledKv;
 
 use crate::error::Result;

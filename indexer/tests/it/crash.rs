@@ -1,12 +1,12 @@
 //! `kill -9` during sync: the `ganglion-indexer` process is killed at pseudo-random heights
-//! while following a devnet, restarted, killed again; after a final catch-up its sled store
-//! equals a fresh replay — no event missing, none duplicated.
+//! while following a devnet, restarted, killed again; after a final catch-up its store (sled,
+//! or PostgreSQL) equals a fresh replay — no event missing, none duplicated.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ganglion_indexer::store::{Kv, MemoryKv, SledKv};
+use ganglion_indexer::store::{Kv, MemoryKv, PgKv, SledKv};
 use ganglion_indexer::sync::SyncConfig;
 use ganglion_indexer::{Event, Indexer};
 use tokio_util::sync::CancellationToken;
@@ -60,7 +60,34 @@ fn run_and_kill(args: &[String], target: u64) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_sync_loses_and_duplicates_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let chain = Chain::start(dir.path()).await;
+    let db = dir.path().join("ix");
+    let store = db.display().to_string();
+    sigkill_during_sync(dir.path(), &store, move || {
+        SledKv::open(&db).expect("store reopens after kill -9")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_sync_on_postgres_loses_and_duplicates_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = crate::postgres::cluster();
+    let url = crate::postgres::database(&cluster);
+    let store = url.clone();
+    sigkill_during_sync(dir.path(), &store, move || {
+        PgKv::open(&url).expect("store reopens after kill -9")
+    })
+    .await;
+}
+
+/// Follows a devnet into `store` (`--store`) with the binary, killing it four times; then
+/// catches up in-process on the store `reopen` returns and compares it with a fresh replay.
+async fn sigkill_during_sync<S: Kv + 'static>(
+    dir: &std::path::Path,
+    store: &str,
+    reopen: impl FnOnce() -> S + Send + 'static,
+) {
+    let chain = Chain::start(dir).await;
     let (dep, watch) = deploy(&chain).await;
     // 30 blocks, one lock each.
     let orch = dev_party(&chain.env, 2);
@@ -69,13 +96,13 @@ async fn sigkill_during_sync_loses_and_duplicates_nothing() {
     }
     let tip = chain.handle.tip().expect("tip").number;
 
-    let watch_file = dir.path().join("watch.json");
+    let watch_file = dir.join("watch.json");
     std::fs::write(&watch_file, serde_json::to_string(&watch).expect("json")).expect("write watch");
-    let db = dir.path().join("ix");
     let n2c = chain.handle.n2c_tcp_addr().expect("n2c").to_string();
     let args: Vec<String> = [
-        "--db",
-        &db.display().to_string(),
+        "follow",
+        "--store",
+        store,
         "--watch",
         &watch_file.display().to_string(),
         "--n2c-tcp",
@@ -106,12 +133,9 @@ async fn sigkill_during_sync_loses_and_duplicates_nothing() {
 
     // Catch up in-process on the same store, then compare with a fresh replay.
     let cancel = CancellationToken::new();
+    let reopened = tokio::task::spawn_blocking(reopen).await.expect("join");
     let (crashed, rx1, s1) = spawn_follower(
-        Indexer::new(
-            SledKv::open(&db).expect("store reopens after kill -9"),
-            watch.clone(),
-            10,
-        ),
+        Indexer::new(reopened, watch.clone(), 10),
         SyncConfig::new(chain.n2c()),
         &cancel,
     );

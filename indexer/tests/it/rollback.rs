@@ -9,7 +9,7 @@ use proptest::prelude::*;
 
 use crate::scenario::run;
 
-fn scenario() -> &'static (Watch, Vec<Vec<u8>>) {
+pub(crate) fn scenario() -> &'static (Watch, Vec<Vec<u8>>) {
     static S: OnceLock<(Watch, Vec<Vec<u8>>)> = OnceLock::new();
     S.get_or_init(|| {
         let r = run();
@@ -17,7 +17,7 @@ fn scenario() -> &'static (Watch, Vec<Vec<u8>>) {
     })
 }
 
-fn replay(watch: &Watch, blocks: &[Vec<u8>], k: u64) -> Indexer<MemoryKv> {
+pub(crate) fn replay(watch: &Watch, blocks: &[Vec<u8>], k: u64) -> Indexer<MemoryKv> {
     let ix = Indexer::new(MemoryKv::new(), watch.clone(), k);
     for b in blocks {
         ix.apply_block(b).expect("applies");
@@ -25,52 +25,73 @@ fn replay(watch: &Watch, blocks: &[Vec<u8>], k: u64) -> Indexer<MemoryKv> {
     ix
 }
 
-fn all(ix: &Indexer<MemoryKv>) -> Vec<(Vec<u8>, Vec<u8>)> {
+pub(crate) fn all<S: Kv>(ix: &Indexer<S>) -> Vec<(Vec<u8>, Vec<u8>)> {
     ix.kv().scan_prefix(b"").expect("scan")
+}
+
+/// The rollback ops strategy: each op applies `n` more blocks (or as many as are left), then
+/// rolls back `depth` blocks.
+pub(crate) fn ops() -> impl Strategy<Value = Vec<(usize, u64)>> {
+    prop::collection::vec((1usize..6, 1u64..=10), 1..12)
+}
+
+/// Runs `ops` on `ix` (empty), then the rest of the chain, and compares the store with a
+/// fresh replay. Like a node's immutable tip, the undo window is counted from the highest
+/// block ever applied: a rollback past it is refused and changes nothing.
+pub(crate) fn rollback_equals_replay_on<S: Kv>(
+    ix: &Indexer<S>,
+    ops: Vec<(usize, u64)>,
+) -> Result<(), TestCaseError> {
+    let (watch, blocks) = scenario();
+    let k = 10;
+    let mut height = 0usize;
+    let mut highest = 0usize;
+    for (n, depth) in ops {
+        for b in blocks.iter().skip(height).take(n) {
+            ix.apply_block(b).expect("applies");
+            height += 1;
+        }
+        highest = highest.max(height);
+        let depth = (depth as usize).min(height);
+        let target = height - depth;
+        let point = if target == 0 {
+            None
+        } else {
+            let tip = replay(watch, &blocks[..target], k)
+                .tip()
+                .expect("tip")
+                .expect("some");
+            Some((tip.slot, tip.hash))
+        };
+        if target + (k as usize) < highest {
+            let before = all(ix);
+            let refused = ix.roll_back_to(point);
+            prop_assert!(
+                matches!(refused, Err(Error::RollbackTooDeep { .. })),
+                "{refused:?}"
+            );
+            prop_assert_eq!(all(ix), before);
+            continue;
+        }
+        ix.roll_back_to(point).expect("rollback within k");
+        height = target;
+    }
+    for b in blocks.iter().skip(height) {
+        ix.apply_block(b).expect("applies");
+    }
+    let fresh = replay(watch, blocks, k);
+    prop_assert_eq!(all(ix), all(&fresh));
+    Ok(())
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
-    /// `ops`: each op applies `n` more blocks (or as many as are left), then rolls back
-    /// `depth` blocks. Like a node's immutable tip, the undo window is counted from the
-    /// highest block ever applied: a rollback past it is refused and changes nothing.
+    /// After any interleaving of blocks and rollbacks the store equals a fresh replay.
     #[test]
-    fn rollback_equals_replay(ops in prop::collection::vec((1usize..6, 1u64..=10), 1..12)) {
-        let (watch, blocks) = scenario();
-        let k = 10;
-        let ix = Indexer::new(MemoryKv::new(), watch.clone(), k);
-        let mut height = 0usize;
-        let mut highest = 0usize;
-        for (n, depth) in ops {
-            for b in blocks.iter().skip(height).take(n) {
-                ix.apply_block(b).expect("applies");
-                height += 1;
-            }
-            highest = highest.max(height);
-            let depth = (depth as usize).min(height);
-            let target = height - depth;
-            let point = if target == 0 {
-                None
-            } else {
-                let tip = replay(watch, &blocks[..target], k).tip().expect("tip").expect("some");
-                Some((tip.slot, tip.hash))
-            };
-            if target + (k as usize) < highest {
-                let before = all(&ix);
-                let refused = ix.roll_back_to(point);
-                prop_assert!(matches!(refused, Err(Error::RollbackTooDeep { .. })), "{refused:?}");
-                prop_assert_eq!(all(&ix), before);
-                continue;
-            }
-            ix.roll_back_to(point).expect("rollback within k");
-            height = target;
-        }
-        for b in blocks.iter().skip(height) {
-            ix.apply_block(b).expect("applies");
-        }
-        let fresh = replay(watch, blocks, k);
-        prop_assert_eq!(all(&ix), all(&fresh));
+    fn rollback_equals_replay(ops in ops()) {
+        let (watch, _) = scenario();
+        rollback_equals_replay_on(&Indexer::new(MemoryKv::new(), watch.clone(), 10), ops)?;
     }
 }
 

@@ -1,11 +1,12 @@
-//! One conformance suite for both stores, and the sled store across reopen.
+//! One conformance suite for every store, and the sled store across reopen (PostgreSQL's:
+//! `postgres.rs`).
 
 use ganglion_indexer::Indexer;
 use ganglion_indexer::store::{Kv, MemoryKv, SledKv};
 
 use crate::scenario::run;
 
-fn conformance(kv: &dyn Kv) {
+pub(crate) fn conformance(kv: &dyn Kv) {
     assert_eq!(kv.get(b"a").expect("get"), None);
     kv.commit(vec![
         (b"a/1".to_vec(), Some(b"one".to_vec())),
@@ -44,27 +45,23 @@ fn sled_store_conforms() {
     conformance(&SledKv::open(dir.path()).expect("open"));
 }
 
-#[test]
-fn sled_and_memory_indexers_agree_and_sled_resumes_after_reopen() {
+/// Applies half the scenario into the store `open` returns, drops it, reopens it, applies the
+/// rest, and compares everything with the in-memory spec.
+pub(crate) fn agrees_with_memory_across_reopen<S: Kv>(open: impl Fn() -> S) {
     let r = run();
     let mem = Indexer::new(MemoryKv::new(), r.watch.clone(), 10);
     for b in &r.blocks {
         mem.apply_block(b).expect("applies");
     }
-    let dir = tempfile::tempdir().expect("tempdir");
     let half = r.blocks.len() / 2;
     {
-        let ix = Indexer::new(SledKv::open(dir.path()).expect("open"), r.watch.clone(), 10);
+        let ix = Indexer::new(open(), r.watch.clone(), 10);
         for b in &r.blocks[..half] {
             ix.apply_block(b).expect("applies");
         }
         ix.flush().expect("flush");
     }
-    let ix = Indexer::new(
-        SledKv::open(dir.path()).expect("reopen"),
-        r.watch.clone(),
-        10,
-    );
+    let ix = Indexer::new(open(), r.watch.clone(), 10);
     let tip = ix.tip().expect("tip").expect("cursor survived");
     assert_eq!(tip.height, half as u64);
     for b in &r.blocks[half..] {
@@ -74,4 +71,10 @@ fn sled_and_memory_indexers_agree_and_sled_resumes_after_reopen() {
         ix.kv().scan_prefix(b"").expect("scan"),
         mem.kv().scan_prefix(b"").expect("scan")
     );
+}
+
+#[test]
+fn sled_and_memory_indexers_agree_and_sled_resumes_after_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    agrees_with_memory_across_reopen(|| SledKv::open(dir.path()).expect("open"));
 }

@@ -180,6 +180,36 @@ pub struct ConsoleSection {
     pub listen: Option<std::net::SocketAddr>,
 }
 
+/// `[indexer]`: where the node keeps its chain index, and whether it serves the index's
+/// read API ([`ganglion_indexer::http`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IndexerSection {
+    /// `"sled"` (the default: `indexer.sled/` in the data directory) or a PostgreSQL URL
+    /// (`postgres://user@host/db`; the node is its one writer, `ganglion-indexer serve`
+    /// processes can read it beside the node).
+    pub store: Option<String>,
+    /// Listen address of the index's read API (`GET /jobs/{id}`, `/providers/{key}`, …, in
+    /// Blockfrost's conventions); `None` = not served. Read-only, no token.
+    pub listen: Option<std::net::SocketAddr>,
+}
+
+impl IndexerSection {
+    /// The store this section names, `data_sled` when it names none or `"sled"`.
+    ///
+    /// # Errors
+    /// A value that is neither `"sled"`, a folder nor a `postgres://` URL.
+    pub fn store_spec(
+        &self,
+        data_sled: std::path::PathBuf,
+    ) -> Result<ganglion_indexer::store::StoreSpec, ganglion_indexer::Error> {
+        match self.store.as_deref().map(str::trim) {
+            None | Some("sled") => Ok(ganglion_indexer::store::StoreSpec::Sled(data_sled)),
+            Some(other) => other.parse(),
+        }
+    }
+}
+
 /// `[storage]`: where a provider fetches a job's content besides the orchestrator's node.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -232,6 +262,9 @@ confirmation_depth = 0
 listen = "127.0.0.1:0"
 [console]
 listen = "127.0.0.1:0"
+[indexer]
+store = "postgres://ix@db.example/ix"
+listen = "127.0.0.1:0"
 "#,
         )
         .expect("parses");
@@ -249,6 +282,29 @@ listen = "127.0.0.1:0"
             "metrics are off by default"
         );
         assert_eq!(s.console.listen.map(|a| a.port()), Some(0));
+        let sled = std::path::PathBuf::from("/data/indexer.sled");
+        assert_eq!(
+            s.indexer.store_spec(sled.clone()).ok(),
+            Some(ganglion_indexer::store::StoreSpec::Postgres(
+                "postgres://ix@db.example/ix".into()
+            ))
+        );
+        assert_eq!(
+            Settings::from_toml("")
+                .expect("empty")
+                .indexer
+                .store_spec(sled.clone())
+                .ok(),
+            Some(ganglion_indexer::store::StoreSpec::Sled(sled)),
+            "sled in the data directory by default"
+        );
+        let e = Settings::from_toml("[indexer]\nstore = \"mysql://db\"")
+            .expect_err("refused at load")
+            .to_string();
+        assert!(
+            e.contains("indexer.store") && e.contains("postgres://"),
+            "{e}"
+        );
         assert_eq!(
             Settings::from_toml("").expect("empty").console.listen,
             None,

@@ -129,6 +129,15 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
+    /// The index's read API could not bind its `[indexer] listen` address.
+    #[error("the index's read API {addr}: {source}")]
+    IndexerApi {
+        /// The configured address.
+        addr: std::net::SocketAddr,
+        /// The bind error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The web console could not bind its `[console] listen` address.
     #[error("web console {addr}: {source}")]
     Console {

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ganglion_indexer::follow::Source;
-use ganglion_indexer::store::SledKv;
+use ganglion_indexer::store::Store;
 use ganglion_indexer::sync::{self, SyncConfig};
 use ganglion_indexer::{Indexer, Watch};
 use ganglion_storage::bitswap::BitswapStore;
@@ -73,6 +73,9 @@ pub struct NodeInfo {
     /// The web console's address (`http://<addr>/`), when `[console] listen` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub console: Option<std::net::SocketAddr>,
+    /// The index's read API (`http://<addr>/jobs`), when `[indexer] listen` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub indexer_api: Option<std::net::SocketAddr>,
 }
 
 impl NodeInfo {
@@ -225,11 +228,11 @@ async fn run_on(
     let (env, deployment) = chain::resolve(&settings, &preset, &endpoint).await?;
     let watch = Watch::v2(deployment.script.hash, deployment.params.clone())
         .with_slot_config(env.slot_config);
-    let indexer = Arc::new(Indexer::new(
-        SledKv::open(&dir.indexer_db())?,
-        watch,
-        preset.security_param,
-    ));
+    let spec = settings.indexer.store_spec(dir.indexer_db())?;
+    tracing::info!(store = %spec, "chain index");
+    // Blocks briefly (opening sled, or connecting and migrating), as opening sled always did.
+    let store = Store::open(&spec)?;
+    let indexer = Arc::new(Indexer::new(store, watch, preset.security_param));
     let follow = CancellationToken::new();
     let source = match &endpoint {
         N2cEndpoint::Tcp(addr) => Source::N2cTcp {
@@ -276,7 +279,7 @@ struct RunParts<'a> {
     payment: PaymentKey,
     attest: ed25519_dalek::SigningKey,
     libp2p_key: libp2p::identity::Keypair,
-    indexer: Arc<Indexer<SledKv>>,
+    indexer: Arc<Indexer<Store>>,
     shutdown: CancellationToken,
     tasks: &'a mut Supervisor,
 }
@@ -631,6 +634,25 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         }
         None => None,
     };
+    let indexer_api = match r.settings.indexer.listen {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| DaemonError::IndexerApi { addr, source })?;
+            let addr = listener
+                .local_addr()
+                .map_err(|source| DaemonError::IndexerApi { addr, source })?;
+            tracing::info!(%addr, "the index's read API at http://{addr}/jobs");
+            let (indexer, stop) = (r.indexer.clone(), http_stop.clone());
+            r.tasks.spawn("indexer-api", async move {
+                ganglion_indexer::http::serve(listener, indexer, stop)
+                    .await
+                    .map_err(|e| e.to_string())
+            });
+            Some(addr)
+        }
+        None => None,
+    };
     let info = NodeInfo {
         pid: std::process::id(),
         peer_id: peer.to_string(),
@@ -640,6 +662,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         bond: bond_ref.map(|b| format!("{}#{}", hex::encode(b.tx_hash), b.index)),
         metrics,
         console,
+        indexer_api,
     };
     info.write(r.dir.root())?;
     tracing::info!(rpc = %rpc.addr, p2p = ?info.p2p, provider = info.bond.is_some(), "node running");

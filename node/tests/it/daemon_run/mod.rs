@@ -109,7 +109,17 @@ fn config(
 /// Writes `node`'s config, spawns `ganglion node run` on it and waits for its `node.json`.
 /// On failure the panic message carries the node's log.
 fn start(kids: &mut Children, node: &DevnetNode, name: &str) -> NodeInfo {
+    start_with(kids, node, name, "")
+}
+
+/// [`start`] with `extra` TOML appended to the node's config.
+fn start_with(kids: &mut Children, node: &DevnetNode, name: &str, extra: &str) -> NodeInfo {
     let cfg = node.write().expect("config written");
+    if !extra.is_empty() {
+        let mut text = std::fs::read_to_string(&cfg).expect("config");
+        text.push_str(extra);
+        std::fs::write(&cfg, text).expect("config");
+    }
     let log = node.data_dir.with_extension("log");
     let t0 = std::time::Instant::now();
     let mut child = devnet::spawn(ganglion(), &cfg, &log).expect("spawns");
@@ -220,10 +230,19 @@ struct Network {
     /// Each provider's config and devnet key seed.
     providers: Vec<(DevnetNode, u32)>,
     rpc: HttpClient,
+    /// The PostgreSQL server of the orchestrator's index, when it keeps it there.
+    _postgres: Option<ganglion_testnet::postgres::Cluster>,
 }
 
 impl Network {
     async fn start() -> Self {
+        Self::start_with(None).await
+    }
+
+    /// [`Self::start`]; with `postgres`, the orchestrator keeps its index in a new database
+    /// of that server (`[indexer] store`) and serves the index's read API (`[indexer]
+    /// listen`, its address in `node.json`).
+    async fn start_with(postgres: Option<ganglion_testnet::postgres::Cluster>) -> Self {
         let chain = Chain::start().await;
         let root = chain.dir.path().to_path_buf();
         let _ = support::probe_image();
@@ -240,7 +259,15 @@ impl Network {
         assert_ne!(reference, chain.deployment.reference.reference);
 
         let orch_node = config(&chain, reference, root.join("orch"), 0, vec![]);
-        let orch = start(&mut kids, &orch_node, "orchestrator");
+        let extra = match &postgres {
+            Some(pg) => format!(
+                "[indexer]\nstore = \"{}\"\nlisten = \"127.0.0.1:0\"\n",
+                pg.create_database()
+                    .expect("a database for the orchestrator's index")
+            ),
+            None => String::new(),
+        };
+        let orch = start_with(&mut kids, &orch_node, "orchestrator", &extra);
         assert!(orch.bond.is_none(), "an orchestrator posts no bond");
         assert!(!orch.p2p.is_empty());
 
@@ -272,6 +299,7 @@ impl Network {
             orch_node,
             providers,
             rpc,
+            _postgres: postgres,
         }
     }
 
@@ -436,7 +464,10 @@ fn containers_named(prefix: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc() {
-    let mut net = Network::start().await;
+    // The orchestrator keeps its index in PostgreSQL and serves the index's read API.
+    let postgres = ganglion_testnet::postgres::Cluster::start()
+        .unwrap_or_else(|e| panic!("a throwaway PostgreSQL server: {e}"));
+    let mut net = Network::start_with(Some(postgres)).await;
     // Bonds are posted, so balances from here on change only by the job's payments.
     let before = net.ntx();
     let t0 = std::time::Instant::now();
@@ -469,7 +500,12 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
         ["lock", "assign"],
         "one transaction each; the providers claim their pay themselves"
     );
-    for ((after, before), (_, seed)) in net.ntx().into_iter().zip(before).zip(&net.providers) {
+    for ((after, before), (_, seed)) in net
+        .ntx()
+        .into_iter()
+        .zip(before.clone())
+        .zip(&net.providers)
+    {
         assert!(
             after > before,
             "provider {seed} was not paid: {before} → {after}\n{}",
@@ -522,6 +558,26 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
     assert!(provided >= 1.0, "the provider's record of the job");
     let (status, _, _) = metrics::get(pa.metrics.expect("address"), "/").await;
     assert_eq!(status, 404);
+
+    // The index's read API (the orchestrator's index is in PostgreSQL): the job is claimed,
+    // and what it says each provider was paid is what their balances rose by.
+    let api = net
+        .orch
+        .indexer_api
+        .expect("the index's read API address in node.json");
+    let (status, _, body) = metrics::get(api, &format!("/jobs/{id}")).await;
+    assert_eq!(status, 200, "{body}");
+    let view: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(view["status"], "Claimed", "{view}");
+    let rose: u64 = net
+        .ntx()
+        .iter()
+        .zip(&before)
+        .map(|(after, before)| after - before)
+        .sum();
+    assert_eq!(view["paid"], rose.to_string(), "{view}");
+    let (status, _, body) = metrics::get(api, "/jobs/zz").await;
+    assert_eq!(status, 400, "{body}");
 
     // The CLI against the running orchestrator (JSON-RPC through node.json and the cookie):
     // `audit verify` passes every check, fetching results and logs from the providers.

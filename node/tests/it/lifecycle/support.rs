@@ -921,6 +921,7 @@ pub(crate) fn write_node_json(data: &Path, rpc: std::net::SocketAddr, key_hash: 
         bond: None,
         metrics: None,
         console: None,
+        indexer_api: None,
     };
     std::fs::write(
         data.join(ganglion_node::daemon::node::NODE_INFO),

@@ -1,0 +1,267 @@
+//! The read API over HTTP (`ganglion-indexer serve`), in Blockfrost's conventions: JSON
+//! bodies, amounts as strings, `?count=&page=&order=` paging, and errors as
+//! `{"status_code", "error", "message"}` (Blockfrost's error object) — bad input is a 4xx,
+//! never a 5xx or a panic.
+//!
+//! | route | answers |
+//! |---|---|
+//! | `GET /health` | `{"is_healthy": true}` when the store answers |
+//! | `GET /tip` | the last block the follower committed: `{slot, hash, height}` |
+//! | `GET /jobs?status=&count=&page=&order=` | jobs (id, orchestrator, status, GPUs, budget, paid), by job id |
+//! | `GET /jobs/{id}` | a job: its plan (assignments), claims, payments, history, confirmations |
+//! | `GET /providers/{key}` | a provider (28-byte key hash, hex): bonds, jobs, earnings, defaults, slashes |
+//!
+//! Every answer is read from the store as of the last commit: any number of `serve`
+//! processes can answer beside one follower ([`crate::Indexer::reader`]).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::v2::datum::JobId;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::Indexer;
+use crate::store::Kv;
+use crate::view::{JobStatus, JobView};
+
+/// Blockfrost's largest page size.
+pub const MAX_COUNT: u32 = 100;
+/// Blockfrost's largest page number.
+pub const MAX_PAGE: u32 = 21_474_836;
+/// Confirmations after which an answer is final (`tentative: false`), blocks.
+const DEPTH: u64 = 6;
+
+/// Blockfrost's error object.
+#[derive(Debug, Serialize)]
+struct ApiError {
+    status_code: u16,
+    error: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status_code: status.as_u16(),
+            error: status.canonical_reason().unwrap_or("Error"),
+            message: message.into(),
+        }
+    }
+
+    fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.status_code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, axum::Json(self)).into_response()
+    }
+}
+
+type Answer = Result<axum::Json<Value>, ApiError>;
+
+/// The routes over `indexer`.
+pub fn router<S: Kv + 'static>(indexer: Arc<Indexer<S>>) -> Router {
+    Router::new()
+        .route("/health", get(health::<S>))
+        .route("/tip", get(tip::<S>))
+        .route("/jobs", get(jobs::<S>))
+        .route("/jobs/{id}", get(job::<S>))
+        .route("/providers/{key}", get(provider::<S>))
+        .fallback(|| async { ApiError::not_found("The requested component has not been found.") })
+        .with_state(indexer)
+}
+
+/// Serves [`router`] on `listener` until `stop` is cancelled.
+///
+/// # Errors
+/// Accept errors of the listener.
+pub async fn serve<S: Kv + 'static>(
+    listener: tokio::net::TcpListener,
+    indexer: Arc<Indexer<S>>,
+    stop: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(indexer))
+        .with_graceful_shutdown(stop.cancelled_owned())
+        .await
+}
+
+/// Runs a store read off the async workers (the stores block).
+async fn read<S: Kv + 'static, T: Send + 'static>(
+    ix: Arc<Indexer<S>>,
+    f: impl FnOnce(&Indexer<S>) -> crate::Result<T> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(move || f(&ix))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+        .map_err(|e| {
+            tracing::warn!(error = %e, "indexer read failed");
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the index is unavailable: {e}"),
+            )
+        })
+}
+
+fn to_json<T: Serialize>(v: &T) -> Answer {
+    serde_json::to_value(v)
+        .map(axum::Json)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+async fn health<S: Kv + 'static>(State(ix): State<Arc<Indexer<S>>>) -> Answer {
+    read(ix, |ix| ix.tip()).await?;
+    Ok(axum::Json(json!({ "is_healthy": true })))
+}
+
+async fn tip<S: Kv + 'static>(State(ix): State<Arc<Indexer<S>>>) -> Answer {
+    match read(ix, |ix| ix.tip()).await? {
+        Some(p) => to_json(&p),
+        None => Err(ApiError::not_found("no block has been indexed yet")),
+    }
+}
+
+/// Blockfrost's paging parameters.
+#[derive(Debug, Deserialize)]
+struct Paging {
+    count: Option<u32>,
+    page: Option<u32>,
+    order: Option<String>,
+    status: Option<String>,
+}
+
+impl Paging {
+    /// `(skip, take, descending)`.
+    fn window(&self) -> Result<(usize, usize, bool), ApiError> {
+        let count = self.count.unwrap_or(MAX_COUNT);
+        if !(1..=MAX_COUNT).contains(&count) {
+            return Err(ApiError::bad_request(format!(
+                "count must be between 1 and {MAX_COUNT}"
+            )));
+        }
+        let page = self.page.unwrap_or(1);
+        if !(1..=MAX_PAGE).contains(&page) {
+            return Err(ApiError::bad_request(format!(
+                "page must be between 1 and {MAX_PAGE}"
+            )));
+        }
+        let desc = match self.order.as_deref() {
+            None | Some("asc") => false,
+            Some("desc") => true,
+            Some(o) => {
+                return Err(ApiError::bad_request(format!(
+                    "order must be asc or desc, not {o:?}"
+                )));
+            }
+        };
+        Ok(((page as usize - 1) * count as usize, count as usize, desc))
+    }
+}
+
+fn status_named(s: &str) -> Option<JobStatus> {
+    serde_json::from_value(Value::String(s.to_owned())).ok()
+}
+
+fn summary(v: &JobView) -> Value {
+    json!({
+        "job_id": v.job_id.to_string(),
+        "orchestrator": hex::encode(v.orchestrator),
+        "status": v.status,
+        "gpus": v.gpus,
+        "budget": v.budget.to_string(),
+        "paid": v.paid().to_string(),
+        "providers": v.assignments.iter().map(|a| hex::encode(a.provider)).collect::<Vec<_>>(),
+    })
+}
+
+async fn jobs<S: Kv + 'static>(
+    State(ix): State<Arc<Indexer<S>>>,
+    query: Result<Query<Paging>, QueryRejection>,
+) -> Answer {
+    let Query(paging) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let (skip, take, desc) = paging.window()?;
+    let status = match paging.status.as_deref() {
+        None => None,
+        Some(s) => Some(status_named(s).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "status must be one of Locked, Assigned, Claiming, Claimed, Cancelled, Expired; not {s:?}"
+            ))
+        })?),
+    };
+    let mut views = read(ix, move |ix| match status {
+        Some(s) => ix.jobs_by_status(s),
+        None => ix.jobs(),
+    })
+    .await?;
+    if desc {
+        views.reverse();
+    }
+    let page: Vec<Value> = views.iter().skip(skip).take(take).map(summary).collect();
+    Ok(axum::Json(Value::Array(page)))
+}
+
+fn job_id(s: &str) -> Result<JobId, ApiError> {
+    hex::decode(s)
+        .ok()
+        .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        .map(JobId)
+        .ok_or_else(|| ApiError::bad_request(format!("{s:?} is not a job id (32 bytes, hex)")))
+}
+
+fn key_hash(s: &str) -> Result<KeyHash, ApiError> {
+    hex::decode(s)
+        .ok()
+        .and_then(|b| KeyHash::try_from(b).ok())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!("{s:?} is not a provider key hash (28 bytes, hex)"))
+        })
+}
+
+async fn job<S: Kv + 'static>(State(ix): State<Arc<Indexer<S>>>, Path(id): Path<String>) -> Answer {
+    let id = job_id(&id)?;
+    match read(ix, move |ix| ix.job(&id, DEPTH)).await? {
+        Some(c) => {
+            let mut v = to_json(&c.value)?.0;
+            if let Value::Object(m) = &mut v {
+                m.insert("paid".into(), Value::String(c.value.paid().to_string()));
+                m.insert("confirmations".into(), json!(c.confirmations));
+                m.insert("tentative".into(), json!(c.tentative));
+            }
+            Ok(axum::Json(v))
+        }
+        None => Err(ApiError::not_found(format!(
+            "job {id} is not on this chain"
+        ))),
+    }
+}
+
+async fn provider<S: Kv + 'static>(
+    State(ix): State<Arc<Indexer<S>>>,
+    Path(key): Path<String>,
+) -> Answer {
+    let key = key_hash(&key)?;
+    let summary = read(ix, move |ix| ix.provider(&key)).await?;
+    let mut v = to_json(&summary)?.0;
+    if let Value::Object(m) = &mut v {
+        m.insert(
+            "earnings".into(),
+            Value::String(summary.earnings.to_string()),
+        );
+        m.insert("slashed".into(), Value::String(summary.slashed.to_string()));
+    }
+    Ok(axum::Json(v))
+}
