@@ -355,14 +355,12 @@ impl<S: Kv> Indexer<S> {
             }
         }
         // Undo record: the previous value of every key this block writes.
-        let mut restore = Vec::with_capacity(p.writes.len());
-        for key in p.writes.keys() {
-            let old = self
-                .store
-                .get(key)?
-                .map(|v| utf8("undo value", v))
-                .transpose()?;
-            restore.push((utf8("undo key", key.clone())?, old));
+        let keys: Vec<Vec<u8>> = p.writes.keys().cloned().collect();
+        let olds = self.store.get_many(&keys)?;
+        let mut restore = Vec::with_capacity(keys.len());
+        for (key, old) in keys.into_iter().zip(olds) {
+            let old = old.map(|v| utf8("undo value", v)).transpose()?;
+            restore.push((utf8("undo key", key)?, old));
         }
         let undo = UndoRecord {
             point,

@@ -81,6 +81,10 @@ pub enum Error {
         value: u64,
     },
 
+    /// Rows built for one SQL table disagree in their columns (a bug in the row builders).
+    #[error("rows for table {0} disagree in their columns")]
+    RowShape(&'static str),
+
     /// A store location that is neither a folder nor a `postgres://` URL.
     #[error("store {0:?}: expected a folder (sled) or a postgres:// URL")]
     StoreSpec(String),

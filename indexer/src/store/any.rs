@@ -101,6 +101,10 @@ impl Kv for Store {
         self.kv().get(key)
     }
 
+    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.kv().get_many(keys)
+    }
+
     fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.kv().scan_prefix(prefix)
     }

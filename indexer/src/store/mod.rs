@@ -42,6 +42,14 @@ pub trait Kv: Send + Sync {
     /// Store I/O errors.
     fn range(&self, from: &[u8], to: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
 
+    /// The values at `keys`, in order (one round trip where the store has them).
+    ///
+    /// # Errors
+    /// Store I/O errors.
+    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
+
     /// Applies all writes atomically: after a crash either all or none are visible.
     ///
     /// # Errors

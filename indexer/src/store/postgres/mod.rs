@@ -12,10 +12,8 @@ mod tables;
 
 use std::time::Duration;
 
-use postgres::types::ToSql;
-
 use self::conn::{Conn, Pool, Role};
-use self::tables::{Table, Val};
+use self::tables::{Batch, Table};
 use super::{Kv, Write};
 use crate::error::{Error, Result};
 
@@ -137,34 +135,67 @@ impl Kv for PgKv {
     }
 
     fn commit(&self, writes: Vec<Write>) -> Result<()> {
-        // Rows are built before the transaction starts: a value that does not parse fails
-        // the commit with nothing sent.
-        let mut ops = Vec::with_capacity(writes.len());
+        // Everything is built before the transaction starts (a value that does not parse
+        // fails the commit with nothing sent): per table, the keys to delete — every key
+        // written, since a put replaces its row and what was derived from it (cascade) — and
+        // the rows to insert, column by column. Then one statement per table and step.
+        let mut deletes: Vec<(Table, Vec<Vec<u8>>)> = Vec::new();
+        let mut rows = Vec::new();
         for (key, value) in writes {
             let table = Table::of(&key);
-            ops.push(match value {
-                Some(v) => Op::Put(table, key.clone(), tables::rows(table, &key, &v)?),
-                None => Op::Delete(table, key),
-            });
+            if let Some(v) = &value {
+                rows.extend(tables::rows(table, &key, v)?);
+            }
+            match deletes.iter_mut().find(|(t, _)| *t == table) {
+                Some((_, keys)) => keys.push(key),
+                None => deletes.push((table, vec![key])),
+            }
         }
+        let batches = Batch::group(rows)?;
         self.writer()?.run(move |conn| {
             let (client, statements) = conn.parts();
             let mut tx = client.transaction()?;
-            for op in ops {
-                match op {
-                    Op::Delete(table, key) => delete(statements, &mut tx, table, key)?,
-                    Op::Put(table, key, rows) => {
-                        // Replacing a row replaces what was derived from it too (cascade).
-                        delete(statements, &mut tx, table, key)?;
-                        for row in rows {
-                            insert(statements, &mut tx, row)?;
-                        }
-                    }
-                }
+            for (table, keys) in &deletes {
+                let sql = format!("DELETE FROM {} WHERE k = ANY($1::bytea[])", table.name());
+                let stmt = Conn::prepare(statements, &mut tx, &sql)?;
+                tx.execute(&stmt, &[keys])?;
+            }
+            for batch in &batches {
+                let stmt = Conn::prepare(statements, &mut tx, &batch.sql())?;
+                tx.execute(&stmt, &batch.params())?;
             }
             tx.commit()?;
             Ok(())
         })
+    }
+
+    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        // One query per table: `k = ANY($1)`.
+        let mut by_table: Vec<(Table, Vec<Vec<u8>>)> = Vec::new();
+        for key in keys {
+            let table = Table::of(key);
+            match by_table.iter_mut().find(|(t, _)| *t == table) {
+                Some((_, ks)) => ks.push(key.clone()),
+                None => by_table.push((table, vec![key.clone()])),
+            }
+        }
+        let found = self.readers.run(move |conn| {
+            let (client, statements) = conn.parts();
+            let mut found = std::collections::HashMap::new();
+            for (table, keys) in &by_table {
+                let sql = format!(
+                    "SELECT k, {} FROM {} WHERE k = ANY($1::bytea[])",
+                    table.body_bytes(),
+                    table.name()
+                );
+                let stmt = Conn::prepare(statements, client, &sql)?;
+                for row in client.query(&stmt, &[keys])? {
+                    found.insert(row.get::<_, Vec<u8>>(0), row.get::<_, Vec<u8>>(1));
+                }
+            }
+            Ok(found)
+        })?;
+        Ok(keys.iter().map(|k| found.get(k).cloned()).collect())
     }
 
     fn flush(&self) -> Result<()> {
@@ -180,50 +211,4 @@ impl Kv for PgKv {
             Ok(())
         })
     }
-}
-
-enum Op {
-    Put(Table, Vec<u8>, Vec<tables::Row>),
-    Delete(Table, Vec<u8>),
-}
-
-fn delete(
-    statements: &mut std::collections::HashMap<String, postgres::Statement>,
-    tx: &mut postgres::Transaction<'_>,
-    table: Table,
-    key: Vec<u8>,
-) -> Result<()> {
-    let sql = format!("DELETE FROM {} WHERE k = $1", table.name());
-    let stmt = Conn::prepare(statements, tx, &sql)?;
-    tx.execute(&stmt, &[&key])?;
-    Ok(())
-}
-
-fn insert(
-    statements: &mut std::collections::HashMap<String, postgres::Statement>,
-    tx: &mut postgres::Transaction<'_>,
-    row: tables::Row,
-) -> Result<()> {
-    let names: Vec<&str> = row.cols.iter().map(|(n, _)| *n).collect();
-    let placeholders: Vec<String> = row
-        .cols
-        .iter()
-        .enumerate()
-        .map(|(i, (_, v))| v.placeholder(i + 1))
-        .collect();
-    let sql = format!(
-        "INSERT INTO {} ({}) VALUES ({})",
-        row.table,
-        names.join(", "),
-        placeholders.join(", ")
-    );
-    let stmt = Conn::prepare(statements, tx, &sql)?;
-    let params: Vec<Box<dyn ToSql + Sync + Send>> =
-        row.cols.iter().map(|(_, v): &(_, Val)| v.param()).collect();
-    let refs: Vec<&(dyn ToSql + Sync)> = params
-        .iter()
-        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
-        .collect();
-    tx.execute(&stmt, &refs)?;
-    Ok(())
 }

@@ -112,7 +112,7 @@ pub(super) fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
-/// A column value, with the cast its placeholder needs.
+/// A column value of one row (gathered into a [`Column`] per table by [`Batch::group`]).
 pub(super) enum Val {
     Bytes(Vec<u8>),
     OptBytes(Option<Vec<u8>>),
@@ -127,28 +127,134 @@ pub(super) enum Val {
     Bool(bool),
 }
 
-impl Val {
-    pub(super) fn placeholder(&self, n: usize) -> String {
-        match self {
-            Val::Num(_) | Val::OptNum(_) => format!("${n}::text::numeric"),
-            Val::Json(_) => format!("${n}::text::json"),
-            _ => format!("${n}"),
+/// The values of one column across a batch of rows, as one array parameter.
+enum Column {
+    Bytes(Vec<Vec<u8>>),
+    OptBytes(Vec<Option<Vec<u8>>>),
+    Int(Vec<i64>),
+    /// Amounts as text, cast to `numeric` in SQL.
+    Num(Vec<Option<String>>),
+    /// JSON text, cast to `json` in SQL.
+    Json(Vec<String>),
+    Text(Vec<String>),
+    Bool(Vec<bool>),
+}
+
+impl Column {
+    fn of(v: &Val) -> Self {
+        match v {
+            Val::Bytes(_) => Column::Bytes(Vec::new()),
+            Val::OptBytes(_) => Column::OptBytes(Vec::new()),
+            Val::Int(_) => Column::Int(Vec::new()),
+            Val::Num(_) | Val::OptNum(_) => Column::Num(Vec::new()),
+            Val::Json(_) => Column::Json(Vec::new()),
+            Val::Text(_) => Column::Text(Vec::new()),
+            Val::Bool(_) => Column::Bool(Vec::new()),
         }
     }
 
-    pub(super) fn param(&self) -> Box<dyn ToSql + Sync + Send> {
+    /// Appends `v`; `false` when it is not of this column's kind.
+    fn push(&mut self, v: Val) -> bool {
+        match (self, v) {
+            (Column::Bytes(c), Val::Bytes(b)) => c.push(b),
+            (Column::OptBytes(c), Val::OptBytes(b)) => c.push(b),
+            (Column::Int(c), Val::Int(i)) => c.push(i),
+            (Column::Num(c), Val::Num(n)) => c.push(Some(n.to_string())),
+            (Column::Num(c), Val::OptNum(n)) => c.push(n.map(|n| n.to_string())),
+            (Column::Json(c), Val::Json(j)) => c.push(j),
+            (Column::Text(c), Val::Text(t)) => c.push(t.to_owned()),
+            (Column::Bool(c), Val::Bool(b)) => c.push(b),
+            _ => return false,
+        }
+        true
+    }
+
+    /// The array placeholder with its casts.
+    fn placeholder(&self, n: usize) -> String {
         match self {
-            Val::Bytes(b) => Box::new(b.clone()),
-            Val::OptBytes(b) => Box::new(b.clone()),
-            Val::Int(i) => Box::new(*i),
-            Val::Num(n) => Box::new(n.to_string()),
-            Val::OptNum(n) => Box::new(n.map(|n| n.to_string())),
-            Val::Json(s) => Box::new(s.clone()),
-            Val::Text(s) => Box::new(*s),
-            Val::Bool(b) => Box::new(*b),
+            Column::Bytes(_) | Column::OptBytes(_) => format!("${n}::bytea[]"),
+            Column::Int(_) => format!("${n}::int8[]"),
+            Column::Num(_) => format!("${n}::text[]::numeric[]"),
+            Column::Json(_) => format!("${n}::text[]::json[]"),
+            Column::Text(_) => format!("${n}::text[]"),
+            Column::Bool(_) => format!("${n}::bool[]"),
+        }
+    }
+
+    fn param(&self) -> &(dyn ToSql + Sync) {
+        match self {
+            Column::Bytes(c) => c,
+            Column::OptBytes(c) => c,
+            Column::Int(c) => c,
+            Column::Num(c) => c,
+            Column::Json(c) => c,
+            Column::Text(c) => c,
+            Column::Bool(c) => c,
         }
     }
 }
+
+/// Rows of one table, column by column: inserted with one statement
+/// (`INSERT … SELECT * FROM unnest($1, $2, …)`), prepared once per table.
+pub(super) struct Batch {
+    pub(super) table: &'static str,
+    names: Vec<&'static str>,
+    columns: Vec<Column>,
+}
+
+impl Batch {
+    /// Groups `rows` by table, keeping the order in which tables first appear, the tables
+    /// derived from events (their foreign keys) after the others.
+    pub(super) fn group(rows: Vec<Row>) -> Result<Vec<Batch>> {
+        let mut batches: Vec<Batch> = Vec::new();
+        for row in rows {
+            let i = match batches.iter().position(|b| b.table == row.table) {
+                Some(i) => i,
+                None => {
+                    batches.push(Batch {
+                        table: row.table,
+                        names: row.cols.iter().map(|(n, _)| *n).collect(),
+                        columns: row.cols.iter().map(|(_, v)| Column::of(v)).collect(),
+                    });
+                    batches.len() - 1
+                }
+            };
+            let batch = &mut batches[i];
+            if row.cols.len() != batch.columns.len() {
+                return Err(Error::RowShape(row.table));
+            }
+            for (column, (_, v)) in batch.columns.iter_mut().zip(row.cols) {
+                if !column.push(v) {
+                    return Err(Error::RowShape(row.table));
+                }
+            }
+        }
+        batches.sort_by_key(|b| DERIVED.contains(&b.table));
+        Ok(batches)
+    }
+
+    pub(super) fn sql(&self) -> String {
+        let placeholders: Vec<String> = self
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| c.placeholder(i + 1))
+            .collect();
+        format!(
+            "INSERT INTO {} ({}) SELECT * FROM unnest({})",
+            self.table,
+            self.names.join(", "),
+            placeholders.join(", ")
+        )
+    }
+
+    pub(super) fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.columns.iter().map(Column::param).collect()
+    }
+}
+
+/// Tables whose rows reference `events` (inserted after it).
+const DERIVED: [&str; 4] = ["claims", "receipts", "payments", "slashes"];
 
 /// One row to insert: its table and `(column, value)` pairs.
 pub(super) struct Row {
