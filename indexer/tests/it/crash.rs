@@ -2,8 +2,7 @@
 //! while following a devnet, restarted, killed again; after a final catch-up its store (sled,
 //! or PostgreSQL) equals a fresh replay — no event missing, none duplicated.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use ganglion_indexer::store::{Kv, MemoryKv, PgKv, SledKv};
@@ -11,7 +10,9 @@ use ganglion_indexer::sync::SyncConfig;
 use ganglion_indexer::{Event, Indexer};
 use tokio_util::sync::CancellationToken;
 
-use crate::devnet::{Chain, caught_up, deploy, dev_party, lock_small, spawn_follower};
+use crate::devnet::{
+    Chain, caught_up, deploy, dev_party, lock_small, spawn_follower, spawn_indexer,
+};
 
 /// A small LCG: reproducible kill points from a printed seed.
 fn next(state: &mut u64) -> u64 {
@@ -24,21 +25,7 @@ fn next(state: &mut u64) -> u64 {
 /// Runs the indexer binary until it prints `applied H` with H ≥ `target` (or 10 s pass),
 /// then SIGKILLs it. Returns the last height it reported.
 fn run_and_kill(args: &[String], target: u64) -> u64 {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ganglion-indexer"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("indexer binary starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut child, rx) = spawn_indexer(args, Stdio::null());
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut last = 0;
     while Instant::now() < deadline && last < target {

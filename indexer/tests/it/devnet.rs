@@ -233,3 +233,31 @@ pub(crate) fn spawn_follower<S: Kv + 'static>(
     ));
     (ix, rx, task)
 }
+
+/// Starts the `ganglion-indexer` binary with `args` (stderr to `stderr`); its stdout lines
+/// arrive on the receiver.
+pub(crate) fn spawn_indexer(
+    args: &[impl AsRef<std::ffi::OsStr>],
+    stderr: std::process::Stdio,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ganglion-indexer"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("the indexer binary starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}

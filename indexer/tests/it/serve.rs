@@ -2,8 +2,7 @@
 //! `serve` processes (the binaries) on a devnet; both answer the same queries as the chain
 //! grows, and bad input gets a 4xx in Blockfrost's error shape.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Empty};
@@ -12,7 +11,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
-use crate::devnet::{Chain, deploy, dev_party, lock_small};
+use crate::devnet::{Chain, deploy, dev_party, lock_small, spawn_indexer};
 
 /// A child process killed on drop.
 struct Running(Child);
@@ -25,21 +24,7 @@ impl Drop for Running {
 }
 
 fn indexer(args: &[&str]) -> (Running, std::sync::mpsc::Receiver<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ganglion-indexer"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the indexer binary starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (child, rx) = spawn_indexer(args, Stdio::inherit());
     (Running(child), rx)
 }
 
