@@ -92,7 +92,7 @@ CREATE TABLE payments (
     tx_hash  bytea NOT NULL,
     PRIMARY KEY (event_k, seq)
 );
-CREATE INDEX payments_payee ON payments (payee, slot) WHERE payee IS NOT NULL;
+CREATE INDEX payments_payee ON payments (payee, slot DESC, event_k DESC) WHERE kind = 'pay';
 CREATE INDEX payments_job ON payments (job_id);
 
 -- Bond slashes (a provider's provable default, DESIGN §3).

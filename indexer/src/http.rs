@@ -10,6 +10,7 @@
 //! | `GET /jobs?status=&count=&page=&order=` | jobs (id, orchestrator, status, GPUs, budget, paid), by job id |
 //! | `GET /jobs/{id}` | a job: its plan (assignments), claims, payments, history, confirmations |
 //! | `GET /providers/{key}` | a provider (28-byte key hash, hex): bonds, jobs, earnings, defaults, slashes |
+//! | `GET /providers/{key}/payments?count=&page=` | its pay from claims, newest first: slot, transaction, job, NTX |
 //!
 //! Every answer is read from the store as of the last commit: any number of `serve`
 //! processes can answer beside one follower ([`crate::Indexer::reader`]).
@@ -82,6 +83,7 @@ pub fn router<S: Kv + 'static>(indexer: Arc<Indexer<S>>) -> Router {
         .route("/jobs", get(jobs::<S>))
         .route("/jobs/{id}", get(job::<S>))
         .route("/providers/{key}", get(provider::<S>))
+        .route("/providers/{key}/payments", get(payments::<S>))
         .fallback(|| async { ApiError::not_found("The requested component has not been found.") })
         .with_state(indexer)
 }
@@ -264,4 +266,33 @@ async fn provider<S: Kv + 'static>(
         m.insert("slashed".into(), Value::String(summary.slashed.to_string()));
     }
     Ok(axum::Json(v))
+}
+
+async fn payments<S: Kv + 'static>(
+    State(ix): State<Arc<Indexer<S>>>,
+    Path(key): Path<String>,
+    query: Result<Query<Paging>, QueryRejection>,
+) -> Answer {
+    let key = key_hash(&key)?;
+    let Query(paging) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let (skip, take, desc) = paging.window()?;
+    if !desc && paging.order.is_some() {
+        return Err(ApiError::bad_request(
+            "payments are listed newest first: order=desc or no order",
+        ));
+    }
+    let page = read(ix, move |ix| ix.payments_to(&key, skip, take)).await?;
+    let rows: Vec<Value> = page
+        .iter()
+        .map(|p| {
+            json!({
+                "slot": p.slot,
+                "tx_hash": hex::encode(p.tx_hash),
+                "tx_index": p.tx_index,
+                "job_id": p.job_id.to_string(),
+                "ntx": p.ntx.to_string(),
+            })
+        })
+        .collect();
+    Ok(axum::Json(Value::Array(rows)))
 }

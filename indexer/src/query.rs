@@ -55,6 +55,22 @@ pub struct ProviderSummary {
     pub slashed: u64,
 }
 
+/// One payment to a provider from its claim: where it happened and for which job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentRecord {
+    /// Slot of the claim's block.
+    pub slot: u64,
+    /// The claim transaction.
+    #[serde(with = "hex::serde")]
+    pub tx_hash: [u8; 32],
+    /// Its position in the block.
+    pub tx_index: u32,
+    /// The job.
+    pub job_id: JobId,
+    /// NTX base units paid.
+    pub ntx: u64,
+}
+
 impl<S: Kv> Indexer<S> {
     fn confirm<T>(&self, value: T, height: u64, depth: u64) -> Result<Confirmed<T>> {
         let tip = self.tip()?.map(|t| t.height).unwrap_or(0);
@@ -228,6 +244,53 @@ impl<S: Kv> Indexer<S> {
             defaults,
             slashed,
         })
+    }
+
+    /// Pay to `provider` from its claims, newest first (slot, then position in the block),
+    /// `take` of them after skipping `skip`. A store with an index of payments answers
+    /// directly (PostgreSQL's `payments` table, [`Kv::payments_to`]); otherwise the
+    /// provider's jobs are read.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn payments_to(
+        &self,
+        provider: &KeyHash,
+        skip: usize,
+        take: usize,
+    ) -> Result<Vec<PaymentRecord>> {
+        if let Some(page) = self.kv().payments_to(provider, skip, take)? {
+            return Ok(page);
+        }
+        let mut all: Vec<(u32, PaymentRecord)> = Vec::new();
+        for job in self.jobs_by_provider(provider)? {
+            for r in &job.history {
+                if let Event::JobClaimed {
+                    provider: p,
+                    paid,
+                    job_id,
+                    ..
+                } = &r.event
+                    && p == provider
+                {
+                    let record = PaymentRecord {
+                        slot: r.meta.slot,
+                        tx_hash: r.meta.tx_hash,
+                        tx_index: r.meta.tx_index,
+                        job_id: *job_id,
+                        ntx: *paid,
+                    };
+                    all.push((r.seq, record));
+                }
+            }
+        }
+        all.sort_by(|(sa, a), (sb, b)| (b.slot, b.tx_index, sb).cmp(&(a.slot, a.tx_index, sa)));
+        Ok(all
+            .into_iter()
+            .skip(skip)
+            .take(take)
+            .map(|(_, r)| r)
+            .collect())
     }
 
     /// Events with `from <= slot <= to`, in chain order.

@@ -3,8 +3,11 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use ganglion_contracts::params::KeyHash;
+
 use super::{Kv, PgKv, SledKv, Write};
 use crate::error::{Error, Result};
+use crate::query::PaymentRecord;
 
 /// Where the index lives: `postgres://…` / `postgresql://…` (libpq URL) or a folder (sled).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +114,15 @@ impl Kv for Store {
 
     fn range(&self, from: &[u8], to: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.kv().range(from, to)
+    }
+
+    fn payments_to(
+        &self,
+        payee: &KeyHash,
+        skip: usize,
+        take: usize,
+    ) -> Result<Option<Vec<PaymentRecord>>> {
+        self.kv().payments_to(payee, skip, take)
     }
 
     fn commit(&self, writes: Vec<Write>) -> Result<()> {

@@ -17,7 +17,10 @@ pub use memory::MemoryKv;
 pub use postgres::{PgKv, WRITER_WAIT_S};
 pub use sled::SledKv;
 
+use ganglion_contracts::params::KeyHash;
+
 use crate::error::Result;
+use crate::query::PaymentRecord;
 
 /// A write: `Some(value)` puts, `None` deletes.
 pub type Write = (Vec<u8>, Option<Vec<u8>>);
@@ -48,6 +51,22 @@ pub trait Kv: Send + Sync {
     /// Store I/O errors.
     fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
         keys.iter().map(|k| self.get(k)).collect()
+    }
+
+    /// Pay to `payee` from its claims, newest first (slot, then position in the block),
+    /// `take` after skipping `skip` — when the store keeps an index of payments
+    /// (PostgreSQL's `payments` table). `Ok(None)`: it keeps none, and
+    /// [`crate::Indexer::payments_to`] reads the payee's jobs instead.
+    ///
+    /// # Errors
+    /// Store I/O errors.
+    fn payments_to(
+        &self,
+        _payee: &KeyHash,
+        _skip: usize,
+        _take: usize,
+    ) -> Result<Option<Vec<PaymentRecord>>> {
+        Ok(None)
     }
 
     /// Applies all writes atomically: after a crash either all or none are visible.

@@ -136,6 +136,31 @@ fn typed_tables_agree_with_the_indexer_and_roll_back_with_it() {
         assert_eq!(jobs as usize, summary.jobs.len());
     }
     assert!(slashed_somewhere, "the scenario slashes defaulters");
+
+    // A provider's payment history: the payments index (SQL) answers exactly what reading
+    // the provider's jobs answers, page by page.
+    let spec = replay(&r.watch, &r.blocks, 1_000);
+    let mut paid_somewhere = false;
+    for p in &providers {
+        let indexed = ix.payments_to(p, 0, 100).expect("payments");
+        assert_eq!(indexed, spec.payments_to(p, 0, 100).expect("payments"));
+        assert_eq!(
+            indexed.iter().map(|x| x.ntx).sum::<u64>(),
+            ix.provider(p).expect("provider").earnings
+        );
+        paid_somewhere |= indexed.len() >= 2;
+        assert_eq!(
+            ix.payments_to(p, 1, 1).expect("page"),
+            indexed.iter().skip(1).take(1).cloned().collect::<Vec<_>>()
+        );
+        assert!(
+            indexed
+                .windows(2)
+                .all(|w| (w[0].slot, w[0].tx_index) >= (w[1].slot, w[1].tx_index)),
+            "newest first"
+        );
+    }
+    assert!(paid_somewhere, "a provider paid by two claims");
     let events: i64 = sql
         .query_one("SELECT count(*) FROM events", &[])
         .expect("query")

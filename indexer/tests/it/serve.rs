@@ -113,6 +113,7 @@ async fn two_serve_processes_answer_alike_beside_a_follower() {
             "/jobs".to_owned(),
             "/jobs?order=desc&count=2&page=2".to_owned(),
             format!("/providers/{}", hex::encode(orch.hash)),
+            format!("/providers/{}/payments?count=5", hex::encode(orch.hash)),
         ];
         paths.extend(jobs.iter().map(|j| format!("/jobs/{j}")));
         for path in &paths {
@@ -143,6 +144,15 @@ async fn two_serve_processes_answer_alike_beside_a_follower() {
         ("/jobs?order=sideways", 400),
         ("/jobs?status=Dancing", 400),
         ("/providers/abc", 400),
+        ("/providers/abc/payments", 400),
+        (
+            &*format!("/providers/{}/payments?order=asc", "ab".repeat(28)),
+            400,
+        ),
+        (
+            &*format!("/providers/{}/payments?count=0", "ab".repeat(28)),
+            400,
+        ),
         ("/no/such/route", 404),
     ] {
         let (status, body) = get(&a, path).await;

@@ -12,10 +12,14 @@ mod tables;
 
 use std::time::Duration;
 
+use ganglion_contracts::params::KeyHash;
+use ganglion_contracts::v2::datum::JobId;
+
 use self::conn::{Conn, Pool, Role};
 use self::tables::{Batch, Table};
 use super::{Kv, Write};
 use crate::error::{Error, Result};
+use crate::query::PaymentRecord;
 
 /// Connections each reader pool opens.
 const READERS: usize = 2;
@@ -167,6 +171,58 @@ impl Kv for PgKv {
             tx.commit()?;
             Ok(())
         })
+    }
+
+    fn payments_to(
+        &self,
+        payee: &KeyHash,
+        skip: usize,
+        take: usize,
+    ) -> Result<Option<Vec<PaymentRecord>>> {
+        let payee = payee.to_vec();
+        let (skip, take) = (
+            i64::try_from(skip).unwrap_or(i64::MAX),
+            i64::try_from(take).unwrap_or(i64::MAX),
+        );
+        let rows = self.readers.run(move |conn| {
+            let (client, statements) = conn.parts();
+            let stmt = Conn::prepare(
+                statements,
+                client,
+                "SELECT p.slot, p.tx_hash, e.tx_index, p.job_id, p.ntx::text \
+                 FROM payments p JOIN events e ON e.k = p.event_k \
+                 WHERE p.payee = $1 AND p.kind = 'pay' \
+                 ORDER BY p.slot DESC, p.event_k DESC LIMIT $2 OFFSET $3",
+            )?;
+            Ok(client.query(&stmt, &[&payee, &take, &skip])?)
+        })?;
+        rows.into_iter()
+            .map(|r| {
+                let corrupt = |what: &'static str| Error::Corrupt {
+                    what,
+                    source: serde::de::Error::custom("a payments row out of shape"),
+                };
+                Ok(PaymentRecord {
+                    slot: u64::try_from(r.get::<_, i64>(0)).map_err(|_| corrupt("payment slot"))?,
+                    tx_hash: r
+                        .get::<_, Vec<u8>>(1)
+                        .try_into()
+                        .map_err(|_| corrupt("payment tx hash"))?,
+                    tx_index: u32::try_from(r.get::<_, i64>(2))
+                        .map_err(|_| corrupt("payment tx index"))?,
+                    job_id: JobId(
+                        r.get::<_, Vec<u8>>(3)
+                            .try_into()
+                            .map_err(|_| corrupt("payment job id"))?,
+                    ),
+                    ntx: r
+                        .get::<_, String>(4)
+                        .parse()
+                        .map_err(|_| corrupt("payment amount"))?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
     }
 
     fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
