@@ -204,15 +204,8 @@ async fn jobs<S: Kv + 'static>(
             ))
         })?),
     };
-    let mut views = read(ix, move |ix| match status {
-        Some(s) => ix.jobs_by_status(s),
-        None => ix.jobs(),
-    })
-    .await?;
-    if desc {
-        views.reverse();
-    }
-    let page: Vec<Value> = views.iter().skip(skip).take(take).map(summary).collect();
+    let views = read(ix, move |ix| ix.jobs_page(status, skip, take, desc)).await?;
+    let page: Vec<Value> = views.iter().map(summary).collect();
     Ok(axum::Json(Value::Array(page)))
 }
 

@@ -143,6 +143,32 @@ impl<S: Kv> Indexer<S> {
             .collect()
     }
 
+    /// A page of jobs in job-id order (descending when `desc`), only those in `status` when
+    /// given: `take` after skipping `skip`. A store that pages by an index answers directly
+    /// (PostgreSQL, [`Kv::jobs_page`]); otherwise every job view is read.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn jobs_page(
+        &self,
+        status: Option<JobStatus>,
+        skip: usize,
+        take: usize,
+        desc: bool,
+    ) -> Result<Vec<JobView>> {
+        if let Some(page) = self.kv().jobs_page(status, skip, take, desc)? {
+            return Ok(page);
+        }
+        let mut all = match status {
+            Some(s) => self.jobs_by_status(s)?,
+            None => self.jobs()?,
+        };
+        if desc {
+            all.reverse();
+        }
+        Ok(all.into_iter().skip(skip).take(take).collect())
+    }
+
     /// Jobs in a status.
     ///
     /// # Errors

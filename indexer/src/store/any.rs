@@ -8,6 +8,7 @@ use ganglion_contracts::params::KeyHash;
 use super::{Kv, PgKv, SledKv, Write};
 use crate::error::{Error, Result};
 use crate::query::PaymentRecord;
+use crate::view::{JobStatus, JobView};
 
 /// Where the index lives: `postgres://…` / `postgresql://…` (libpq URL) or a folder (sled).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +124,16 @@ impl Kv for Store {
         take: usize,
     ) -> Result<Option<Vec<PaymentRecord>>> {
         self.kv().payments_to(payee, skip, take)
+    }
+
+    fn jobs_page(
+        &self,
+        status: Option<JobStatus>,
+        skip: usize,
+        take: usize,
+        desc: bool,
+    ) -> Result<Option<Vec<JobView>>> {
+        self.kv().jobs_page(status, skip, take, desc)
     }
 
     fn commit(&self, writes: Vec<Write>) -> Result<()> {

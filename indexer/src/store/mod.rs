@@ -21,6 +21,7 @@ use ganglion_contracts::params::KeyHash;
 
 use crate::error::Result;
 use crate::query::PaymentRecord;
+use crate::view::{JobStatus, JobView};
 
 /// A write: `Some(value)` puts, `None` deletes.
 pub type Write = (Vec<u8>, Option<Vec<u8>>);
@@ -66,6 +67,22 @@ pub trait Kv: Send + Sync {
         _skip: usize,
         _take: usize,
     ) -> Result<Option<Vec<PaymentRecord>>> {
+        Ok(None)
+    }
+
+    /// Job views in job-id order (descending when `desc`), only those in `status` when given,
+    /// `take` after skipping `skip` — when the store can page them by an index (PostgreSQL's
+    /// `jobs` table). `Ok(None)`: it cannot, and [`crate::Indexer::jobs_page`] reads them all.
+    ///
+    /// # Errors
+    /// Store I/O errors, [`crate::Error::Corrupt`].
+    fn jobs_page(
+        &self,
+        _status: Option<JobStatus>,
+        _skip: usize,
+        _take: usize,
+        _desc: bool,
+    ) -> Result<Option<Vec<JobView>>> {
         Ok(None)
     }
 

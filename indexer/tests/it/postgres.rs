@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use ganglion_indexer::store::PgKv;
-use ganglion_indexer::{Error, Indexer};
+use ganglion_indexer::{Error, Indexer, JobStatus};
 use ganglion_testnet::postgres::Cluster;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -161,6 +161,24 @@ fn typed_tables_agree_with_the_indexer_and_roll_back_with_it() {
         );
     }
     assert!(paid_somewhere, "a provider paid by two claims");
+
+    // Pages of jobs: the jobs table's index pages exactly as reading every view does.
+    for (status, skip, take, desc) in [
+        (None, 0, 100, false),
+        (None, 1, 2, true),
+        (Some(JobStatus::Claimed), 0, 10, false),
+        (Some(JobStatus::Expired), 0, 10, true),
+        (Some(JobStatus::Locked), 0, 10, false),
+        (None, 1_000_000, 10, false),
+    ] {
+        let page = ix.jobs_page(status, skip, take, desc).expect("page");
+        assert_eq!(
+            page,
+            spec.jobs_page(status, skip, take, desc).expect("page"),
+            "{status:?} {skip} {take} {desc}"
+        );
+    }
+    assert_eq!(ix.jobs_page(None, 0, 100, false).expect("page").len(), 3);
     let events: i64 = sql
         .query_one("SELECT count(*) FROM events", &[])
         .expect("query")

@@ -18,8 +18,10 @@ use ganglion_contracts::v2::datum::JobId;
 use self::conn::{Conn, Pool, Role};
 use self::tables::{Batch, Table};
 use super::{Kv, Write};
+use crate::apply::parse;
 use crate::error::{Error, Result};
 use crate::query::PaymentRecord;
+use crate::view::{JobStatus, JobView};
 
 /// Connections each reader pool opens.
 const READERS: usize = 2;
@@ -221,6 +223,42 @@ impl Kv for PgKv {
                         .map_err(|_| corrupt("payment amount"))?,
                 })
             })
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
+
+    fn jobs_page(
+        &self,
+        status: Option<JobStatus>,
+        skip: usize,
+        take: usize,
+        desc: bool,
+    ) -> Result<Option<Vec<JobView>>> {
+        let order = if desc { "DESC" } else { "ASC" };
+        let filter = if status.is_some() {
+            "WHERE status = $3"
+        } else {
+            ""
+        };
+        let sql =
+            format!("SELECT body::text FROM jobs {filter} ORDER BY k {order} LIMIT $1 OFFSET $2");
+        let (take, skip) = (
+            i64::try_from(take).unwrap_or(i64::MAX),
+            i64::try_from(skip).unwrap_or(i64::MAX),
+        );
+        let status = status.map(tables::status_name);
+        let bodies: Vec<String> = self.readers.run(move |conn| {
+            let (client, statements) = conn.parts();
+            let stmt = Conn::prepare(statements, client, &sql)?;
+            let rows = match status {
+                Some(s) => client.query(&stmt, &[&take, &skip, &s])?,
+                None => client.query(&stmt, &[&take, &skip])?,
+            };
+            Ok(rows.into_iter().map(|r| r.get(0)).collect())
+        })?;
+        bodies
+            .iter()
+            .map(|b| parse::<JobView>("job", b.as_bytes()))
             .collect::<Result<Vec<_>>>()
             .map(Some)
     }

@@ -369,7 +369,7 @@ pub(super) fn rows(table: Table, key: &[u8], value: &[u8]) -> Result<Vec<Row>> {
                 ("body", Val::Json(text("job", value)?)),
                 ("job_id", Val::Bytes(v.job_id.0.to_vec())),
                 ("orchestrator", Val::Bytes(v.orchestrator.to_vec())),
-                ("status", Val::Text(status_of(&v))),
+                ("status", Val::Text(status_name(v.status))),
                 ("gpus", Val::Num(v.gpus)),
                 ("budget", Val::Num(v.budget)),
                 ("last_height", int("height", v.last_height())?),
@@ -518,9 +518,10 @@ fn provider_of(e: &Event) -> Option<Vec<u8>> {
     }
 }
 
-fn status_of(v: &JobView) -> &'static str {
+/// The `jobs.status` column's value for `status`.
+pub(super) fn status_name(status: crate::view::JobStatus) -> &'static str {
     use crate::view::JobStatus::*;
-    match v.status {
+    match status {
         Locked => "locked",
         Assigned => "assigned",
         Claiming => "claiming",
