@@ -25,8 +25,7 @@ pub(crate) enum Command {
         /// is built on first use, about 3 minutes) or `smoke` (the tiny probe image).
         #[arg(long, value_enum, default_value = "torch")]
         workload: Workload,
-        /// `settle`, or `provider-loss`: kill one assigned provider mid-job and show the
-        /// expiry (the attested provider paid, the defaulter slashed, the rest refunded).
+        /// What happens to the job: each possible value is described below.
         #[arg(long, value_enum, default_value = "settle")]
         scenario: Scenario,
         /// Seconds each smoke container runs.

@@ -14,7 +14,7 @@
 //! gpus = 1                                     # GPUs the bond backs (default: all pooled)
 //!
 //! [validator]                                  # where the validator's reference script is
-//! reference = { tx_hash = "<64 hex>", index = 0 }   # required: no public deployment exists yet
+//! reference = { tx_hash = "<64 hex>", index = 0 }   # optional: else found at the validator's address
 //!
 //! [engine]
 //! confirmation_depth = 0                       # blocks; default the network preset's
