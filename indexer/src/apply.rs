@@ -172,22 +172,20 @@ impl<S: Kv> Indexer<S> {
     /// # Errors
     /// Store errors, [`Error::Corrupt`].
     pub fn tip(&self) -> Result<Option<Point>> {
-        if !self.writer {
-            return self
-                .store
+        let stored = || {
+            self.store
                 .get(keys::CURSOR)?
                 .map(|b| parse("cursor", &b))
-                .transpose();
+                .transpose()
+        };
+        if !self.writer {
+            return stored();
         }
         let mut cache = self.tip.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(tip) = *cache {
             return Ok(tip);
         }
-        let tip = self
-            .store
-            .get(keys::CURSOR)?
-            .map(|b| parse("cursor", &b))
-            .transpose()?;
+        let tip = stored()?;
         *cache = Some(tip);
         Ok(tip)
     }

@@ -145,18 +145,13 @@ impl Kv for PgKv {
         // fails the commit with nothing sent): per table, the keys to delete — every key
         // written, since a put replaces its row and what was derived from it (cascade) — and
         // the rows to insert, column by column. Then one statement per table and step.
-        let mut deletes: Vec<(Table, Vec<Vec<u8>>)> = Vec::new();
         let mut rows = Vec::new();
-        for (key, value) in writes {
-            let table = Table::of(&key);
-            if let Some(v) = &value {
-                rows.extend(tables::rows(table, &key, v)?);
-            }
-            match deletes.iter_mut().find(|(t, _)| *t == table) {
-                Some((_, keys)) => keys.push(key),
-                None => deletes.push((table, vec![key])),
+        for (key, value) in &writes {
+            if let Some(v) = value {
+                rows.extend(tables::rows(Table::of(key), key, v)?);
             }
         }
+        let deletes = by_table(writes.into_iter().map(|(key, _)| key));
         let batches = Batch::group(rows)?;
         self.writer()?.run(move |conn| {
             let (client, statements) = conn.parts();
@@ -182,10 +177,7 @@ impl Kv for PgKv {
         take: usize,
     ) -> Result<Option<Vec<PaymentRecord>>> {
         let payee = payee.to_vec();
-        let (skip, take) = (
-            i64::try_from(skip).unwrap_or(i64::MAX),
-            i64::try_from(take).unwrap_or(i64::MAX),
-        );
+        let (skip, take) = (sql_count(skip), sql_count(take));
         let rows = self.readers.run(move |conn| {
             let (client, statements) = conn.parts();
             let stmt = Conn::prepare(
@@ -242,10 +234,7 @@ impl Kv for PgKv {
         };
         let sql =
             format!("SELECT body::text FROM jobs {filter} ORDER BY k {order} LIMIT $1 OFFSET $2");
-        let (take, skip) = (
-            i64::try_from(take).unwrap_or(i64::MAX),
-            i64::try_from(skip).unwrap_or(i64::MAX),
-        );
+        let (take, skip) = (sql_count(take), sql_count(skip));
         let status = status.map(tables::status_name);
         let bodies: Vec<String> = self.readers.run(move |conn| {
             let (client, statements) = conn.parts();
@@ -265,18 +254,11 @@ impl Kv for PgKv {
 
     fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
         // One query per table: `k = ANY($1)`.
-        let mut by_table: Vec<(Table, Vec<Vec<u8>>)> = Vec::new();
-        for key in keys {
-            let table = Table::of(key);
-            match by_table.iter_mut().find(|(t, _)| *t == table) {
-                Some((_, ks)) => ks.push(key.clone()),
-                None => by_table.push((table, vec![key.clone()])),
-            }
-        }
+        let groups = by_table(keys.iter().cloned());
         let found = self.readers.run(move |conn| {
             let (client, statements) = conn.parts();
             let mut found = std::collections::HashMap::new();
-            for (table, keys) in &by_table {
+            for (table, keys) in &groups {
                 let sql = format!(
                     "SELECT k, {} FROM {} WHERE k = ANY($1::bytea[])",
                     table.body_bytes(),
@@ -305,4 +287,22 @@ impl Kv for PgKv {
             Ok(())
         })
     }
+}
+
+/// `keys` grouped by the table holding them, tables in order of first appearance.
+fn by_table(keys: impl Iterator<Item = Vec<u8>>) -> Vec<(Table, Vec<Vec<u8>>)> {
+    let mut groups: Vec<(Table, Vec<Vec<u8>>)> = Vec::new();
+    for key in keys {
+        let table = Table::of(&key);
+        match groups.iter_mut().find(|(t, _)| *t == table) {
+            Some((_, ks)) => ks.push(key),
+            None => groups.push((table, vec![key])),
+        }
+    }
+    groups
+}
+
+/// A row count or offset for `LIMIT`/`OFFSET` (`bigint`; beyond it, as many as there are).
+fn sql_count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
