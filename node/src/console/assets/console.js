@@ -19,6 +19,9 @@
     fetch("/jobs/" + job + "/live", { cache: "no-store" })
       .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
       .then(function (html) {
+        // A transition arrived while this fetch was in flight: what it brought may predate
+        // the transition (the badge already shows it), and the fetch that follows replaces it.
+        if (again) return;
         live.innerHTML = html;
         live.setAttribute("data-refreshed", String(Date.now()));
       })

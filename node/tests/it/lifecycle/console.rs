@@ -243,10 +243,21 @@ async fn the_console_follows_a_job_live_and_shows_the_numbers_the_rpc_gives() {
         .unwrap_or(0);
     assert!(events >= 2, "job_subscribe events relayed: {events}");
 
-    // Settled: the page's numbers are the CLI's.
-    wait_for("the audit on the job page", || async {
-        b.attr("section.audit", "data-pass").await
-    })
+    // Settled: the page's numbers are the CLI's, once its live part is rendered final. The
+    // badge turns "settled" from the event stream at once, while a refresh already in flight
+    // may still bring the records as they were a block before (one provider's claim in); the
+    // refresh the event asked for follows it. So wait for a render whose records are all
+    // terminal (`data-terminal`), with the audit that a closed escrow brings.
+    wait_for(
+        "the final live part with its audit on the job page",
+        || async {
+            let terminal = b.attr("#live-inner", "data-terminal").await;
+            let audit = b.attr("section.audit", "data-pass").await;
+            (terminal.as_deref() == Some("true"))
+                .then_some(audit)
+                .flatten()
+        },
+    )
     .await;
     let status: Vec<JobStatus> = cli_json(&orch.config, &["job", "status", &id, "--json"]).await;
     let record = status
