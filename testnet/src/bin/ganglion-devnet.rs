@@ -46,6 +46,10 @@ enum Command {
         /// N2C TCP address.
         #[arg(long, default_value = "127.0.0.1:3002")]
         n2c_tcp: SocketAddr,
+        /// The HTTP API in Blockfrost's and Kupo's conventions (what a dApp library's
+        /// Blockfrost provider is pointed at); `off` serves none.
+        #[arg(long, default_value = "127.0.0.1:3003")]
+        http: devnet::HttpListen,
         /// Forge an empty block when no block was forged for this many seconds (slots of 1 s),
         /// so a node's confirmation depth is reached without other traffic; 0 = only blocks
         /// with transactions.
@@ -128,6 +132,7 @@ async fn main() -> ExitCode {
             genesis,
             n2n,
             n2c_tcp,
+            http,
             idle_block_s,
         } => {
             let (config, genesis_path) = match DevnetConfig::kept_in(
@@ -135,6 +140,7 @@ async fn main() -> ExitCode {
                 genesis.as_deref(),
                 n2n,
                 n2c_tcp,
+                http.0,
                 idle_block_s,
             ) {
                 Ok(c) => c,

@@ -161,6 +161,48 @@ fn resolve(
     Ok(out)
 }
 
+/// The measured ExUnits of each redeemer of `bytes` (a Conway transaction; the budgets it
+/// declares, its fee and its signatures are not checked, so an unbalanced draft can be
+/// costed), with its spent, referenced and collateral outputs resolved from `view`: what
+/// Ogmios' `EvaluateTx` and Blockfrost's `/utils/txs/evaluate` answer.
+///
+/// # Errors
+/// [`Rejection::Malformed`], [`Rejection::BadInputsUTxO`] (an unresolvable input),
+/// [`Rejection::CollectErrors`] (a missing script, datum or redeemer),
+/// [`Rejection::PlutusScriptFailed`].
+pub fn evaluate(
+    rules: &Rules,
+    view: &impl UtxoView,
+    bytes: &[u8],
+) -> Result<Vec<phase2::ScriptRun>, Rejection> {
+    let tx = decode_tx(bytes)?;
+    let body = &tx.transaction_body;
+    let wanted = body
+        .inputs
+        .iter()
+        .chain(body.reference_inputs.iter().flat_map(|s| s.iter()))
+        .chain(body.collateral.iter().flat_map(|s| s.iter()))
+        .map(TxoRef::from);
+    let mut missing = Vec::new();
+    let resolved: Vec<(TxoRef, Vec<u8>)> = resolve(view, wanted, &mut missing)?
+        .into_iter()
+        .map(|(r, raw, _)| (r, raw))
+        .collect();
+    if !missing.is_empty() {
+        return Err(Rejection::BadInputsUTxO { inputs: missing });
+    }
+    match phase2::evaluate(
+        bytes,
+        &resolved,
+        &rules.params,
+        &rules.cost_models,
+        &rules.slot_config,
+    )? {
+        phase2::Phase2Outcome::Passed(runs) => Ok(runs),
+        phase2::Phase2Outcome::Failed(r) => Err(r),
+    }
+}
+
 /// Validate `bytes` against `view` for inclusion at `slot`.
 ///
 /// With the cargo feature `differential` (tests only), pallas-validate's Conway phase-1

@@ -1,10 +1,12 @@
-//! Ouroboros servers: N2N over TCP, N2C over a Unix socket and TCP.
+//! Ouroboros servers: N2N over TCP, N2C over a Unix socket and TCP; and the HTTP API in
+//! Blockfrost's and Kupo's conventions ([`blockfrost`]).
 //!
 //! Each accept loop runs until cancelled and tracks its connection tasks; a connection
 //! that breaks a protocol (garbage bytes, wrong agency, handshake timeout) is closed on its
 //! own without affecting the others. Nothing here panics on input.
 
 pub mod blockfetch;
+pub mod blockfrost;
 pub mod chainsync;
 pub mod localstate;
 pub mod localtx;

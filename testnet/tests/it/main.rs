@@ -1,5 +1,6 @@
 //! Integration tests: real pallas clients against a devnet on ephemeral ports.
 
+mod blockfrost;
 mod cli;
 mod common;
 mod differential;

@@ -17,27 +17,27 @@ use uplc::ast::{DeBruijn, Program};
 
 use crate::common::*;
 
-fn script(src: &str) -> Vec<u8> {
+pub(crate) fn script(src: &str) -> Vec<u8> {
     let p = uplc::parser::program(src).expect("parses");
     let p: Program<DeBruijn> = p.try_into().expect("debruijn");
     p.to_cbor().expect("cbor")
 }
 
-const ALWAYS: &str = "(program 1.1.0 (lam ctx (con unit ())))";
-const NEVER: &str = "(program 1.1.0 (lam ctx (error)))";
+pub(crate) const ALWAYS: &str = "(program 1.1.0 (lam ctx (con unit ())))";
+pub(crate) const NEVER: &str = "(program 1.1.0 (lam ctx (error)))";
 const LOCKED: u64 = 10_000_000;
 const COLLATERAL: u64 = 5_000_000;
 
-struct Locked {
-    script: Vec<u8>,
-    script_input: TxoRef,
-    collateral: TxoRef,
-    collateral_lovelace: u64,
+pub(crate) struct Locked {
+    pub script: Vec<u8>,
+    pub script_input: TxoRef,
+    pub collateral: TxoRef,
+    pub collateral_lovelace: u64,
 }
 
 /// Lock 10 ADA at the script's address (inline datum 42), leaving key 1's change as the
 /// collateral UTxO; both in the mempool (chained spends are allowed).
-async fn lock(h: &DevnetHandle, src: &str) -> Locked {
+pub(crate) async fn lock(h: &DevnetHandle, src: &str) -> Locked {
     let script = script(src);
     let (hash, _, _) = phase1::plutus(2, &script);
     let addr = ShelleyAddress::new(
@@ -86,7 +86,7 @@ async fn lock(h: &DevnetHandle, src: &str) -> Locked {
 }
 
 /// Spend the locked output back to key 1.
-fn spend(h: &DevnetHandle, l: &Locked, declared: ExUnits, invalid: bool) -> Vec<u8> {
+pub(crate) fn spend(h: &DevnetHandle, l: &Locked, declared: ExUnits, invalid: bool) -> Vec<u8> {
     spend_with(h, l, declared, invalid, None)
 }
 
@@ -133,7 +133,7 @@ fn spend_with(
     })
 }
 
-const BUDGET: ExUnits = ExUnits {
+pub(crate) const BUDGET: ExUnits = ExUnits {
     mem: 200_000,
     steps: 100_000_000,
 };

@@ -76,6 +76,7 @@ async fn devnet_up_with_deploy_serves_a_chain_with_the_validator() {
         .args(["devnet", "up", "--deploy", "--data-dir"])
         .arg(t.path().join("devnet"))
         .args(["--n2n", &n2n.to_string(), "--n2c-tcp", &n2c.to_string()])
+        .args(["--http", "127.0.0.1:0"])
         .env_remove("GANGLION_CONFIG")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -95,6 +96,12 @@ async fn devnet_up_with_deploy_serves_a_chain_with_the_validator() {
         .expect("stdout");
     let addrs: serde_json::Value = serde_json::from_str(&lines[0]).expect("one JSON line");
     assert_eq!(addrs["n2c_tcp"], n2c.to_string().as_str(), "{addrs}");
+    assert!(
+        addrs["http"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("http://127.0.0.1:") && !u.ends_with(":0")),
+        "the HTTP API's base URL: {addrs}"
+    );
     assert!(lines[1].starts_with("validator deployed at "), "{lines:?}");
     // The chain it serves holds the reference script where nodes look for it.
     let settings = ganglion_node::settings::Settings::from_toml(&format!(

@@ -15,6 +15,7 @@ use super::lifecycle::support;
 mod crash_points;
 mod detected_gpus;
 mod metrics;
+mod npm_client;
 mod overlay_port;
 mod supervisor;
 mod unusable_gpus;
@@ -578,6 +579,54 @@ async fn an_orchestrator_and_two_provider_processes_settle_a_job_over_json_rpc()
     assert_eq!(view["paid"], rose.to_string(), "{view}");
     let (status, _, body) = metrics::get(api, "/jobs/zz").await;
     assert_eq!(status, 400, "{body}");
+
+    // A third-party library from npm (Blaze, its Blockfrost provider pointed at the devnet's
+    // HTTP API) builds, signs and submits an ordinary payment from devnet key 3 (idle since
+    // it deployed the validator), reads it back, then reads this job from the index's API.
+    let devnet_api = net.chain.handle.http_addr().expect("the devnet's HTTP API");
+    let to =
+        ganglion_testnet::keys::DevKey::from_seed(9).address(pallas_addresses::Network::Testnet);
+    let to_bech32 = to.to_bech32().expect("bech32");
+    let client = npm_client::run(&[
+        format!("http://{devnet_api}/"),
+        hex::encode(ganglion_cardano::devkey::secret(3)),
+        to_bech32.clone(),
+        format!("http://{api}"),
+        id.clone(),
+    ])
+    .await;
+    if let Some(out) = client {
+        eprintln!(
+            "npm client: payment {} (fee {} lovelace) in block {}",
+            out["tx_id"], out["fee"], out["block_height"]
+        );
+        assert_eq!(out["paid_to"], to_bech32.as_str(), "{out}");
+        assert_eq!(out["paid_lovelace"], "5000000", "{out}");
+        assert_eq!(out["listed_at_address"], true, "{out}");
+        // The payment is on the chain as the library said: in its block, paying the address.
+        let tx_id = out["tx_id"].as_str().expect("tx_id");
+        let tx_hash: [u8; 32] = hex::decode(tx_id)
+            .expect("hex")
+            .try_into()
+            .expect("32 bytes");
+        let chain = net.chain.handle.chain();
+        let place = chain
+            .store()
+            .tx_place(&tx_hash)
+            .expect("store")
+            .expect("the payment is on the chain");
+        assert_eq!(out["block_height"], place.block, "{out}");
+        let paid = chain.utxos_at(&to.to_vec()).expect("utxos");
+        assert!(
+            paid.iter()
+                .any(|(r, _)| r.tx_hash == tx_hash && r.index == 0),
+            "the ledger holds the payment at {to_bech32}"
+        );
+        // The job as the library's fetch read it from the index is the job the RPC settled.
+        assert_eq!(out["job_status"], 200, "{out}");
+        assert_eq!(out["job"]["status"], "Claimed", "{out}");
+        assert_eq!(out["job"]["paid"], rose.to_string(), "{out}");
+    }
 
     // The CLI against the running orchestrator (JSON-RPC through node.json and the cookie):
     // `audit verify` passes every check, fetching results and logs from the providers.

@@ -135,12 +135,10 @@ impl Chain {
             .tempdir_in("/var/tmp")
             .expect("temp dir");
         let genesis = Genesis::devnet().expect("genesis");
-        let handle = devnet::start(DevnetConfig::new(
-            genesis.clone(),
-            dir.path().join("devnet"),
-        ))
-        .await
-        .expect("devnet starts");
+        let mut config = DevnetConfig::new(genesis.clone(), dir.path().join("devnet"));
+        // Its HTTP API in Blockfrost's conventions (the npm client's endpoint).
+        config.http_addr = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+        let handle = devnet::start(config).await.expect("devnet starts");
         let env = Env {
             params: ProtocolParams::mainnet().expect("params"),
             slot_config: genesis.slot_config(),
