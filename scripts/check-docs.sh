@@ -68,14 +68,14 @@ cleanup() {
 trap cleanup EXIT
 
 # The devnet every doc shares (on free ports, so a running devnet or node is not disturbed).
-read -r n2n n2c_tcp < <(python3 -c '
+read -r n2n n2c_tcp http < <(python3 -c '
 import socket
-ss = [socket.socket() for _ in range(2)]
+ss = [socket.socket() for _ in range(3)]
 for s in ss: s.bind(("127.0.0.1", 0))
 print(" ".join("127.0.0.1:%d" % s.getsockname()[1] for s in ss))')
-echo "==> starting a devnet in $work/devnet (n2n $n2n, n2c $n2c_tcp)" >&2
+echo "==> starting a devnet in $work/devnet (n2n $n2n, n2c $n2c_tcp, http $http)" >&2
 "$bin/ganglion-devnet" up --data-dir "$work/devnet" --n2n "$n2n" --n2c-tcp "$n2c_tcp" \
-  >"$work/devnet.out" 2>"$work/devnet.err" &
+  --http "$http" >"$work/devnet.out" 2>"$work/devnet.err" &
 devnet_pid=$!
 for _ in $(seq 1 300); do
   [ -s "$work/devnet.out" ] && break

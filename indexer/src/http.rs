@@ -20,9 +20,8 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use ganglion_cardano::blockfrost::{ApiError, Paging, Window};
 use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::v2::datum::JobId;
 use serde::{Deserialize, Serialize};
@@ -32,46 +31,8 @@ use crate::Indexer;
 use crate::store::Kv;
 use crate::view::{JobStatus, JobView};
 
-/// Blockfrost's largest page size.
-pub const MAX_COUNT: u32 = 100;
-/// Blockfrost's largest page number.
-pub const MAX_PAGE: u32 = 21_474_836;
 /// Confirmations after which an answer is final (`tentative: false`), blocks.
 const DEPTH: u64 = 6;
-
-/// Blockfrost's error object.
-#[derive(Debug, Serialize)]
-struct ApiError {
-    status_code: u16,
-    error: &'static str,
-    message: String,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self {
-            status_code: status.as_u16(),
-            error: status.canonical_reason().unwrap_or("Error"),
-            message: message.into(),
-        }
-    }
-
-    fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, message)
-    }
-
-    fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, message)
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status =
-            StatusCode::from_u16(self.status_code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, axum::Json(self)).into_response()
-    }
-}
 
 type Answer = Result<axum::Json<Value>, ApiError>;
 
@@ -84,7 +45,7 @@ pub fn router<S: Kv + 'static>(indexer: Arc<Indexer<S>>) -> Router {
         .route("/jobs/{id}", get(job::<S>))
         .route("/providers/{key}", get(provider::<S>))
         .route("/providers/{key}/payments", get(payments::<S>))
-        .fallback(|| async { ApiError::not_found("The requested component has not been found.") })
+        .fallback(|| async { ApiError::component_not_found() })
         .with_state(indexer)
 }
 
@@ -109,20 +70,17 @@ async fn read<S: Kv + 'static, T: Send + 'static>(
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(move || f(&ix))
         .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+        .map_err(ApiError::internal)?
         .map_err(|e| {
             tracing::warn!(error = %e, "indexer read failed");
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("the index is unavailable: {e}"),
-            )
+            ApiError::new(503, format!("the index is unavailable: {e}"))
         })
 }
 
 fn to_json<T: Serialize>(v: &T) -> Answer {
     serde_json::to_value(v)
         .map(axum::Json)
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+        .map_err(ApiError::internal)
 }
 
 async fn health<S: Kv + 'static>(State(ix): State<Arc<Indexer<S>>>) -> Answer {
@@ -137,41 +95,10 @@ async fn tip<S: Kv + 'static>(State(ix): State<Arc<Indexer<S>>>) -> Answer {
     }
 }
 
-/// Blockfrost's paging parameters.
+/// `/jobs`' filter (beside [`Paging`]).
 #[derive(Debug, Deserialize)]
-struct Paging {
-    count: Option<u32>,
-    page: Option<u32>,
-    order: Option<String>,
+struct StatusFilter {
     status: Option<String>,
-}
-
-impl Paging {
-    /// `(skip, take, descending)`.
-    fn window(&self) -> Result<(usize, usize, bool), ApiError> {
-        let count = self.count.unwrap_or(MAX_COUNT);
-        if !(1..=MAX_COUNT).contains(&count) {
-            return Err(ApiError::bad_request(format!(
-                "count must be between 1 and {MAX_COUNT}"
-            )));
-        }
-        let page = self.page.unwrap_or(1);
-        if !(1..=MAX_PAGE).contains(&page) {
-            return Err(ApiError::bad_request(format!(
-                "page must be between 1 and {MAX_PAGE}"
-            )));
-        }
-        let desc = match self.order.as_deref() {
-            None | Some("asc") => false,
-            Some("desc") => true,
-            Some(o) => {
-                return Err(ApiError::bad_request(format!(
-                    "order must be asc or desc, not {o:?}"
-                )));
-            }
-        };
-        Ok(((page as usize - 1) * count as usize, count as usize, desc))
-    }
 }
 
 fn status_named(s: &str) -> Option<JobStatus> {
@@ -193,10 +120,16 @@ fn summary(v: &JobView) -> Value {
 async fn jobs<S: Kv + 'static>(
     State(ix): State<Arc<Indexer<S>>>,
     query: Result<Query<Paging>, QueryRejection>,
+    filter: Result<Query<StatusFilter>, QueryRejection>,
 ) -> Answer {
     let Query(paging) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let (skip, take, desc) = paging.window()?;
-    let status = match paging.status.as_deref() {
+    let Query(filter) = filter.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let Window {
+        skip,
+        take,
+        descending,
+    } = paging.window()?;
+    let status = match filter.status.as_deref() {
         None => None,
         Some(s) => Some(status_named(s).ok_or_else(|| {
             ApiError::bad_request(format!(
@@ -204,7 +137,7 @@ async fn jobs<S: Kv + 'static>(
             ))
         })?),
     };
-    let views = read(ix, move |ix| ix.jobs_page(status, skip, take, desc)).await?;
+    let views = read(ix, move |ix| ix.jobs_page(status, skip, take, descending)).await?;
     let page: Vec<Value> = views.iter().map(summary).collect();
     Ok(axum::Json(Value::Array(page)))
 }
@@ -268,8 +201,12 @@ async fn payments<S: Kv + 'static>(
 ) -> Answer {
     let key = key_hash(&key)?;
     let Query(paging) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let (skip, take, desc) = paging.window()?;
-    if !desc && paging.order.is_some() {
+    let Window {
+        skip,
+        take,
+        descending,
+    } = paging.window()?;
+    if !descending && paging.order.is_some() {
         return Err(ApiError::bad_request(
             "payments are listed newest first: order=desc or no order",
         ));

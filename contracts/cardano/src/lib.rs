@@ -19,6 +19,7 @@
 //! ```
 //!
 //! Modules:
+//! - [`blockfrost`]: Blockfrost's API conventions (error object, paging) for the HTTP APIs.
 //! - [`protocol`]: protocol parameters (fees, limits, prices, cost models) and mainnet's values.
 //! - [`fees`]: min fee (size, ExUnits, reference-script tiers), min-UTxO, collateral, lovelace.
 //! - [`txo`]: [`txo::TxoRef`], an output reference, with its CBOR, PlutusData and key shapes.
@@ -30,6 +31,7 @@
 //! - [`devkey`]: the devnet's deterministic key derivation.
 //! - [`devnet`]: the devnet's well-known values (magic, k, NTX policy) a node joins it with.
 
+pub mod blockfrost;
 pub mod client;
 pub mod devkey;
 pub mod devnet;

@@ -36,64 +36,21 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, header};
 use axum::routing::{get, post};
 use pallas_primitives::conway::{ScriptRef, TransactionOutput};
 use pallas_traverse::MultiEraTx;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value as Json, json};
 use tower::ServiceExt as _;
 
+use ganglion_cardano::blockfrost::{ApiError, Paging, Window};
 use ganglion_cardano::txo::TxoRef;
 
 use crate::chain::Chain;
 use crate::genesis::Genesis;
 use crate::store::StoredBlock;
 use render::Output;
-
-/// Blockfrost's largest page size.
-pub const MAX_COUNT: u32 = 100;
-/// Blockfrost's largest page number.
-pub const MAX_PAGE: u32 = 21_474_836;
-
-/// Blockfrost's error object.
-#[derive(Debug, Serialize)]
-pub struct ApiError {
-    status_code: u16,
-    error: &'static str,
-    message: String,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self {
-            status_code: status.as_u16(),
-            error: status.canonical_reason().unwrap_or("Error"),
-            message: message.into(),
-        }
-    }
-
-    fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, message)
-    }
-
-    fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, message)
-    }
-
-    fn internal(e: impl std::fmt::Display) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status =
-            StatusCode::from_u16(self.status_code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, axum::Json(self)).into_response()
-    }
-}
 
 type Answer = Result<axum::Json<Json>, ApiError>;
 
@@ -179,7 +136,7 @@ pub fn router(api: Arc<Api>) -> Router {
         .route("/utils/txs/evaluate", post(evaluate_tx))
         .route("/utils/txs/evaluate/utxos", post(evaluate_with_utxos))
         .route("/matches/{*pattern}", get(matches))
-        .fallback(|| async { ApiError::not_found("The requested component has not been found.") })
+        .fallback(|| async { ApiError::component_not_found() })
         .with_state(api)
 }
 
@@ -252,42 +209,6 @@ fn hash28(s: &str) -> Result<[u8; 28], ApiError> {
         })
 }
 
-/// Blockfrost's paging parameters.
-#[derive(Debug, Deserialize)]
-struct Paging {
-    count: Option<u32>,
-    page: Option<u32>,
-    order: Option<String>,
-}
-
-impl Paging {
-    /// `(skip, take, descending)`.
-    fn window(&self) -> Result<(usize, usize, bool), ApiError> {
-        let count = self.count.unwrap_or(MAX_COUNT);
-        if !(1..=MAX_COUNT).contains(&count) {
-            return Err(ApiError::bad_request(format!(
-                "count must be between 1 and {MAX_COUNT}"
-            )));
-        }
-        let page = self.page.unwrap_or(1);
-        if !(1..=MAX_PAGE).contains(&page) {
-            return Err(ApiError::bad_request(format!(
-                "page must be between 1 and {MAX_PAGE}"
-            )));
-        }
-        let desc = match self.order.as_deref() {
-            None | Some("asc") => false,
-            Some("desc") => true,
-            Some(o) => {
-                return Err(ApiError::bad_request(format!(
-                    "order must be asc or desc, not {o:?}"
-                )));
-            }
-        };
-        Ok(((page as usize - 1) * count as usize, count as usize, desc))
-    }
-}
-
 fn block_json(api: &Api, b: &StoredBlock) -> Answer {
     let store = api.chain.store();
     let tip = store
@@ -344,7 +265,7 @@ async fn block(State(api): State<Arc<Api>>, Path(id): Path<String>) -> Answer {
             Some(n) => api.block(n)?,
             None => None,
         }
-        .ok_or_else(|| ApiError::not_found("The requested component has not been found."))?;
+        .ok_or_else(ApiError::component_not_found)?;
         block_json(api, &b)
     })
     .await
@@ -371,7 +292,11 @@ async fn address_utxos(
     query: Result<Query<Paging>, QueryRejection>,
 ) -> Answer {
     let Query(paging) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let (skip, take, desc) = paging.window()?;
+    let Window {
+        skip,
+        take,
+        descending,
+    } = paging.window()?;
     let bytes = address_bytes(&address)?;
     blocking(api, move |api| {
         let utxos = api.chain.utxos_at(&bytes).map_err(ApiError::internal)?;
@@ -391,7 +316,7 @@ async fn address_utxos(
             placed.push((key, r, raw, block));
         }
         placed.sort_by_key(|(key, r, _, _)| (*key, r.index, r.tx_hash));
-        if desc {
+        if descending {
             placed.reverse();
         }
         let page: Vec<Json> = placed
@@ -423,7 +348,7 @@ async fn with_tx(
     blocking(api, move |api| {
         let (block, index) = api
             .place(&id)?
-            .ok_or_else(|| ApiError::not_found("The requested component has not been found."))?;
+            .ok_or_else(ApiError::component_not_found)?;
         let decoded = render::decode_block(&block).map_err(ApiError::internal)?;
         let txs = decoded.txs();
         let tx = txs
@@ -572,7 +497,7 @@ async fn submit(State(api): State<Arc<Api>>, headers: HeaderMap, body: Bytes) ->
         .is_some_and(|v| v.starts_with("application/cbor"));
     if !cbor {
         return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            415,
             "Content-Type must be application/cbor (the transaction's bytes)",
         ));
     }
@@ -695,29 +620,6 @@ mod tests {
                 .map(|p| p.as_str()),
             Some("/api/tx/submit?x=1")
         );
-    }
-
-    #[test]
-    fn paging_is_checked_as_blockfrost_does() {
-        let p = |count, page, order: Option<&str>| Paging {
-            count,
-            page,
-            order: order.map(str::to_owned),
-        };
-        assert!(matches!(p(None, None, None).window(), Ok((0, 100, false))));
-        assert!(matches!(
-            p(Some(10), Some(3), Some("desc")).window(),
-            Ok((20, 10, true))
-        ));
-        for bad in [
-            p(Some(0), None, None),
-            p(Some(101), None, None),
-            p(None, Some(0), None),
-            p(None, Some(MAX_PAGE + 1), None),
-            p(None, None, Some("up")),
-        ] {
-            assert!(bad.window().is_err());
-        }
     }
 
     #[test]
