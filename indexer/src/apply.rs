@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::event::{Event, Meta, Record};
-use crate::extract::{Tracked, extract_tx};
+use crate::extract::{CreatedAt, Tracked, extract_tx};
 use crate::keys;
 use crate::store::{Kv, Write};
 use crate::view::JobView;
@@ -339,7 +339,15 @@ impl<S: Kv> Indexer<S> {
                 live.remove(r);
             }
             for t in &fx.created {
-                p.put(keys::utxo(&t.reference), json(t));
+                let mut t = t.clone();
+                if let Some(seen) = &mut t.output {
+                    seen.created = Some(CreatedAt {
+                        slot: meta.slot,
+                        block_hash: meta.block_hash,
+                        tx_index: meta.tx_index,
+                    });
+                }
+                p.put(keys::utxo(&t.reference), json(&t));
                 live.insert(t.reference);
             }
             for (seq, event) in fx.events.into_iter().enumerate() {

@@ -11,6 +11,7 @@
 //! | `GET /jobs/{id}` | a job: its plan (assignments), claims, payments, history, confirmations |
 //! | `GET /providers/{key}` | a provider (28-byte key hash, hex): bonds, jobs, earnings, defaults, slashes |
 //! | `GET /providers/{key}/payments?count=&page=` | its pay from claims, newest first: slot, transaction, job, NTX |
+//! | `GET /matches/{pattern}` | Kupo's matches among the live escrows and bonds (the validator's address): [`ganglion_cardano::kupo`] |
 //!
 //! Every answer is read from the store as of the last commit: any number of `serve`
 //! processes can answer beside one follower ([`crate::Indexer::reader`]).
@@ -22,6 +23,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use ganglion_cardano::blockfrost::{ApiError, Paging, Window};
+use ganglion_cardano::kupo;
 use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::v2::datum::JobId;
 use serde::{Deserialize, Serialize};
@@ -45,6 +47,7 @@ pub fn router<S: Kv + 'static>(indexer: Arc<Indexer<S>>) -> Router {
         .route("/jobs/{id}", get(job::<S>))
         .route("/providers/{key}", get(provider::<S>))
         .route("/providers/{key}/payments", get(payments::<S>))
+        .route("/matches/{*pattern}", get(matches::<S>))
         .fallback(|| async { ApiError::component_not_found() })
         .with_state(indexer)
 }
@@ -225,4 +228,22 @@ async fn payments<S: Kv + 'static>(
         })
         .collect();
     Ok(axum::Json(Value::Array(rows)))
+}
+
+/// Kupo's `/matches` over the escrows and bonds the index holds (as a Kupo run with
+/// `--prune-utxo` on the validator's address answers).
+async fn matches<S: Kv + 'static>(
+    State(ix): State<Arc<Indexer<S>>>,
+    Path(pattern): Path<String>,
+    query: Result<Query<kupo::MatchQuery>, QueryRejection>,
+) -> Answer {
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let pattern: kupo::Pattern = pattern.parse().map_err(ApiError::bad_request)?;
+    let oldest_first = kupo::oldest_first(q.order.as_deref()).map_err(ApiError::bad_request)?;
+    if q.spent.is_some() {
+        return Ok(axum::Json(json!([])));
+    }
+    let live = read(ix, |ix| ix.live_utxos()).await?;
+    let all = live.iter().filter_map(|t| t.to_match()).collect();
+    Ok(axum::Json(kupo::answer(&pattern, all, oldest_first)))
 }

@@ -20,6 +20,7 @@
 //!
 //! Modules:
 //! - [`blockfrost`]: Blockfrost's API conventions (error object, paging) for the HTTP APIs.
+//! - [`kupo`]: Kupo's `/matches` patterns and match objects.
 //! - [`protocol`]: protocol parameters (fees, limits, prices, cost models) and mainnet's values.
 //! - [`fees`]: min fee (size, ExUnits, reference-script tiers), min-UTxO, collateral, lovelace.
 //! - [`txo`]: [`txo::TxoRef`], an output reference, with its CBOR, PlutusData and key shapes.
@@ -36,6 +37,7 @@ pub mod client;
 pub mod devkey;
 pub mod devnet;
 pub mod fees;
+pub mod kupo;
 pub mod localstate;
 pub mod localtx;
 pub mod protocol;

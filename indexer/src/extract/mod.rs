@@ -35,9 +35,95 @@ pub struct Tracked {
     pub datum: GanglionDatum,
     /// NTX base units it holds.
     pub ntx: u64,
+    /// The output as Kupo shows it (`/matches`); absent in records written before it was
+    /// kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Seen>,
+}
+
+/// What an escrow or bond output shows beyond its datum: address, whole value, datum hash,
+/// and where it was created (Kupo's match object, [`Tracked::to_match`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seen {
+    /// Raw address bytes, hex.
+    #[serde(with = "hex::serde")]
+    pub address: Vec<u8>,
+    /// Lovelace.
+    pub lovelace: u64,
+    /// Native assets: policy id (hex), asset name (hex), quantity.
+    pub assets: Vec<(String, String, u64)>,
+    /// blake2b-256 of the inline datum's CBOR, hex.
+    pub datum_hash: Option<String>,
+    /// The block and position of the transaction that created it.
+    pub created: Option<CreatedAt>,
+}
+
+/// Where an output was created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatedAt {
+    /// Slot of the block.
+    pub slot: u64,
+    /// Header hash of the block.
+    #[serde(with = "hex::serde")]
+    pub block_hash: [u8; 32],
+    /// Position of the transaction in the block.
+    pub tx_index: u32,
+}
+
+impl Seen {
+    /// What `o` (decoded) and `raw` (as on the chain, for the datum's own bytes) show.
+    fn of(o: &Output, raw: &MultiEraOutput<'_>) -> Self {
+        let datum_hash = match raw.datum() {
+            Some(pallas_primitives::conway::DatumOption::Data(d)) => {
+                Some(pallas_crypto::hash::Hasher::<256>::hash(d.0.raw_cbor()).to_string())
+            }
+            Some(pallas_primitives::conway::DatumOption::Hash(h)) => Some(h.to_string()),
+            None => None,
+        };
+        Self {
+            address: o.address.clone(),
+            lovelace: o.value.lovelace,
+            assets: o
+                .value
+                .iter_assets()
+                .map(|(p, n, q)| (hex::encode(p), hex::encode(n), q))
+                .collect(),
+            datum_hash,
+            created: None,
+        }
+    }
 }
 
 impl Tracked {
+    /// Kupo's view of this output, when it was recorded with its [`Seen`] facts (escrows
+    /// and bonds carry an inline datum and no reference script).
+    pub fn to_match(&self) -> Option<ganglion_cardano::kupo::Match> {
+        let seen = self.output.as_ref()?;
+        let assets = seen
+            .assets
+            .iter()
+            .map(|(p, n, q)| Some(((hex::decode(p).ok()?, hex::decode(n).ok()?), *q)))
+            .collect::<Option<_>>()?;
+        let datum_hash = match &seen.datum_hash {
+            Some(h) => Some(hex::decode(h).ok()?.try_into().ok()?),
+            None => None,
+        };
+        Some(ganglion_cardano::kupo::Match {
+            reference: self.reference,
+            address: seen.address.clone(),
+            coins: seen.lovelace,
+            assets,
+            datum_hash,
+            inline_datum: datum_hash.is_some(),
+            script_hash: None,
+            created: seen.created.map(|c| ganglion_cardano::kupo::Created {
+                slot: c.slot,
+                header_hash: c.block_hash,
+                tx_index: c.tx_index,
+            }),
+        })
+    }
+
     /// The escrow datum, when it is an escrow.
     pub fn escrow(&self) -> Option<&EscrowDatum> {
         match &self.datum {
@@ -191,7 +277,14 @@ pub fn extract_tx(
             .zip(watch.slot_config)
             .and_then(|(slot, c)| ganglion_cardano::time::slot_to_posix_ms(&c, slot).ok()),
     };
-    v2::extract(&watch.script_hash, &watch.params, &scan)
+    let mut fx = v2::extract(&watch.script_hash, &watch.params, &scan);
+    for t in &mut fx.created {
+        let i = t.reference.index as usize;
+        if let (Some(o), Some(raw)) = (scan.outputs.get(i), chain_outputs.get(i)) {
+            t.output = Some(Seen::of(o, raw));
+        }
+    }
+    fx
 }
 
 /// An escrow or bond output holds its own token of this script (`name`: the job id or the

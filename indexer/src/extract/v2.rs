@@ -62,6 +62,7 @@ pub(super) fn classify(
         reference,
         datum,
         ntx,
+        output: None,
     })))
 }
 
@@ -450,6 +451,7 @@ mod tests {
                 state: JobState::Open,
             }),
             ntx: 10,
+            output: None,
         };
         let bytes = spending_twice(&escrow);
         let tx = MultiEraTx::decode(&bytes).expect("decodes (pallas reads a set as a list)");

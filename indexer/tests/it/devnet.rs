@@ -108,6 +108,8 @@ impl Chain {
         let genesis = Genesis::devnet().expect("genesis");
         let mut config = DevnetConfig::new(genesis.clone(), dir.join("devnet"));
         config.auto_forge = false;
+        // The chain's own Kupo and Blockfrost answers, to compare the index's with.
+        config.http_addr = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
         let handle = devnet::start(config).await.expect("devnet starts");
         let env = Env {
             params: ProtocolParams::mainnet().expect("params"),

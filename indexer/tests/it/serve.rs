@@ -131,6 +131,49 @@ async fn two_serve_processes_answer_alike_beside_a_follower() {
         let (_, one) = get(&a, &format!("/jobs/{}", jobs[0])).await;
         assert_eq!(one["status"], "Locked");
         assert_eq!(one["job_id"], jobs[0].to_string());
+
+        // Kupo's matches: the index's (the escrows and bonds it follows) are the chain's own
+        // (the devnet's API over its whole UTxO set), match for match. By the validator's
+        // tokens (every escrow holds its thread token), and by the validator's credential,
+        // where the chain also shows the output holding the reference script itself.
+        let chain_api = chain
+            .handle
+            .http_addr()
+            .expect("the devnet's API")
+            .to_string();
+        let script = hex::encode(watch.script_hash);
+        let by_token = format!("/matches/{script}.*?order=oldest_first");
+        let (s_index, from_index) = get(&a, &by_token).await;
+        let (s_chain, from_chain) = get(&chain_api, &by_token).await;
+        assert_eq!(
+            (s_index, s_chain),
+            (200, 200),
+            "{from_index} / {from_chain}"
+        );
+        assert_eq!(
+            from_index.as_array().map(Vec::len),
+            Some(jobs.len()),
+            "every escrow: {from_index}"
+        );
+        assert_eq!(from_index, from_chain);
+        let by_credential = format!("/matches/{script}/*");
+        let (_, from_index) = get(&a, &by_credential).await;
+        let (_, from_chain) = get(&chain_api, &by_credential).await;
+        let without_scripts: Vec<&serde_json::Value> = from_chain
+            .as_array()
+            .expect("matches")
+            .iter()
+            .filter(|m| m["script_hash"].is_null())
+            .collect();
+        assert_eq!(
+            from_index
+                .as_array()
+                .expect("matches")
+                .iter()
+                .collect::<Vec<_>>(),
+            without_scripts
+        );
+        assert_eq!(from_chain.as_array().map(Vec::len), Some(jobs.len() + 1));
     }
 
     // Bad input: a 4xx with Blockfrost's error object, never a 5xx.
@@ -154,6 +197,8 @@ async fn two_serve_processes_answer_alike_beside_a_follower() {
             400,
         ),
         ("/no/such/route", 404),
+        ("/matches/nonsense", 400),
+        ("/matches/*?order=sideways", 400),
     ] {
         let (status, body) = get(&a, path).await;
         assert_eq!(status, want, "{path}: {body}");

@@ -25,7 +25,6 @@
 //! evaluation also sees the mempool's outputs, as submission does.
 
 pub mod evaluate;
-pub mod kupo;
 pub mod params;
 pub mod render;
 
@@ -40,11 +39,11 @@ use axum::http::{HeaderMap, header};
 use axum::routing::{get, post};
 use pallas_primitives::conway::{ScriptRef, TransactionOutput};
 use pallas_traverse::MultiEraTx;
-use serde::Deserialize;
 use serde_json::{Value as Json, json};
 use tower::ServiceExt as _;
 
 use ganglion_cardano::blockfrost::{ApiError, Paging, Window};
+use ganglion_cardano::kupo;
 use ganglion_cardano::txo::TxoRef;
 
 use crate::chain::Chain;
@@ -102,17 +101,39 @@ impl Api {
         Ok(self.block(place.block)?.map(|b| (b, place.index)))
     }
 
-    /// Where `r` was created, for Kupo ([`kupo::Created`]).
-    fn created(&self, r: &TxoRef) -> Result<kupo::Created, ApiError> {
-        Ok(self
+    /// The unspent output `raw` at `r` as Kupo shows it, with the block that created it.
+    fn kupo_match(&self, r: TxoRef, raw: &[u8]) -> Result<kupo::Match, ApiError> {
+        let facts = crate::ledger::phase1::output_facts(raw).map_err(ApiError::internal)?;
+        let out = Output::decode(raw).map_err(ApiError::internal)?;
+        let created = match self
             .chain
             .store()
             .tx_place(&r.tx_hash)
             .map_err(ApiError::internal)?
-            .and_then(|p| {
-                let b = self.block(p.block).ok().flatten()?;
-                Some((b.at.slot, b.at.hash, p.index))
-            }))
+        {
+            Some(p) => self.block(p.block)?.map(|b| kupo::Created {
+                slot: b.at.slot,
+                header_hash: *b.at.hash,
+                tx_index: p.index,
+            }),
+            None => None,
+        };
+        let whole = |q: i128| u64::try_from(q).map_err(ApiError::internal);
+        Ok(kupo::Match {
+            reference: r,
+            address: facts.address,
+            coins: whole(facts.value.coin)?,
+            assets: facts
+                .value
+                .assets
+                .into_iter()
+                .map(|(k, q)| Ok((k, whole(q)?)))
+                .collect::<Result<_, ApiError>>()?,
+            datum_hash: out.data_hash.map(|h| *h),
+            inline_datum: out.inline_datum.is_some(),
+            script_hash: out.script_hash.map(|h| *h),
+            created,
+        })
     }
 }
 
@@ -346,9 +367,7 @@ async fn with_tx(
 ) -> Answer {
     let id = hash32(&hash, "transaction hash")?;
     blocking(api, move |api| {
-        let (block, index) = api
-            .place(&id)?
-            .ok_or_else(ApiError::component_not_found)?;
+        let (block, index) = api.place(&id)?.ok_or_else(ApiError::component_not_found)?;
         let decoded = render::decode_block(&block).map_err(ApiError::internal)?;
         let txs = decoded.txs();
         let tx = txs
@@ -549,56 +568,25 @@ async fn evaluate_with_utxos(
     .await
 }
 
-/// Kupo's query parameters (`?unspent`, `?spent`, `?order=`).
-#[derive(Debug, Deserialize)]
-struct MatchQuery {
-    spent: Option<String>,
-    order: Option<String>,
-}
-
 async fn matches(
     State(api): State<Arc<Api>>,
     Path(pattern): Path<String>,
-    query: Result<Query<MatchQuery>, QueryRejection>,
+    query: Result<Query<kupo::MatchQuery>, QueryRejection>,
 ) -> Answer {
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let pattern: kupo::Pattern = pattern.parse().map_err(ApiError::bad_request)?;
-    let oldest_first = match q.order.as_deref() {
-        None | Some("most_recent_first") => false,
-        Some("oldest_first") => true,
-        Some(o) => {
-            return Err(ApiError::bad_request(format!(
-                "order must be most_recent_first or oldest_first, not {o:?}"
-            )));
-        }
-    };
+    let oldest_first = kupo::oldest_first(q.order.as_deref()).map_err(ApiError::bad_request)?;
     if q.spent.is_some() {
         // Spent outputs are not kept (Kupo's `--prune-utxo`).
         return Ok(axum::Json(json!([])));
     }
     blocking(api, move |api| {
         let utxos = api.chain.store().utxos().map_err(ApiError::internal)?;
-        let mut found = Vec::new();
-        for (r, raw) in utxos {
-            let Ok(facts) = crate::ledger::phase1::output_facts(&raw) else {
-                continue;
-            };
-            let out = Output::decode(&raw).map_err(ApiError::internal)?;
-            if pattern.matches(&r, &facts.address, &out) {
-                let created = api.created(&r)?;
-                found.push((created, r, out));
-            }
-        }
-        found.sort_by_key(|(c, r, _)| (c.map(|(s, _, i)| (s, i)), r.index));
-        if !oldest_first {
-            found.reverse();
-        }
-        Ok(axum::Json(Json::Array(
-            found
-                .iter()
-                .map(|(c, r, out)| kupo::match_json(r, out, *c))
-                .collect(),
-        )))
+        let all = utxos
+            .into_iter()
+            .map(|(r, raw)| api.kupo_match(r, &raw))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(axum::Json(kupo::answer(&pattern, all, oldest_first)))
     })
     .await
 }

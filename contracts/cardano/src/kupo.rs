@@ -1,18 +1,52 @@
-//! Kupo's `/matches/{pattern}` over the devnet's UTxO set (Kupo 2.x patterns and match
-//! objects, as a Kupo run with `--prune-utxo` answers: only unspent outputs are kept, so
-//! `?spent` matches nothing).
+//! Kupo's `/matches/{pattern}`: its patterns and its match objects (Kupo 2.x), for the HTTP
+//! APIs that answer them over unspent outputs — the devnet's over its whole UTxO set, the
+//! index's over the escrows and bonds it follows — as a Kupo run with `--prune-utxo` answers
+//! (spent outputs are not kept, so `?spent` matches nothing).
 //!
-//! Patterns: `*`; a bech32 address (`addr_test1…`); `{payment}/{delegation}` credentials,
-//! each 28 bytes of hex or `*`; `{policy id}.{asset name}` or `{policy id}.*`;
-//! `{output index}@{transaction id}` or `*@{transaction id}`.
+//! Patterns: `*`; a bech32 address (`addr_test1…`) or stake address (its delegation part);
+//! `{payment}/{delegation}` credentials, each 28 bytes of hex or `*`;
+//! `{policy id}.{asset name}` or `{policy id}.*`; `{output index}@{transaction id}` or
+//! `*@{transaction id}`.
+
+use std::collections::BTreeMap;
 
 use pallas_addresses::Address;
 use pallas_crypto::hash::Hash;
 use serde_json::{Value as Json, json};
 
-use ganglion_cardano::txo::TxoRef;
+use crate::txo::TxoRef;
 
-use super::render::Output;
+/// An unspent output as a match shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Match {
+    /// Where it is.
+    pub reference: TxoRef,
+    /// Raw address bytes.
+    pub address: Vec<u8>,
+    /// Lovelace.
+    pub coins: u64,
+    /// Native assets by (policy id, asset name).
+    pub assets: BTreeMap<(Vec<u8>, Vec<u8>), u64>,
+    /// The datum's hash (for an inline datum, blake2b-256 of its CBOR).
+    pub datum_hash: Option<[u8; 32]>,
+    /// Whether the datum is inline (else only its hash is on the output).
+    pub inline_datum: bool,
+    /// The reference script's hash.
+    pub script_hash: Option<[u8; 28]>,
+    /// Where it was created: `None` for a genesis output, which no block carries.
+    pub created: Option<Created>,
+}
+
+/// The block and position of the transaction that created an output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Created {
+    /// Slot of the block.
+    pub slot: u64,
+    /// Header hash of the block.
+    pub header_hash: [u8; 32],
+    /// Position of the transaction in the block.
+    pub tx_index: u32,
+}
 
 /// A parsed pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,23 +141,23 @@ impl std::str::FromStr for Pattern {
 }
 
 impl Pattern {
-    /// Whether the output `raw` at `r` matches.
-    pub fn matches(&self, r: &TxoRef, address: &[u8], out: &Output) -> bool {
+    /// Whether `m` matches.
+    pub fn matches(&self, m: &Match) -> bool {
+        let r = &m.reference;
         match self {
             Self::Any => true,
-            Self::Address(a) => a == address,
+            Self::Address(a) => *a == m.address,
             Self::Credentials {
                 payment,
                 delegation,
-            } => match Address::from_bytes(address) {
+            } => match Address::from_bytes(&m.address) {
                 Ok(Address::Shelley(a)) => {
                     payment.is_none_or(|p| *a.payment().as_hash() == p)
                         && delegation.is_none_or(|d| a.delegation().as_hash() == Some(&d))
                 }
                 _ => false,
             },
-            Self::Asset { policy, name } => out
-                .value
+            Self::Asset { policy, name } => m
                 .assets
                 .keys()
                 .any(|(p, n)| p == policy && name.as_ref().is_none_or(|want| want == n)),
@@ -134,47 +168,87 @@ impl Pattern {
     }
 }
 
-/// Where an output was created: slot, header hash and the transaction's position in its
-/// block (`None` for a genesis output, which no block carries: slot 0, no header).
-pub type Created = Option<(u64, Hash<32>, u32)>;
+/// The query parameters of `/matches` this API reads (`?spent`, `?unspent`, `?order=`).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct MatchQuery {
+    /// Present: only spent outputs (none are kept, so the answer is empty).
+    pub spent: Option<String>,
+    /// Present: only unspent outputs (all of them).
+    pub unspent: Option<String>,
+    /// `most_recent_first` (default) or `oldest_first`.
+    pub order: Option<String>,
+}
 
-/// Kupo's match object for the unspent output `r`.
-pub fn match_json(r: &TxoRef, out: &Output, created: Created) -> Json {
-    let assets: serde_json::Map<String, Json> = out
-        .value
-        .assets
-        .iter()
-        .map(|((p, n), q)| {
-            let unit = if n.is_empty() {
-                hex::encode(p)
-            } else {
-                format!("{}.{}", hex::encode(p), hex::encode(n))
-            };
-            (unit, json!(q))
-        })
-        .collect();
-    let mut m = json!({
-        "transaction_index": created.map_or(0, |(_, _, i)| i),
-        "transaction_id": hex::encode(r.tx_hash),
-        "output_index": r.index,
-        "address": out.address,
-        "value": { "coins": out.value.coin, "assets": assets },
-        "datum_hash": out.data_hash.map(|h| h.to_string()),
-        "script_hash": out.script_hash.map(|h| h.to_string()),
-        "created_at": {
-            "slot_no": created.map_or(0, |(s, _, _)| s),
-            "header_hash": created.map(|(_, h, _)| h.to_string()),
-        },
-        "spent_at": null,
-    });
-    if out.data_hash.is_some() {
-        m["datum_type"] = json!(if out.inline_datum.is_some() {
-            "inline"
-        } else {
-            "hash"
-        });
+/// The order of `/matches` (`?order=`): `most_recent_first` (the default) or `oldest_first`.
+///
+/// # Errors
+/// The message for another value.
+pub fn oldest_first(order: Option<&str>) -> Result<bool, String> {
+    match order {
+        None | Some("most_recent_first") => Ok(false),
+        Some("oldest_first") => Ok(true),
+        Some(o) => Err(format!(
+            "order must be most_recent_first or oldest_first, not {o:?}"
+        )),
     }
-    m
+}
+
+/// The matches of `pattern` among `outputs`, ordered by creation (slot, then position in
+/// the block, then output index; genesis outputs oldest), most recent first unless
+/// `oldest_first`: Kupo's answer as a JSON array.
+pub fn answer(pattern: &Pattern, outputs: Vec<Match>, oldest_first: bool) -> Json {
+    let mut found: Vec<Match> = outputs.into_iter().filter(|m| pattern.matches(m)).collect();
+    found.sort_by_key(|m| {
+        (
+            m.created.map(|c| (c.slot, c.tx_index)),
+            m.reference.index,
+            m.reference.tx_hash,
+        )
+    });
+    if !oldest_first {
+        found.reverse();
+    }
+    Json::Array(found.iter().map(Match::to_json).collect())
+}
+
+impl Match {
+    /// Kupo's match object.
+    pub fn to_json(&self) -> Json {
+        let assets: serde_json::Map<String, Json> = self
+            .assets
+            .iter()
+            .map(|((p, n), q)| {
+                let unit = if n.is_empty() {
+                    hex::encode(p)
+                } else {
+                    format!("{}.{}", hex::encode(p), hex::encode(n))
+                };
+                (unit, json!(q))
+            })
+            .collect();
+        let address = Address::from_bytes(&self.address)
+            .ok()
+            .and_then(|a| a.to_bech32().ok())
+            .unwrap_or_else(|| hex::encode(&self.address));
+        let mut m = json!({
+            "transaction_index": self.created.map_or(0, |c| c.tx_index),
+            "transaction_id": hex::encode(self.reference.tx_hash),
+            "output_index": self.reference.index,
+            "address": address,
+            "value": { "coins": self.coins, "assets": assets },
+            "datum_hash": self.datum_hash.map(hex::encode),
+            "script_hash": self.script_hash.map(hex::encode),
+            "created_at": {
+                "slot_no": self.created.map_or(0, |c| c.slot),
+                "header_hash": self.created.map(|c| hex::encode(c.header_hash)),
+            },
+            "spent_at": null,
+        });
+        if self.datum_hash.is_some() {
+            m["datum_type"] = json!(if self.inline_datum { "inline" } else { "hash" });
+        }
+        m
+    }
 }
 
 #[cfg(test)]
