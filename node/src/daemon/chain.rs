@@ -304,6 +304,7 @@ mod tests {
                 commitments: vec![],
             }),
             ntx,
+            output: None,
         }
     }
 
