@@ -234,18 +234,21 @@ impl<S: Kv> Indexer<S> {
         Ok(points)
     }
 
-    fn live_set(&self) -> Result<HashSet<TxoRef>> {
+    /// The live script UTxOs, taken out of the cache (read from the store when it is
+    /// empty): the caller owns them while it applies a block and puts them back with
+    /// [`Self::set_live`] once the block is committed. Taken, not cloned, so a block costs no
+    /// copy of a set that grows with every live escrow and bond; a failure in between
+    /// leaves the cache empty, to be read again.
+    fn take_live(&self) -> Result<HashSet<TxoRef>> {
         let mut cache = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        if cache.is_none() {
-            let set = self
-                .store
-                .scan_prefix(keys::UTXO.as_bytes())?
-                .iter()
-                .map(|(_, b)| parse::<Tracked>("utxo", b).map(|t| t.reference))
-                .collect::<Result<HashSet<_>>>()?;
-            *cache = Some(set);
+        if let Some(set) = cache.take() {
+            return Ok(set);
         }
-        Ok(cache.clone().unwrap_or_default())
+        self.store
+            .scan_prefix(keys::UTXO.as_bytes())?
+            .iter()
+            .map(|(_, b)| parse::<Tracked>("utxo", b).map(|t| t.reference))
+            .collect()
     }
 
     fn set_live(&self, set: Option<HashSet<TxoRef>>) {
@@ -314,7 +317,7 @@ impl<S: Kv> Indexer<S> {
             writes: BTreeMap::new(),
         };
         let mut records = Vec::new();
-        let mut live = self.live_set()?;
+        let mut live = self.take_live()?;
         for (i, tx) in block.txs().iter().enumerate() {
             let meta = Meta {
                 slot: point.slot,
