@@ -1,6 +1,7 @@
 //! The chain: store + ledger state + mempool under one lock; forges blocks, rolls back,
 //! and publishes tip changes (for followers) and [`ChainEvent`]s (for callers and tests).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
@@ -236,7 +237,9 @@ impl Chain {
     /// The ExUnits each redeemer of `bytes` needs ([`ledger::evaluate`]), its inputs resolved
     /// from the confirmed UTxO set plus pending transactions, then from `additional`
     /// (outputs not on the chain yet, as Ogmios' `additionalUtxoSet`; never overriding one
-    /// that is). CPU-bound: call from `spawn_blocking` in async code.
+    /// that is). The outputs it names are copied under the chain's lock and the scripts run
+    /// without it, so an evaluation never holds up submission or forging. CPU-bound: call
+    /// from `spawn_blocking` in async code.
     ///
     /// # Errors
     /// The [`Rejection`] that stops the evaluation.
@@ -245,9 +248,22 @@ impl Chain {
         bytes: &[u8],
         additional: &[(TxoRef, Vec<u8>)],
     ) -> Result<Vec<crate::ledger::phase2::ScriptRun>, Rejection> {
-        let inner = self.lock();
+        let tx = ledger::decode_tx(bytes)?;
+        let body = &tx.transaction_body;
+        let named = body
+            .inputs
+            .iter()
+            .chain(body.reference_inputs.iter().flat_map(|s| s.iter()))
+            .chain(body.collateral.iter().flat_map(|s| s.iter()))
+            .map(TxoRef::from);
+        let on_chain: BTreeMap<TxoRef, Vec<u8>> = {
+            let inner = self.lock();
+            named
+                .filter_map(|r| inner.speculative.get(&r).map(|o| (r, o.to_vec())))
+                .collect()
+        };
         let view = WithAdditional {
-            base: &inner.speculative,
+            on_chain,
             additional,
         };
         ledger::evaluate(&self.rules, &view, bytes)
@@ -493,15 +509,15 @@ fn interval_of(bytes: &[u8]) -> (Option<u64>, Option<u64>) {
         .unwrap_or((None, None))
 }
 
-/// The UTxO set seen with extra outputs beside it (those of `base` win).
+/// Outputs copied from the UTxO set, with extra outputs beside them (those on the chain win).
 struct WithAdditional<'a> {
-    base: &'a UtxoSet,
+    on_chain: BTreeMap<TxoRef, Vec<u8>>,
     additional: &'a [(TxoRef, Vec<u8>)],
 }
 
 impl ledger::UtxoView for WithAdditional<'_> {
     fn lookup(&self, r: &TxoRef) -> Option<&[u8]> {
-        self.base.get(r).or_else(|| {
+        self.on_chain.get(r).map(Vec::as_slice).or_else(|| {
             self.additional
                 .iter()
                 .find(|(x, _)| x == r)

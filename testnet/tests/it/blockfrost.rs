@@ -414,7 +414,27 @@ async fn scripts_are_evaluated_with_the_units_the_ledger_measures() {
         got, &units["spend:0"],
         "the same script and redeemer cost the same"
     );
-    // The additional output never hides one on the chain, and bad ones are named.
+    // An additional output never hides one on the chain: the always-succeeds spend, with its
+    // script input offered again as a key-locked output (which would make its redeemer
+    // extraneous), still costs what the chain's output makes it cost.
+    let shadow = json!({
+        "cbor": hex::encode(&tx),
+        "additionalUtxoset": [[
+            { "txId": hex::encode(l.script_input.tx_hash), "index": l.script_input.index },
+            { "address": bech32(1), "value": { "coins": 10_000_000 } }
+        ]],
+    });
+    let (status, v) = call(
+        api,
+        "POST",
+        "/utils/txs/evaluate/utxos",
+        Some("application/json"),
+        serde_json::to_vec(&shadow).expect("json"),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["result"]["EvaluationResult"], units, "{v}");
+    // Bad additional outputs are named.
     let bad_addr = json!({
         "cbor": hex::encode(&chained),
         "additionalUtxoset": [[{ "txId": hex::encode([7u8; 32]), "index": 0 }, { "address": "addr_test1nope", "value": { "coins": 1 } }]],
