@@ -55,5 +55,8 @@
     } catch (err) { /* a malformed event only skips the quick update */ }
     refresh();
   });
-  source.addEventListener("end", function () { source.close(); refresh(); });
+  source.addEventListener("end", function () {
+    source.close();
+    if (!terminal()) refresh();
+  });
 })();

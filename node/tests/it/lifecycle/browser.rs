@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::{Client, ClientBuilder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
@@ -112,24 +112,43 @@ impl Browser {
 
     /// The `attr` attribute of the first element matching `css`, if any.
     pub(crate) async fn attr(&self, css: &str, attr: &str) -> Option<String> {
-        let el = self.client.find(Locator::Css(css)).await.ok()?;
-        el.attr(attr).await.ok().flatten()
+        self.read(
+            "const e = document.querySelector(arguments[0]); \
+             return e ? e.getAttribute(arguments[1]) : null",
+            css,
+            attr,
+        )
+        .await
     }
 
-    /// The `attr` attribute of every element matching `css`, in document order.
+    /// The `attr` attribute of every element matching `css` (that has it), in document order.
     pub(crate) async fn attrs(&self, css: &str, attr: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        for el in self
+        self.read(
+            "return Array.from(document.querySelectorAll(arguments[0])) \
+               .map(e => e.getAttribute(arguments[1])).filter(v => v !== null)",
+            css,
+            attr,
+        )
+        .await
+        .unwrap_or_default()
+    }
+
+    /// Runs `script` with `css` and `attr` as its arguments: one script reads one snapshot of
+    /// the document. (Element handles read one by one go stale when a page replaces the part
+    /// they are in, as the console's job page does on every refresh, and a list read that way
+    /// silently loses its last items.)
+    async fn read<T: serde::de::DeserializeOwned>(
+        &self,
+        script: &str,
+        css: &str,
+        attr: &str,
+    ) -> Option<T> {
+        let v = self
             .client
-            .find_all(Locator::Css(css))
+            .execute(script, vec![css.into(), attr.into()])
             .await
-            .unwrap_or_default()
-        {
-            if let Ok(Some(v)) = el.attr(attr).await {
-                out.push(v);
-            }
-        }
-        out
+            .unwrap_or_else(|e| panic!("reading {attr} of {css}: {e}"));
+        serde_json::from_value(v).ok()
     }
 
     /// The page's text (`document.body.innerText`).

@@ -244,10 +244,10 @@ async fn the_console_follows_a_job_live_and_shows_the_numbers_the_rpc_gives() {
     assert!(events >= 2, "job_subscribe events relayed: {events}");
 
     // Settled: the page's numbers are the CLI's, once its live part is rendered final. The
-    // badge turns "settled" from the event stream at once, while a refresh already in flight
-    // may still bring the records as they were a block before (one provider's claim in); the
-    // refresh the event asked for follows it. So wait for a render whose records are all
-    // terminal (`data-terminal`), with the audit that a closed escrow brings.
+    // badge turns "settled" from the event stream at once, before the refresh the event asks
+    // for; so wait for a render whose records are all terminal (`data-terminal`), with the
+    // audit that a closed escrow brings. (Each list below is read in one script, one snapshot
+    // of the page, which may still be replaced by an identical render meanwhile.)
     wait_for(
         "the final live part with its audit on the job page",
         || async {
