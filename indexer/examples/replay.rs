@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use ganglion_contracts::test_utils::NTX;
 use ganglion_contracts::test_utils::harness_v2::Harness;
 use ganglion_indexer::store::{Kv, MemoryKv, PgKv, SledKv};
+use ganglion_indexer::sync::CATCH_UP_RUN;
 use ganglion_indexer::{Indexer, Watch};
 use pallas_traverse::MultiEraBlock;
 
@@ -56,6 +57,9 @@ fn report(
     ratio
 }
 
+/// Escrow locks in the synthetic chain, 20 per block.
+const LOCKS: usize = 1_000;
+
 /// Bare decoding of `blocks`, blocks/s.
 fn decode_rate(blocks: &[Vec<u8>]) -> f64 {
     let (t, _, rounds) = time(Duration::from_secs(2), || {
@@ -68,11 +72,14 @@ fn decode_rate(blocks: &[Vec<u8>]) -> f64 {
 }
 
 /// Replays `chain` into fresh stores from `open` (opening is not timed) until 2 s of applying
-/// have passed, at most 40 rounds; prints the rate against bare decoding and returns the ratio.
+/// have passed, at most 40 rounds, in runs of `run` blocks per commit (1: block by block, as
+/// at the tip; [`CATCH_UP_RUN`]: as a follower catching up); prints the rate against bare
+/// decoding and returns the ratio.
 fn report_store<S: Kv>(
     name: &str,
     watch: &Watch,
     chain: &[Vec<u8>],
+    run: usize,
     mut open: impl FnMut() -> S,
 ) -> f64 {
     let mut applying = Duration::ZERO;
@@ -80,8 +87,11 @@ fn report_store<S: Kv>(
     while applying < Duration::from_secs(2) && rounds < 40 {
         let ix = Indexer::new(open(), watch.clone(), 2160);
         let start = Instant::now();
-        for b in chain {
-            events += ix.apply_block(b).map(|a| a.records.len()).unwrap_or(0);
+        for blocks in chain.chunks(run) {
+            events += ix
+                .apply_blocks(blocks)
+                .map(|a| a.iter().map(|a| a.records.len()).sum())
+                .unwrap_or(0);
         }
         ix.flush().expect("flush");
         applying += start.elapsed();
@@ -114,7 +124,7 @@ fn main() {
 
     // Workload 2: devnet blocks full of escrow locks.
     let mut h = Harness::new(1);
-    for _ in 0..6 {
+    for _ in 0..LOCKS.div_ceil(33) {
         let _ = h.world.fund(
             &h.orch.address.clone(),
             ganglion_contracts::tx::Value::lovelace(1_000_000_000)
@@ -122,7 +132,7 @@ fn main() {
         );
     }
     let skip = h.world.applied.len();
-    for _ in 0..200 {
+    for _ in 0..LOCKS {
         h.lock(NTX, 7200);
     }
     let txs: Vec<&[u8]> = h.world.applied[skip..].iter().map(Vec::as_slice).collect();
@@ -161,7 +171,7 @@ fn main() {
         &fixtures,
     );
     let r2 = report(
-        "escrow-full chain (10 blocks x 20 locks)",
+        "escrow-full chain (50 blocks x 20 locks)",
         chain.len(),
         &watch,
         |w| {
@@ -175,31 +185,49 @@ fn main() {
     );
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut n = 0;
-    let r3 = report_store("escrow-full chain into sled", &watch, &chain, || {
-        n += 1;
-        SledKv::open(&tmp.path().join(format!("ix{n}"))).expect("sled opens")
-    });
-    let r4 = match ganglion_testnet::postgres::Cluster::start() {
-        Ok(cluster) => Some(report_store(
-            "escrow-full chain into PostgreSQL",
-            &watch,
-            &chain,
-            || {
-                let url = cluster.create_database().expect("createdb");
-                PgKv::open(&url).expect("PostgreSQL store opens")
-            },
-        )),
+    let mut sled = |run: usize, name: &str| {
+        report_store(name, &watch, &chain, run, || {
+            n += 1;
+            SledKv::open(&tmp.path().join(format!("ix{n}"))).expect("sled opens")
+        })
+    };
+    let r3 = sled(1, "escrow-full chain into sled, a commit per block");
+    let r3b = sled(
+        CATCH_UP_RUN,
+        "escrow-full chain into sled, catching up (one commit per run)",
+    );
+    let (r4, r4b) = match ganglion_testnet::postgres::Cluster::start() {
+        Ok(cluster) => {
+            let pg = |run: usize, name: &str| {
+                report_store(name, &watch, &chain, run, || {
+                    let url = cluster.create_database().expect("createdb");
+                    PgKv::open(&url).expect("PostgreSQL store opens")
+                })
+            };
+            (
+                Some(pg(
+                    1,
+                    "escrow-full chain into PostgreSQL, a commit per block",
+                )),
+                Some(pg(
+                    CATCH_UP_RUN,
+                    "escrow-full chain into PostgreSQL, catching up (one commit per run)",
+                )),
+            )
+        }
         Err(e) => {
             println!("escrow-full chain into PostgreSQL: SKIPPED ({e})");
-            None
+            (None, None)
         }
     };
     let mut missed = false;
     for (name, ratio, goal) in [
         ("real fixtures, memory", Some(r1), 0.5),
         ("escrow chain, memory", Some(r2), 0.5),
-        ("escrow chain, sled", Some(r3), 0.5),
-        ("escrow chain, PostgreSQL", r4, 0.25),
+        ("escrow chain, sled, per block", Some(r3), 0.5),
+        ("escrow chain, sled, catching up", Some(r3b), 0.5),
+        ("escrow chain, PostgreSQL, per block", r4, 0.25),
+        ("escrow chain, PostgreSQL, catching up", r4b, 0.25),
     ] {
         if let Some(r) = ratio.filter(|r| *r < goal) {
             println!(

@@ -1,7 +1,7 @@
 //! The only writer: applies blocks and undoes them, one atomic batch per block, keeping
 //! undo records for the last k blocks and a durable cursor.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 
@@ -108,18 +108,45 @@ fn utf8(what: &'static str, b: Vec<u8>) -> Result<String> {
     })
 }
 
-/// Pending writes of one block over the store: reads see them first.
+/// Pending writes of one block, over the writes of the earlier blocks of its batch, over the
+/// store: reads see the newest first.
 struct Pending<'a, S: Kv> {
     store: &'a S,
+    batch: &'a BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Store values read ahead ([`Self::prefetch`]): what the store held before the run.
+    fetched: HashMap<Vec<u8>, Option<Vec<u8>>>,
 }
 
 impl<S: Kv> Pending<'_, S> {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        match self.writes.get(key) {
+        match self
+            .writes
+            .get(key)
+            .or_else(|| self.batch.get(key))
+            .or_else(|| self.fetched.get(key))
+        {
             Some(v) => Ok(v.clone()),
             None => self.store.get(key),
         }
+    }
+
+    /// Reads the stored values of `keys` that neither this block nor its run wrote, in one
+    /// [`Kv::get_many`] (one round trip per table on PostgreSQL, not one per key).
+    fn prefetch(&mut self, keys: impl IntoIterator<Item = Vec<u8>>) -> Result<()> {
+        let mut missing: Vec<Vec<u8>> = keys
+            .into_iter()
+            .filter(|k| {
+                !self.writes.contains_key(k)
+                    && !self.batch.contains_key(k)
+                    && !self.fetched.contains_key(k)
+            })
+            .collect();
+        missing.sort();
+        missing.dedup();
+        let values = self.store.get_many(&missing)?;
+        self.fetched.extend(missing.into_iter().zip(values));
+        Ok(())
     }
 
     fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
@@ -128,6 +155,30 @@ impl<S: Kv> Pending<'_, S> {
 
     fn delete(&mut self, key: Vec<u8>) {
         self.writes.insert(key, None);
+    }
+
+    /// The value each key this block writes had before it (from the run, else the store:
+    /// what was read ahead, one [`Kv::get_many`] for the rest), as an undo record's
+    /// `restore`.
+    fn restore(&self) -> Result<Vec<(String, Option<String>)>> {
+        let before = |k: &Vec<u8>| self.batch.get(k).or_else(|| self.fetched.get(k));
+        let missing: Vec<Vec<u8>> = self
+            .writes
+            .keys()
+            .filter(|k| before(k).is_none())
+            .cloned()
+            .collect();
+        let mut stored = self.store.get_many(&missing)?.into_iter();
+        let mut restore = Vec::with_capacity(self.writes.len());
+        for key in self.writes.keys() {
+            let old = match before(key) {
+                Some(v) => v.clone(),
+                None => stored.next().flatten(),
+            };
+            let old = old.map(|v| utf8("undo value", v)).transpose()?;
+            restore.push((utf8("undo key", key.clone())?, old));
+        }
+        Ok(restore)
     }
 }
 
@@ -284,6 +335,68 @@ impl<S: Kv> Indexer<S> {
     /// [`Error::BlockDecode`], [`Error::NotNext`] when the block does not extend the tip,
     /// store errors.
     pub fn apply_block(&self, cbor: &[u8]) -> Result<Applied> {
+        let mut applied = self.apply_blocks(&[cbor])?;
+        applied.pop().ok_or(Error::BlockDecode {
+            slot: None,
+            reason: "no block".to_string(),
+        })
+    }
+
+    /// Applies a run of consecutive blocks (each as for [`Self::apply_block`]) in one commit
+    /// of the store: a follower catching up writes once per run, not once per block. Each
+    /// block still gets its own undo record, so a later rollback can stop inside the run; the
+    /// cursor moves in the same commit, so after a crash the store holds the whole run or
+    /// none of it. Subscribers hear each block, in order, after the commit. A block equal to
+    /// the tip is skipped (`fresh: false`).
+    ///
+    /// # Errors
+    /// As [`Self::apply_block`], for the first block that fails; nothing of the run is
+    /// committed then.
+    pub fn apply_blocks<B: AsRef<[u8]>>(&self, blocks: &[B]) -> Result<Vec<Applied>> {
+        let mut tip = self.tip()?;
+        let mut batch: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        let mut applied = Vec::with_capacity(blocks.len());
+        let mut live = self.take_live()?;
+        for cbor in blocks {
+            let result = self.apply_one(cbor.as_ref(), tip, &mut batch, &mut live);
+            let a = match result {
+                Ok(a) => a,
+                Err(e) => {
+                    self.set_live(None);
+                    return Err(e);
+                }
+            };
+            tip = Some(a.point);
+            applied.push(a);
+        }
+        if batch.is_empty() {
+            // Only re-deliveries: nothing to write.
+            self.set_live(Some(live));
+            return Ok(applied);
+        }
+        if let Err(e) = self.commit_moving_tip(batch.into_iter().collect(), tip) {
+            self.set_live(None);
+            return Err(e);
+        }
+        self.set_live(Some(live));
+        for a in applied.iter().filter(|a| a.fresh) {
+            self.notify(Notification::Applied {
+                point: a.point,
+                records: a.records.clone(),
+            });
+        }
+        Ok(applied)
+    }
+
+    /// Applies `cbor` on top of `tip` into `batch` (the writes of the run so far), updating
+    /// `live`.
+    fn apply_one(
+        &self,
+        cbor: &[u8],
+        tip: Option<Point>,
+        batch: &mut BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+        live: &mut HashSet<TxoRef>,
+    ) -> Result<Applied> {
         let block = MultiEraBlock::decode(cbor).map_err(|e| Error::BlockDecode {
             slot: None,
             reason: e.to_string(),
@@ -293,7 +406,6 @@ impl<S: Kv> Indexer<S> {
             hash: *block.hash(),
             height: block.number(),
         };
-        let tip = self.tip()?;
         if let Some(tip) = tip {
             if tip.hash == point.hash {
                 return Ok(Applied {
@@ -314,10 +426,11 @@ impl<S: Kv> Indexer<S> {
         }
         let mut p = Pending {
             store: &self.store,
+            batch: &*batch,
             writes: BTreeMap::new(),
+            fetched: HashMap::new(),
         };
         let mut records = Vec::new();
-        let mut live = self.take_live()?;
         for (i, tx) in block.txs().iter().enumerate() {
             let meta = Meta {
                 slot: point.slot,
@@ -353,44 +466,41 @@ impl<S: Kv> Indexer<S> {
                 p.put(keys::utxo(&t.reference), json(&t));
                 live.insert(t.reference);
             }
-            for (seq, event) in fx.events.into_iter().enumerate() {
-                let record = Record {
-                    meta,
-                    seq: seq as u32,
-                    event,
-                };
-                self.index_record(&mut p, &record)?;
-                records.push(record);
-            }
+            records.extend(
+                fx.events
+                    .into_iter()
+                    .enumerate()
+                    .map(|(seq, event)| Record {
+                        meta,
+                        seq: seq as u32,
+                        event,
+                    }),
+            );
+        }
+        // Events touch only event and job keys, never the UTxO keys extraction reads: the
+        // jobs they name are read in one go, then the events indexed in chain order.
+        p.prefetch(
+            records
+                .iter()
+                .filter_map(|r| r.event.job_id())
+                .map(|id| keys::job(&id)),
+        )?;
+        for record in &records {
+            self.index_record(&mut p, record)?;
         }
         // Undo record: the previous value of every key this block writes.
-        let keys: Vec<Vec<u8>> = p.writes.keys().cloned().collect();
-        let olds = self.store.get_many(&keys)?;
-        let mut restore = Vec::with_capacity(keys.len());
-        for (key, old) in keys.into_iter().zip(olds) {
-            let old = old.map(|v| utf8("undo value", v)).transpose()?;
-            restore.push((utf8("undo key", key)?, old));
-        }
         let undo = UndoRecord {
             point,
             prev: tip,
-            restore,
+            restore: p.restore()?,
         };
-        let mut writes: Vec<Write> = p.writes.into_iter().collect();
-        writes.push((keys::undo(point.height), Some(json(&undo))));
+        let writes = p.writes;
+        batch.extend(writes);
+        batch.insert(keys::undo(point.height), Some(json(&undo)));
         if point.height >= self.k {
-            writes.push((keys::undo(point.height - self.k), None));
+            batch.insert(keys::undo(point.height - self.k), None);
         }
-        writes.push((keys::CURSOR.to_vec(), Some(json(&point))));
-        if let Err(e) = self.commit_moving_tip(writes, Some(point)) {
-            self.set_live(None);
-            return Err(e);
-        }
-        self.set_live(Some(live));
-        self.notify(Notification::Applied {
-            point,
-            records: records.clone(),
-        });
+        batch.insert(keys::CURSOR.to_vec(), Some(json(&point)));
         Ok(Applied {
             point,
             tx_count: block.tx_count(),

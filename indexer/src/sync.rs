@@ -23,6 +23,10 @@ pub enum Start {
     Point(u64, [u8; 32]),
 }
 
+/// Most blocks applied in one store commit while catching up (the peer's tip is ahead):
+/// mainnet blocks are at most 90 kB, so a run holds at most about 9 MB.
+pub const CATCH_UP_RUN: usize = 100;
+
 /// How to follow.
 #[derive(Debug, Clone)]
 pub struct SyncConfig {
@@ -53,7 +57,8 @@ impl SyncConfig {
 /// intersects at the newest block the indexer still knows (rolling back to it if the peer
 /// switched forks meanwhile). Store errors end the loop (the operator must act).
 ///
-/// Store writes run on the calling task: one small batch per block.
+/// Store writes run on the calling task: one commit per block at the tip, one per run of up
+/// to [`CATCH_UP_RUN`] blocks while catching up.
 ///
 /// # Errors
 /// Store errors from the indexer.
@@ -126,35 +131,62 @@ async fn session<S: Kv>(
     tracing::info!(from = ?from.map(|p| p.0), "following the chain");
     indexer.notify(crate::apply::Notification::Intersected { at: from });
     let mut progressed = false;
+    // Blocks received while the peer has more ready, applied together (one store commit).
+    let mut run: Vec<Vec<u8>> = Vec::new();
     loop {
-        match follower
-            .next()
-            .await
-            .map_err(|e| SessionError::Follow(e, progressed))?
-        {
-            ChainEvent::RollForward(block) => match indexer.apply_block(&block) {
-                Ok(_) => progressed = true,
-                Err(crate::Error::NotNext { .. }) => {
-                    // The peer skipped ahead of us: reconnect and intersect again.
-                    return Err(SessionError::Follow(FollowError::NotNext, progressed));
+        let event = match follower.next().await {
+            Ok(event) => event,
+            Err(e) => {
+                progressed |= apply_run(indexer, &mut run, progressed)?;
+                return Err(SessionError::Follow(e, progressed));
+            }
+        };
+        match event {
+            ChainEvent::RollForward { block, more } => {
+                run.push(block);
+                if !more || run.len() >= CATCH_UP_RUN {
+                    progressed |= apply_run(indexer, &mut run, progressed)?;
                 }
-                Err(crate::Error::BlockDecode { reason, .. }) => {
-                    return Err(SessionError::Follow(FollowError::Block(reason), progressed));
-                }
-                Err(e) => return Err(SessionError::Store(e)),
-            },
+            }
             // A fresh indexer started at a point: the peer first rolls back to it.
             ChainEvent::RollBackward(point)
-                if point == from && indexer.tip().map_err(SessionError::Store)?.is_none() => {}
-            ChainEvent::RollBackward(point) => match indexer.roll_back_to(point) {
-                Ok(_) => progressed = true,
-                Err(
-                    e @ (crate::Error::RollbackTooDeep { .. } | crate::Error::UnknownPoint { .. }),
-                ) => {
-                    return Err(SessionError::Store(e));
+                if run.is_empty()
+                    && point == from
+                    && indexer.tip().map_err(SessionError::Store)?.is_none() => {}
+            ChainEvent::RollBackward(point) => {
+                apply_run(indexer, &mut run, progressed)?;
+                match indexer.roll_back_to(point) {
+                    Ok(_) => progressed = true,
+                    Err(e) => return Err(SessionError::Store(e)),
                 }
-                Err(e) => return Err(SessionError::Store(e)),
-            },
+            }
         }
+    }
+}
+
+/// Applies and empties `run`; true when it held blocks. `progressed`: whether the session
+/// applied anything before (kept in a follow error).
+///
+/// # Errors
+/// A block the indexer cannot take ends the session (reconnect and intersect again: the
+/// peer skipped ahead of us, or sent a block that does not decode); store errors.
+fn apply_run<S: Kv>(
+    indexer: &Indexer<S>,
+    run: &mut Vec<Vec<u8>>,
+    progressed: bool,
+) -> std::result::Result<bool, SessionError> {
+    if run.is_empty() {
+        return Ok(false);
+    }
+    let blocks = std::mem::take(run);
+    match indexer.apply_blocks(&blocks) {
+        Ok(_) => Ok(true),
+        Err(crate::Error::NotNext { .. }) => {
+            Err(SessionError::Follow(FollowError::NotNext, progressed))
+        }
+        Err(crate::Error::BlockDecode { reason, .. }) => {
+            Err(SessionError::Follow(FollowError::Block(reason), progressed))
+        }
+        Err(e) => Err(SessionError::Store(e)),
     }
 }

@@ -46,8 +46,14 @@ pub enum Source {
 /// What the chain did next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChainEvent {
-    /// A new block: HFC-wrapped CBOR `[era, block]`.
-    RollForward(Vec<u8>),
+    /// A new block.
+    RollForward {
+        /// HFC-wrapped CBOR `[era, block]`.
+        block: Vec<u8>,
+        /// The peer's tip is above this block (its chainsync tip says so): more blocks are
+        /// ready without waiting, so a catching-up reader may batch its writes.
+        more: bool,
+    },
     /// The chain switched forks: undo every block after this point (`None` = origin).
     RollBackward(Option<(u64, [u8; 32])>),
 }
@@ -87,7 +93,8 @@ pub enum FollowError {
 /// What a chainsync server says next, once it has something to say: content `C` (a block over
 /// N2C, a header over N2N) or a rollback to a point (`None`: the origin).
 pub(crate) enum Roll<C> {
-    Forward(C),
+    /// Content and the block number of the server's tip.
+    Forward(C, u64),
     Backward(Option<(u64, [u8; 32])>),
 }
 
@@ -105,11 +112,26 @@ where
             .await
             .map_err(FollowError::Chainsync)?;
         match r {
-            NextResponse::RollForward(content, _) => return Ok(Roll::Forward(content)),
+            NextResponse::RollForward(content, tip) => return Ok(Roll::Forward(content, tip.1)),
             NextResponse::RollBackward(point, _) => return Ok(Roll::Backward(from_wire(&point))),
             NextResponse::Await => continue,
         }
     }
+}
+
+/// The block number in an HFC-wrapped Shelley-or-later block's header body
+/// (`[era, [[[block_number, slot, …], sig], …]]`, the ledger specs' CDDL), read without
+/// decoding the block; `None` for Byron blocks and anything else.
+pub(crate) fn block_number(wrapped: &[u8]) -> Option<u64> {
+    let mut d = pallas_codec::minicbor::Decoder::new(wrapped);
+    d.array().ok()?;
+    if d.u16().ok()? < 2 {
+        return None;
+    }
+    d.array().ok()?; // block
+    d.array().ok()?; // header
+    d.array().ok()?; // header body
+    d.u64().ok()
 }
 
 pub(crate) fn wire_point(p: Option<(u64, [u8; 32])>) -> WirePoint {

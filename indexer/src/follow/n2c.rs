@@ -50,7 +50,10 @@ impl N2cFollower {
 
     pub(crate) async fn next(&mut self) -> Result<ChainEvent, FollowError> {
         Ok(match next_roll(self.client.chainsync()).await? {
-            Roll::Forward(block) => ChainEvent::RollForward(block.0),
+            Roll::Forward(block, tip) => ChainEvent::RollForward {
+                more: super::block_number(&block.0).is_some_and(|n| n < tip),
+                block: block.0,
+            },
             Roll::Backward(point) => ChainEvent::RollBackward(point),
         })
     }

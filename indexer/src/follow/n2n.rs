@@ -34,8 +34,8 @@ impl N2nFollower {
     }
 
     pub(crate) async fn next(&mut self) -> Result<ChainEvent, FollowError> {
-        let header = match next_roll(self.client.chainsync()).await? {
-            Roll::Forward(header) => header,
+        let (header, tip) = match next_roll(self.client.chainsync()).await? {
+            Roll::Forward(header, tip) => (header, tip),
             Roll::Backward(point) => return Ok(ChainEvent::RollBackward(point)),
         };
         let subtag = header.byron_prefix.map(|(s, _)| s);
@@ -48,6 +48,9 @@ impl N2nFollower {
             .fetch_single(point)
             .await
             .map_err(FollowError::Blockfetch)?;
-        Ok(ChainEvent::RollForward(body))
+        Ok(ChainEvent::RollForward {
+            block: body,
+            more: h.number() < tip,
+        })
     }
 }

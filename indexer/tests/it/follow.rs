@@ -2,6 +2,8 @@
 //! transactions built by `ganglion-contracts`, validated by the devnet's ledger (phase-1 and
 //! uplc), forged into blocks, served over the Ouroboros mini-protocols.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use ed25519_dalek::SigningKey;
 use ganglion_cardano::time::slot_to_posix_ms;
 use ganglion_contracts::tx::{Draft, Output, Utxo};
@@ -32,6 +34,32 @@ fn bond_request(
         payout: Payout::enterprise(provider.hash),
         gpus,
         stake: gpus * 1_000_000,
+    }
+}
+
+/// A memory store that counts its commits.
+#[derive(Default)]
+struct CountingCommits {
+    kv: MemoryKv,
+    commits: AtomicUsize,
+}
+
+impl Kv for CountingCommits {
+    fn get(&self, key: &[u8]) -> ganglion_indexer::Result<Option<Vec<u8>>> {
+        self.kv.get(key)
+    }
+    fn scan_prefix(&self, prefix: &[u8]) -> ganglion_indexer::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.kv.scan_prefix(prefix)
+    }
+    fn range(&self, from: &[u8], to: &[u8]) -> ganglion_indexer::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.kv.range(from, to)
+    }
+    fn commit(&self, writes: Vec<ganglion_indexer::store::Write>) -> ganglion_indexer::Result<()> {
+        self.commits.fetch_add(1, Ordering::SeqCst);
+        self.kv.commit(writes)
+    }
+    fn flush(&self) -> ganglion_indexer::Result<()> {
+        self.kv.flush()
     }
 }
 
@@ -260,13 +288,20 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
     });
     assert_eq!(kept, Some(assign.acceptances.clone()));
 
-    // Follower 2: N2C over TCP, from origin, after the fact.
+    // Follower 2: N2C over TCP, from origin, after the fact: it catches up in runs of blocks,
+    // one commit each, not one commit per block.
     let (fresh, fresh_rx, sync2) = spawn_follower(
-        Indexer::new(MemoryKv::new(), watch.clone(), 10),
+        Indexer::new(CountingCommits::default(), watch.clone(), 10),
         SyncConfig::new(chain.n2c()),
         &cancel,
     );
     caught_up(&fresh_rx, &chain, &fresh).await;
+    let blocks = fresh.tip().expect("tip").expect("some").height;
+    let commits = fresh.kv().commits.load(Ordering::SeqCst) as u64;
+    assert!(
+        blocks >= 6 && commits * 3 <= blocks,
+        "caught up on {blocks} blocks in {commits} commits"
+    );
 
     let events: Vec<Event> = fresh
         .events(0, u64::MAX)

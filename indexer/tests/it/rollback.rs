@@ -29,8 +29,9 @@ pub(crate) fn all<S: Kv>(ix: &Indexer<S>) -> Vec<(Vec<u8>, Vec<u8>)> {
     ix.kv().scan_prefix(b"").expect("scan")
 }
 
-/// The rollback ops strategy: each op applies `n` more blocks (or as many as are left), then
-/// rolls back `depth` blocks.
+/// The rollback ops strategy: each op applies `n` more blocks (or as many as are left) as one
+/// run ([`Indexer::apply_blocks`], one commit), then rolls back `depth` blocks — often into
+/// the middle of an earlier run.
 pub(crate) fn ops() -> impl Strategy<Value = Vec<(usize, u64)>> {
     prop::collection::vec((1usize..6, 1u64..=10), 1..12)
 }
@@ -47,10 +48,9 @@ pub(crate) fn rollback_equals_replay_on<S: Kv>(
     let mut height = 0usize;
     let mut highest = 0usize;
     for (n, depth) in ops {
-        for b in blocks.iter().skip(height).take(n) {
-            ix.apply_block(b).expect("applies");
-            height += 1;
-        }
+        let run = &blocks[height..(height + n).min(blocks.len())];
+        ix.apply_blocks(run).expect("applies");
+        height += run.len();
         highest = highest.max(height);
         let depth = (depth as usize).min(height);
         let target = height - depth;
@@ -76,9 +76,7 @@ pub(crate) fn rollback_equals_replay_on<S: Kv>(
         ix.roll_back_to(point).expect("rollback within k");
         height = target;
     }
-    for b in blocks.iter().skip(height) {
-        ix.apply_block(b).expect("applies");
-    }
+    ix.apply_blocks(&blocks[height..]).expect("applies");
     let fresh = replay(watch, blocks, k);
     prop_assert_eq!(all(ix), all(&fresh));
     Ok(())
@@ -93,6 +91,47 @@ proptest! {
         let (watch, _) = scenario();
         rollback_equals_replay_on(&Indexer::new(MemoryKv::new(), watch.clone(), 10), ops)?;
     }
+}
+
+/// A run with a block that does not extend the one before it commits nothing, not even the
+/// blocks before that one; a good run is heard block by block, in order.
+#[test]
+fn a_run_is_applied_whole_or_not_at_all() {
+    let (watch, blocks) = scenario();
+    let ix = Indexer::new(MemoryKv::new(), watch.clone(), 10);
+    ix.apply_blocks(&blocks[..2]).expect("applies");
+    let before = all(&ix);
+    let tip = ix.tip().expect("tip");
+    let broken = [blocks[2].clone(), blocks[3].clone(), blocks[5].clone()];
+    let refused = ix.apply_blocks(&broken);
+    assert!(
+        matches!(
+            refused,
+            Err(Error::NotNext {
+                height: 6,
+                tip: 4,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(all(&ix), before, "a refused run wrote something");
+    assert_eq!(ix.tip().expect("tip"), tip);
+
+    let heard = ix.subscribe();
+    let applied = ix.apply_blocks(&blocks[2..6]).expect("applies");
+    assert_eq!(applied.len(), 4);
+    let heights: Vec<u64> = heard
+        .try_iter()
+        .map(|n| match n {
+            ganglion_indexer::Notification::Applied { point, .. } => point.height,
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    let expected: Vec<u64> = applied.iter().map(|a| a.point.height).collect();
+    assert_eq!(heights, expected);
+    assert!(heights.windows(2).all(|w| w[1] == w[0] + 1), "{heights:?}");
+    assert_eq!(all(&ix), all(&replay(watch, &blocks[..6], 10)));
 }
 
 #[test]
