@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::event::{Event, Meta, Record};
-use crate::extract::{CreatedAt, Tracked, extract_tx};
+use crate::extract::{CreatedAt, Tracked, extract_tx, into_txs};
 use crate::keys;
 use crate::store::{Kv, Write};
 use crate::view::JobView;
@@ -431,7 +431,16 @@ impl<S: Kv> Indexer<S> {
             fetched: HashMap::new(),
         };
         let mut records = Vec::new();
-        for (i, tx) in block.txs().iter().enumerate() {
+        let tx_count = block.tx_count();
+        let unknown;
+        let txs = match into_txs(block) {
+            Ok(txs) => txs,
+            Err(block) => {
+                unknown = block;
+                unknown.txs()
+            }
+        };
+        for (i, tx) in txs.iter().enumerate() {
             let meta = Meta {
                 slot: point.slot,
                 height: point.height,
@@ -503,7 +512,7 @@ impl<S: Kv> Indexer<S> {
         batch.insert(keys::CURSOR.to_vec(), Some(json(&point)));
         Ok(Applied {
             point,
-            tx_count: block.tx_count(),
+            tx_count,
             records,
             fresh: true,
         })

@@ -10,7 +10,10 @@
 //! This module finds the transaction's script outputs, the live script UTxOs it spends and
 //! their redeemers; `v2` reads them as the `ganglion_v2` protocol (`docs/escrow-v2.md`).
 
+mod owned;
 mod v2;
+
+pub(crate) use owned::into_txs;
 
 use std::collections::BTreeMap;
 
