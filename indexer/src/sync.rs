@@ -23,8 +23,8 @@ pub enum Start {
     Point(u64, [u8; 32]),
 }
 
-/// Most blocks applied in one store commit while catching up (the peer's tip is ahead):
-/// mainnet blocks are at most 90 kB, so a run holds at most about 9 MB.
+/// The default of [`SyncConfig::catch_up_run`]: mainnet blocks are at most 90 kB, so a run
+/// holds at most about 9 MB.
 pub const CATCH_UP_RUN: usize = 100;
 
 /// How to follow.
@@ -38,6 +38,9 @@ pub struct SyncConfig {
     pub backoff_min: Duration,
     /// Longest reconnect delay.
     pub backoff_max: Duration,
+    /// Most blocks applied in one store commit while catching up (the peer's tip is ahead
+    /// of the block it sent); at least 1. Default [`CATCH_UP_RUN`].
+    pub catch_up_run: usize,
 }
 
 impl SyncConfig {
@@ -48,6 +51,7 @@ impl SyncConfig {
             start: Start::Origin,
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(10),
+            catch_up_run: CATCH_UP_RUN,
         }
     }
 }
@@ -58,7 +62,7 @@ impl SyncConfig {
 /// switched forks meanwhile). Store errors end the loop (the operator must act).
 ///
 /// Store writes run on the calling task: one commit per block at the tip, one per run of up
-/// to [`CATCH_UP_RUN`] blocks while catching up.
+/// to `config.catch_up_run` blocks while catching up.
 ///
 /// # Errors
 /// Store errors from the indexer.
@@ -71,7 +75,7 @@ pub async fn run<S: Kv>(
     loop {
         let outcome = tokio::select! {
             () = cancel.cancelled() => return Ok(()),
-            r = session(&indexer, &config.source, config.start) => r,
+            r = session(&indexer, &config) => r,
         };
         match outcome {
             Ok(()) => return Ok(()),
@@ -102,10 +106,9 @@ enum SessionError {
 
 async fn session<S: Kv>(
     indexer: &Indexer<S>,
-    source: &Source,
-    start: Start,
+    config: &SyncConfig,
 ) -> std::result::Result<(), SessionError> {
-    let mut follower = Follower::connect(source)
+    let mut follower = Follower::connect(&config.source)
         .await
         .map_err(|e| SessionError::Follow(e, false))?;
     let known: Vec<Option<(u64, [u8; 32])>> = indexer
@@ -115,7 +118,7 @@ async fn session<S: Kv>(
         .map(|p| Some((p.slot, p.hash)))
         .collect();
     let from = if known.is_empty() {
-        match start {
+        match config.start {
             Start::Origin => follower.intersect(&[]).await,
             Start::Point(slot, hash) => follower.intersect(&[Some((slot, hash))]).await,
             Start::Tip => follower.intersect_tip().await,
@@ -144,7 +147,7 @@ async fn session<S: Kv>(
         match event {
             ChainEvent::RollForward { block, more } => {
                 run.push(block);
-                if !more || run.len() >= CATCH_UP_RUN {
+                if !more || run.len() >= config.catch_up_run {
                     progressed |= apply_run(indexer, &mut run, progressed)?;
                 }
             }

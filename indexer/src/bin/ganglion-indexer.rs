@@ -75,6 +75,10 @@ struct FollowArgs {
     /// Where an empty store starts: `origin`, `tip`, or `SLOT.HASH` (hex header hash).
     #[arg(long, default_value = "origin", value_parser = parse_start)]
     start: Start,
+    /// Most blocks written in one commit while catching up (the peer's tip is ahead); at the
+    /// tip every block is its own commit.
+    #[arg(long, default_value_t = ganglion_indexer::sync::CATCH_UP_RUN, value_parser = parse_run)]
+    catch_up_run: usize,
 }
 
 #[derive(Debug, Args)]
@@ -84,6 +88,16 @@ struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:3000")]
     listen: SocketAddr,
+}
+
+/// A run length: 1 to 10 000 blocks.
+fn parse_run(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n @ 1..=10_000) => Ok(n),
+        _ => Err(format!(
+            "{s:?}: expected a number of blocks from 1 to 10000"
+        )),
+    }
 }
 
 fn parse_start(s: &str) -> Result<Start, String> {
@@ -174,6 +188,7 @@ async fn follow(args: FollowArgs, cancel: CancellationToken) -> anyhow::Result<(
     });
     let mut config = SyncConfig::new(source);
     config.start = args.start;
+    config.catch_up_run = args.catch_up_run;
     run(indexer.clone(), config, cancel).await?;
     tokio::task::spawn_blocking(move || indexer.flush()).await??;
     Ok(())

@@ -98,6 +98,9 @@ async fn sigkill_during_sync<S: Kv + 'static>(
         &chain.handle.magic().to_string(),
         "--k",
         "10",
+        // Runs of three blocks while catching up: kills land between and inside runs.
+        "--catch-up-run",
+        "3",
     ]
     .iter()
     .map(ToString::to_string)
