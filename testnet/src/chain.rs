@@ -249,13 +249,7 @@ impl Chain {
         additional: &[(TxoRef, Vec<u8>)],
     ) -> Result<Vec<crate::ledger::phase2::ScriptRun>, Rejection> {
         let tx = ledger::decode_tx(bytes)?;
-        let body = &tx.transaction_body;
-        let named = body
-            .inputs
-            .iter()
-            .chain(body.reference_inputs.iter().flat_map(|s| s.iter()))
-            .chain(body.collateral.iter().flat_map(|s| s.iter()))
-            .map(TxoRef::from);
+        let named = ledger::named_outputs(&tx.transaction_body);
         let on_chain: BTreeMap<TxoRef, Vec<u8>> = {
             let inner = self.lock();
             named

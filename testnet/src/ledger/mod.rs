@@ -161,6 +161,18 @@ fn resolve(
     Ok(out)
 }
 
+/// The outputs `body` names for evaluation: its spent inputs, then its reference inputs, then
+/// its collateral.
+pub(crate) fn named_outputs<'a>(
+    body: &'a conway::TransactionBody<'_>,
+) -> impl Iterator<Item = TxoRef> + 'a {
+    body.inputs
+        .iter()
+        .chain(body.reference_inputs.iter().flat_map(|s| s.iter()))
+        .chain(body.collateral.iter().flat_map(|s| s.iter()))
+        .map(TxoRef::from)
+}
+
 /// The measured ExUnits of each redeemer of `bytes` (a Conway transaction; the budgets it
 /// declares, its fee and its signatures are not checked, so an unbalanced draft can be
 /// costed), with its spent, referenced and collateral outputs resolved from `view`: what
@@ -176,18 +188,12 @@ pub fn evaluate(
     bytes: &[u8],
 ) -> Result<Vec<phase2::ScriptRun>, Rejection> {
     let tx = decode_tx(bytes)?;
-    let body = &tx.transaction_body;
-    let wanted = body
-        .inputs
-        .iter()
-        .chain(body.reference_inputs.iter().flat_map(|s| s.iter()))
-        .chain(body.collateral.iter().flat_map(|s| s.iter()))
-        .map(TxoRef::from);
     let mut missing = Vec::new();
-    let resolved: Vec<(TxoRef, Vec<u8>)> = resolve(view, wanted, &mut missing)?
-        .into_iter()
-        .map(|(r, raw, _)| (r, raw))
-        .collect();
+    let resolved: Vec<(TxoRef, Vec<u8>)> =
+        resolve(view, named_outputs(&tx.transaction_body), &mut missing)?
+            .into_iter()
+            .map(|(r, raw, _)| (r, raw))
+            .collect();
     if !missing.is_empty() {
         return Err(Rejection::BadInputsUTxO { inputs: missing });
     }
