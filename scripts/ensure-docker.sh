@@ -6,7 +6,8 @@
 #   2. starts dockerd in the background when nothing answers on /var/run/docker.sock
 #      (log: /var/log/ganglion-dockerd.log) and waits until `docker info` works;
 #   3. with --images: builds the test images now (probe: seconds; PyTorch CPU: ~3-7 minutes
-#      once, cached by tag), so the test run itself does not pay for them.
+#      once; the embedding service: ~30 s more; cached by tag), so the test run itself does not
+#      pay for them.
 # Needs root (apt, dockerd). Fails loudly: the executor tests never skip for want of Docker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,5 +44,7 @@ echo "ensure-docker: engine $(docker version --format '{{.Server.Version}} (API 
 if [ "${1:-}" = "--images" ]; then
   bash scripts/build-probe-image.sh >/dev/null
   bash scripts/build-torch-image.sh >/dev/null
+  # The example inference service (all-MiniLM-L6-v2 on CPU, ~30 s on top of the torch image).
+  bash scripts/build-embed-image.sh >/dev/null
   echo "ensure-docker: test images ready" >&2
 fi

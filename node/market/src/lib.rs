@@ -8,6 +8,7 @@
 //!
 //! - [`spec`]: the ensemble spec (strict YAML/JSON, `docs/ensemble-spec.md`) and its payment
 //!   terms as they go into the escrow datum.
+//! - [`service`]: what only a `kind: service` spec has: `serve`, `replicas`, `scale`.
 //! - [`sdl`]: import of Akash SDL documents and GPU blocks into a spec.
 //! - [`vram`]: the marketed VRAM class rule (a card of class N GiB reports ≥ N × 10⁹ bytes).
 //! - [`gpu`], [`declared`]: a GPU as the market sees it, and GPUs declared in the config.
@@ -28,6 +29,7 @@ pub mod matching;
 mod nofit;
 pub mod sdl;
 mod sdl_full;
+pub mod service;
 pub mod snapshot;
 pub mod spec;
 #[cfg(feature = "test-utils")]
@@ -41,6 +43,7 @@ pub use matching::{
     Binding, Constraint, GroupRequirements, NoFit, PairBound, PairFailure, Plan, Requirements,
     match_gang,
 };
+pub use service::{JobKind, Replicas, Scale, ScaleTarget, Serve};
 pub use snapshot::{
     Compute, GpuModel, MarketSnapshot, Offer, OfferedGpus, ProviderLoad, RttSample, SnapshotOptions,
 };

@@ -22,6 +22,8 @@ use ganglion_contracts::params::KeyHash;
 use ganglion_contracts::v2::datum::{EscrowDatum, JobId, JobState};
 use serde::{Deserialize, Serialize};
 
+use crate::service::{JobKind, Replicas, Scale, Serve};
+
 /// Environment variables the node sets itself for every rank (DESIGN §6); a spec may not.
 pub const RESERVED_ENV: &[&str] = &[
     "RANK",
@@ -39,6 +41,10 @@ pub const RESERVED_ENV: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Ensemble {
+    /// `batch` (the default: runs to completion) or `service` (replicas behind a gateway,
+    /// with [`Ensemble::serve`], [`Ensemble::replicas`] and [`Ensemble::scale`]).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub kind: JobKind,
     /// The container image to run on every node.
     pub image: Image,
     /// argv of the workload; the first element is the program. Must not be empty.
@@ -79,6 +85,16 @@ pub struct Ensemble {
     /// carry `deadline_ms`).
     #[serde(default, skip_serializing)]
     pub deadline: Option<String>,
+    /// What each replica of a service serves (`kind: service` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<Serve>,
+    /// How many replicas a service runs (`kind: service` only); `gpus` is then per replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<Replicas>,
+    /// When a service's replica count changes (`kind: service` only; needed when
+    /// `replicas.max > replicas.min`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<Scale>,
 }
 
 /// Where the image comes from: exactly one of `local` and `archive`.
@@ -634,6 +650,33 @@ pub enum Rule {
         /// `placement.min_gpus_per_node`.
         min: u32,
     },
+    /// A service field (`serve`, `replicas`, `scale`) in a batch job.
+    #[error("only a `kind: service` job has this field")]
+    ServiceOnly,
+    /// A field every service needs is missing.
+    #[error("required for `kind: service`")]
+    ServiceNeeds,
+    /// `replicas.max` above `replicas.min` with no `scale` to move between them.
+    #[error("required when replicas.max ({max}) is above replicas.min ({min})")]
+    ScaleNeeded {
+        /// `replicas.max`.
+        max: u32,
+        /// `replicas.min`.
+        min: u32,
+    },
+    /// Not an absolute URL path.
+    #[error("`{0}` is not an absolute URL path (starts with `/`, no spaces or `#`)")]
+    BadUrlPath(String),
+    /// A number above the field that bounds it.
+    #[error("{value} is more than {other} ({limit})")]
+    AboveField {
+        /// The value given.
+        value: u32,
+        /// The bounding field.
+        other: &'static str,
+        /// Its value.
+        limit: u32,
+    },
 }
 
 /// Payment terms of a spec as they go on chain (`EscrowDatum`).
@@ -775,6 +818,13 @@ impl Ensemble {
         }
         self.validate_gpus()?;
         self.validate_placement()?;
+        crate::service::validate(
+            self.kind,
+            self.serve.as_ref(),
+            self.replicas.as_ref(),
+            self.scale.as_ref(),
+        )
+        .map_err(|(field, rule)| SpecError::Invalid { field, rule })?;
         let r = &self.resources_per_gpu;
         for (field, v) in [
             ("resources_per_gpu.cpu_cores", r.cpu_cores),
@@ -1073,10 +1123,15 @@ impl Ensemble {
         Ok(())
     }
 
-    /// The spec's payment terms in escrow units.
+    /// The spec's payment terms in escrow units. A service's GPU count is the most it may
+    /// hold at once: `replicas.max × gpus.count` (`gpus` is per replica).
     pub fn escrow_terms(&self) -> EscrowTerms {
+        let replicas = match (self.kind, self.replicas) {
+            (JobKind::Service, Some(r)) => u64::from(r.max),
+            _ => 1,
+        };
         EscrowTerms {
-            gpus: u64::from(self.gpus.count),
+            gpus: u64::from(self.gpus.count) * replicas,
             max_rate: self.limits.max_rate_ntx_per_gpu_hour,
             budget: self.budget_ntx,
             deadline_ms: self.deadline_ms,

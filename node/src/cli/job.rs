@@ -320,6 +320,20 @@ struct Validated {
     deadline_ms: u64,
     /// Seconds from now to the deadline.
     deadline_in_s: u64,
+    /// A `kind: service` spec's replicas; absent for a batch job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service: Option<ValidatedService>,
+}
+
+/// The replicas of a service spec, as `job validate` reports them.
+#[derive(Debug, serde::Serialize)]
+struct ValidatedService {
+    /// `gpus.count`: GPUs of each replica.
+    gpus_per_replica: u32,
+    /// `replicas.min`.
+    min_replicas: u32,
+    /// `replicas.max`.
+    max_replicas: u32,
 }
 
 /// `job validate`: the spec parsed and checked as `job submit` and the engine check it
@@ -345,6 +359,11 @@ fn validate(spec: &std::path::Path, json: bool) -> anyhow::Result<()> {
         ),
         deadline_ms: t.deadline_ms,
         deadline_in_s: t.deadline_ms.saturating_sub(now) / 1000,
+        service: parsed.replicas.map(|r| ValidatedService {
+            gpus_per_replica: parsed.gpus.count,
+            min_replicas: r.min,
+            max_replicas: r.max,
+        }),
     };
     if json {
         return print_json(&v);
@@ -361,6 +380,16 @@ fn validate(spec: &std::path::Path, json: bool) -> anyhow::Result<()> {
         ntx_text(v.budget),
         v.deadline_in_s
     );
+    if let Some(s) = &v.service {
+        println!(
+            "  kind: service, {}–{} replicas of {} GPU{} each (the escrow covers the most); \
+             the job engine does not run services yet, so `job submit` refuses it.",
+            s.min_replicas,
+            s.max_replicas,
+            s.gpus_per_replica,
+            if s.gpus_per_replica == 1 { "" } else { "s" },
+        );
+    }
     Ok(())
 }
 

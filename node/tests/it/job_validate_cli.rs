@@ -44,6 +44,19 @@ fn every_example_spec_is_valid_and_its_window_fits_its_budget() {
         );
         assert!(cost <= budget, "{}: {v}", spec.display());
         assert!(v["gpus"].as_u64().expect("gpus") > 0, "{v}");
+        // A service reports its replicas, and the escrow's GPUs are its most replicas'.
+        let text = std::fs::read_to_string(&spec).expect("read");
+        if text.lines().any(|l| l.trim() == "kind: service") {
+            let max = v["service"]["max_replicas"]
+                .as_u64()
+                .expect("a service's replicas");
+            let per = v["service"]["gpus_per_replica"]
+                .as_u64()
+                .expect("per replica");
+            assert_eq!(v["gpus"].as_u64(), Some(max * per), "{v}");
+        } else {
+            assert!(v.get("service").is_none(), "{v}");
+        }
     }
 }
 

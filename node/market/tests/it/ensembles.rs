@@ -36,7 +36,9 @@ fn every_example_parses_and_maps_to_escrow() {
         let spec =
             Ensemble::parse(&text, NOW_MS).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let terms = spec.escrow_terms();
-        assert_eq!(terms.gpus, u64::from(spec.gpus.count));
+        // A service's escrow covers its most replicas at once; `gpus` is per replica.
+        let replicas = spec.replicas.map_or(1, |r| u64::from(r.max));
+        assert_eq!(terms.gpus, u64::from(spec.gpus.count) * replicas);
         assert_eq!(terms.budget, spec.budget_ntx);
         let datum = spec.escrow_datum(
             ganglion_contracts::v2::datum::JobId([7; 32]),
