@@ -9,6 +9,8 @@
 //! each and their difference. Throughput: 64 concurrent keep-alive clients for SECONDS
 //! (default 5), direct and through the gateway. The load generator, the gateway and the
 //! replica share this machine's cores, so the throughput through the gateway is a floor.
+//! The same again with the replica behind a provider's node reached over libp2p
+//! (`/ganglion/service/1`: two swarms in this process, TCP + noise + yamux on loopback).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -17,12 +19,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ganglion_gateway::{Gateway, Replica};
+use futures::StreamExt as _;
+use ganglion_gateway::p2p::{self, Target};
+use ganglion_gateway::{Endpoint, Gateway, Replica};
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use libp2p::swarm::SwarmEvent;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -49,6 +54,64 @@ async fn replica() -> SocketAddr {
         }
     });
     addr
+}
+
+fn swarm() -> libp2p::Swarm<libp2p_stream::Behaviour> {
+    let mut swarm = libp2p::SwarmBuilder::with_new_identity()
+        .with_tokio()
+        .with_tcp(
+            libp2p::tcp::Config::default().nodelay(true),
+            libp2p::noise::Config::new,
+            libp2p::yamux::Config::default,
+        )
+        .expect("transport")
+        .with_behaviour(|_| libp2p_stream::Behaviour::new())
+        .expect("behaviour")
+        .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(600)))
+        .build();
+    swarm
+        .listen_on("/ip4/127.0.0.1/tcp/0".parse().expect("multiaddr"))
+        .expect("listen");
+    swarm
+}
+
+/// A provider's node serving the replica at `upstream` as job [0; 32] rank 0, and a gateway
+/// node connected to it: the gateway's stream control and the provider's id.
+async fn provider_link(upstream: SocketAddr) -> (libp2p_stream::Control, libp2p::PeerId) {
+    let (mut provider, mut gateway) = (swarm(), swarm());
+    let addr = loop {
+        if let SwarmEvent::NewListenAddr { address, .. } = provider.select_next_some().await {
+            break address;
+        }
+    };
+    let provider_id = *provider.local_peer_id();
+    let mut provider_control = provider.behaviour().new_control();
+    let incoming = p2p::accept(&mut provider_control).expect("accept");
+    let resolve = move |_: &libp2p::PeerId, _: &Target| Ok(upstream);
+    tokio::spawn(p2p::serve(
+        incoming,
+        Arc::new(resolve),
+        CancellationToken::new(),
+    ));
+    gateway.dial(addr).expect("dial");
+    loop {
+        tokio::select! {
+            e = gateway.select_next_some() => if matches!(e, SwarmEvent::ConnectionEstablished { .. }) { break },
+            _ = provider.select_next_some() => {}
+        }
+    }
+    let control = gateway.behaviour().new_control();
+    tokio::spawn(async move {
+        loop {
+            gateway.select_next_some().await;
+        }
+    });
+    tokio::spawn(async move {
+        loop {
+            provider.select_next_some().await;
+        }
+    });
+    (control, provider_id)
 }
 
 fn client() -> HttpClient {
@@ -102,7 +165,8 @@ async fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
     let upstream = replica().await;
-    let gateway = Gateway::new();
+    let (control, provider) = provider_link(upstream).await;
+    let gateway = Gateway::with_streams(Some(control));
     let serve: ganglion_market::Serve = serde_json::from_value(serde_json::json!({
         "port": 8000, "max_in_flight_per_replica": 4096,
         "health": { "path": "/", "interval_s": 1, "timeout_s": 1 },
@@ -111,7 +175,19 @@ async fn main() {
     let pool = gateway.add("bench", &serve).expect("service");
     pool.add(Replica {
         id: "r0".into(),
-        addr: upstream,
+        endpoint: Endpoint::Tcp(upstream),
+        rtt: None,
+    });
+    let p2p_pool = gateway.add("bench-p2p", &serve).expect("service");
+    p2p_pool.add(Replica {
+        id: "r0-p2p".into(),
+        endpoint: Endpoint::P2p {
+            peer: provider,
+            target: Target {
+                job: [0; 32],
+                rank: 0,
+            },
+        },
         rtt: None,
     });
     let listening = ganglion_gateway::listen(
@@ -121,22 +197,29 @@ async fn main() {
     )
     .await
     .expect("listen");
-    while pool.load(Duration::from_secs(1)).healthy == 0 {
+    while pool.load(Duration::from_secs(1)).healthy == 0
+        || p2p_pool.load(Duration::from_secs(1)).healthy == 0
+    {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let direct_url = format!("http://{upstream}/");
     let gateway_url = format!("http://{}/bench/", listening.addr);
+    let p2p_url = format!("http://{}/bench-p2p/", listening.addr);
 
     // Latency: 20 rounds of 500 sequential requests each way, alternating.
     let client = client();
-    for url in [&direct_url, &gateway_url] {
+    for url in [&direct_url, &gateway_url, &p2p_url] {
         for _ in 0..500 {
             get(&client, url).await;
         }
     }
-    let (mut direct, mut through) = (Vec::new(), Vec::new());
+    let (mut direct, mut through, mut over_p2p) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..20 {
-        for (url, samples) in [(&direct_url, &mut direct), (&gateway_url, &mut through)] {
+        for (url, samples) in [
+            (&direct_url, &mut direct),
+            (&gateway_url, &mut through),
+            (&p2p_url, &mut over_p2p),
+        ] {
             for _ in 0..500 {
                 let t = Instant::now();
                 get(&client, url).await;
@@ -146,6 +229,7 @@ async fn main() {
     }
     direct.sort_unstable();
     through.sort_unstable();
+    over_p2p.sort_unstable();
     println!("latency, {} sequential requests each (µs):", direct.len());
     println!(
         "  direct          p50 {:8.1}  p99 {:8.1}",
@@ -163,6 +247,14 @@ async fn main() {
         pct(&through, 0.99) - pct(&direct, 0.99)
     );
 
+    println!(
+        "  over libp2p     p50 {:8.1}  p99 {:8.1}  (overhead p50 {:.1} µs, p99 {:.1} µs)",
+        pct(&over_p2p, 0.5),
+        pct(&over_p2p, 0.99),
+        pct(&over_p2p, 0.5) - pct(&direct, 0.5),
+        pct(&over_p2p, 0.99) - pct(&direct, 0.99)
+    );
+
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
         "throughput, 64 keep-alive clients for {seconds} s ({cores} cores shared by clients, gateway and replica):"
@@ -173,6 +265,11 @@ async fn main() {
     println!(
         "  through gateway {g:10.0} requests/s ({:.0} % of direct)",
         100.0 * g / d
+    );
+    let p = throughput(&p2p_url, seconds).await;
+    println!(
+        "  over libp2p     {p:10.0} requests/s ({:.0} % of direct)",
+        100.0 * p / d
     );
     let served: u64 = pool.views().iter().map(|v| v.usage.requests).sum();
     println!("  the replica's usage counted {served} requests through the gateway");

@@ -11,8 +11,11 @@
 //! - Back-pressure: when every healthy replica holds `serve.max_in_flight_per_replica`
 //!   requests the answer is `503` with `Retry-After: 1`; with no healthy replica, `503` with
 //!   `Retry-After` of one health interval.
-//! - A response head later than `serve.request_timeout_s` is `504`; a body still streaming
-//!   then is cut off. A replica that cannot be reached leaves the rotation at once (the next
+//! - A repeatable request's response of at most [`WHOLE_BODY_BYTES`] (by `Content-Length`) is
+//!   read whole before it is passed on, so a replica lost mid-body is retried too; larger and
+//!   streaming responses (chunked, server-sent events) pass through as they arrive.
+//! - A response later than `serve.request_timeout_s` is `504`; a body still streaming then is
+//!   cut off. A replica that cannot be reached leaves the rotation at once (the next
 //!   passing health check brings it back).
 //! - Hop-by-hop headers (RFC 9110 §7.6.1) are not forwarded either way; the request gains
 //!   `X-Forwarded-For`, the response `X-Ganglion-Replica`.
@@ -25,27 +28,10 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client as HyperClient;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 
 use crate::body::{self, GatewayBody, Metered};
+use crate::connect::Upstream;
 use crate::pool::{Pool, Refused};
-
-/// The HTTP/1.1 client the gateway forwards and probes with (keep-alive connections pooled
-/// per replica).
-pub type Client = HyperClient<HttpConnector, Full<Bytes>>;
-
-/// A client for [`forward`] and the health prober.
-pub fn client() -> Client {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    connector.set_connect_timeout(Some(Duration::from_secs(3)));
-    HyperClient::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(30))
-        .pool_max_idle_per_host(256)
-        .build(connector)
-}
 
 /// How one service's requests are forwarded.
 #[derive(Debug, Clone)]
@@ -94,7 +80,7 @@ pub const REPLICA_HEADER: &str = "x-ganglion-replica";
 /// `path_and_query` on the replica (the part after `/{service}`), and answers.
 pub async fn forward(
     pool: &Arc<Pool>,
-    client: &Client,
+    upstream: &Upstream,
     policy: &Policy,
     head: &http::request::Parts,
     body: Bytes,
@@ -122,12 +108,13 @@ pub async fn forward(
             }
         };
         tried.push(lease.id().to_string());
-        let request = match upstream_request(head, &body, lease.addr(), path_and_query, peer) {
+        let url = upstream.url(lease.endpoint(), path_and_query);
+        let request = match upstream_request(head, &body, &url, peer) {
             Ok(r) => r,
             Err(e) => return error(StatusCode::BAD_REQUEST, &format!("cannot forward: {e}")),
         };
         lease.sent(body.len() as u64);
-        let sent = tokio::time::timeout_at(deadline, client.request(request)).await;
+        let sent = tokio::time::timeout_at(deadline, upstream.client().request(request)).await;
         match sent {
             Err(_elapsed) => {
                 return error(
@@ -159,11 +146,60 @@ pub async fn forward(
                 }
                 lease.answered();
                 let (parts, incoming) = response.into_parts();
-                return pass_on(parts, incoming, lease, deadline);
+                let small = parts
+                    .headers
+                    .get(header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+                    .is_some_and(|n| n <= WHOLE_BODY_BYTES);
+                if !(repeatable && small) {
+                    return pass_on(parts, incoming, lease, deadline);
+                }
+                // Read whole before anything is passed on: a replica lost mid-body is then
+                // retried like one lost before it answered.
+                match tokio::time::timeout_at(deadline, incoming.collect()).await {
+                    Ok(Ok(collected)) => {
+                        let bytes = collected.to_bytes();
+                        lease.received(bytes.len() as u64);
+                        lease.done();
+                        return answer_whole(parts, bytes, &lease);
+                    }
+                    Ok(Err(e)) => {
+                        lease.unreachable();
+                        tracing::debug!(replica = %lease.id(), error = %e, "response broke off");
+                        last_failure = Some(error(
+                            StatusCode::BAD_GATEWAY,
+                            &format!("replica {}'s response broke off: {e}", lease.id()),
+                        ));
+                    }
+                    Err(_elapsed) => {
+                        return error(
+                            StatusCode::GATEWAY_TIMEOUT,
+                            &format!("replica {} did not answer in time", lease.id()),
+                        );
+                    }
+                }
             }
         }
     }
     last_failure.unwrap_or_else(|| error(StatusCode::BAD_GATEWAY, "no replica answered"))
+}
+
+/// A repeatable request's response up to this many bytes (by `Content-Length`) is read whole
+/// before it is passed on (1 MiB); larger and streaming ones pass through as they arrive.
+pub const WHOLE_BODY_BYTES: u64 = 1 << 20;
+
+fn answer_whole(
+    mut parts: http::response::Parts,
+    bytes: Bytes,
+    lease: &crate::pool::Lease,
+) -> Response<GatewayBody> {
+    strip_hop_by_hop(&mut parts.headers);
+    if let Ok(v) = HeaderValue::from_str(lease.id()) {
+        parts
+            .headers
+            .insert(HeaderName::from_static(REPLICA_HEADER), v);
+    }
+    Response::from_parts(parts, body::full(bytes))
 }
 
 fn pass_on(
@@ -186,8 +222,7 @@ fn pass_on(
 fn upstream_request(
     head: &http::request::Parts,
     body: &Bytes,
-    addr: SocketAddr,
-    path_and_query: &str,
+    url: &str,
     peer: Option<SocketAddr>,
 ) -> Result<Request<Full<Bytes>>, http::Error> {
     let mut headers = head.headers.clone();
@@ -205,7 +240,7 @@ fn upstream_request(
     }
     let mut request = Request::builder()
         .method(head.method.clone())
-        .uri(format!("http://{addr}{path_and_query}"))
+        .uri(url)
         .body(Full::new(body.clone()))?;
     *request.headers_mut() = headers;
     Ok(request)

@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Full};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::forward::Client;
+use crate::connect::Upstream;
 use crate::pool::{Pool, Replica};
 
 /// A service's health check in the gateway's units.
@@ -39,15 +39,15 @@ impl Check {
 }
 
 /// Probes `replica` once: its round trip when it answered 2xx in time.
-pub async fn probe(client: &Client, replica: &Replica, check: &Check) -> Option<Duration> {
+pub async fn probe(upstream: &Upstream, replica: &Replica, check: &Check) -> Option<Duration> {
     let request = Request::builder()
         .method(Method::GET)
-        .uri(format!("http://{}{}", replica.addr, check.path))
+        .uri(upstream.url(&replica.endpoint, &check.path))
         .body(Full::new(Bytes::new()))
         .ok()?;
     let started = Instant::now();
     let answered = tokio::time::timeout(check.timeout, async {
-        let response = client.request(request).await.ok()?;
+        let response = upstream.client().request(request).await.ok()?;
         let ok = response.status().is_success();
         // Read the body so the connection can be reused.
         response.into_body().collect().await.ok()?;
@@ -61,7 +61,7 @@ pub async fn probe(client: &Client, replica: &Replica, check: &Check) -> Option<
 /// once).
 pub fn spawn_prober(
     pool: Arc<Pool>,
-    client: Client,
+    upstream: Upstream,
     check: Check,
     stop: CancellationToken,
 ) -> JoinHandle<()> {
@@ -75,9 +75,9 @@ pub fn spawn_prober(
             }
             let mut round = JoinSet::new();
             for replica in pool.replicas() {
-                let (client, check) = (client.clone(), check.clone());
+                let (upstream, check) = (upstream.clone(), check.clone());
                 round.spawn(async move {
-                    let passed = probe(&client, &replica, &check).await;
+                    let passed = probe(&upstream, &replica, &check).await;
                     (replica.id, passed)
                 });
             }

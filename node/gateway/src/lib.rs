@@ -9,6 +9,8 @@
 //! - [`pool`]: a service's replicas, their health, outstanding requests and usage
 //!   (requests, bytes), the load over a window (in flight, requests/s, p50/p90), and the
 //!   [`pool::Lease`] a forwarded request holds.
+//! - [`connect`]: how a replica is reached — directly over TCP, or through its provider's
+//!   node over a libp2p stream ([`p2p`], `/ganglion/service/1`: both ends of the protocol).
 //! - [`forward`]: one request forwarded, retried where safe, back-pressure (`503` +
 //!   `Retry-After`), timeouts (`504`), hop-by-hop headers dropped.
 //! - [`body`]: the replica's response streamed through (chunked, server-sent events),
@@ -18,14 +20,17 @@
 //! - [`server`]: the service table and the HTTP listener (`GET /_gateway/services`).
 
 pub mod body;
+pub mod connect;
 pub mod error;
 pub mod forward;
 pub mod health;
+pub mod p2p;
 pub mod pool;
 pub mod route;
 pub mod scale;
 pub mod server;
 
+pub use connect::Endpoint;
 pub use error::GatewayError;
 pub use pool::{Health, Load, Pool, Replica, ReplicaView, Usage};
 pub use scale::{Autoscaler, Decision};

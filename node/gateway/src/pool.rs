@@ -4,12 +4,12 @@
 //! it (when the response body has ended or the client went away) releases it.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::connect::Endpoint;
 use crate::route::{self, Candidate, Choice};
 
 /// Most latency samples kept per service (the newest); [`Pool::load`] reads those within its
@@ -22,8 +22,9 @@ pub struct Replica {
     /// Stable name within the service: the provider's key hash (hex) and the replica's number,
     /// or any unique label.
     pub id: String,
-    /// The replica's HTTP address (its cluster address and `serve.port`).
-    pub addr: SocketAddr,
+    /// Where it answers: its HTTP address (cluster address and `serve.port`), or its
+    /// provider's node over libp2p.
+    pub endpoint: Endpoint,
     /// Round-trip time to the replica's node measured by the p2p layer; absent until known,
     /// in which case the health probes' own round trip stands in.
     pub rtt: Option<Duration>,
@@ -165,7 +166,7 @@ impl Pool {
         Some(view(&slot))
     }
 
-    /// The replicas' addresses, for the health prober.
+    /// The replicas, for the health prober.
     pub fn replicas(&self) -> Vec<Replica> {
         lock(&self.slots)
             .iter()
@@ -229,7 +230,7 @@ impl Pool {
                 Ok(Lease {
                     pool: Arc::clone(self),
                     id: slot.replica.id.clone(),
-                    addr: slot.replica.addr,
+                    endpoint: slot.replica.endpoint,
                     started: Instant::now(),
                     bytes_in: 0,
                     bytes_out: 0,
@@ -315,7 +316,7 @@ fn view(s: &Slot) -> ReplicaView {
 pub struct Lease {
     pool: Arc<Pool>,
     id: String,
-    addr: SocketAddr,
+    endpoint: Endpoint,
     started: Instant,
     bytes_in: u64,
     bytes_out: u64,
@@ -329,9 +330,9 @@ impl Lease {
         &self.id
     }
 
-    /// The replica's address.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
+    /// Where the replica answers.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     /// The request body was sent: `bytes` of it.

@@ -17,8 +17,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::body::{self, GatewayBody};
+use crate::connect::Upstream;
 use crate::error::GatewayError;
-use crate::forward::{self, Client, Policy};
+use crate::forward::{self, Policy};
 use crate::health::{self, Check};
 use crate::pool::{Load, Pool, ReplicaView};
 
@@ -48,15 +49,21 @@ pub struct ServiceStatus {
 #[derive(Debug)]
 pub struct Gateway {
     services: RwLock<BTreeMap<String, Arc<Service>>>,
-    client: Client,
+    upstream: Upstream,
 }
 
 impl Gateway {
-    /// A gateway routing nothing yet.
+    /// A gateway routing nothing yet, reaching replicas over TCP only.
     pub fn new() -> Arc<Self> {
+        Self::with_streams(None)
+    }
+
+    /// A gateway routing nothing yet, reaching replicas over TCP and, with `streams` (the
+    /// node's swarm), through their providers' nodes over libp2p ([`crate::p2p`]).
+    pub fn with_streams(streams: Option<libp2p_stream::Control>) -> Arc<Self> {
         Arc::new(Self {
             services: RwLock::new(BTreeMap::new()),
-            client: forward::client(),
+            upstream: Upstream::new(streams),
         })
     }
 
@@ -85,7 +92,7 @@ impl Gateway {
         let stop = CancellationToken::new();
         health::spawn_prober(
             Arc::clone(&pool),
-            self.client.clone(),
+            self.upstream.clone(),
             Check::from_spec(&serve.health),
             stop.clone(),
         );
@@ -188,7 +195,7 @@ impl Gateway {
         };
         forward::forward(
             &service.pool,
-            &self.client,
+            &self.upstream,
             &service.policy,
             &head,
             body,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use ganglion_gateway::{Autoscaler, Decision, Replica};
+use ganglion_gateway::{Autoscaler, Decision, Endpoint, Replica};
 use ganglion_market::service::{Replicas, Scale};
 use http::StatusCode;
 
@@ -108,7 +108,7 @@ async fn the_embedding_service_answers_through_the_gateway_as_the_model_run_dire
         .iter()
         .map(|n| Replica {
             id: n.clone(),
-            addr: start_replica(&image, &network, n),
+            endpoint: Endpoint::Tcp(start_replica(&image, &network, n)),
             rtt: None,
         })
         .collect();

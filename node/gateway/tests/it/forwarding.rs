@@ -267,3 +267,23 @@ async fn the_status_route_shows_replicas_and_load() {
     assert!(svc["load"]["requests_per_s"].as_f64().expect("rate") > 0.0);
     let _ = Gateway::new();
 }
+
+#[tokio::test]
+async fn a_small_answer_broken_off_mid_body_is_retried_when_the_request_may_repeat() {
+    let (a, b) = (TestReplica::start("a").await, TestReplica::start("b").await);
+    let (_g, pool, addr) = gateway("svc", &serve(8, true), &[&a, &b]).await;
+    a.breaks_mid_body.store(true, Ordering::SeqCst);
+    // `a` is preferred (lower RTT) and answers half a body, then is gone: the client gets
+    // `b`'s whole answer, never a broken one.
+    let body = "x".repeat(4096);
+    let (status, headers, got) = call("POST", &format!("http://{addr}/svc/echo"), &body).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers["x-ganglion-replica"], "b");
+    assert_eq!(got.len(), body.len());
+    let a_view = pool
+        .views()
+        .into_iter()
+        .find(|v| v.replica.id == "a")
+        .expect("a");
+    assert_eq!((a_view.usage.requests, a_view.usage.failed), (0, 1));
+}

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ganglion_gateway::{Gateway, Pool, Replica};
+use ganglion_gateway::{Endpoint, Gateway, Pool, Replica};
 use ganglion_market::Serve;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, StreamBody};
@@ -19,7 +19,13 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+type Body = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
+
+fn full(bytes: Bytes) -> Body {
+    Full::new(bytes)
+        .map_err(|never: Infallible| match never {})
+        .boxed()
+}
 
 /// A running test replica.
 pub(crate) struct TestReplica {
@@ -28,6 +34,9 @@ pub(crate) struct TestReplica {
     pub(crate) healthy: Arc<AtomicBool>,
     /// When set, every request but `/health` has its connection dropped unanswered.
     pub(crate) breaks: Arc<AtomicBool>,
+    /// When set, `/echo` answers a head promising the body's length, sends half of it and
+    /// drops the connection.
+    pub(crate) breaks_mid_body: Arc<AtomicBool>,
     pub(crate) served: Arc<AtomicU64>,
     stop: CancellationToken,
 }
@@ -38,6 +47,7 @@ impl TestReplica {
         let addr = listener.local_addr().expect("addr");
         let healthy = Arc::new(AtomicBool::new(true));
         let breaks = Arc::new(AtomicBool::new(false));
+        let breaks_mid_body = Arc::new(AtomicBool::new(false));
         let served = Arc::new(AtomicU64::new(0));
         let stop = CancellationToken::new();
         let state = (
@@ -45,6 +55,7 @@ impl TestReplica {
             healthy.clone(),
             breaks.clone(),
             served.clone(),
+            breaks_mid_body.clone(),
         );
         let token = stop.clone();
         tokio::spawn(async move {
@@ -74,6 +85,7 @@ impl TestReplica {
             addr,
             healthy,
             breaks,
+            breaks_mid_body,
             served,
             stop,
         }
@@ -82,7 +94,7 @@ impl TestReplica {
     pub(crate) fn replica(&self) -> Replica {
         Replica {
             id: self.name.clone(),
-            addr: self.addr,
+            endpoint: Endpoint::Tcp(self.addr),
             rtt: None,
         }
     }
@@ -93,10 +105,16 @@ impl TestReplica {
     }
 }
 
-type State = (String, Arc<AtomicBool>, Arc<AtomicBool>, Arc<AtomicU64>);
+type State = (
+    String,
+    Arc<AtomicBool>,
+    Arc<AtomicBool>,
+    Arc<AtomicU64>,
+    Arc<AtomicBool>,
+);
 
 async fn answer(req: Request<Incoming>, state: &State) -> Result<Response<Body>, std::io::Error> {
-    let (name, healthy, breaks, served) = state;
+    let (name, healthy, breaks, served, breaks_mid_body) = state;
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
     let number = |key: &str| -> u64 {
@@ -124,6 +142,25 @@ async fn answer(req: Request<Incoming>, state: &State) -> Result<Response<Body>,
     }
     served.fetch_add(1, Ordering::SeqCst);
     match path.as_str() {
+        "/echo" if breaks_mid_body.load(Ordering::SeqCst) => {
+            let body = req
+                .into_body()
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            let half = body.slice(..body.len() / 2);
+            let frames = futures::stream::iter(vec![
+                Ok(Frame::data(half)),
+                Err(std::io::Error::other("replica lost mid-body")),
+            ]);
+            let mut r = Response::new(StreamBody::new(frames).boxed());
+            r.headers_mut().insert(
+                "content-length",
+                body.len().to_string().parse().expect("len"),
+            );
+            Ok(r)
+        }
         "/echo" => {
             let body = req
                 .into_body()
@@ -131,7 +168,7 @@ async fn answer(req: Request<Incoming>, state: &State) -> Result<Response<Body>,
                 .await
                 .map(|b| b.to_bytes())
                 .unwrap_or_default();
-            let mut r = Response::new(Full::new(body).boxed());
+            let mut r = Response::new(full(body));
             r.headers_mut()
                 .insert("x-test-replica", name.parse().expect("header"));
             Ok(r)
@@ -165,7 +202,8 @@ async fn answer(req: Request<Incoming>, state: &State) -> Result<Response<Body>,
 /// `n` server-sent events, 100 ms apart.
 fn futures_stream(
     n: u64,
-) -> impl futures_core::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send + Sync + 'static {
+) -> impl futures_core::Stream<Item = Result<Frame<Bytes>, std::io::Error>> + Send + Sync + 'static
+{
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tokio::spawn(async move {
         for i in 0..n {
@@ -182,7 +220,7 @@ fn futures_stream(
 }
 
 fn reply(status: StatusCode, text: &str) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(text.to_string())).boxed());
+    let mut r = Response::new(full(Bytes::from(text.to_string())));
     *r.status_mut() = status;
     r
 }
