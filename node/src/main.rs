@@ -31,6 +31,8 @@ enum Command {
     Market(cli::market::Args),
     /// This node as a provider: its bonds (post, top up, unbond, withdraw) and its offers.
     Provider(cli::provider::Args),
+    /// The service gateway in front of replicas you name, for a `kind: service` spec.
+    Gateway(cli::gateway::Args),
     /// Jobs: `ganglion job submit|quote|status|list|cancel|stop|logs|outputs` (a running
     /// node answers), `validate|import-sdl` (offline).
     Job(cli::job::Args),
@@ -53,6 +55,7 @@ fn main() -> anyhow::Result<()> {
         Command::Audit(args) => cli::audit::run(args),
         Command::Market(args) => cli::market::run(args),
         Command::Provider(args) => cli::provider::run(args),
+        Command::Gateway(args) => cli::gateway::run(args),
         Command::Job(args) => cli::job::run(args),
         Command::Storage(args) => cli::storage::run(args),
         Command::RendezvousEnv(args) => cli::rendezvous::run(args),

@@ -4,6 +4,7 @@
 pub(crate) mod audit;
 pub(crate) mod devnet;
 pub(crate) mod doctor;
+pub(crate) mod gateway;
 pub(crate) mod gpus;
 pub(crate) mod job;
 pub(crate) mod market;

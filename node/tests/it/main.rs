@@ -7,6 +7,7 @@ mod daemon;
 mod daemon_run;
 mod demo;
 mod fake_nvml;
+mod gateway_cli;
 mod gpu_bench;
 mod gpus_cli;
 mod import_sdl_cli;
