@@ -90,7 +90,7 @@ async fn provider_link(upstream: SocketAddr) -> (libp2p_stream::Control, libp2p:
     let resolve = move |_: &libp2p::PeerId, _: &Target| Ok(upstream);
     tokio::spawn(p2p::serve(
         incoming,
-        Arc::new(resolve),
+        p2p::by_address(resolve),
         CancellationToken::new(),
     ));
     gateway.dial(addr).expect("dial");

@@ -103,6 +103,9 @@ impl Endpoints {
     }
 }
 
+/// Longest TCP connect to a replica.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Opens the connection an authority names (see [`Endpoints`]).
 #[derive(Clone)]
 pub struct Connector {
@@ -124,7 +127,9 @@ impl Connector {
     pub fn new(endpoints: Arc<Endpoints>, streams: Option<libp2p_stream::Control>) -> Self {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
-        http.set_connect_timeout(Some(std::time::Duration::from_secs(3)));
+        // A replica is on the same host, LAN or overlay: a connect that takes a second is a
+        // replica gone (its address no longer answers ARP), and the request moves on.
+        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
         Self {
             http,
             streams,

@@ -127,10 +127,20 @@ pub async fn forward(
                 if never_reached {
                     lease.unreachable();
                 }
-                tracing::debug!(replica = %lease.id(), error = %e, never_reached, "forward failed");
+                let cause = chain(&e);
+                tracing::debug!(replica = %lease.id(), error = %cause, never_reached, "forward failed");
                 last_failure = Some(error(
                     StatusCode::BAD_GATEWAY,
-                    &format!("replica {} failed: {e}", lease.id()),
+                    &format!(
+                        "replica {} failed: {cause}{}",
+                        lease.id(),
+                        if never_reached {
+                            ""
+                        } else {
+                            " (a replica that closes the connection while the request is sent \
+                             often refuses a body larger than it takes)"
+                        }
+                    ),
                 ));
                 if !(never_reached || repeatable) {
                     break;
@@ -228,7 +238,11 @@ fn upstream_request(
     let mut headers = head.headers.clone();
     strip_hop_by_hop(&mut headers);
     headers.remove(header::HOST);
-    headers.remove(header::CONTENT_LENGTH);
+    // The body was read whole: its length is known. Said whenever the client said one or sent
+    // a body (an empty POST keeps its `Content-Length: 0`; hyper would leave it out).
+    if headers.contains_key(header::CONTENT_LENGTH) || !body.is_empty() {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
     if let Some(peer) = peer {
         let forwarded = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
             Some(prior) => format!("{prior}, {}", peer.ip()),
@@ -271,6 +285,18 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     ] {
         headers.remove(name);
     }
+}
+
+/// An error and its causes, `a: b: c` (hyper-util's own text is only "client error").
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// A JSON error answer: `{"error": "..."}`.

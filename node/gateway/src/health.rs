@@ -38,23 +38,46 @@ impl Check {
     }
 }
 
-/// Probes `replica` once: its round trip when it answered 2xx in time.
-pub async fn probe(upstream: &Upstream, replica: &Replica, check: &Check) -> Option<Duration> {
+/// Probes `replica` once: its round trip when it answered 2xx in time, else why not.
+///
+/// # Errors
+/// The reason in words: no answer in time, the connection failed, another status.
+pub async fn probe(
+    upstream: &Upstream,
+    replica: &Replica,
+    check: &Check,
+) -> Result<Duration, String> {
     let request = Request::builder()
         .method(Method::GET)
         .uri(upstream.url(&replica.endpoint, &check.path))
         .body(Full::new(Bytes::new()))
-        .ok()?;
+        .map_err(|e| e.to_string())?;
     let started = Instant::now();
     let answered = tokio::time::timeout(check.timeout, async {
-        let response = upstream.client().request(request).await.ok()?;
-        let ok = response.status().is_success();
+        let response = upstream
+            .client()
+            .request(request)
+            .await
+            .map_err(|e| format!("no answer: {e}"))?;
+        let status = response.status();
         // Read the body so the connection can be reused.
-        response.into_body().collect().await.ok()?;
-        ok.then_some(())
+        response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("answer broke off: {e}"))?;
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(format!("answered {status}"))
+        }
     })
     .await;
-    matches!(answered, Ok(Some(()))).then(|| started.elapsed())
+    match answered {
+        Ok(Ok(())) => Ok(started.elapsed()),
+        Ok(Err(reason)) => Err(reason),
+        Err(_) => Err(format!("no answer within {:?}", check.timeout)),
+    }
 }
 
 /// Probes every replica of `pool` each interval until `stop` is cancelled (the first round at

@@ -10,8 +10,8 @@
 //! refused, followed by a `u16` length and a UTF-8 reason, then the stream closes.
 //!
 //! **Who may.** The provider's [`Resolve`] decides from the peer, the job and the rank
-//! (the node lets only the job's orchestrator through); an unknown job or rank is refused,
-//! never guessed.
+//! (the node lets only the job's orchestrator through) and connects to the container; an
+//! unknown job or rank is refused, never guessed.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,6 +21,7 @@ use futures::{AsyncReadExt as _, AsyncWriteExt as _, StreamExt as _};
 use libp2p::{PeerId, StreamProtocol};
 use libp2p_stream::{Control, IncomingStreams};
 use serde::{Deserialize, Serialize};
+use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 use tokio_util::compat::FuturesAsyncReadCompatExt as _;
 use tokio_util::sync::CancellationToken;
@@ -108,23 +109,53 @@ pub async fn open(
     }
 }
 
-/// The provider's node's answer to "where is this replica, and may this peer reach it".
+/// The provider's node's side: whether `peer` may reach the replica `target` names, and a TCP
+/// connection to it (its container may be reachable only from inside its pod's network
+/// namespace, so the node connects, not the gateway crate).
 pub trait Resolve: Send + Sync + 'static {
-    /// The container's address for `target` when `peer` may reach it; otherwise why not
+    /// Connects to the container serving `target` when `peer` may reach it; otherwise why not
     /// (sent back as the refusal's reason).
     ///
     /// # Errors
     /// The reason, in words.
-    fn resolve(&self, peer: &PeerId, target: &Target) -> Result<SocketAddr, String>;
+    fn connect(
+        &self,
+        peer: PeerId,
+        target: Target,
+    ) -> BoxFuture<'static, Result<TcpStream, String>>;
 }
 
-impl<F> Resolve for F
+/// A boxed future, as [`Resolve::connect`] returns.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// A [`Resolve`] from a function naming the replica's address (reachable from this process),
+/// connected with a 5 s timeout.
+pub fn by_address<F>(address: F) -> Arc<dyn Resolve>
 where
     F: Fn(&PeerId, &Target) -> Result<SocketAddr, String> + Send + Sync + 'static,
 {
-    fn resolve(&self, peer: &PeerId, target: &Target) -> Result<SocketAddr, String> {
-        self(peer, target)
+    struct ByAddress<F>(F);
+    impl<F> Resolve for ByAddress<F>
+    where
+        F: Fn(&PeerId, &Target) -> Result<SocketAddr, String> + Send + Sync + 'static,
+    {
+        fn connect(
+            &self,
+            peer: PeerId,
+            target: Target,
+        ) -> BoxFuture<'static, Result<TcpStream, String>> {
+            let addr = (self.0)(&peer, &target);
+            Box::pin(async move {
+                let addr = addr?;
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, TcpStream::connect(addr)).await {
+                    Ok(Ok(tcp)) => Ok(tcp),
+                    Ok(Err(e)) => Err(format!("the replica at {addr} refused: {e}")),
+                    Err(_) => Err(format!("the replica at {addr} did not accept in time")),
+                }
+            })
+        }
     }
+    Arc::new(ByAddress(address))
 }
 
 /// Takes the inbound streams of [`SERVICE_PROTOCOL`] on `control`'s swarm (once per swarm).
@@ -189,22 +220,10 @@ async fn splice(
         Ok(t) => t,
         Err(e) => return refuse(stream, &format!("bad header: {e}")).await,
     };
-    let addr = match resolve.resolve(&peer, &target) {
-        Ok(addr) => addr,
-        Err(reason) => return refuse(stream, &reason).await,
-    };
-    let tcp = match tokio::time::timeout(HANDSHAKE_TIMEOUT, tokio::net::TcpStream::connect(addr))
-        .await
-    {
+    let tcp = match tokio::time::timeout(HANDSHAKE_TIMEOUT, resolve.connect(peer, target)).await {
         Ok(Ok(tcp)) => tcp,
-        Ok(Err(e)) => return refuse(stream, &format!("the replica at {addr} refused: {e}")).await,
-        Err(_) => {
-            return refuse(
-                stream,
-                &format!("the replica at {addr} did not accept in time"),
-            )
-            .await;
-        }
+        Ok(Err(reason)) => return refuse(stream, &reason).await,
+        Err(_) => return refuse(stream, "the replica did not accept in time").await,
     };
     let _ = tcp.set_nodelay(true);
     stream.write_all(&[0]).await?;

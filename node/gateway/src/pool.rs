@@ -179,14 +179,17 @@ impl Pool {
         lock(&self.slots).iter().map(view).collect()
     }
 
-    /// Records a health check of `id`: passed (with its round trip) or failed.
-    pub fn record_probe(&self, id: &str, passed: Option<Duration>) {
+    /// Records a health check of `id`: passed (with its round trip) or failed (with why).
+    pub fn record_probe(&self, id: &str, passed: Result<Duration, String>) {
         let mut slots = lock(&self.slots);
         let Some(slot) = slots.iter_mut().find(|s| s.replica.id == id) else {
             return;
         };
         match passed {
-            Some(rtt) => {
+            Ok(rtt) => {
+                if slot.health != Health::Healthy {
+                    tracing::info!(replica = %id, "replica passed its health check: in rotation");
+                }
                 slot.health = Health::Healthy;
                 // Exponentially smoothed (weight 1/4 to the new sample), like TCP's SRTT.
                 slot.probe_rtt = Some(match slot.probe_rtt {
@@ -194,9 +197,11 @@ impl Pool {
                     None => rtt,
                 });
             }
-            None => {
-                if slot.health != Health::Failing {
-                    tracing::warn!(replica = %id, "replica failed its health check: out of rotation");
+            Err(reason) => {
+                if slot.health == Health::Healthy {
+                    tracing::warn!(replica = %id, %reason, "replica failed its health check: out of rotation");
+                } else if slot.health == Health::Starting {
+                    tracing::debug!(replica = %id, %reason, "replica not healthy yet");
                 }
                 slot.health = Health::Failing;
             }

@@ -163,8 +163,15 @@ impl Gateway {
             Some(at) => (&rest[..at], &rest[at..]),
             None => (rest, "/"),
         };
-        if name == "_gateway" && tail.trim_end_matches('/') == "/services" {
-            return self.answer_status(request.method());
+        if name == "_gateway" {
+            return if tail == "/services" {
+                self.answer_status(request.method())
+            } else {
+                forward::error(
+                    StatusCode::NOT_FOUND,
+                    "the gateway's own route is GET /_gateway/services",
+                )
+            };
         }
         let Some(service) = self.service(name) else {
             return forward::error(
@@ -206,11 +213,19 @@ impl Gateway {
     }
 
     fn answer_status(&self, method: &Method) -> Response<GatewayBody> {
-        if method != Method::GET {
-            return forward::error(StatusCode::METHOD_NOT_ALLOWED, "GET only");
+        if method != Method::GET && method != Method::HEAD {
+            let mut r = forward::error(StatusCode::METHOD_NOT_ALLOWED, "GET or HEAD only");
+            r.headers_mut()
+                .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
+            return r;
         }
         match serde_json::to_string(&self.status()) {
             Ok(json) => {
+                let json = if method == Method::HEAD {
+                    String::new()
+                } else {
+                    json
+                };
                 let mut r = Response::new(body::full(json));
                 r.headers_mut().insert(
                     header::CONTENT_TYPE,
@@ -237,11 +252,18 @@ fn valid_name(name: &str) -> bool {
 pub struct Listening {
     /// The bound address (the port chosen when 0 was asked).
     pub addr: SocketAddr,
-    /// The accept loop; ends when the `stop` token given to [`listen`] is cancelled.
+    /// The accept loop; once the `stop` token given to [`listen`] is cancelled it accepts no
+    /// more connections, lets the requests in flight finish (each connection closes after its
+    /// current response, streaming ones included) and ends when they have, or after
+    /// [`DRAIN`].
     pub task: JoinHandle<()>,
 }
 
-/// Binds `addr` and answers requests with `gateway` until `stop` is cancelled.
+/// Longest a stopping gateway waits for its requests in flight.
+pub const DRAIN: Duration = Duration::from_secs(30);
+
+/// Binds `addr` and answers requests with `gateway` until `stop` is cancelled, then drains
+/// (see [`Listening::task`]).
 ///
 /// # Errors
 /// [`GatewayError::Bind`].
@@ -254,9 +276,19 @@ pub async fn listen(
     let listener = TcpListener::bind(addr).await.map_err(bind)?;
     let addr = listener.local_addr().map_err(bind)?;
     let task = tokio::spawn(async move {
+        let connections = tokio_util::task::TaskTracker::new();
         loop {
             let (stream, peer) = tokio::select! {
-                () = stop.cancelled() => return,
+                () = stop.cancelled() => {
+                    connections.close();
+                    if !connections.is_empty() {
+                        tracing::info!(connections = connections.len(), "gateway stopping: finishing the requests in flight");
+                    }
+                    if tokio::time::timeout(DRAIN, connections.wait()).await.is_err() {
+                        tracing::warn!("gateway stopped with requests still in flight after {DRAIN:?}");
+                    }
+                    return;
+                }
                 accepted = listener.accept() => match accepted {
                     Ok(a) => a,
                     Err(e) => {
@@ -268,18 +300,24 @@ pub async fn listen(
             let _ = stream.set_nodelay(true);
             let gateway = Arc::clone(&gateway);
             let stop = stop.clone();
-            tokio::spawn(async move {
+            connections.spawn(async move {
                 let service = hyper::service::service_fn(move |req| {
                     let gateway = Arc::clone(&gateway);
                     async move { Ok::<_, Infallible>(gateway.handle(req, Some(peer)).await) }
                 });
                 let conn = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service);
-                tokio::select! {
-                    () = stop.cancelled() => {}
-                    served = conn => if let Err(e) = served {
-                        tracing::debug!(%peer, error = %e, "gateway: connection ended");
-                    },
+                let mut conn = std::pin::pin!(conn);
+                let served = tokio::select! {
+                    () = stop.cancelled() => {
+                        // Finish the response in progress (if any), then close.
+                        conn.as_mut().graceful_shutdown();
+                        conn.await
+                    }
+                    served = conn.as_mut() => served,
+                };
+                if let Err(e) = served {
+                    tracing::debug!(%peer, error = %e, "gateway: connection ended");
                 }
             });
         }

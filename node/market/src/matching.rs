@@ -127,6 +127,9 @@ pub struct Requirements {
 impl Requirements {
     /// The requirements of a validated spec.
     pub fn from_ensemble(spec: &Ensemble) -> Self {
+        if let (crate::JobKind::Service, Some(r)) = (spec.kind, spec.replicas) {
+            return Self::for_replicas(spec, r.min);
+        }
         let (g, p) = (&spec.gpus, &spec.placement);
         Self {
             count: g.count,
@@ -152,6 +155,35 @@ impl Requirements {
             max_rate: spec.limits.max_rate_ntx_per_gpu_hour,
             max_duration_s: spec.limits.max_duration_s,
             collective: g.count > 1 && spec.distributed.framework != Framework::None,
+        }
+    }
+
+    /// What `replicas` replicas of a `kind: service` spec need: each replica `gpus.count` GPUs on
+    /// one provider machine, one replica per machine (a machine holds exactly `gpus.count` of
+    /// them), no pairwise RTT or bandwidth bound (replicas do not talk to each other) and no
+    /// collective. [`Requirements::from_ensemble`] asks this for `replicas.min` of a service.
+    pub fn for_replicas(spec: &Ensemble, replicas: u32) -> Self {
+        let g = &spec.gpus;
+        Self {
+            count: g.count.saturating_mul(replicas.max(1)),
+            vendor: g.vendor,
+            min_vram_gib: g.min_vram_gib,
+            min_compute_capability: g.min_compute_capability,
+            rocm_arch: g.rocm_arch.clone(),
+            models: g.models.clone(),
+            per_model: g.per_model.clone(),
+            interconnect: g.interconnect,
+            form_factor: g.form_factor,
+            interconnect_group: g.interconnect_group.clone(),
+            min_gpus_per_node: g.count,
+            max_gpus_per_node: Some(g.count),
+            max_nodes: replicas.max(1),
+            max_rtt_us: None,
+            min_bandwidth_mbps: None,
+            groups: None,
+            max_rate: spec.limits.max_rate_ntx_per_gpu_hour,
+            max_duration_s: spec.limits.max_duration_s,
+            collective: false,
         }
     }
 

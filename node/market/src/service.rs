@@ -224,7 +224,7 @@ pub(crate) fn validate(
         };
     };
     match (scale.target_in_flight_per_replica, scale.target_p90_ms) {
-        (None, None) => return bad("scale", Rule::Empty),
+        (None, None) => return bad("scale", Rule::ScaleTarget),
         (Some(_), Some(_)) => {
             return bad(
                 "scale.target_in_flight_per_replica",
@@ -307,6 +307,35 @@ deadline: "+2h"
     }
 
     #[test]
+    fn a_services_replicas_each_take_one_machine_with_exactly_their_gpus() {
+        use crate::test_utils::{offer, providers, rtx3090, snap};
+        let text = format!(
+            "{BASE}kind: service\nserve: {{ port: 8000 }}\nreplicas: {{ min: 2, max: 2 }}\n"
+        );
+        let spec = Ensemble::parse(&text, NOW_MS).expect("valid service");
+        let req = crate::Requirements::from_ensemble(&spec);
+        assert_eq!(
+            (req.count, req.min_gpus_per_node, req.max_gpus_per_node),
+            (4, 2, Some(2))
+        );
+        assert!(!req.collective);
+        // A cheap 4-GPU machine could hold both replicas, but each replica takes its own
+        // provider: two machines with two GPUs each, no RTT measured between them needed.
+        let m = snap(
+            &[
+                offer(1, rtx3090(), 4, 5),
+                offer(2, rtx3090(), 2, 10),
+                offer(3, rtx3090(), 1, 1),
+            ],
+            &[],
+        );
+        let plan = crate::match_gang(&req, &m).expect("fits");
+        let chosen = providers(&plan);
+        assert_eq!(chosen.len(), 2, "{chosen:?}");
+        assert!(chosen.iter().all(|(_, gpus)| *gpus == 2), "{chosen:?}");
+    }
+
+    #[test]
     fn service_rules_name_their_field() {
         let service = |extra: &str| format!("{BASE}kind: service\n{extra}");
         let cases = [
@@ -351,6 +380,18 @@ deadline: "+2h"
                 "scale",
             ),
             (format!("{BASE}kind: daemon\n"), "kind"),
+            (
+                service(
+                    "serve: { port: 8000 }\nreplicas: { min: 1, max: 1 }\nplacement: { max_nodes: 2 }\n",
+                ),
+                "placement",
+            ),
+            (
+                service(
+                    "serve: { port: 8000 }\nreplicas: { min: 1, max: 1 }\ndistributed: { framework: torch }\n",
+                ),
+                "distributed",
+            ),
         ];
         for (text, field) in cases {
             let err = Ensemble::parse(&text, NOW_MS).expect_err(field);

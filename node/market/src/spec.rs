@@ -653,6 +653,13 @@ pub enum Rule {
     /// A service field (`serve`, `replicas`, `scale`) in a batch job.
     #[error("only a `kind: service` job has this field")]
     ServiceOnly,
+    /// A batch job's field in a service: its replicas are placed one per machine
+    /// (`replicas`), never talk to each other and have no rendezvous.
+    #[error(
+        "not for a `kind: service` job: each replica is placed on its own machine and replicas \
+         do not rendezvous (leave it out)"
+    )]
+    NotForService,
     /// A field every service needs is missing.
     #[error("required for `kind: service`")]
     ServiceNeeds,
@@ -664,6 +671,9 @@ pub enum Rule {
         /// `replicas.min`.
         min: u32,
     },
+    /// `scale` names no target.
+    #[error("needs one target: target_in_flight_per_replica or target_p90_ms")]
+    ScaleTarget,
     /// Not an absolute URL path.
     #[error("`{0}` is not an absolute URL path (starts with `/`, no spaces or `#`)")]
     BadUrlPath(String),
@@ -818,6 +828,14 @@ impl Ensemble {
         }
         self.validate_gpus()?;
         self.validate_placement()?;
+        if self.kind == JobKind::Service {
+            if self.placement != Placement::default() {
+                return bad("placement", Rule::NotForService);
+            }
+            if self.distributed != Distributed::default() {
+                return bad("distributed", Rule::NotForService);
+            }
+        }
         crate::service::validate(
             self.kind,
             self.serve.as_ref(),

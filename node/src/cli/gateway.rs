@@ -19,7 +19,8 @@ pub(crate) struct Args {
     /// The `kind: service` spec whose `serve`, `replicas` and `scale` apply.
     #[arg(long)]
     pub spec: PathBuf,
-    /// A replica, `NAME=HOST:PORT` (its HTTP address); repeat for each.
+    /// A replica, `NAME=HOST:PORT` (its HTTP address; a host name is resolved once, at start);
+    /// repeat for each. Names are 1–64 of `A-Z a-z 0-9 . _ -`, each given once.
     #[arg(long = "replica", value_name = "NAME=HOST:PORT", required = true, value_parser = parse_replica)]
     pub replicas: Vec<(String, SocketAddr)>,
     /// The path segment the service is served under (`/{name}/…`); default: the spec file's
@@ -32,15 +33,25 @@ pub(crate) struct Args {
 }
 
 fn parse_replica(text: &str) -> Result<(String, SocketAddr), String> {
-    let (name, addr) = text
+    let (name, host_port) = text
         .split_once('=')
         .ok_or_else(|| format!("`{text}` is not NAME=HOST:PORT"))?;
-    if name.is_empty() {
-        return Err(format!("`{text}`: the replica needs a name before `=`"));
+    let name_ok = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if !name_ok {
+        return Err(format!(
+            "`{name}`: a replica's name is 1–64 of A-Z a-z 0-9 . _ - (it is sent back in X-Ganglion-Replica)"
+        ));
     }
-    let addr = addr
-        .parse()
-        .map_err(|e| format!("`{addr}` is not an IP address and port: {e}"))?;
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(host_port)
+        .map_err(|e| format!("`{host_port}` is not HOST:PORT: {e}"))?
+        .next()
+        .ok_or_else(|| format!("`{host_port}` resolves to no address"))?;
+    if addr.port() == 0 {
+        return Err(format!("`{host_port}`: port 0 is not a replica's port"));
+    }
     Ok((name.to_string(), addr))
 }
 
@@ -73,6 +84,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             .map(|s| s.to_string_lossy().to_lowercase())
             .unwrap_or_default(),
     };
+    let mut names = std::collections::BTreeSet::new();
+    for (id, _) in &args.replicas {
+        anyhow::ensure!(
+            names.insert(id.as_str()),
+            "replica `{id}` is named twice (each --replica needs its own name)"
+        );
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -90,7 +108,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             });
         }
         let stop = CancellationToken::new();
-        let listening = ganglion_gateway::listen(args.listen, gateway, stop.clone()).await?;
+        let listening = ganglion_gateway::listen(args.listen, gateway, stop.clone())
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         println!(
             "gateway: serving /{name}/ on http://{} over {} replica(s); status: GET http://{}/_gateway/services",
             listening.addr,
@@ -101,26 +121,33 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             .context("installing the SIGTERM handler")?;
         let mut scaler = Autoscaler::new(replicas, spec.scale.as_ref());
         let mut ticks = tokio::time::interval(Duration::from_secs(1));
+        // Said once per change of advice, not every second.
+        let mut said = Decision::Hold;
         loop {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => break,
                 _ = term.recv() => break,
                 _ = ticks.tick() => {
                     let load = pool.load(Duration::from_secs(10));
-                    match scaler.decide(Instant::now(), &load, load.healthy) {
-                        Decision::Hold => {}
-                        decision => tracing::info!(
+                    let decision = scaler.decide(Instant::now(), &load, load.healthy);
+                    if decision != said && decision != Decision::Hold {
+                        tracing::info!(
                             ?decision,
                             healthy = load.healthy,
                             in_flight = load.in_flight,
                             p90_ms = load.p90_ms,
-                            "autoscaler: the spec's scale rule asks for a change (start or stop a replica and restart the gateway with it)"
-                        ),
+                            "autoscaler: the spec's scale rule asks for one replica {} (start or stop one and restart the gateway with it)",
+                            if decision == Decision::Add { "more" } else { "fewer" }
+                        );
                     }
+                    said = decision;
                 }
             }
         }
+        tracing::info!("gateway stopping");
         stop.cancel();
+        // The listener lets the requests in flight finish (at most ganglion_gateway::server::DRAIN).
+        let _ = listening.task.await;
         Ok(())
     })
 }

@@ -87,6 +87,8 @@ async fn the_gateway_command_serves_named_replicas_and_survives_losing_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (a, a_addr) = replica(dir.path(), "a");
     let (_b, b_addr) = replica(dir.path(), "b");
+    // A host name is resolved once, at start.
+    let b_named = format!("localhost:{}", b_addr.port());
     let listen = format!("127.0.0.1:{}", free_port());
     let mut gateway = Killed(
         Command::new(env!("CARGO_BIN_EXE_ganglion"))
@@ -94,7 +96,7 @@ async fn the_gateway_command_serves_named_replicas_and_survives_losing_one() {
             .arg(examples().join("embeddings-service.yaml"))
             .args(["--name", "embed", "--listen", &listen])
             .args(["--replica", &format!("a={a_addr}")])
-            .args(["--replica", &format!("b={b_addr}")])
+            .args(["--replica", &format!("b={b_named}")])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -131,6 +133,28 @@ async fn the_gateway_command_serves_named_replicas_and_survives_losing_one() {
         let (status, who) = get(&format!("http://{listen}/embed/whoami")).await;
         assert_eq!((status, who.as_str()), (200, "b"));
     }
+
+    // SIGTERM: the gateway stops accepting, finishes what is in flight and exits 0.
+    let pid = gateway.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = gateway.0.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "still running after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
 }
 
 #[test]
@@ -145,13 +169,21 @@ fn a_batch_spec_or_a_malformed_replica_is_refused_with_the_reason() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("not a `kind: service` spec"), "{stderr}");
 
-    let out = Command::new(env!("CARGO_BIN_EXE_ganglion"))
-        .args(["gateway", "--spec"])
-        .arg(examples().join("embeddings-service.yaml"))
-        .args(["--replica", "127.0.0.1:9"])
-        .output()
-        .expect("runs");
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("is not NAME=HOST:PORT"), "{stderr}");
+    for (replicas, says) in [
+        (&["127.0.0.1:9"][..], "is not NAME=HOST:PORT"),
+        (&["a b=127.0.0.1:9"][..], "a replica's name is"),
+        (&["a=127.0.0.1:0"][..], "port 0"),
+        (&["a=127.0.0.1:9", "a=127.0.0.1:10"][..], "named twice"),
+    ] {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ganglion"));
+        c.args(["gateway", "--spec"])
+            .arg(examples().join("embeddings-service.yaml"));
+        for r in replicas {
+            c.args(["--replica", r]);
+        }
+        let out = c.output().expect("runs");
+        assert!(!out.status.success(), "{replicas:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{replicas:?}: {stderr}");
+    }
 }

@@ -119,3 +119,22 @@ fn terms_that_cannot_be_met_fail_before_anything_is_paid() {
     assert!(!out.status.success(), "a run past the deadline passed");
     assert!(stderr.contains("deadline"), "{stderr}");
 }
+
+#[test]
+fn a_service_spec_is_refused_by_submit_and_quote_before_any_node_is_asked() {
+    let home = tempfile::tempdir().expect("tempdir");
+    for verb in ["submit", "quote"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ganglion"))
+            .args(["job", verb])
+            .arg(ensembles().join("embeddings-service.yaml"))
+            .env("HOME", home.path())
+            .output()
+            .expect("runs");
+        assert!(!out.status.success(), "{verb}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("does not run services yet") && !stderr.contains("no running node"),
+            "{verb}: {stderr}"
+        );
+    }
+}

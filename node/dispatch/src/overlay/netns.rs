@@ -42,3 +42,36 @@ where
         })
     })
 }
+
+/// Opens a TCP connection to `addr` from inside the network namespace at `netns` and hands it
+/// to tokio: how a provider's node reaches a service replica in a pod, whose port listens only
+/// inside the pod (its loopback or overlay address) and which the host cannot route to. The
+/// socket stays in that namespace. The connect runs on a dedicated thread ([`run_in`]) off the
+/// async workers.
+///
+/// # Errors
+/// [`OverlayError::Io`]: the namespace cannot be joined, the connection is refused or takes
+/// longer than `timeout`.
+pub async fn connect_in(
+    netns: &Path,
+    addr: std::net::SocketAddr,
+    timeout: std::time::Duration,
+) -> Result<tokio::net::TcpStream, OverlayError> {
+    let netns = netns.to_path_buf();
+    let stream = tokio::task::spawn_blocking(move || {
+        run_in(&netns, move || {
+            std::net::TcpStream::connect_timeout(&addr, timeout)
+                .map_err(OverlayError::io("connect inside the pod"))
+        })
+    })
+    .await
+    .map_err(|e| OverlayError::Io {
+        operation: "netns connect task",
+        source: std::io::Error::other(e),
+    })??;
+    stream
+        .set_nonblocking(true)
+        .map_err(OverlayError::io("set_nonblocking"))?;
+    let _ = stream.set_nodelay(true);
+    tokio::net::TcpStream::from_std(stream).map_err(OverlayError::io("register the socket"))
+}

@@ -9,11 +9,13 @@
 //!   gone.
 //! - `recovery`: executor killed mid-job and restarted: the job finishes exactly once.
 //! - `ddp`: PyTorch DDP over 2 and 4 containers (the torch CPU image, built when absent).
+//! - `pod_connect`: a replica with no network of its own reached from inside its namespace.
 
 mod bad_input;
 mod ddp;
 mod engine;
 mod lifecycle;
+mod pod_connect;
 mod recovery;
 mod sandbox;
 mod support;

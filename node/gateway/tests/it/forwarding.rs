@@ -287,3 +287,67 @@ async fn a_small_answer_broken_off_mid_body_is_retried_when_the_request_may_repe
         .expect("a");
     assert_eq!((a_view.usage.requests, a_view.usage.failed), (0, 1));
 }
+
+#[tokio::test]
+async fn an_empty_post_keeps_its_content_length() {
+    let a = TestReplica::start("a").await;
+    let (_g, _pool, addr) = gateway("svc", &serve(8, false), &[&a]).await;
+    // curl's `-d ''`: an empty POST that says `Content-Length: 0`.
+    let request = http::Request::post(format!("http://{addr}/svc/length"))
+        .header("content-length", "0")
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .expect("request");
+    let response = crate::support::client().request(request).await.expect("answer");
+    assert_eq!(response.status(), StatusCode::OK);
+    let said = response.into_body().collect().await.expect("body").to_bytes();
+    assert_eq!(said, "0".as_bytes());
+    let (_, _, said) = call("POST", &format!("http://{addr}/svc/length"), "four").await;
+    assert_eq!(said, "4".as_bytes());
+}
+
+#[tokio::test]
+async fn a_stopping_gateway_finishes_the_stream_in_flight_and_takes_no_new_connection() {
+    let a = TestReplica::start("a").await;
+    let gateway = Gateway::new();
+    let pool = gateway.add("svc", &serve(8, false)).expect("service");
+    pool.add(a.replica());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let listening = ganglion_gateway::listen(
+        "127.0.0.1:0".parse().expect("addr"),
+        std::sync::Arc::clone(&gateway),
+        stop.clone(),
+    )
+    .await
+    .expect("listen");
+    let addr = listening.addr;
+    wait_until(Duration::from_secs(5), || {
+        crate::support::healthy(&pool, "a")
+    })
+    .await;
+    let request = http::Request::get(format!("http://{addr}/svc/stream?n=6"))
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .expect("request");
+    let mut body = crate::support::client()
+        .request(request)
+        .await
+        .expect("answer")
+        .into_body();
+    let first = body.frame().await.expect("a first event").expect("frame");
+    assert!(first.is_data());
+    stop.cancel();
+    let mut events = 1;
+    while let Some(frame) = body.frame().await {
+        if frame.expect("the stream finishes whole").is_data() {
+            events += 1;
+        }
+    }
+    assert_eq!(events, 6);
+    tokio::time::timeout(Duration::from_secs(5), listening.task)
+        .await
+        .expect("the listener ends once drained")
+        .expect("joined");
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "still accepting"
+    );
+}

@@ -96,7 +96,7 @@ async fn provider_and_gateway(replica: SocketAddr) -> (libp2p_stream::Control, P
     let incoming = p2p::accept(&mut provider_control).expect("accept once");
     tokio::spawn(p2p::serve(
         incoming,
-        Arc::new(resolve),
+        p2p::by_address(resolve),
         CancellationToken::new(),
     ));
     connect(gateway_swarm, provider_swarm, provider_addr.clone()).await;

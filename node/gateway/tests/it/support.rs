@@ -184,6 +184,15 @@ async fn answer(req: Request<Incoming>, state: &State) -> Result<Response<Body>,
             StatusCode::OK,
             &format!("{{\"replica\":\"{name}\"}}"),
         )),
+        "/length" => {
+            let said = req
+                .headers()
+                .get("content-length")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("none")
+                .to_string();
+            Ok(reply(StatusCode::OK, &said))
+        }
         "/stream" => {
             let n = number("n");
             let frames = futures_stream(n);
