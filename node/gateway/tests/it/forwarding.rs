@@ -297,9 +297,17 @@ async fn an_empty_post_keeps_its_content_length() {
         .header("content-length", "0")
         .body(http_body_util::Full::new(bytes::Bytes::new()))
         .expect("request");
-    let response = crate::support::client().request(request).await.expect("answer");
+    let response = crate::support::client()
+        .request(request)
+        .await
+        .expect("answer");
     assert_eq!(response.status(), StatusCode::OK);
-    let said = response.into_body().collect().await.expect("body").to_bytes();
+    let said = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
     assert_eq!(said, "0".as_bytes());
     let (_, _, said) = call("POST", &format!("http://{addr}/svc/length"), "four").await;
     assert_eq!(said, "4".as_bytes());
