@@ -16,7 +16,9 @@
 //! - [`body`]: the replica's response streamed through (chunked, server-sent events),
 //!   metered on the lease, cut off at the deadline.
 //! - [`health`]: the health prober (`serve.health`).
-//! - [`scale`]: the autoscaler's rule (`replicas`, `scale`).
+//! - [`scale`]: the autoscaler's rule (`replicas`, `scale`) and its control loop, which asks
+//!   a [`scale::Fleet`] (the engine, or a test's container engine) for one replica more or
+//!   fewer.
 //! - [`server`]: the service table and the HTTP listener (`GET /_gateway/services`).
 
 pub mod body;
@@ -33,5 +35,5 @@ pub mod server;
 pub use connect::Endpoint;
 pub use error::GatewayError;
 pub use pool::{Health, Load, Pool, Replica, ReplicaView, Usage};
-pub use scale::{Autoscaler, Decision};
+pub use scale::{Autoscaler, Controller, Decision, Fleet};
 pub use server::{Gateway, Listening, ServiceStatus, listen};

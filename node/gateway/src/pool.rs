@@ -96,6 +96,10 @@ struct Slot {
     outstanding: u32,
     usage: Usage,
     probe_rtt: Option<Duration>,
+    /// Since when it has not been healthy (added, or failing since).
+    unhealthy_since: Option<Instant>,
+    /// Whether it has ever passed a health check.
+    ever_healthy: bool,
 }
 
 impl Slot {
@@ -153,6 +157,8 @@ impl Pool {
                 outstanding: 0,
                 usage: Usage::default(),
                 probe_rtt: None,
+                unhealthy_since: Some(Instant::now()),
+                ever_healthy: false,
             }),
         }
     }
@@ -191,6 +197,8 @@ impl Pool {
                     tracing::info!(replica = %id, "replica passed its health check: in rotation");
                 }
                 slot.health = Health::Healthy;
+                slot.unhealthy_since = None;
+                slot.ever_healthy = true;
                 // Exponentially smoothed (weight 1/4 to the new sample), like TCP's SRTT.
                 slot.probe_rtt = Some(match slot.probe_rtt {
                     Some(old) => (old * 3 + rtt) / 4,
@@ -204,6 +212,7 @@ impl Pool {
                     tracing::debug!(replica = %id, %reason, "replica not healthy yet");
                 }
                 slot.health = Health::Failing;
+                slot.unhealthy_since.get_or_insert_with(Instant::now);
             }
         }
     }
@@ -248,6 +257,26 @@ impl Pool {
         }
     }
 
+    /// The replicas given up as lost: failing (out of rotation after having served) for at
+    /// least `failing`, or never healthy since they were added for at least `starting` (a
+    /// model may take a while to load).
+    pub fn lost(&self, failing: Duration, starting: Duration) -> Vec<String> {
+        let now = Instant::now();
+        lock(&self.slots)
+            .iter()
+            .filter(|s| {
+                let limit = match s.health {
+                    Health::Healthy => return false,
+                    Health::Failing if s.ever_healthy => failing,
+                    _ => starting,
+                };
+                s.unhealthy_since
+                    .is_some_and(|since| now.duration_since(since) >= limit)
+            })
+            .map(|s| s.replica.id.clone())
+            .collect()
+    }
+
     /// The load over the last `window`.
     pub fn load(&self, window: Duration) -> Load {
         let (healthy, replicas, in_flight) = {
@@ -288,6 +317,7 @@ impl Pool {
         {
             tracing::warn!(replica = %id, "request could not reach the replica: out of rotation until its next health check passes");
             slot.health = Health::Failing;
+            slot.unhealthy_since.get_or_insert_with(Instant::now);
         }
     }
 
@@ -375,5 +405,32 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.pool.release(self);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replica_is_lost_after_its_own_grace_failing_or_starting() {
+        let pool = Pool::new(4);
+        pool.add(Replica {
+            id: "r".into(),
+            endpoint: Endpoint::Tcp("127.0.0.1:9".parse().expect("addr")),
+            rtt: None,
+        });
+        let (none, long) = (Duration::ZERO, Duration::from_secs(3600));
+        // Never healthy yet: the starting grace applies.
+        assert_eq!(pool.lost(none, long), Vec::<String>::new());
+        assert_eq!(pool.lost(long, none), vec!["r".to_string()]);
+        // Healthy: never lost.
+        pool.record_probe("r", Ok(Duration::from_millis(1)));
+        assert!(pool.lost(none, none).is_empty());
+        // Failing after it served: the failing grace applies.
+        pool.record_probe("r", Err("refused".into()));
+        assert_eq!(pool.lost(none, long), vec!["r".to_string()]);
+        assert!(pool.lost(long, none).is_empty());
+        assert_eq!(pool.views()[0].health, Health::Failing);
     }
 }

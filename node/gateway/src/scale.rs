@@ -235,3 +235,112 @@ mod tests {
         );
     }
 }
+
+/// Whoever starts and stops a service's replicas for the [`Controller`]: the orchestrator's
+/// engine (assign one more provider under the service's escrow, or let one claim and leave),
+/// or in tests a local container engine.
+pub trait Fleet: Send + Sync + 'static {
+    /// Replicas running or being started (what [`Autoscaler::decide`] calls `wanted`).
+    fn wanted(&self) -> u32;
+    /// Starts one more replica and adds it to the pool (it takes requests once its health check
+    /// passes). Returns once it is asked for, not when it is up.
+    ///
+    /// # Errors
+    /// Why it could not be started, in words (logged; the controller asks again on a later
+    /// tick while the rule still says so).
+    fn add(&self) -> BoxFuture<'_, Result<(), String>>;
+    /// Takes one replica out of the pool and stops it (the fleet chooses which).
+    ///
+    /// # Errors
+    /// Why not, in words (logged).
+    fn release(&self) -> BoxFuture<'_, Result<(), String>>;
+    /// The replica `id` has been unhealthy too long ([`Controller::replace_failing_after`],
+    /// [`Controller::replace_starting_after`]): it is lost (its container died, its provider
+    /// left, it never came up). The fleet takes it out of the pool and stops
+    /// counting it in [`Fleet::wanted`] (its provider is paid for its receipted time only);
+    /// the rule then replaces it when fewer than `replicas.min` are left.
+    ///
+    /// # Errors
+    /// Why not, in words (logged).
+    fn lost(&self, id: &str) -> BoxFuture<'_, Result<(), String>>;
+}
+
+/// A boxed future, as [`Fleet`]'s methods return.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// The control loop: every `tick` it hands replicas unhealthy too long to the [`Fleet`] as
+/// lost, reads the pool's load over `window`, asks the [`Autoscaler`] and tells
+/// the fleet (so a lost replica below `replicas.min` is replaced at once).
+#[derive(Debug, Clone)]
+pub struct Controller {
+    /// How often the load is read (default 1 s).
+    pub tick: Duration,
+    /// The window the load is read over (default 10 s; p90 targets need one).
+    pub window: Duration,
+    /// How long a replica that served may stay out of rotation before it is given up as lost
+    /// and replaced (default 15 s: a few health intervals, so a passing hiccup is not a loss).
+    pub replace_failing_after: Duration,
+    /// How long a new replica may take to pass its first health check before it is given up
+    /// (default 120 s: a model's load, an image's first start).
+    pub replace_starting_after: Duration,
+}
+
+impl Default for Controller {
+    fn default() -> Self {
+        Self {
+            tick: Duration::from_secs(1),
+            window: Duration::from_secs(10),
+            replace_failing_after: Duration::from_secs(15),
+            replace_starting_after: Duration::from_secs(120),
+        }
+    }
+}
+
+impl Controller {
+    /// Runs the loop for `pool` until `stop` is cancelled.
+    pub fn spawn(
+        self,
+        pool: std::sync::Arc<crate::pool::Pool>,
+        mut scaler: Autoscaler,
+        fleet: std::sync::Arc<dyn Fleet>,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(self.tick);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    _ = ticks.tick() => {}
+                }
+                for id in pool.lost(self.replace_failing_after, self.replace_starting_after) {
+                    match fleet.lost(&id).await {
+                        Ok(()) => {
+                            tracing::warn!(replica = %id, "autoscaler: replica lost (unhealthy too long): out of the service")
+                        }
+                        Err(e) => {
+                            tracing::warn!(replica = %id, error = %e, "autoscaler: the fleet could not drop a lost replica")
+                        }
+                    }
+                }
+                let load = pool.load(self.window);
+                let wanted = fleet.wanted();
+                let outcome = match scaler.decide(Instant::now(), &load, wanted) {
+                    Decision::Hold => continue,
+                    Decision::Add => fleet.add().await.map(|()| "added a replica"),
+                    Decision::Release => fleet.release().await.map(|()| "released a replica"),
+                };
+                match outcome {
+                    Ok(what) => tracing::info!(
+                        wanted,
+                        healthy = load.healthy,
+                        in_flight = load.in_flight,
+                        p90_ms = load.p90_ms,
+                        "autoscaler: {what}"
+                    ),
+                    Err(e) => tracing::warn!(error = %e, "autoscaler: the fleet refused"),
+                }
+            }
+        })
+    }
+}

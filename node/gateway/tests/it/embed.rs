@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use ganglion_gateway::{Autoscaler, Decision, Endpoint, Replica};
+use ganglion_gateway::scale::BoxFuture;
+use ganglion_gateway::{Autoscaler, Controller, Decision, Endpoint, Fleet, Pool, Replica};
 use ganglion_market::service::{Replicas, Scale};
 use http::StatusCode;
 
@@ -218,7 +219,9 @@ async fn the_embedding_service_answers_through_the_gateway_as_the_model_run_dire
     // The lost replica is out of rotation (within two health intervals at most) and the
     // autoscaler asks for a replacement at once: one below `replicas.min`.
     wait_until(
-        Duration::from_secs(2 * u64::from(serve.health.interval_s)),
+        // Two intervals (a probe of a vanished address waits out its whole timeout), plus the
+        // poll's 20 ms and scheduling.
+        Duration::from_secs(2 * u64::from(serve.health.interval_s)) + Duration::from_millis(250),
         || !crate::support::healthy(&pool, &names[0]),
     )
     .await;
@@ -247,4 +250,215 @@ async fn the_embedding_service_answers_through_the_gateway_as_the_model_run_dire
         "{:?}",
         pool.views()
     );
+}
+
+/// Replicas as containers of the embedding image on one network: the test's [`Fleet`].
+struct DockerFleet {
+    image: String,
+    network: String,
+    tag: String,
+    pool: Arc<Pool>,
+    running: std::sync::Mutex<Vec<String>>,
+    next: AtomicU32,
+}
+
+impl DockerFleet {
+    fn names(&self) -> Vec<String> {
+        self.running.lock().expect("lock").clone()
+    }
+}
+
+impl Fleet for DockerFleet {
+    fn wanted(&self) -> u32 {
+        self.running.lock().expect("lock").len() as u32
+    }
+
+    fn add(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let name = format!("{}-{}", self.tag, self.next.fetch_add(1, Ordering::SeqCst));
+            let (image, network, n) = (self.image.clone(), self.network.clone(), name.clone());
+            let addr = tokio::task::spawn_blocking(move || start_replica(&image, &network, &n))
+                .await
+                .map_err(|e| e.to_string())?;
+            self.pool.add(Replica {
+                id: name.clone(),
+                endpoint: Endpoint::Tcp(addr),
+                rtt: None,
+            });
+            self.running.lock().expect("lock").push(name);
+            Ok(())
+        })
+    }
+
+    fn lost(&self, id: &str) -> BoxFuture<'_, Result<(), String>> {
+        let id = id.to_string();
+        Box::pin(async move {
+            self.running.lock().expect("lock").retain(|n| *n != id);
+            self.pool.remove(&id);
+            tokio::task::spawn_blocking(move || docker(&["rm", "-f", &id]))
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(())
+        })
+    }
+
+    fn release(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let name = self
+                .running
+                .lock()
+                .expect("lock")
+                .pop()
+                .ok_or("no replica to release")?;
+            self.pool.remove(&name);
+            tokio::task::spawn_blocking(move || docker(&["rm", "-f", &name]))
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(())
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_above_target_adds_a_replica_and_load_below_it_releases_one() {
+    let image = embed_image();
+    let tag = format!("gw-scale-{}", std::process::id());
+    let network = format!("{tag}-net");
+    docker(&["network", "create", &network]);
+    let _cleanup = Cleanup(
+        (0..4).map(|i| format!("{tag}-{i}")).collect(),
+        network.clone(),
+    );
+
+    let serve = crate::support::serve(16, true);
+    let (_gateway, pool, addr) = gateway_over("embed", &serve, &[]).await;
+    let fleet = Arc::new(DockerFleet {
+        image,
+        network,
+        tag,
+        pool: Arc::clone(&pool),
+        running: std::sync::Mutex::new(Vec::new()),
+        next: AtomicU32::new(0),
+    });
+    // `replicas.min` is 2: the controller starts both at once (below min: no waiting).
+    let replicas = Replicas {
+        min: 2,
+        max: 3,
+        share_providers: false,
+    };
+    let scale = Scale {
+        target_in_flight_per_replica: Some(2),
+        target_p90_ms: None,
+        up_after_s: 2,
+        down_after_s: 3,
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let controller = Controller {
+        tick: Duration::from_millis(500),
+        window: Duration::from_secs(2),
+        replace_failing_after: Duration::from_secs(3),
+        replace_starting_after: Duration::from_secs(60),
+    };
+    let _loop = controller.spawn(
+        Arc::clone(&pool),
+        Autoscaler::new(replicas, Some(&scale)),
+        Arc::clone(&fleet) as Arc<dyn Fleet>,
+        stop.clone(),
+    );
+    let healthy = |n: u32| {
+        let pool = Arc::clone(&pool);
+        move || pool.load(Duration::from_secs(1)).healthy == n
+    };
+    wait_until(Duration::from_secs(60), healthy(2)).await;
+    assert_eq!(fleet.wanted(), 2);
+
+    // Eight clients keep about eight requests in flight: above 2 per replica over 2 replicas.
+    let loaded = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let ok = Arc::new(AtomicU32::new(0));
+    let clients: Vec<_> = (0..8)
+        .map(|i| {
+            let (loaded, ok) = (Arc::clone(&loaded), Arc::clone(&ok));
+            tokio::spawn(async move {
+                let texts: Vec<String> = (0..8)
+                    .map(|k| format!("client {i} sentence {k} about load"))
+                    .collect();
+                let body = serde_json::json!({ "texts": texts }).to_string();
+                while loaded.load(Ordering::SeqCst) {
+                    let (status, _, text) =
+                        call("POST", &format!("http://{addr}/embed/embed"), &body).await;
+                    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&text));
+                    ok.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    let load_started = Instant::now();
+    // Upper bound: up_after_s, then a container start and a model load on a busy machine.
+    let third = wait_until(Duration::from_secs(2 + 45), healthy(3)).await;
+    assert_eq!(fleet.wanted(), 3, "never beyond replicas.max");
+    eprintln!(
+        "scale: above target → the third replica answering its health check: {:.1} s (up_after_s 2)",
+        load_started.elapsed().as_secs_f64()
+    );
+    let _ = third;
+    // It takes requests.
+    let third_name = fleet.names().last().cloned().expect("three");
+    wait_until(Duration::from_secs(10), || {
+        pool.views()
+            .iter()
+            .any(|v| v.replica.id == third_name && v.usage.requests > 0)
+    })
+    .await;
+
+    loaded.store(false, Ordering::SeqCst);
+    for c in clients {
+        c.await.expect("every request answered 200");
+    }
+    let idle = Instant::now();
+    // Upper bound: the window drains (2 s), down_after_s (3 s), a tick.
+    wait_until(Duration::from_secs(2 + 3 + 10), || {
+        fleet.wanted() == 2 && pool.views().len() == 2
+    })
+    .await;
+    eprintln!(
+        "scale: idle → back to replicas.min: {:.1} s (down_after_s 3)",
+        idle.elapsed().as_secs_f64()
+    );
+    // And never below min, however long it stays idle.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(fleet.wanted(), 2);
+    assert!(ok.load(Ordering::SeqCst) > 0);
+
+    // A replica's container dies: out of rotation within two health intervals, given up after
+    // replace_failing_after, replaced at once (below min), and back to two healthy.
+    let victim = fleet.names()[0].clone();
+    docker(&["kill", &victim]);
+    let lost = Instant::now();
+    wait_until(
+        // Two intervals (a probe of a vanished address waits out its whole timeout), plus the
+        // poll's 20 ms and scheduling.
+        Duration::from_secs(2 * u64::from(serve.health.interval_s)) + Duration::from_millis(250),
+        || !crate::support::healthy(&pool, &victim),
+    )
+    .await;
+    // Upper bound: two intervals, replace_failing_after (3 s), a tick, a container start and a
+    // model load on a busy machine.
+    wait_until(Duration::from_secs(2 + 3 + 45), || {
+        fleet.wanted() == 2
+            && !fleet.names().contains(&victim)
+            && pool.load(Duration::from_secs(1)).healthy == 2
+    })
+    .await;
+    eprintln!(
+        "failover: replica lost → full capacity again: {:.1} s (replace_failing_after 3 s)",
+        lost.elapsed().as_secs_f64()
+    );
+    let (status, _, _) = call(
+        "POST",
+        &format!("http://{addr}/embed/embed"),
+        r#"{"texts":["back"]}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    stop.cancel();
 }
