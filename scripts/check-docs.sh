@@ -10,7 +10,8 @@
 # its expected output: each must match a line of the real output (stdout and stderr), in
 # order, where `...` in an expected line matches any text and a run of spaces any run of
 # whitespace. Every command must exit 0.
-# Other fences are shown, not run; but in ```sh blocks every line that calls `ganglion`,
+# Other fences are shown, not run; but in ```sh blocks every command (a trailing `\` joins the
+# next line) that calls `ganglion`,
 # `ganglion-devnet` or `ganglion-indexer` is checked against the binary: its subcommand must
 # exist (`<bin> <subcommand...> --help` exits 0) and each `--flag` it uses must be in that help.
 # A note `<!-- coming: ganglion node run -->` says a command does not exist yet: the check
@@ -259,14 +260,24 @@ import shlex
 BINS = ("ganglion", "ganglion-devnet", "ganglion-indexer")
 
 def sh_lines(text):
+    """Each shell command of a sh/bash/shell fence with its first line's number; a line
+    ending in `\\` continues on the next, as in a shell."""
     fence = None
+    pending, start = "", 0
     for n, line in enumerate(text.splitlines(), 1):
         m = re.match(r"^\s*```\s*(\S*)", line)
         if m:
             fence = None if fence is not None else m.group(1)
+            pending = ""
             continue
         if fence in ("sh", "bash", "shell"):
-            yield n, line
+            if not pending:
+                start = n
+            if line.rstrip().endswith("\\"):
+                pending += line.rstrip()[:-1] + " "
+                continue
+            yield start, pending + line
+            pending = ""
 
 shown_checked = 0
 for path in docs:

@@ -56,29 +56,13 @@ async fn replica() -> SocketAddr {
     addr
 }
 
-fn swarm() -> libp2p::Swarm<libp2p_stream::Behaviour> {
-    let mut swarm = libp2p::SwarmBuilder::with_new_identity()
-        .with_tokio()
-        .with_tcp(
-            libp2p::tcp::Config::default().nodelay(true),
-            libp2p::noise::Config::new,
-            libp2p::yamux::Config::default,
-        )
-        .expect("transport")
-        .with_behaviour(|_| libp2p_stream::Behaviour::new())
-        .expect("behaviour")
-        .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(600)))
-        .build();
-    swarm
-        .listen_on("/ip4/127.0.0.1/tcp/0".parse().expect("multiaddr"))
-        .expect("listen");
-    swarm
-}
-
 /// A provider's node serving the replica at `upstream` as job [0; 32] rank 0, and a gateway
 /// node connected to it: the gateway's stream control and the provider's id.
 async fn provider_link(upstream: SocketAddr) -> (libp2p_stream::Control, libp2p::PeerId) {
-    let (mut provider, mut gateway) = (swarm(), swarm());
+    let (mut provider, mut gateway) = (
+        ganglion_gateway::test_utils::stream_swarm(),
+        ganglion_gateway::test_utils::stream_swarm(),
+    );
     let addr = loop {
         if let SwarmEvent::NewListenAddr { address, .. } = provider.select_next_some().await {
             break address;

@@ -20,6 +20,8 @@
 //!   a [`scale::Fleet`] (the engine, or a test's container engine) for one replica more or
 //!   fewer.
 //! - [`server`]: the service table and the HTTP listener (`GET /_gateway/services`).
+//! - `test_utils` (feature `test-utils`): a minimal stream-only libp2p swarm for tests and
+//!   benches.
 
 pub mod body;
 pub mod connect;
@@ -31,6 +33,8 @@ pub mod pool;
 pub mod route;
 pub mod scale;
 pub mod server;
+#[cfg(feature = "test-utils")]
+pub mod test_utils;
 
 pub use connect::Endpoint;
 pub use error::GatewayError;

@@ -130,6 +130,11 @@ impl Requirements {
         if let (crate::JobKind::Service, Some(r)) = (spec.kind, spec.replicas) {
             return Self::for_replicas(spec, r.min);
         }
+        Self::for_gang(spec)
+    }
+
+    /// A batch job's gang: `gpus` and `placement` as written.
+    fn for_gang(spec: &Ensemble) -> Self {
         let (g, p) = (&spec.gpus, &spec.placement);
         Self {
             count: g.count,
@@ -163,27 +168,18 @@ impl Requirements {
     /// them), no pairwise RTT or bandwidth bound (replicas do not talk to each other) and no
     /// collective. [`Requirements::from_ensemble`] asks this for `replicas.min` of a service.
     pub fn for_replicas(spec: &Ensemble, replicas: u32) -> Self {
-        let g = &spec.gpus;
+        let per_replica = spec.gpus.count;
         Self {
-            count: g.count.saturating_mul(replicas.max(1)),
-            vendor: g.vendor,
-            min_vram_gib: g.min_vram_gib,
-            min_compute_capability: g.min_compute_capability,
-            rocm_arch: g.rocm_arch.clone(),
-            models: g.models.clone(),
-            per_model: g.per_model.clone(),
-            interconnect: g.interconnect,
-            form_factor: g.form_factor,
-            interconnect_group: g.interconnect_group.clone(),
-            min_gpus_per_node: g.count,
-            max_gpus_per_node: Some(g.count),
+            count: per_replica.saturating_mul(replicas.max(1)),
+            min_gpus_per_node: per_replica,
+            max_gpus_per_node: Some(per_replica),
             max_nodes: replicas.max(1),
             max_rtt_us: None,
             min_bandwidth_mbps: None,
             groups: None,
-            max_rate: spec.limits.max_rate_ntx_per_gpu_hour,
-            max_duration_s: spec.limits.max_duration_s,
             collective: false,
+            // The per-GPU rules, price and duration as for a gang.
+            ..Self::for_gang(spec)
         }
     }
 

@@ -27,21 +27,7 @@ async fn swarm() -> (
     libp2p_stream::Control,
     Swarm<libp2p_stream::Behaviour>,
 ) {
-    let mut swarm = libp2p::SwarmBuilder::with_new_identity()
-        .with_tokio()
-        .with_tcp(
-            libp2p::tcp::Config::default().nodelay(true),
-            libp2p::noise::Config::new,
-            libp2p::yamux::Config::default,
-        )
-        .expect("transport")
-        .with_behaviour(|_| libp2p_stream::Behaviour::new())
-        .expect("behaviour")
-        .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(120)))
-        .build();
-    swarm
-        .listen_on("/ip4/127.0.0.1/tcp/0".parse().expect("multiaddr"))
-        .expect("listen");
+    let mut swarm = ganglion_gateway::test_utils::stream_swarm();
     let addr = loop {
         if let SwarmEvent::NewListenAddr { address, .. } = swarm.select_next_some().await {
             break address;
