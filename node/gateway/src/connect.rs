@@ -4,7 +4,6 @@
 //! endpoint, and [`Connector`] opens the matching connection. Connections of either kind are
 //! kept alive and reused per replica.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::io;
@@ -66,39 +65,40 @@ impl Serialize for Endpoint {
 /// it can never be resolved by DNS), stable for the endpoint.
 #[derive(Debug, Default)]
 pub struct Endpoints {
-    by_host: Mutex<HashMap<String, Endpoint>>,
-    hosts: Mutex<HashMap<Endpoint, String>>,
+    /// The libp2p endpoints seen; `p2p-<n>.invalid` names the one at index n.
+    p2p: Mutex<Vec<Endpoint>>,
 }
 
 impl Endpoints {
     /// The authority requests to `endpoint` are sent to.
     pub fn authority(&self, endpoint: &Endpoint) -> String {
-        match endpoint {
-            Endpoint::Tcp(addr) => addr.to_string(),
-            Endpoint::P2p { .. } => {
-                let mut hosts = self
-                    .hosts
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if let Some(h) = hosts.get(endpoint) {
-                    return h.clone();
-                }
-                let host = format!("p2p-{}.invalid", hosts.len());
-                hosts.insert(*endpoint, host.clone());
-                self.by_host
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .insert(host.clone(), *endpoint);
-                host
-            }
+        if let Endpoint::Tcp(addr) = endpoint {
+            return addr.to_string();
         }
+        let mut seen = self
+            .p2p
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = match seen.iter().position(|e| e == endpoint) {
+            Some(n) => n,
+            None => {
+                seen.push(*endpoint);
+                seen.len() - 1
+            }
+        };
+        format!("p2p-{n}.invalid")
     }
 
     fn lookup(&self, host: &str) -> Option<Endpoint> {
-        self.by_host
+        let n: usize = host
+            .strip_prefix("p2p-")?
+            .strip_suffix(".invalid")?
+            .parse()
+            .ok()?;
+        self.p2p
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(host)
+            .get(n)
             .copied()
     }
 }

@@ -198,17 +198,23 @@ pub async fn forward(
 /// before it is passed on (1 MiB); larger and streaming ones pass through as they arrive.
 pub const WHOLE_BODY_BYTES: u64 = 1 << 20;
 
+/// A replica's response head as the client gets it: hop-by-hop headers dropped, the replica
+/// named.
+fn client_head(parts: &mut http::response::Parts, replica: &str) {
+    strip_hop_by_hop(&mut parts.headers);
+    if let Ok(v) = HeaderValue::from_str(replica) {
+        parts
+            .headers
+            .insert(HeaderName::from_static(REPLICA_HEADER), v);
+    }
+}
+
 fn answer_whole(
     mut parts: http::response::Parts,
     bytes: Bytes,
     lease: &crate::pool::Lease,
 ) -> Response<GatewayBody> {
-    strip_hop_by_hop(&mut parts.headers);
-    if let Ok(v) = HeaderValue::from_str(lease.id()) {
-        parts
-            .headers
-            .insert(HeaderName::from_static(REPLICA_HEADER), v);
-    }
+    client_head(&mut parts, lease.id());
     Response::from_parts(parts, body::full(bytes))
 }
 
@@ -218,12 +224,7 @@ fn pass_on(
     lease: crate::pool::Lease,
     deadline: tokio::time::Instant,
 ) -> Response<GatewayBody> {
-    strip_hop_by_hop(&mut parts.headers);
-    if let Ok(v) = HeaderValue::from_str(lease.id()) {
-        parts
-            .headers
-            .insert(HeaderName::from_static(REPLICA_HEADER), v);
-    }
+    client_head(&mut parts, lease.id());
     let sleep = Box::pin(tokio::time::sleep_until(deadline));
     let body = BodyExt::boxed(Metered::new(incoming, lease, sleep));
     Response::from_parts(parts, body)
