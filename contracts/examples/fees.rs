@@ -4,12 +4,13 @@
 //! Every row is a real transaction: built, balanced (scripts run in uplc, fee at its exact
 //! minimum for mainnet parameters) and applied through the devnet's ledger
 //! (`ganglion_testnet::ledger::validate`). Columns: ExUnits as a
-//! share of the per-transaction maximum (16.5 M mem, 10 G steps), size in bytes once signed,
-//! fee in ADA. The targets (below) are checked at the end; the command exits non-zero
+//! share of the per-transaction maximum (16.5 M mem, 10 G steps) and in units, size in bytes
+//! once signed, fee in ADA. The targets (below) are checked at the end; the command exits non-zero
 //! when one is missed.
 //!
 //! The table: post bond, lock, assign of 1/2/4/8 providers, claims, cancel, expire with one
-//! slash, unbond, withdraw; then the targets: a 2-provider job lock → last claim ≤ 1.5 ADA,
+//! slash, unbond, withdraw, rescales (adding, releasing, both) and a claim of a provider a
+//! rescale added; then the targets: a 2-provider job lock → last claim ≤ 1.5 ADA,
 //! one claim ≤ 40 % of the per-transaction ExUnits, and the most providers one assign can
 //! carry (n = 1, 2, … until balancing fails).
 
@@ -57,18 +58,20 @@ fn eval_time(
 
 fn table(rows: &[Row], max: ganglion_contracts::protocol::ExUnits) {
     println!(
-        "| action | mem (% of {:.1} M) | steps (% of {} G) | size (bytes) | fee (ADA) |",
+        "| action | mem (% of {:.1} M) | steps (% of {} G) | mem | steps | size (bytes) | fee (ADA) |",
         max.mem as f64 / 1e6,
         max.steps / 1_000_000_000
     );
-    println!("|---|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let ex = r.balanced.total_ex_units();
         println!(
-            "| {} | {:.2} % | {:.2} % | {} | {:.6} |",
+            "| {} | {:.2} % | {:.2} % | {} | {} | {} | {:.6} |",
             r.action,
             100.0 * ex.mem as f64 / max.mem as f64,
             100.0 * ex.steps as f64 / max.steps as f64,
+            ex.mem,
+            ex.steps,
             r.balanced.size,
             r.balanced.fee as f64 / 1e6
         );
@@ -181,6 +184,8 @@ fn v2() -> bool {
         .expect("withdraw");
     row(&mut rows, "withdraw", withdraw);
 
+    rescale_rows(&mut rows);
+
     let max = h.env().params.max_tx_ex_units;
     println!(
         "script: {} bytes (reference script)",
@@ -217,6 +222,43 @@ fn v2() -> bool {
         most_plus_one = most + 1
     );
     ok
+}
+
+/// A service of two replicas of 2 GPUs (an escrow of 4 GPUs) assigned to one provider; a
+/// rescale adds a second, another adds a third while releasing the first, a third releases
+/// the second alone; then the added provider's claim.
+fn rescale_rows(rows: &mut Vec<Row>) {
+    let mut h = v2h::Harness::new(3);
+    h.post_bonds();
+    let (mut job, _) = h
+        .lock_with(4, 100 * NTX, 7200, v2h::RECEIPT_INTERVAL_MS)
+        .expect("lock");
+    let req = h.assign_request_for(&job, &[0]);
+    h.assign_with(&mut job, &req).expect("assign");
+    h.world.slot += 600;
+    let req = h.rescale_request(&job, &[1], &[]);
+    let b = h.rescale_with(&mut job, &req).expect("rescale");
+    row(rows, "rescale, adding 1 provider", b);
+    h.world.slot += 600;
+    let until = h.release_notice_ms(&job, h.world.slot + v2h::RESCALE_SLOTS);
+    let req = h.rescale_request(&job, &[2], &[(0, until)]);
+    let b = h.rescale_with(&mut job, &req).expect("rescale");
+    row(rows, "rescale, adding 1 provider and releasing 1", b);
+    h.world.slot += 600;
+    let until = h.release_notice_ms(&job, h.world.slot + v2h::RESCALE_SLOTS);
+    let req = h.rescale_request(&job, &[], &[(1, until)]);
+    let b = h.rescale_with(&mut job, &req).expect("rescale");
+    row(rows, "rescale, releasing 1 (of 3)", b);
+    h.world.slot += 600;
+    let now = h.world.now_ms();
+    let b = h
+        .claim_as(&mut job, 2, 2, 2 * 600_000, Some(now))
+        .expect("claim");
+    row(
+        rows,
+        "claim, middle (a provider added by a rescale, 1 of 3)",
+        b,
+    );
 }
 
 /// The most providers one v2 assign can carry: n = 1, 2, … until balancing fails (ExUnits

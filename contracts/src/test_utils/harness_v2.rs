@@ -21,7 +21,7 @@ use crate::test_utils::{NTX, cid_bytes, env, ntx};
 use crate::tx::{Balanced, Draft, TxoRef, Utxo, Value, balance};
 use crate::v2::build::{
     self, AssignRequest, BondRequest, ClaimRequest, Deployment, ExpireOutcome, ExpireRequest,
-    LockRequest,
+    LockRequest, RescaleRequest,
 };
 use crate::v2::datum::{Assignment, EscrowDatum, GanglionDatum, JobId, JobState};
 use crate::v2::params::Params;
@@ -41,6 +41,8 @@ pub const MAX_RATE: u64 = 100 * NTX;
 pub const ACCEPT_FOR_SLOTS: u64 = 600;
 /// The world's first slot.
 pub const START_SLOT: u64 = 10_000;
+/// Slots a rescale the harness builds is valid for.
+pub const RESCALE_SLOTS: u64 = 60;
 
 /// The v2 parameters of the test deployment: the test NTX, 100 NTX per GPU, a 7-day
 /// unbonding delay and a one-hour claim window.
@@ -459,7 +461,8 @@ impl Harness {
         }
     }
 
-    /// Provider `i`'s assignment on `job` and its signed acceptance.
+    /// Provider `i`'s assignment on `job` and its signed acceptance; its window from now (an
+    /// assign or rescale valid from now) to the deadline.
     pub fn acceptance(&self, job: &Job, i: usize, accept_by_ms: u64) -> (Assignment, Vec<u8>) {
         let p = &self.providers[i];
         let a = Assignment {
@@ -469,6 +472,8 @@ impl Harness {
             gpus: p.gpus,
             rate: p.rate,
             accept_by_ms,
+            started_at_ms: self.ms(self.world.slot),
+            until_ms: job.deadline_ms,
         };
         let msg = self.acceptance_message(job, i, accept_by_ms).signed_bytes();
         (a, sign(&p.attest, &msg))
@@ -510,6 +515,60 @@ impl Harness {
         job.escrow = self.output(&b, 0);
         job.started_at_ms = Some(self.ms(req.valid_from_slot));
         for (k, a) in req.assignments.iter().enumerate() {
+            let continued = self.output(&b, 1 + k as u64);
+            if let Some(p) = self
+                .providers
+                .iter_mut()
+                .find(|p| p.party.hash == a.provider)
+            {
+                p.bond = Some(continued);
+            }
+        }
+        Ok(b)
+    }
+
+    /// The rescale of `job` adding `providers` (indices, in this order; acceptances valid for
+    /// [`ACCEPT_FOR_SLOTS`] from now) and releasing `releases` (`(assignment index,
+    /// until_ms)`); valid from now for [`RESCALE_SLOTS`] slots.
+    pub fn rescale_request(
+        &self,
+        job: &Job,
+        providers: &[usize],
+        releases: &[(u64, u64)],
+    ) -> RescaleRequest {
+        let accept_by = self.ms(self.world.slot + ACCEPT_FOR_SLOTS);
+        let (added, acceptances) = providers
+            .iter()
+            .map(|i| self.acceptance(job, *i, accept_by))
+            .unzip();
+        RescaleRequest {
+            escrow: job.escrow.clone(),
+            added,
+            acceptances,
+            bonds: providers
+                .iter()
+                .filter_map(|i| self.providers[*i].bond.clone())
+                .collect(),
+            releases: releases.to_vec(),
+            valid_from_slot: self.world.slot,
+            valid_until_slot: self.world.slot + RESCALE_SLOTS,
+        }
+    }
+
+    /// The earliest end a release may give an assignment of `job` in a rescale valid until
+    /// `valid_until_slot`: its start plus one receipt interval.
+    pub fn release_notice_ms(&self, job: &Job, valid_until_slot: u64) -> u64 {
+        self.ms(valid_until_slot) + job.receipt_interval_ms
+    }
+
+    /// Submits `req` (by the orchestrator); updates `job` and each added provider's bond to
+    /// its continuation (outputs 1.., in the order added).
+    pub fn rescale_with(&mut self, job: &mut Job, req: &RescaleRequest) -> Result<Balanced> {
+        let draft = build::rescale(&self.dep, self.env(), req)?;
+        let orch = self.orch.clone();
+        let b = self.run(draft, &orch, &[])?;
+        job.escrow = self.output(&b, 0);
+        for (k, a) in req.added.iter().enumerate() {
             let continued = self.output(&b, 1 + k as u64);
             if let Some(p) = self
                 .providers
@@ -652,9 +711,22 @@ impl Harness {
         gpu_ms: u64,
         receipt_until_ms: Option<u64>,
     ) -> Result<Balanced> {
-        let mut req = self.claim_request(job, i as u64, i, gpu_ms, receipt_until_ms);
-        req.release = self.providers[i].bond.clone();
-        let payer = self.providers[i].party.clone();
+        self.claim_as(job, i as u64, i, gpu_ms, receipt_until_ms)
+    }
+
+    /// As [`Harness::claim`], for provider `provider` holding assignment `index` (the two
+    /// differ once a rescale added providers in another order).
+    pub fn claim_as(
+        &mut self,
+        job: &mut Job,
+        index: u64,
+        provider: usize,
+        gpu_ms: u64,
+        receipt_until_ms: Option<u64>,
+    ) -> Result<Balanced> {
+        let mut req = self.claim_request(job, index, provider, gpu_ms, receipt_until_ms);
+        req.release = self.providers[provider].bond.clone();
+        let payer = self.providers[provider].party.clone();
         self.claim_with(job, &req, &payer)
     }
 

@@ -52,13 +52,20 @@ pub struct Assignment {
     pub gpus: u64,
     /// Price in NTX base units per GPU-hour.
     pub rate: u64,
-    /// The last moment (POSIX ms) the provider agreed to be assigned: the assign's upper
-    /// validity bound may not lie after it.
+    /// The last moment (POSIX ms) the provider agreed to be assigned: the upper validity
+    /// bound of the assign (or rescale) that adds it may not lie after it.
     pub accept_by_ms: u64,
+    /// Where its paid window starts (POSIX ms): the validity lower bound of the Assign or
+    /// Rescale that added it. The transaction builders set it.
+    pub started_at_ms: u64,
+    /// Where its paid window ends (POSIX ms): the escrow's deadline, or earlier once the
+    /// orchestrator released it ([`crate::v2::build::rescale`]).
+    pub until_ms: u64,
 }
 
 impl Assignment {
-    /// PlutusData: constructor 0 `[provider, attest_key, payout, gpus, rate, accept_by]`.
+    /// PlutusData: constructor 0 `[provider, attest_key, payout, gpus, rate, accept_by,
+    /// started_at, until]`.
     pub fn to_plutus_data(&self) -> PlutusData {
         constr(
             0,
@@ -69,6 +76,8 @@ impl Assignment {
                 int(self.gpus),
                 int(self.rate),
                 int(self.accept_by_ms),
+                int(self.started_at_ms),
+                int(self.until_ms),
             ],
         )
     }
@@ -78,7 +87,7 @@ impl Assignment {
     /// # Errors
     /// [`crate::Error::MalformedData`] on any other shape.
     pub fn from_plutus_data(d: &PlutusData) -> Result<Self> {
-        let mut f = data::record("Assignment", d, 0, 6)?;
+        let mut f = data::record("Assignment", d, 0, 8)?;
         Ok(Self {
             provider: f.fixed("provider")?,
             attest_key: f.fixed("attest_key")?,
@@ -86,7 +95,19 @@ impl Assignment {
             gpus: f.uint("gpus")?,
             rate: f.uint("rate")?,
             accept_by_ms: f.uint("accept_by")?,
+            started_at_ms: f.uint("started_at")?,
+            until_ms: f.uint("until")?,
         })
+    }
+
+    /// Its paid window in ms, `until − started_at` (0 if inverted, which no escrow holds).
+    pub fn window_ms(&self) -> u64 {
+        self.until_ms.saturating_sub(self.started_at_ms)
+    }
+
+    /// Whether the orchestrator released it before the escrow's deadline `deadline_ms`.
+    pub fn is_released(&self, deadline_ms: u64) -> bool {
+        self.until_ms != deadline_ms
     }
 }
 
@@ -99,7 +120,9 @@ pub enum JobState {
     Assigned {
         /// Providers, their GPUs, rates and payout addresses.
         assignments: Vec<Assignment>,
-        /// POSIX ms of the assign tx's lower validity bound: where every claim's clock starts.
+        /// POSIX ms of the assign tx's lower validity bound: the job's first start (each
+        /// assignment's own window is [`Assignment::started_at_ms`] to
+        /// [`Assignment::until_ms`]).
         started_at_ms: u64,
         /// Indices of the assignments already claimed, newest first.
         claimed: Vec<u64>,
@@ -433,6 +456,8 @@ mod tests {
                     gpus: 4,
                     rate: 900_000,
                     accept_by_ms: 1_699_999_100_000,
+                    started_at_ms: 1_699_999_000_000,
+                    until_ms: 1_700_000_000_000,
                 }],
                 started_at_ms: 1_699_999_000_000,
                 claimed: vec![0],
@@ -488,6 +513,37 @@ mod tests {
         assert!(err.contains("GanglionDatum"), "{err}");
     }
 
+    #[test]
+    fn an_assignment_has_exactly_eight_fields() {
+        let a = Assignment {
+            provider: [3; 28],
+            attest_key: [4; 32],
+            payout: Payout::enterprise([3; 28]),
+            gpus: 2,
+            rate: 7,
+            accept_by_ms: 10,
+            started_at_ms: 11,
+            until_ms: 12,
+        };
+        let PlutusData::Constr(c) = a.to_plutus_data() else {
+            panic!("constr")
+        };
+        let all = c.fields.to_vec();
+        assert_eq!(all.len(), 8);
+        assert_eq!(all[6], int(11));
+        assert_eq!(all[7], int(12));
+        // The six-field layout before Rescale, or a ninth field, is refused.
+        for n in [6, 9] {
+            let mut fields = all.clone();
+            fields.resize(n, int(0));
+            let d = constr(0, fields);
+            let err = Assignment::from_plutus_data(&d).unwrap_err().to_string();
+            assert!(err.contains("expected 8"), "{err}");
+        }
+        assert_eq!(a.window_ms(), 1);
+        assert!(a.is_released(13) && !a.is_released(12));
+    }
+
     mod properties {
         use super::*;
         use crate::data::{from_cbor, to_cbor};
@@ -498,10 +554,15 @@ mod tests {
                 any::<[u8; 28]>(),
                 any::<[u8; 32]>(),
                 any::<Option<[u8; 28]>>(),
-                any::<(u64, u64, u64)>(),
+                any::<(u64, u64, u64, u64, u64)>(),
             )
                 .prop_map(
-                    |(provider, attest_key, stake, (gpus, rate, accept_by_ms))| Assignment {
+                    |(
+                        provider,
+                        attest_key,
+                        stake,
+                        (gpus, rate, accept_by_ms, started_at_ms, until_ms),
+                    )| Assignment {
                         provider,
                         attest_key,
                         payout: Payout {
@@ -511,6 +572,8 @@ mod tests {
                         gpus,
                         rate,
                         accept_by_ms,
+                        started_at_ms,
+                        until_ms,
                     },
                 )
         }

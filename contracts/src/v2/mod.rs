@@ -13,12 +13,15 @@
 //!
 //! ```text
 //! lock ──► escrow {Open} ──assign──► {Assigned, claimed: []} ──claim i──► provider i paid,
-//!   └─cancel──► refunded                 │                                escrow continues;
-//!                                        │                                the last claim
-//!                                        │                                refunds the rest
+//!   └─cancel──► refunded                 │  ▲                             escrow continues;
+//!                                        │  └─rescale: release some,      the last claim
+//!                                        │    add others (a service)      refunds the rest
 //!                                        └─expire (after deadline + claim window)──► rest
 //!                                           refunded, defaulters slashed proportionally
 //! ```
+//!
+//! Each assignment has its own paid window (`started_at`..`until`): from the assign or
+//! rescale that added it to the deadline, or to its release by a rescale.
 //!
 //! It is the only protocol: the node (`ganglion-jobs`) and the indexer speak it.
 //!

@@ -1,7 +1,8 @@
 //! Redeemers of the `ganglion_v2` validator, with exact PlutusData codecs.
 //!
 //! Spend (constructor index): `Assign` 0, `Claim` 1, `Cancel` 2, `Expire` 3, `Unbond` 4,
-//! `Withdraw` 5, `Slash` 6, `Commit` 7, `Release` 8, `TopUp` 9. Mint: `LockJob` 0, `PostBond` 1, `Burn` 2.
+//! `Withdraw` 5, `Slash` 6, `Commit` 7, `Release` 8, `TopUp` 9, `Rescale` 10. Mint: `LockJob`
+//! 0, `PostBond` 1, `Burn` 2.
 
 use pallas_primitives::PlutusData;
 
@@ -173,16 +174,20 @@ pub enum SpendRedeemer {
     /// Add NTX to a live bond's stake (the provider signs; the datum is unchanged), e.g. back
     /// above `min_bond_per_gpu × gpus` after a slash.
     TopUp,
+    /// Escrow Assigned → Assigned (orchestrator signs): the continuing escrow's assignments
+    /// are the old ones, some released (an earlier `until`), then the added ones;
+    /// `acceptances[j]` (64-byte signatures) accepts the j-th added assignment.
+    Rescale {
+        /// The added providers' acceptance signatures, in the order they are added.
+        acceptances: Vec<Vec<u8>>,
+    },
 }
 
 impl SpendRedeemer {
     /// The redeemer as PlutusData.
     pub fn to_plutus_data(&self) -> PlutusData {
         match self {
-            Self::Assign { acceptances } => constr(
-                0,
-                vec![list(acceptances.iter().map(|s| bytes(s.clone())).collect())],
-            ),
+            Self::Assign { acceptances } => constr(0, vec![signatures(acceptances)]),
             Self::Claim {
                 index,
                 attestation,
@@ -203,6 +208,7 @@ impl SpendRedeemer {
             Self::Commit { job_id } => constr(7, vec![bytes(job_id.0)]),
             Self::Release { job_id } => constr(8, vec![bytes(job_id.0)]),
             Self::TopUp => constr(9, vec![]),
+            Self::Rescale { acceptances } => constr(10, vec![signatures(acceptances)]),
         }
     }
 
@@ -214,14 +220,7 @@ impl SpendRedeemer {
         let (index, mut f) = data::fields("SpendRedeemer", d)?;
         Ok(match index {
             0 => Self::Assign {
-                acceptances: f
-                    .list("acceptances")?
-                    .iter()
-                    .map(|s| match s {
-                        PlutusData::BoundedBytes(b) => Ok(b.to_vec()),
-                        _ => Err(malformed("SpendRedeemer", "acceptance: expected bytes")),
-                    })
-                    .collect::<Result<_>>()?,
+                acceptances: signatures_of(f.list("acceptances")?)?,
             },
             1 => {
                 let index = f.uint("index")?;
@@ -252,9 +251,27 @@ impl SpendRedeemer {
                 job_id: JobId(f.fixed("job_id")?),
             },
             9 => Self::TopUp,
+            10 => Self::Rescale {
+                acceptances: signatures_of(f.list("acceptances")?)?,
+            },
             i => return Err(malformed("SpendRedeemer", format!("constructor {i}"))),
         })
     }
+}
+
+/// A list of signatures (acceptances) as PlutusData: a list of bytestrings.
+fn signatures(acceptances: &[Vec<u8>]) -> PlutusData {
+    list(acceptances.iter().map(|s| bytes(s.clone())).collect())
+}
+
+fn signatures_of(items: &[PlutusData]) -> Result<Vec<Vec<u8>>> {
+    items
+        .iter()
+        .map(|s| match s {
+            PlutusData::BoundedBytes(b) => Ok(b.to_vec()),
+            _ => Err(malformed("SpendRedeemer", "acceptance: expected bytes")),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -297,6 +314,9 @@ mod tests {
                 job_id: JobId([8; 32]),
             },
             SpendRedeemer::TopUp,
+            SpendRedeemer::Rescale {
+                acceptances: vec![vec![7; 64], vec![8; 64]],
+            },
         ];
         let unreceipted = SpendRedeemer::Claim {
             index: 0,
@@ -309,6 +329,48 @@ mod tests {
             let d = from_cbor("redeemer", &to_cbor(&r.to_plutus_data())).unwrap();
             assert_eq!(data::fields("r", &d).unwrap().0, i as u64);
             assert_eq!(SpendRedeemer::from_plutus_data(&d).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn a_rescale_is_constructor_10_with_its_acceptances() {
+        let r = SpendRedeemer::Rescale {
+            acceptances: vec![vec![1; 64]],
+        };
+        assert_eq!(
+            r.to_plutus_data(),
+            constr(10, vec![list(vec![bytes(vec![1; 64])])])
+        );
+        let not_bytes = constr(10, vec![list(vec![int(1)])]);
+        assert!(SpendRedeemer::from_plutus_data(&not_bytes).is_err());
+        assert!(SpendRedeemer::from_plutus_data(&constr(11, vec![])).is_err());
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn assigns_and_rescales_round_trip_through_cbor(
+                acceptances in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..80), 0..9),
+                rescale in any::<bool>(),
+            ) {
+                let r = if rescale {
+                    SpendRedeemer::Rescale { acceptances }
+                } else {
+                    SpendRedeemer::Assign { acceptances }
+                };
+                let d = from_cbor("redeemer", &to_cbor(&r.to_plutus_data())).unwrap();
+                prop_assert_eq!(SpendRedeemer::from_plutus_data(&d).unwrap(), r);
+            }
+
+            #[test]
+            fn arbitrary_bytes_never_panic_the_decoder(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+                if let Ok(d) = from_cbor("redeemer", &bytes) {
+                    let _ = SpendRedeemer::from_plutus_data(&d);
+                }
+            }
         }
     }
 }

@@ -36,15 +36,17 @@ pub fn claim_bound_gpu_ms(
     gpus.saturating_mul(end.saturating_sub(started_at_ms))
 }
 
-/// An assignment's value for its whole window, `⌊gpus × rate × (deadline − started_at) /
-/// 3 600 000⌋`: what the budget must cover (G6) and the most a default can be slashed (G4).
+/// An assignment's value over the window `started_at_ms`..`deadline_ms`, `⌊gpus × rate ×
+/// (deadline − started_at) / 3 600 000⌋`: for an assignment of an escrow no Rescale changed,
+/// its whole window (G4, G6). [`assignment_value`] reads the assignment's own window.
 pub fn window_value(a: &Assignment, started_at_ms: u64, deadline_ms: u64) -> u128 {
     u128::from(a.gpus) * u128::from(a.rate) * u128::from(deadline_ms.saturating_sub(started_at_ms))
         / MS_PER_HOUR
 }
 
-/// Budget sufficiency (G6), exactly as on-chain: `Σ gpus × rate × (deadline − started_at) ≤
-/// budget × 3 600 000`.
+/// Budget sufficiency (G6) of an Assign, exactly as on-chain: `Σ gpus × rate × (deadline −
+/// started_at) ≤ budget × 3 600 000` (every assignment of an Assign spans that window; see
+/// [`budget_covers_left`] for a Rescale).
 pub fn budget_covers(
     assignments: &[Assignment],
     started_at_ms: u64,
@@ -59,10 +61,84 @@ pub fn budget_covers(
     need <= u128::from(budget) * MS_PER_HOUR
 }
 
-/// The slash of one defaulter (G4): its assignment's window value, capped by its stake.
+/// The slash of one defaulter (G4) over the window `started_at_ms`..`deadline_ms`, capped by
+/// its stake: the validator's for an escrow no Rescale changed ([`assignment_slash`] reads
+/// the assignment's own window).
 pub fn slash_of(a: &Assignment, stake: u64, started_at_ms: u64, deadline_ms: u64) -> u64 {
     let value = window_value(a, started_at_ms, deadline_ms);
     u64::try_from(value.min(u128::from(stake))).unwrap_or(stake)
+}
+
+/// What assignment `a` may claim at most (G1) over its own window: [`claim_bound_gpu_ms`]
+/// from its `started_at_ms` to its `until_ms` (the deadline, or its release by a Rescale),
+/// `acknowledged` defaulting to its own start. This is the validator's bound.
+pub fn assignment_bound_gpu_ms(
+    a: &Assignment,
+    receipt_interval_ms: u64,
+    acknowledged_until_ms: Option<u64>,
+    lower_bound_ms: u64,
+) -> u64 {
+    claim_bound_gpu_ms(
+        a.gpus,
+        a.started_at_ms,
+        a.until_ms,
+        receipt_interval_ms,
+        acknowledged_until_ms,
+        lower_bound_ms,
+    )
+}
+
+/// `gpus × rate × (until − started_at)` of assignment `a`, unscaled (NTX base units ×
+/// 3 600 000): its share of G6's sum.
+fn assignment_cost(a: &Assignment) -> u128 {
+    u128::from(a.gpus) * u128::from(a.rate) * u128::from(a.window_ms())
+}
+
+/// Assignment `a`'s value for its own window, `⌊gpus × rate × (until − started_at) /
+/// 3 600 000⌋`: the most its default can be slashed (G4).
+pub fn assignment_value(a: &Assignment) -> u128 {
+    assignment_cost(a) / MS_PER_HOUR
+}
+
+/// The slash of a defaulter (G4) as the validator computes it: its assignment's value for
+/// its own window, capped by its stake.
+pub fn assignment_slash(a: &Assignment, stake: u64) -> u64 {
+    u64::try_from(assignment_value(a).min(u128::from(stake))).unwrap_or(stake)
+}
+
+/// G6 on what is left, exactly as on-chain (Assign with `claimed = []` and `paid = 0`;
+/// Rescale): `Σ gpus × rate × (until − started_at)` over the assignments not in `claimed`
+/// `≤ (budget − paid) × 3 600 000`.
+pub fn budget_covers_left(
+    assignments: &[Assignment],
+    claimed: &[u64],
+    budget: u64,
+    paid: u64,
+) -> bool {
+    let need: u128 = unclaimed(assignments, claimed).map(assignment_cost).sum();
+    budget
+        .checked_sub(paid)
+        .is_some_and(|left| need <= u128::from(left) * MS_PER_HOUR)
+}
+
+/// GPUs the assignments not in `claimed` and not released (`until == deadline_ms`) hold:
+/// what a Rescale caps at the escrow's `gpus`.
+pub fn running_gpus(assignments: &[Assignment], claimed: &[u64], deadline_ms: u64) -> u64 {
+    unclaimed(assignments, claimed)
+        .filter(|a| !a.is_released(deadline_ms))
+        .map(|a| a.gpus)
+        .sum()
+}
+
+fn unclaimed<'a>(
+    assignments: &'a [Assignment],
+    claimed: &'a [u64],
+) -> impl Iterator<Item = &'a Assignment> {
+    assignments
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !claimed.contains(&(*i as u64)))
+        .map(|(_, a)| a)
 }
 
 /// How an expire splits the slashes (G4): the orchestrator recovers at most what it paid
@@ -85,6 +161,8 @@ mod tests {
             gpus,
             rate,
             accept_by_ms: 0,
+            started_at_ms: 0,
+            until_ms: 10_000,
         }
     }
 
@@ -120,5 +198,39 @@ mod tests {
         );
         assert_eq!(split_slashes(20_000, 7_000), (7_000, 13_000));
         assert_eq!(split_slashes(5_000, 7_000), (5_000, 0));
+    }
+
+    #[test]
+    fn each_assignment_answers_for_its_own_window() {
+        // Added at 4 000, released at 6 000: 2 s of a 10 s escrow.
+        let late = Assignment {
+            started_at_ms: 4_000,
+            until_ms: 6_000,
+            ..a(2, 3_600_000)
+        };
+        let b = |ack, lower| assignment_bound_gpu_ms(&late, 1_000, ack, lower);
+        assert_eq!(b(None, 9_000), 2 * 1_000, "one interval from its own start");
+        assert_eq!(b(Some(5_500), 9_000), 2 * 2_000, "its release caps");
+        assert_eq!(b(Some(3_000), 9_000), 0, "nothing before its start");
+        assert_eq!(assignment_value(&late), 4_000);
+        assert_eq!(assignment_slash(&late, 1_000), 1_000, "capped by the stake");
+        assert_eq!(assignment_slash(&late, 1_000_000), 4_000);
+        let all = [a(1, 3_600_000), late.clone(), a(3, 3_600_000)];
+        // Unclaimed: 10 000 + 4 000 + 30 000 ≤ budget − paid.
+        assert!(budget_covers_left(&all, &[], 44_000, 0));
+        assert!(!budget_covers_left(&all, &[], 44_000, 1));
+        // The first claimed: its window is paid already.
+        assert!(budget_covers_left(&all, &[0], 44_000, 10_000));
+        assert!(!budget_covers_left(&all, &[0], 33_999, 0));
+        assert!(
+            !budget_covers_left(&all, &[], 10, 11),
+            "paid above the budget"
+        );
+        assert_eq!(
+            running_gpus(&all, &[], 10_000),
+            4,
+            "the released one runs no more"
+        );
+        assert_eq!(running_gpus(&all, &[2], 10_000), 1);
     }
 }

@@ -195,6 +195,8 @@ async fn follows_the_devnet_through_a_rollback_and_matches_a_fresh_replay() {
         gpus: 2,
         rate: RATE,
         accept_by_ms,
+        started_at_ms: slot_to_posix_ms(&chain.env.slot_config, slot).expect("after zero"),
+        until_ms: deadline_ms,
     };
     let acceptance = Acceptance {
         job_id: job3,

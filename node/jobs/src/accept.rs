@@ -402,6 +402,8 @@ mod tests {
                 gpus: reserved_gpus,
                 rate: 100,
                 accept_by_ms: 1_000,
+                started_at_ms: 0,
+                until_ms: 5_000,
             }];
         }
         r

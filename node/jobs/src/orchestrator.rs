@@ -768,6 +768,9 @@ async fn assign<S: Kv, E: Executor>(
                     gpus: c.gpus,
                     rate: c.rate,
                     accept_by_ms,
+                    // Stamped by `build::assign`: the assign's lower bound, the deadline.
+                    started_at_ms: 0,
+                    until_ms: v.deadline_ms,
                 });
                 acceptances.push(signature);
                 bonds.push(bond.bond);

@@ -1323,6 +1323,8 @@ mod tests {
             gpus: 2,
             rate: 3_600_000,
             accept_by_ms: 0,
+            started_at_ms: 0,
+            until_ms: deadline_ms,
         };
         ganglion_indexer::JobView {
             job_id: JobId([3; 32]),
@@ -1413,6 +1415,8 @@ mod tests {
             gpus,
             rate: 3_600_000,
             accept_by_ms: 0,
+            started_at_ms: 0,
+            until_ms: 0,
         };
         let detail = ProviderDetail {
             index: Some(0),

@@ -41,8 +41,9 @@ pub struct ClaimRequest {
 /// (`outputs[2]`), the provider a required signer. The payout's min-UTxO lovelace comes from
 /// the wallet that balances the transaction.
 ///
-/// The bound on `gpu_ms` (G1) is the validator's; check it first with
-/// [`crate::v2::rules::claim_bound_gpu_ms`] to get a named error instead of a phase-2 failure.
+/// The bound on `gpu_ms` (G1, over the assignment's own window) is the validator's; check it
+/// first with [`crate::v2::rules::assignment_bound_gpu_ms`] to get a named error instead of a
+/// phase-2 failure.
 ///
 /// # Errors
 /// [`Error::InvalidRequest`] when the escrow is not assigned, the index is out of range or

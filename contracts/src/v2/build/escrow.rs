@@ -13,7 +13,7 @@ use crate::v2::datum::{
 };
 use crate::v2::params::KeyHash;
 use crate::v2::redeemer::{MintRedeemer, SpendRedeemer};
-use crate::v2::rules::budget_covers;
+use crate::v2::rules::budget_covers_left;
 
 /// What an orchestrator locks.
 #[derive(Debug, Clone)]
@@ -104,7 +104,9 @@ pub fn lock(dep: &Deployment, env: &Env, req: &LockRequest) -> Result<(Draft, Jo
 pub struct AssignRequest {
     /// The open escrow.
     pub escrow: Utxo,
-    /// Providers, GPUs and rates (Σ gpus = the job's gpus).
+    /// Providers, GPUs and rates (0 < Σ gpus ≤ the job's gpus: a service starts with its
+    /// minimum). Each one's `started_at_ms` and `until_ms` are set by [`assign`]: the
+    /// assign's lower bound and the escrow's deadline.
     pub assignments: Vec<Assignment>,
     /// Each provider's signature over its [`crate::v2::signed::Acceptance`].
     pub acceptances: Vec<Vec<u8>>,
@@ -121,10 +123,12 @@ pub struct AssignRequest {
 /// assignment claimed), so a provider's claim never has to add ADA to the escrow. Each
 /// provider's bond is spent (`Commit`) and continues right after, in assignment order, with
 /// `Commitment{job_id, gpus, deadline + claim window}` added and its lapsed commitments
-/// dropped (DESIGN §3.1 G5).
+/// dropped (DESIGN §3.1 G5). Each assignment's window is stamped: from the assign's lower
+/// bound to the deadline.
 ///
 /// # Errors
-/// [`Error::InvalidRequest`] when the escrow is not open, the GPUs do not add up, the
+/// [`Error::InvalidRequest`] when the escrow is not open, no GPU or more than the job's are
+/// assigned, the
 /// validity end lies after an assignment's accept-by, the budget cannot pay every
 /// assignment for its whole window (G6), a provider's bond is missing, unbonding, or would
 /// back more GPUs than it holds (or stake less than `min_bond_per_gpu` per committed GPU);
@@ -139,9 +143,9 @@ pub fn assign(dep: &Deployment, env: &Env, req: &AssignRequest) -> Result<Draft>
         )));
     }
     let total: u64 = req.assignments.iter().map(|a| a.gpus).sum();
-    if total != e.gpus {
+    if total == 0 || total > e.gpus {
         return Err(Error::InvalidRequest(format!(
-            "assignments hold {total} GPUs, the job needs {}",
+            "assignments hold {total} GPUs, the job has 1 to {}",
             e.gpus
         )));
     }
@@ -157,6 +161,7 @@ pub fn assign(dep: &Deployment, env: &Env, req: &AssignRequest) -> Result<Draft>
     }
     let started_at_ms = slot_to_posix_ms(&env.slot_config, req.valid_from_slot)?;
     let upper_ms = slot_to_posix_ms(&env.slot_config, req.valid_until_slot)?;
+    let assignments = stamped(&req.assignments, started_at_ms, e.deadline_ms);
     if let Some(late) = req.assignments.iter().find(|a| a.accept_by_ms < upper_ms) {
         return Err(Error::InvalidRequest(format!(
             "the assign is valid until {upper_ms} ms, after provider {}'s accept-by {} ms",
@@ -164,7 +169,7 @@ pub fn assign(dep: &Deployment, env: &Env, req: &AssignRequest) -> Result<Draft>
             late.accept_by_ms
         )));
     }
-    if !budget_covers(&req.assignments, started_at_ms, e.deadline_ms, e.budget) {
+    if !budget_covers_left(&assignments, &[], e.budget, 0) {
         return Err(Error::InvalidRequest(format!(
             "budget {} cannot pay the assignments from {started_at_ms} ms to the deadline {} ms",
             e.budget, e.deadline_ms
@@ -173,7 +178,7 @@ pub fn assign(dep: &Deployment, env: &Env, req: &AssignRequest) -> Result<Draft>
     let assigned = |claimed: Vec<u64>, paid: u64| {
         GanglionDatum::Escrow(EscrowDatum {
             state: JobState::Assigned {
-                assignments: req.assignments.clone(),
+                assignments: assignments.clone(),
                 started_at_ms,
                 claimed,
                 paid,
@@ -186,7 +191,7 @@ pub fn assign(dep: &Deployment, env: &Env, req: &AssignRequest) -> Result<Draft>
         env,
         req.escrow.output.address.clone(),
         req.escrow.output.value.clone(),
-        Some(assigned((0..req.assignments.len() as u64).collect(), e.budget).to_plutus_data()),
+        Some(assigned((0..assignments.len() as u64).collect(), e.budget).to_plutus_data()),
     )?;
     let mut d = Draft::default();
     d.spend_script(
@@ -205,9 +210,49 @@ pub fn assign(dep: &Deployment, env: &Env, req: &AssignRequest) -> Result<Draft>
     .reference(dep.reference.clone())
     .signer(e.orchestrator)
     .validity(Some(req.valid_from_slot), Some(req.valid_until_slot));
+    commit_bonds(
+        dep,
+        env,
+        &mut d,
+        &req.bonds,
+        &assignments,
+        &e,
+        started_at_ms,
+    )?;
+    Ok(d)
+}
+
+/// `assignments` with their window stamped: from `started_at_ms` to `deadline_ms`.
+pub(super) fn stamped(
+    assignments: &[Assignment],
+    started_at_ms: u64,
+    deadline_ms: u64,
+) -> Vec<Assignment> {
+    assignments
+        .iter()
+        .map(|a| Assignment {
+            started_at_ms,
+            until_ms: deadline_ms,
+            ..a.clone()
+        })
+        .collect()
+}
+
+/// Spends the bond of each of the new `assignments` of escrow `e` (`Commit`) and continues
+/// it next in the outputs, in order, with the job's commitment (G5): an Assign's and a
+/// Rescale's bonds at `outputs[1 + j]`.
+pub(super) fn commit_bonds(
+    dep: &Deployment,
+    env: &Env,
+    d: &mut Draft,
+    bonds: &[Utxo],
+    assignments: &[Assignment],
+    e: &EscrowDatum,
+    now_ms: u64,
+) -> Result<()> {
     let until_ms = e.deadline_ms.saturating_add(dep.params.claim_window_ms);
-    for a in &req.assignments {
-        let (bond, next) = commit(dep, env, &req.bonds, a, e.job_id, started_at_ms, until_ms)?;
+    for a in assignments {
+        let (bond, next) = commit(dep, env, bonds, a, e.job_id, now_ms, until_ms)?;
         d.spend_script(
             bond.clone(),
             SpendRedeemer::Commit { job_id: e.job_id }.to_plutus_data(),
@@ -219,7 +264,7 @@ pub fn assign(dep: &Deployment, env: &Env, req: &AssignRequest) -> Result<Draft>
             Some(next.to_plutus_data()),
         )?);
     }
-    Ok(d)
+    Ok(())
 }
 
 /// `a`'s bond among `bonds` and the datum it continues with: the job's commitment added,

@@ -9,7 +9,7 @@ use crate::tx::{Draft, Output, Utxo, Value};
 use crate::v2::build::{Deployment, bond_datum, escrow_datum, refund};
 use crate::v2::datum::{GanglionDatum, JobState};
 use crate::v2::redeemer::{MintRedeemer, SpendRedeemer};
-use crate::v2::rules::{slash_of, split_slashes};
+use crate::v2::rules::{assignment_slash, split_slashes};
 
 /// What expires an escrow.
 #[derive(Debug, Clone)]
@@ -38,7 +38,8 @@ pub struct ExpireOutcome {
 /// Expire: burn the thread token; `outputs[0]` refunds the orchestrator (all escrow lovelace,
 /// the escrow's NTX plus `min(Σ slashes, paid)`); `outputs[1]`, when anything is burnt, holds
 /// the rest of the slashes at the script address under a `Burnt` datum; then each slashed
-/// bond continues with its stake less its slash (`min(stake, gpus × rate × window / 3.6 M)`).
+/// bond continues with its stake less its slash (`min(stake, gpus × rate × window / 3.6 M)`,
+/// `window` its assignment's own, `until − started_at`).
 ///
 /// # Errors
 /// [`Error::InvalidRequest`] for a bond that is not of an assigned provider, one that has
@@ -52,10 +53,7 @@ pub fn expire(dep: &Deployment, env: &Env, req: &ExpireRequest) -> Result<(Draft
     let mut kept_bonds = Vec::new();
     let mut to_orchestrator = 0;
     if let JobState::Assigned {
-        assignments,
-        started_at_ms,
-        paid,
-        ..
+        assignments, paid, ..
     } = &e.state
     {
         let mut seen = Vec::new();
@@ -78,7 +76,9 @@ pub fn expire(dep: &Deployment, env: &Env, req: &ExpireRequest) -> Result<(Draft
             }
             seen.push(index);
             let stake = b.output.value.quantity_of(&dep.params.ntx);
-            let cut = slash_of(&assignments[index], stake, *started_at_ms, e.deadline_ms);
+            // Its own window: a provider added or released by a Rescale answers only for the
+            // time it was assigned.
+            let cut = assignment_slash(&assignments[index], stake);
             outcome.slashes.push(cut);
             let mut kept: Output = b.output.clone();
             kept.value

@@ -8,6 +8,7 @@ mod bond;
 mod claim;
 mod escrow;
 mod expire;
+mod rescale;
 
 pub use crate::tx::{deploy, reference_script_output};
 pub use crate::v2::datum::{job_id_of, job_tag};
@@ -15,6 +16,7 @@ pub use bond::{BondRequest, post_bond, top_up, unbond, withdraw};
 pub use claim::{ClaimRequest, claim};
 pub use escrow::{AssignRequest, LockRequest, assign, cancel, lock};
 pub use expire::{ExpireOutcome, ExpireRequest, expire};
+pub use rescale::{RescaleRequest, rescale};
 
 use crate::blueprint::Script;
 use crate::env::Env;

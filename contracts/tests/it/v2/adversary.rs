@@ -829,6 +829,9 @@ fn burnt_output_can_never_be_spent() {
         SpendRedeemer::Assign {
             acceptances: vec![],
         },
+        SpendRedeemer::Rescale {
+            acceptances: vec![],
+        },
     ] {
         let mut d = Draft::default();
         d.spend_script(burnt.clone(), redeemer.to_plutus_data())

@@ -1,13 +1,14 @@
 //! Protocol v2 (`ganglion_v2`) through the devnet's ledger: accept paths, the adversary
-//! suite (one test per attack, named after it), signed-message cross-checks, and the claim
-//! bound as a property. As in v1, every reject test first shows the unbroken transaction
-//! passing the ledger, then breaks one thing.
+//! suite (one test per attack, named after it; Rescale's in `rescale`), signed-message
+//! cross-checks, and the claim bound as a property. As in v1, every reject test first shows
+//! the unbroken transaction passing the ledger, then breaks one thing.
 
 mod accept;
 mod adversary;
 mod bound;
 mod collateral;
 mod reject;
+mod rescale;
 mod signed;
 
 use ganglion_contracts::Error;
