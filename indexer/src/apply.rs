@@ -537,8 +537,12 @@ impl<S: Kv> Indexer<S> {
             },
         };
         view.apply(record);
-        if let Event::JobAssigned { assignments, .. } = &record.event {
-            for a in assignments {
+        if let Event::JobAssigned {
+            assignments: new, ..
+        }
+        | Event::JobRescaled { added: new, .. } = &record.event
+        {
+            for a in new {
                 p.put(keys::by_provider(&a.provider, &job_id), Vec::new());
             }
         }

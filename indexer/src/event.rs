@@ -76,6 +76,18 @@ pub struct Slash {
     pub amount: u64,
 }
 
+/// An assignment a Rescale released: it is paid no further than `until_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Released {
+    /// Its index in the escrow's assignments.
+    pub index: u64,
+    /// The provider's key hash.
+    #[serde(with = "hex::serde")]
+    pub provider: KeyHash,
+    /// The new end of its paid window, POSIX ms (before: the deadline or an earlier release).
+    pub until_ms: u64,
+}
+
 /// One marketplace event. Amounts are NTX base units; times POSIX ms.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type")]
@@ -170,6 +182,26 @@ pub enum Event {
         #[serde(default, with = "hex_bytes_list")]
         acceptances: Vec<Vec<u8>>,
     },
+    /// The orchestrator of a running job rescaled it (`Rescale`): assignments released and
+    /// providers added after the existing ones.
+    JobRescaled {
+        /// Job id.
+        job_id: JobId,
+        /// The assignments added, in order; their indices follow the existing ones
+        /// (`first_added`, `first_added + 1`, …). Each runs from the rescale's lower bound
+        /// (`started_at_ms`) to the deadline.
+        added: Vec<Assignment>,
+        /// Index of the first added assignment: the number of assignments before.
+        first_added: u64,
+        /// The assignments released.
+        released: Vec<Released>,
+        /// The continuing escrow UTxO.
+        escrow: TxoRef,
+        /// The added providers' acceptance signatures from the `Rescale` redeemer, in the
+        /// order added.
+        #[serde(default, with = "hex_bytes_list")]
+        acceptances: Vec<Vec<u8>>,
+    },
     /// A claim paid assignment `index` for its attested GPU time.
     JobClaimed {
         /// Job id.
@@ -235,6 +267,7 @@ impl Event {
         match self {
             Self::JobLocked { job_id, .. }
             | Self::JobAssigned { job_id, .. }
+            | Self::JobRescaled { job_id, .. }
             | Self::JobClaimed { job_id, .. }
             | Self::JobCancelled { job_id, .. }
             | Self::JobExpired { job_id, .. }

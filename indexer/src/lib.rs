@@ -40,6 +40,6 @@ pub mod watch;
 
 pub use apply::{Applied, Indexer, Notification, Point};
 pub use error::{Error, Result};
-pub use event::{ClaimOutcome, Event, Meta, Payment, ReceiptTerms, Record, Slash};
+pub use event::{ClaimOutcome, Event, Meta, Payment, ReceiptTerms, Record, Released, Slash};
 pub use view::{ClaimView, JobStatus, JobView};
 pub use watch::Watch;

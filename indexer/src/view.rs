@@ -42,7 +42,7 @@ pub struct JobView {
     pub deadline_ms: u64,
     /// Current status.
     pub status: JobStatus,
-    /// Providers, once assigned.
+    /// Providers, once assigned (a rescale releases some and adds others at the end).
     pub assignments: Vec<Assignment>,
     /// Payments to providers, one per claim, in chain order.
     pub payments: Vec<Payment>,
@@ -112,6 +112,20 @@ impl JobView {
                 self.status = JobStatus::Assigned;
                 self.assignments = assignments.clone();
                 self.claims = vec![None; assignments.len()];
+            }
+            Event::JobRescaled {
+                added, released, ..
+            } => {
+                for r in released {
+                    if let Some(a) = usize::try_from(r.index)
+                        .ok()
+                        .and_then(|i| self.assignments.get_mut(i))
+                    {
+                        a.until_ms = r.until_ms;
+                    }
+                }
+                self.assignments.extend(added.iter().cloned());
+                self.claims.resize(self.assignments.len(), None);
             }
             Event::JobClaimed {
                 index,

@@ -3,7 +3,9 @@
 //!
 //! The transaction is valid (phase 2 passed), so the validator's output positions hold:
 //! a claim pays at `outputs[0]` and continues the escrow or refunds at `outputs[1]`; an
-//! expire refunds at `outputs[0]` and burns at a script output with datum `Burnt{job_id}`.
+//! expire refunds at `outputs[0]` and burns at a script output with datum `Burnt{job_id}`;
+//! a rescale continues the escrow with the old assignments (some released: an earlier
+//! `until`) followed by the added ones.
 //! Amounts are read from those outputs, never recomputed.
 
 use ganglion_cardano::txo::TxoRef;
@@ -14,7 +16,7 @@ use ganglion_contracts::v2::params::Params;
 use ganglion_contracts::v2::redeemer::SpendRedeemer;
 
 use super::{Scan, Tracked, TxEffects, drop_ignored};
-use crate::event::{ClaimOutcome, Event, ReceiptTerms, Slash};
+use crate::event::{ClaimOutcome, Event, ReceiptTerms, Released, Slash};
 use crate::watch::payment_key;
 
 /// An output at the script address that carries a well-formed v2 datum.
@@ -140,6 +142,44 @@ impl Reading<'_> {
             job_id: e.job_id,
             assignments: assignments.clone(),
             started_at_ms: *started_at_ms,
+            escrow: next.reference,
+            acceptances: acceptances.to_vec(),
+        })
+    }
+
+    fn rescaled(&self, e: &EscrowDatum, next: &Tracked, acceptances: &[Vec<u8>]) -> Option<Event> {
+        let JobState::Assigned {
+            assignments: before,
+            ..
+        } = &e.state
+        else {
+            return None;
+        };
+        let Some(EscrowDatum {
+            state: JobState::Assigned {
+                assignments: after, ..
+            },
+            ..
+        }) = escrow(next)
+        else {
+            return None;
+        };
+        let released = before
+            .iter()
+            .zip(after)
+            .enumerate()
+            .filter(|(_, (old, new))| old.until_ms != new.until_ms)
+            .map(|(i, (_, new))| Released {
+                index: i as u64,
+                provider: new.provider,
+                until_ms: new.until_ms,
+            })
+            .collect();
+        Some(Event::JobRescaled {
+            job_id: e.job_id,
+            added: after.get(before.len()..).unwrap_or_default().to_vec(),
+            first_added: before.len() as u64,
+            released,
             escrow: next.reference,
             acceptances: acceptances.to_vec(),
         })
@@ -276,6 +316,14 @@ pub(super) fn extract(script_hash: &PolicyId, params: &Params, scan: &Scan) -> T
                 if let Some(ev) = r
                     .created_escrow(&e.job_id)
                     .and_then(|next| r.assigned(e, next, acceptances))
+                {
+                    events.push(ev);
+                }
+            }
+            (GanglionDatum::Escrow(e), SpendRedeemer::Rescale { acceptances }) => {
+                if let Some(ev) = r
+                    .created_escrow(&e.job_id)
+                    .and_then(|next| r.rescaled(e, next, acceptances))
                 {
                     events.push(ev);
                 }

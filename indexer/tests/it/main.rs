@@ -7,6 +7,7 @@ mod devnet;
 mod fixtures;
 mod follow;
 mod postgres;
+mod rescale;
 mod rollback;
 mod scenario;
 mod serve;

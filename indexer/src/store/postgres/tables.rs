@@ -500,6 +500,7 @@ fn kind_of(e: &Event) -> &'static str {
         Event::BondSlashed { .. } => "bond_slashed",
         Event::JobLocked { .. } => "job_locked",
         Event::JobAssigned { .. } => "job_assigned",
+        Event::JobRescaled { .. } => "job_rescaled",
         Event::JobClaimed { .. } => "job_claimed",
         Event::JobCancelled { .. } => "job_cancelled",
         Event::JobExpired { .. } => "job_expired",
