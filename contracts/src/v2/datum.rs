@@ -56,10 +56,14 @@ pub struct Assignment {
     /// bound of the assign (or rescale) that adds it may not lie after it.
     pub accept_by_ms: u64,
     /// Where its paid window starts (POSIX ms): the validity lower bound of the Assign or
-    /// Rescale that added it. The transaction builders set it.
+    /// Rescale that added it. The transaction builders set it. (Serde: 0 in records
+    /// written before assignments had their own window.)
+    #[serde(default)]
     pub started_at_ms: u64,
     /// Where its paid window ends (POSIX ms): the escrow's deadline, or earlier once the
-    /// orchestrator released it ([`crate::v2::build::rescale`]).
+    /// orchestrator released it ([`crate::v2::build::rescale`]). (Serde: 0 in records
+    /// written before assignments had their own window.)
+    #[serde(default)]
     pub until_ms: u64,
 }
 
@@ -511,6 +515,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("GanglionDatum"), "{err}");
+    }
+
+    #[test]
+    fn a_record_written_before_the_window_fields_still_reads() {
+        let json = format!(
+            r#"{{"provider":"{}","attest_key":"{}","payout":{},"gpus":2,"rate":7,"accept_by_ms":10}}"#,
+            hex::encode([3u8; 28]),
+            hex::encode([4u8; 32]),
+            serde_json::to_string(&Payout::enterprise([3; 28])).unwrap()
+        );
+        let a: Assignment = serde_json::from_str(&json).unwrap();
+        assert_eq!((a.gpus, a.started_at_ms, a.until_ms), (2, 0, 0));
     }
 
     #[test]
