@@ -38,5 +38,6 @@ pub fn plan(job: RunId, image: &str, command: &[&str], ranks: u32) -> JobPlan {
         max_duration_s: 60,
         run_as: RunAs::default(),
         gpus_per_group: None,
+        serve_port: None,
     }
 }

@@ -77,6 +77,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         max_duration_s: 600,
         run_as: RunAs::default(),
         gpus_per_group: None,
+        serve_port: None,
     };
     let hosts = RendezvousHosts {
         hostnames: (0..args.nodes).map(|i| nth(&args.hosts, i)).collect(),

@@ -828,6 +828,39 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> Executor for DockerExecutor<S, 
         }
     }
 
+    async fn connect(
+        &self,
+        job: &RunId,
+        node_rank: u32,
+        port: u16,
+    ) -> Result<tokio::net::TcpStream, ExecError> {
+        let unreachable = |reason: String| ExecError::Unreachable {
+            job: job.to_string(),
+            node_rank,
+            reason,
+        };
+        let record = self
+            .table
+            .get(job)?
+            .ok_or_else(|| unreachable("no such job".into()))?;
+        if record.phase != Phase::Running {
+            return Err(unreachable(format!("not running ({:?})", record.phase)));
+        }
+        let container = record
+            .containers
+            .iter()
+            .find(|(rank, _)| *rank == node_rank)
+            .map(|(_, id)| id.clone())
+            .ok_or_else(|| unreachable("no such container".into()))?;
+        let netns = crate::overlay::pod::sandbox_netns(self.docker(), &container)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let addr = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port));
+        crate::overlay::netns::connect_in(&netns, addr, CONNECT_TIMEOUT)
+            .await
+            .map_err(|e| unreachable(format!("port {port}: {e}")))
+    }
+
     async fn log_tail(
         &self,
         job: &RunId,
@@ -847,6 +880,9 @@ impl<S: Blockstore + 'static, N: ClusterNetwork> Executor for DockerExecutor<S, 
             .map_err(ExecError::io(&path))
     }
 }
+
+/// How long [`Executor::connect`] waits for a replica's port to accept.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Marks a job as supervised by this task until dropped.
 struct Active {

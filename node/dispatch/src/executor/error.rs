@@ -61,6 +61,16 @@ pub enum ExecError {
         #[source]
         source: bollard::errors::Error,
     },
+    /// A service replica's port could not be reached ([`super::Executor::connect`]).
+    #[error("job {job} container {node_rank}: {reason}")]
+    Unreachable {
+        /// The job.
+        job: String,
+        /// The container's node rank.
+        node_rank: u32,
+        /// Why, in words.
+        reason: String,
+    },
     /// Local files (job work dir) failed.
     #[error("I/O on {path}: {source}")]
     Io {

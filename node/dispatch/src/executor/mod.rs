@@ -78,6 +78,29 @@ pub trait Executor: Send + Sync {
     /// Engine failures other than "no such image".
     fn has_image(&self, name: &str) -> impl Future<Output = Result<bool, ExecError>> + Send;
 
+    /// A TCP connection to `port` on the loopback of `job`'s running container `node_rank`,
+    /// opened from inside its network namespace (its pod's, or its own): how a provider's node
+    /// reaches a service's replica, which need not be routable from the host. The default
+    /// reaches none.
+    ///
+    /// # Errors
+    /// [`ExecError::Unreachable`]: no such running container, or nothing accepts on `port`
+    /// within 1 s; [`ExecError::Engine`] inspecting it.
+    fn connect(
+        &self,
+        job: &RunId,
+        node_rank: u32,
+        port: u16,
+    ) -> impl Future<Output = Result<tokio::net::TcpStream, ExecError>> + Send {
+        let _ = port;
+        let err = ExecError::Unreachable {
+            job: job.to_string(),
+            node_rank,
+            reason: "this executor reaches no container's port".into(),
+        };
+        async { Err(err) }
+    }
+
     /// The last `max_bytes` (at most [`MAX_LOG_TAIL_BYTES`]) of the live log of `job`'s
     /// container `node_rank` (`jobs/<job>/artifacts/rank-<n>.log`, the container's stdout and
     /// stderr as they are written, while it runs and after), with where that tail starts in

@@ -249,6 +249,10 @@ pub struct JobPlan {
     /// derives the same membership from the on-chain assignment order. `None` = no groups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus_per_group: Option<u32>,
+    /// A service replica's HTTP port (`serve.port` of a `kind: service` spec), where its
+    /// node reaches it ([`super::Executor::connect`]); `None` for a batch job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve_port: Option<u16>,
 }
 
 /// Where one container sits in the job's latency groups ([`JobPlan::group_of`]).
@@ -337,6 +341,7 @@ impl JobPlan {
             max_duration_s: spec.limits.max_duration_s,
             run_as: RunAs::default(),
             gpus_per_group: spec.placement.groups.as_ref().map(|g| g.gpus),
+            serve_port: spec.serve.as_ref().map(|s| s.port),
         };
         plan.validate()?;
         Ok(plan)

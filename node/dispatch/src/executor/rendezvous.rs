@@ -153,6 +153,7 @@ mod tests {
             max_duration_s: 60,
             run_as: RunAs::default(),
             gpus_per_group: None,
+            serve_port: None,
         }
     }
 
