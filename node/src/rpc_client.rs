@@ -150,6 +150,7 @@ mod tests {
             bond: None,
             metrics: None,
             console: None,
+            gateway: None,
             indexer_api: None,
         };
         std::fs::write(

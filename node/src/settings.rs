@@ -34,6 +34,8 @@
 //! listen = "127.0.0.1:9464"
 //! [console]                           # the web console; off unless set
 //! listen = "127.0.0.1:7080"
+//! [gateway]                           # route /<service>/… to this node's services; off unless set
+//! listen = "127.0.0.1:8080"
 //! [storage]                           # provider: job content from a Kubo RPC too
 //! kubo_rpc = "http://127.0.0.1:5001"
 //! [indexer]                           # the chain index: sled (default) or PostgreSQL
@@ -66,8 +68,8 @@ use ganglion_market::limits::{LimitsError, ProviderLimits};
 
 use crate::config::{GpusConfig, Network};
 use crate::daemon::config::{
-    BondSection, ConsoleSection, EngineSection, IndexerSection, MetricsSection, P2pSection,
-    StorageSection, ValidatorSection,
+    BondSection, ConsoleSection, EngineSection, GatewaySection, IndexerSection, MetricsSection,
+    P2pSection, StorageSection, ValidatorSection,
 };
 
 /// The short variables and the key each overrides (applied after the `__` layer).
@@ -223,6 +225,8 @@ pub struct Settings {
     pub metrics: MetricsSection,
     /// `[console]`: the web console (off unless `listen` is set).
     pub console: ConsoleSection,
+    /// `[gateway]`: the service gateway (off unless `listen` is set).
+    pub gateway: GatewaySection,
     /// `[storage]`: a Kubo RPC a provider also fetches job content from (off unless set).
     pub storage: StorageSection,
     /// `[indexer]`: the chain index's store (sled by default) and its read API (off unless

@@ -45,6 +45,13 @@ pub struct AuditAssignment {
     pub attestation: Option<AuditAttestation>,
     /// NTX paid to it by its claim.
     pub paid: Option<Amount>,
+    /// Start of its paid window, POSIX ms: the assign's lower bound, or the rescale's that
+    /// added it (a service's later replica).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at_ms: Option<u64>,
+    /// End of its paid window, POSIX ms: the deadline, or earlier when a rescale released it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_ms: Option<u64>,
 }
 
 /// An attestation, with the CIDs in their text form.

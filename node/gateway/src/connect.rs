@@ -159,7 +159,7 @@ impl tower_service::Service<Uri> for Connector {
                     let mut control = streams.ok_or_else(|| -> ConnectError {
                         "this gateway has no libp2p swarm to reach a provider's node".into()
                     })?;
-                    let stream = p2p::open(&mut control, peer, target).await?;
+                    let stream = open_again(&mut control, peer, target).await?;
                     Ok(Conn::P2p(TokioIo::new(stream.compat())))
                 })
             }
@@ -169,6 +169,35 @@ impl tower_service::Service<Uri> for Connector {
             }
         }
     }
+}
+
+/// Waits before each new try of [`open_again`]: the swarm notices a closed connection and
+/// opens the next stream on another one (or dials) within a few hundred ms.
+const REOPEN_AFTER: [std::time::Duration; 2] = [
+    std::time::Duration::from_millis(50),
+    std::time::Duration::from_millis(250),
+];
+
+/// [`p2p::open`], tried again (after [`REOPEN_AFTER`]) while the stream fails below the
+/// protocol — its connection closed under it (`connection is closed`: the peer's yamux
+/// session ended before the swarm noticed), or it could not be opened — so one connection
+/// replaced under load does not take a replica out of rotation. A refusal or a provider's
+/// node that does not answer the header in time is final.
+async fn open_again(
+    control: &mut libp2p_stream::Control,
+    peer: libp2p::PeerId,
+    target: Target,
+) -> Result<libp2p::Stream, p2p::StreamError> {
+    for wait in REOPEN_AFTER {
+        match p2p::open(control, peer, target).await {
+            Err(e @ (p2p::StreamError::Open { .. } | p2p::StreamError::Io(_))) => {
+                tracing::debug!(%peer, error = %e, "service stream failed below the protocol: opening it again");
+                tokio::time::sleep(wait).await;
+            }
+            opened => return opened,
+        }
+    }
+    p2p::open(control, peer, target).await
 }
 
 /// One connection to a replica.

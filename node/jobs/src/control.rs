@@ -92,6 +92,53 @@ impl<S: Kv, E: Executor> Clone for EngineHandle<S, E> {
     }
 }
 
+impl<S: Kv + 'static, E: Executor + 'static> EngineHandle<S, E> {
+    /// Sets the replicas the service `job` wants (clamped to its spec's `replicas`): the
+    /// engine's next pass rescales its escrow towards it ([`super::service`]). Returns the
+    /// count now wanted.
+    ///
+    /// # Errors
+    /// [`EngineError::State`]: an unknown job, or not a service.
+    pub async fn scale(&self, job: &JobId, wanted: u32) -> Result<u32, EngineError> {
+        let _guard = self.ctx.actions.lock().await;
+        super::service::scale(&self.ctx, job, wanted)
+    }
+
+    /// Gives up the service `job`'s assignment `index` as lost (unhealthy too long): it is
+    /// released and, below the count wanted, replaced. Returns the count wanted.
+    ///
+    /// # Errors
+    /// [`EngineError::State`]: an unknown job, or not a service.
+    pub async fn replica_lost(&self, job: &JobId, index: u64) -> Result<u32, EngineError> {
+        let _guard = self.ctx.actions.lock().await;
+        super::service::lost(&self.ctx, job, index)
+    }
+
+    /// The replicas the service `job` wants and the indices of its running assignments (not
+    /// claimed, not released, not given up as lost), as the escrow shows them now.
+    ///
+    /// # Errors
+    /// [`EngineError::State`]: an unknown job, or not a service; the indexer's store.
+    pub fn replicas(&self, job: &JobId) -> Result<(u32, Vec<u64>), EngineError> {
+        let r = self
+            .ctx
+            .store
+            .get::<OrchestratorRole>(job)?
+            .ok_or_else(|| EngineError::State {
+                job: *job,
+                reason: "no such job".into(),
+            })?;
+        let running = match self.ctx.indexer.job(job, self.ctx.config.depth)? {
+            Some(c) => super::service::running(&c.value)
+                .into_iter()
+                .filter(|i| !r.detail.scaling.lost.contains(i))
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok((r.detail.scaling.wanted_of(&r.detail.spec), running))
+    }
+}
+
 #[async_trait::async_trait]
 impl<S: Kv + 'static, E: Executor + 'static> JobControl for EngineHandle<S, E> {
     async fn submit(&self, spec: &Ensemble) -> Result<JobId, EngineError> {

@@ -156,14 +156,6 @@ pub enum SpecError {
     /// The spec breaks a rule of `docs/ensemble-spec.md`, or is not a spec.
     #[error(transparent)]
     Invalid(#[from] ganglion_market::spec::SpecError),
-    /// A `kind: service` spec: valid, but this node's engine dispatches batch jobs only (the
-    /// service gateway, `ganglion-gateway`, is not yet driven by the engine). Refused before
-    /// anything is pinned or locked.
-    #[error(
-        "`kind: service` specs are valid but not yet run by the job engine (only batch jobs \
-         are locked, matched and dispatched); nothing was locked"
-    )]
-    ServiceNotDispatched,
     /// The spec could not be serialised for pinning.
     #[error("serialising the spec: {0}")]
     Serialise(#[source] serde_json::Error),

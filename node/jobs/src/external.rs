@@ -380,6 +380,7 @@ async fn submit_signed<S: Kv, E: Executor>(
             rematch_tried: false,
             successor: None,
             predecessor: None,
+            scaling: Default::default(),
         },
         now,
     ))?;

@@ -136,7 +136,7 @@ fn answer<S: Kv, E: Executor>(
         Err(Withheld::NotStarted) => return refuse(R::NotStarted),
         Err(Withheld::PastDeadline) => {
             return refuse(R::PastDeadline {
-                deadline_ms: terms.deadline_ms,
+                deadline_ms: terms.until_ms,
             });
         }
         Err(Withheld::NotRunning) => {

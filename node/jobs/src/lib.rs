@@ -27,6 +27,8 @@
 //!   for a share that failed or never ran, ending with why; [`unformed`]: a job whose network
 //!   did not form after the assign — the providers' reports, the job stopped unpaid and its
 //!   spec locked again without the providers that could not be reached.
+//! - [`service`]: a running service's replicas on the orchestrator's side: the count wanted
+//!   and the rescale that adds, releases and replaces providers.
 //! - [`engine`]: [`Engine`], the task running the drivers; how a node starts it.
 //! - [`control`]: [`JobControl`], the engine as the RPC server sees it.
 //! - [`external`]: [`WalletLocks`], locks paid and signed by a CIP-30 wallet, adopted by the
@@ -50,6 +52,7 @@ pub mod provider;
 pub mod quote;
 pub mod receipts;
 pub mod retry;
+pub mod service;
 pub mod state;
 pub mod store;
 pub mod submit;

@@ -50,8 +50,8 @@ pub(crate) struct Seen {
     pub peer: PeerId,
 }
 
-/// Provider side: the live log of node rank `index` of the run `exec`, imported into this
-/// node's blockstore, for the next heartbeat. `None` when the executor keeps no log for it, or
+/// Provider side: the live log of this provider's container (assignment `index`) in the run
+/// `exec`, imported into this node's blockstore, for the next heartbeat. `None` when the executor keeps no log for it, or
 /// it cannot be read or imported (logged; the heartbeat goes without it).
 pub(crate) async fn tail<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
@@ -59,7 +59,7 @@ pub(crate) async fn tail<S: Kv, E: Executor>(
     exec: &ExecRecord,
     index: u64,
 ) -> Option<LiveLog> {
-    let rank = u32::try_from(index).ok()?;
+    let rank = super::provider::exec_rank(&exec.plan, index);
     let tail = match executor
         .log_tail(&exec.plan.job, rank, MAX_LOG_TAIL_BYTES)
         .await

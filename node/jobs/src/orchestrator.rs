@@ -117,6 +117,9 @@ pub struct OrchestratorDetail {
     /// The job whose network did not form, that this one matches again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predecessor: Option<JobId>,
+    /// A service's replicas as the orchestrator wants them ([`super::service`]).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub scaling: super::service::Scaling,
 }
 
 fn state_err(job: JobId, reason: impl Into<String>) -> EngineError {
@@ -126,11 +129,17 @@ fn state_err(job: JobId, reason: impl Into<String>) -> EngineError {
     }
 }
 
-/// The escrow UTxO now: the newest escrow the job's events name (the lock's, the assign's or
-/// the last claim's continuing output).
+fn is_default<T: Default + PartialEq>(t: &T) -> bool {
+    *t == T::default()
+}
+
+/// The escrow UTxO now: the newest escrow the job's events name (the lock's, the assign's, a
+/// rescale's or the last claim's continuing output).
 pub fn escrow_ref(view: &JobView) -> Option<TxoRef> {
     view.history.iter().rev().find_map(|r| match &r.event {
-        Event::JobLocked { escrow, .. } | Event::JobAssigned { escrow, .. } => Some(*escrow),
+        Event::JobLocked { escrow, .. }
+        | Event::JobAssigned { escrow, .. }
+        | Event::JobRescaled { escrow, .. } => Some(*escrow),
         Event::JobClaimed {
             outcome: ganglion_indexer::event::ClaimOutcome::Continues { escrow },
             ..
@@ -172,7 +181,6 @@ pub(crate) fn pin_spec<S: Kv, E: Executor>(
     now: u64,
 ) -> Result<Vec<u8>, EngineError> {
     spec.validate(now).map_err(SpecError::from)?;
-    dispatchable(spec)?;
     // Before anything is locked: a budget that cannot pay the window or a run that cannot end
     // before the deadline is refused here, not found out at the assign, a claim or the expire.
     super::terms::check(spec, now)?;
@@ -184,18 +192,6 @@ pub(crate) fn pin_spec<S: Kv, E: Executor>(
     // On disk before the lock names it: after a crash the providers must still find the spec.
     ctx.blockstore.flush()?;
     Ok(imported.root.to_bytes())
-}
-
-/// Whether the engine can run `spec` once locked: batch jobs only, so far
-/// ([`SpecError::ServiceNotDispatched`]).
-///
-/// # Errors
-/// [`EngineError::Spec`] with [`SpecError::ServiceNotDispatched`] for a `kind: service` spec.
-pub(crate) fn dispatchable(spec: &Ensemble) -> Result<(), EngineError> {
-    match spec.kind {
-        ganglion_market::JobKind::Batch => Ok(()),
-        ganglion_market::JobKind::Service => Err(SpecError::ServiceNotDispatched.into()),
-    }
 }
 
 /// The UTxO a lock consumes to fix the job id: the largest asset-free one, else the largest,
@@ -301,6 +297,7 @@ pub(crate) async fn submit_with<S: Kv, E: Executor>(
             rematch_tried: false,
             successor: None,
             predecessor,
+            scaling: Default::default(),
         },
         now,
     ))?;
@@ -552,6 +549,16 @@ async fn step<S: Kv, E: Executor>(
         }
         OrchestratorState::Matching if chain_now_ms <= deadline => do_match(ctx, &r).await,
         OrchestratorState::Assigning if chain_now_ms <= deadline => assign(ctx, &r, view).await,
+        // A running service: its replicas follow the count wanted (`service::step`).
+        OrchestratorState::Assigned
+            if chain_now_ms < deadline
+                && r.detail.spec.kind == ganglion_market::JobKind::Service =>
+        {
+            match view {
+                Some(v) => super::service::step(ctx, &r, v).await,
+                None => Ok(()),
+            }
+        }
         // Assigned: the providers run, claim their pay; receipts are answered as heartbeats
         // come (`heartbeat::on_heartbeat`).
         _ => Ok(()),
@@ -654,7 +661,7 @@ async fn do_match<S: Kv, E: Executor>(
 
 /// How long a provider stays out of a job's matching after failing it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Exclusion {
+pub(crate) enum Exclusion {
     /// Busy or unreachable: [`EngineConfig::retry_excluded_ms`](super::EngineConfig).
     Transient,
     /// Its terms do not fit the job: for the job's life.
@@ -662,6 +669,14 @@ enum Exclusion {
 }
 
 impl Exclusion {
+    /// Until when (POSIX ms) a provider excluded now stays out; `None`: for the job's life.
+    pub(crate) fn until<S: Kv, E: Executor>(self, ctx: &Ctx<S, E>) -> Option<u64> {
+        match self {
+            Self::Transient => Some(ctx.now() + ctx.config.retry_excluded_ms),
+            Self::ForGood => None,
+        }
+    }
+
     fn of(refusal: &RefusalReason) -> Self {
         match refusal {
             RefusalReason::NoCapacity { .. }
@@ -683,10 +698,7 @@ fn rematch<S: Kv, E: Executor>(
 ) -> Result<(), EngineError> {
     tracing::info!(job = %r.job_id, provider = %hex::encode(bad.provider), %why, ?exclusion, "re-matching without provider");
     let mut d = r.detail.clone();
-    let until_ms = match exclusion {
-        Exclusion::Transient => Some(ctx.now() + ctx.config.retry_excluded_ms),
-        Exclusion::ForGood => None,
-    };
+    let until_ms = exclusion.until(ctx);
     d.excluded.push(Excluded {
         chosen: bad.clone(),
         reason: why.clone(),
@@ -704,6 +716,87 @@ fn rematch<S: Kv, E: Executor>(
 /// by then, checked on chain).
 pub const ACCEPT_WINDOW_MS: u64 = 45_000;
 
+/// A provider's acceptance of its share, as an assign or a rescale spends it.
+pub(crate) struct Accepted {
+    /// Its assignment (`started_at_ms` and `until_ms` are stamped by the builder).
+    pub assignment: Assignment,
+    /// Its signature over the `Acceptance`.
+    pub signature: Vec<u8>,
+    /// The bond the acceptance's key belongs to (spent and continued with the commitment).
+    pub bond: TxoRef,
+}
+
+/// Asks `c` over p2p to accept its share of `v`'s job until `accept_by_ms`: its acceptance,
+/// or why not and for how long it stays out of the job's matching.
+///
+/// # Errors
+/// [`EngineError`] reading the indexer's bonds.
+pub(crate) async fn ask<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    job: &JobId,
+    c: &Chosen,
+    v: &JobView,
+    accept_by_ms: u64,
+) -> Result<Result<Accepted, (String, Exclusion)>, EngineError> {
+    let peer = match PeerId::from_bytes(&c.peer) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err((format!("bad peer id: {e}"), Exclusion::ForGood))),
+    };
+    let Some(bond) = ctx.live_bond(&c.provider, None)? else {
+        return Ok(Err(("no live bond".into(), Exclusion::Transient)));
+    };
+    let req = AcceptRequest {
+        job_id: *job,
+        bond: bond.bond,
+        gpus: c.gpus,
+        rate: c.rate,
+        deadline_ms: v.deadline_ms,
+        spec: v.spec.clone(),
+        accept_by_ms,
+        receipt_interval_ms: v.receipts.interval_ms,
+    };
+    Ok(match ctx.p2p.accept(peer, req).await {
+        Ok(AcceptResponse::Accepted {
+            signature,
+            attest_key,
+            provider,
+            ..
+        }) if provider == c.provider => {
+            // The bond the acceptance's key belongs to: the assign spends it.
+            match ctx.live_bond(&provider, Some(&attest_key))? {
+                Some(bond) => Ok(Accepted {
+                    assignment: Assignment {
+                        provider,
+                        attest_key,
+                        payout: bond.datum.payout,
+                        gpus: c.gpus,
+                        rate: c.rate,
+                        accept_by_ms,
+                        // Stamped by the builder: the transaction's lower bound, the deadline.
+                        started_at_ms: 0,
+                        until_ms: v.deadline_ms,
+                    },
+                    signature,
+                    bond: bond.bond,
+                }),
+                None => Err((
+                    "accepted under a key no live bond names".into(),
+                    Exclusion::ForGood,
+                )),
+            }
+        }
+        Ok(AcceptResponse::Accepted { .. }) => Err((
+            "accepted under another provider key".into(),
+            Exclusion::ForGood,
+        )),
+        Ok(AcceptResponse::Refused(why)) => {
+            let exclusion = Exclusion::of(&why);
+            Err((format!("refused: {why}"), exclusion))
+        }
+        Err(e) => Err((format!("no answer: {e}"), Exclusion::Transient)),
+    })
+}
+
 async fn assign<S: Kv, E: Executor>(
     ctx: &Ctx<S, E>,
     r: &OrchestratorRecord,
@@ -718,78 +811,19 @@ async fn assign<S: Kv, E: Executor>(
         return Ok(());
     }
     let Some(v) = view else { return Ok(()) };
-    let receipts = v.receipts;
     let now = ctx.now();
     let accept_by_ms = (now + ACCEPT_WINDOW_MS).min(v.deadline_ms.saturating_sub(1));
     let mut assignments = Vec::new();
     let mut acceptances = Vec::new();
     let mut bonds = Vec::new();
     for c in &r.detail.chosen {
-        let peer = match PeerId::from_bytes(&c.peer) {
-            Ok(p) => p,
-            Err(e) => {
-                return rematch(ctx, r, c, format!("bad peer id: {e}"), Exclusion::ForGood);
+        match ask(ctx, &job, c, v, accept_by_ms).await? {
+            Ok(accepted) => {
+                assignments.push(accepted.assignment);
+                acceptances.push(accepted.signature);
+                bonds.push(accepted.bond);
             }
-        };
-        let Some(bond) = ctx.live_bond(&c.provider, None)? else {
-            return rematch(ctx, r, c, "no live bond".into(), Exclusion::Transient);
-        };
-        let req = AcceptRequest {
-            job_id: job,
-            bond: bond.bond,
-            gpus: c.gpus,
-            rate: c.rate,
-            deadline_ms: v.deadline_ms,
-            spec: v.spec.clone(),
-            accept_by_ms,
-            receipt_interval_ms: receipts.interval_ms,
-        };
-        match ctx.p2p.accept(peer, req).await {
-            Ok(AcceptResponse::Accepted {
-                signature,
-                attest_key,
-                provider,
-                ..
-            }) if provider == c.provider => {
-                // The bond the acceptance's key belongs to: the assign spends it.
-                let Some(bond) = ctx.live_bond(&provider, Some(&attest_key))? else {
-                    return rematch(
-                        ctx,
-                        r,
-                        c,
-                        "accepted under a key no live bond names".into(),
-                        Exclusion::ForGood,
-                    );
-                };
-                assignments.push(Assignment {
-                    provider,
-                    attest_key,
-                    payout: bond.datum.payout,
-                    gpus: c.gpus,
-                    rate: c.rate,
-                    accept_by_ms,
-                    // Stamped by `build::assign`: the assign's lower bound, the deadline.
-                    started_at_ms: 0,
-                    until_ms: v.deadline_ms,
-                });
-                acceptances.push(signature);
-                bonds.push(bond.bond);
-            }
-            Ok(AcceptResponse::Accepted { .. }) => {
-                return rematch(
-                    ctx,
-                    r,
-                    c,
-                    "accepted under another provider key".into(),
-                    Exclusion::ForGood,
-                );
-            }
-            Ok(AcceptResponse::Refused(why)) => {
-                return rematch(ctx, r, c, format!("refused: {why}"), Exclusion::of(&why));
-            }
-            Err(e) => {
-                return rematch(ctx, r, c, format!("no answer: {e}"), Exclusion::Transient);
-            }
+            Err((why, exclusion)) => return rematch(ctx, r, c, why, exclusion),
         }
     }
     if assignments.is_empty() {
@@ -894,7 +928,7 @@ mod tests {
     }
 
     #[test]
-    fn a_service_spec_is_refused_before_any_lock_and_every_batch_example_is_not() {
+    fn every_example_spec_batch_or_service_meets_the_terms_checked_before_its_lock() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ensembles");
         let now = 1_767_225_600_000;
         let (mut services, mut batches) = (0, 0);
@@ -906,19 +940,11 @@ mod tests {
             let spec = Ensemble::parse(&std::fs::read_to_string(&path).expect("read"), now)
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             match spec.kind {
-                ganglion_market::JobKind::Service => {
-                    services += 1;
-                    let err = dispatchable(&spec).expect_err("a service is refused");
-                    assert!(
-                        matches!(&err, EngineError::Spec(e) if matches!(**e, SpecError::ServiceNotDispatched)),
-                        "{err}"
-                    );
-                }
-                ganglion_market::JobKind::Batch => {
-                    batches += 1;
-                    assert!(dispatchable(&spec).is_ok(), "{}", path.display());
-                }
+                ganglion_market::JobKind::Service => services += 1,
+                ganglion_market::JobKind::Batch => batches += 1,
             }
+            super::super::terms::check(&spec, now)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         }
         assert!(
             services >= 1 && batches >= 5,

@@ -427,7 +427,18 @@ async fn step<S: Kv + 'static, E: Executor + 'static>(
                             d.assignments = v.assignments.clone();
                             apply_with(ctx, &job, ProviderEvent::AssignmentSeen, Some(d))?;
                         }
-                        None => fail(ctx, &r, "assigned to other providers".into())?,
+                        // Passed over by the assign (or rescale) that followed the
+                        // reservation; a reservation for a running service waits for the
+                        // rescale that adds it, until it lapses.
+                        None if assigned_since(ctx, v, reserved_at(&r)) => {
+                            fail(ctx, &r, "assigned to other providers".into())?;
+                        }
+                        None if ctx.now()
+                            > r.detail.reserved_until_ms + ctx.config.reservation_grace_ms =>
+                        {
+                            fail(ctx, &r, "reservation lapsed without an assignment".into())?;
+                        }
+                        None => {}
                     }
                 }
                 _ if ctx.now() > r.detail.reserved_until_ms + ctx.config.reservation_grace_ms => {
@@ -457,6 +468,31 @@ async fn step<S: Kv + 'static, E: Executor + 'static>(
         }
         _ => Ok(()),
     }
+}
+
+/// When `r` was reserved, POSIX ms (this node's clock): its first transition.
+fn reserved_at(r: &ProviderRecord) -> u64 {
+    r.history.first().map_or(0, |t| t.at_ms)
+}
+
+/// Whether `view`'s assignments last changed (its assign, or a rescale of a service) at or
+/// after `since_ms`: a reservation made before that change and not in it was passed over.
+fn assigned_since<S: Kv, E: Executor>(
+    ctx: &Ctx<S, E>,
+    view: &ganglion_indexer::JobView,
+    since_ms: u64,
+) -> bool {
+    use ganglion_indexer::event::Event;
+    view.history
+        .iter()
+        .rev()
+        .find(|h| {
+            matches!(
+                h.event,
+                Event::JobAssigned { .. } | Event::JobRescaled { .. }
+            )
+        })
+        .is_some_and(|h| ctx.chain.slot_start_ms(h.meta.slot) >= since_ms)
 }
 
 /// Claims this provider's pay for `r` (escrow v2 `Claim`): its attestation of the run's GPU
@@ -552,7 +588,7 @@ async fn claim<S: Kv, E: Executor>(
     let bound_gpu_ms = ganglion_contracts::v2::rules::claim_bound_gpu_ms(
         terms.gpus,
         terms.started_at_ms,
-        terms.deadline_ms,
+        terms.until_ms,
         terms.receipt_interval_ms,
         held_until,
         lower_bound_ms,
@@ -736,8 +772,8 @@ fn gpus_for(
         .map_err(|e| format!("refused: {e}"))
 }
 
-/// The executor plan of this node's share of the job (node rank `index`) and the ids of the
-/// GPUs it runs on ([`gpus_for`]).
+/// The executor plan of this node's share of the job (node rank `index`; a service's replica
+/// is node rank 0 of a world of its own) and the ids of the GPUs it runs on ([`gpus_for`]).
 fn plan_on(
     pool: &[PooledGpu],
     peer: &PeerId,
@@ -751,6 +787,20 @@ fn plan_on(
         .and_then(|i| r.detail.assignments.get(i))
         .map_or(0, |a| a.gpus);
     let mine = gpus_for(pool, records, r, spec, n).map_err(Unplannable::Gpus)?;
+    let attached = || mine.iter().map(|&g| pool[g].attachment.clone()).collect();
+    let exec_id = ganglion_dispatch::executor::RunId::new(executor_job(&r.job_id, index, peer))
+        .map_err(|e| Unplannable::Plan(format!("cannot plan the job: {e}")))?;
+    // A service's replica is a world of its own: it shares no network or rendezvous with the
+    // other replicas (the gateway reaches each through its provider's node).
+    if spec.kind == ganglion_market::JobKind::Service {
+        let world = vec![ContainerSlot {
+            node_rank: 0,
+            gpus: attached(),
+        }];
+        let plan = JobPlan::from_ensemble(exec_id, spec, world, vec![0])
+            .map_err(|e| Unplannable::Plan(format!("cannot plan the replica: {e}")))?;
+        return Ok((plan, mine.iter().map(|&g| pool[g].id.clone()).collect()));
+    }
     let world: Vec<ContainerSlot> = r
         .detail
         .assignments
@@ -759,7 +809,7 @@ fn plan_on(
         .map(|(i, a)| ContainerSlot {
             node_rank: i as u32,
             gpus: if i as u64 == index {
-                mine.iter().map(|&g| pool[g].attachment.clone()).collect()
+                attached()
             } else {
                 (0..a.gpus)
                     .map(|g| GpuAttachment::Declared {
@@ -769,8 +819,6 @@ fn plan_on(
             },
         })
         .collect();
-    let exec_id = ganglion_dispatch::executor::RunId::new(executor_job(&r.job_id, index, peer))
-        .map_err(|e| Unplannable::Plan(format!("cannot plan the job: {e}")))?;
     let plan = JobPlan::from_ensemble(exec_id, spec, world, vec![index as u32])
         .map_err(|e| Unplannable::Plan(format!("cannot plan the job: {e}")))?;
     Ok((plan, mine.iter().map(|&g| pool[g].id.clone()).collect()))
@@ -883,17 +931,24 @@ async fn dispatch<S: Kv + 'static, E: Executor + 'static>(
 /// `max_duration_s` cut to end [`terms::SETTLE_MARGIN_MS`] before the deadline.
 ///
 /// # Errors
-/// The refusal, as recorded and logged: the escrow's budget cannot pay every assignment at its
-/// rate for `max_duration_s` ([`terms::TermsError::BudgetBelowWindow`]), or no time is left
+/// The refusal, as recorded and logged: the escrow's budget left cannot pay every running
+/// assignment at its rate for `max_duration_s` ([`terms::TermsError::BudgetBelowWindow`]), or no time is left
 /// before the deadline ([`terms::TermsError::DurationPastDeadline`]).
 fn admitted_run_s(
     view: &ganglion_indexer::JobView,
     max_duration_s: u64,
     now_ms: u64,
 ) -> Result<u64, String> {
+    // What the escrow still holds against the assignments still running (a service's
+    // released or claimed replicas are paid, or bounded, already).
+    let paid: u64 = view.claims.iter().flatten().map(|c| c.paid).sum();
+    let running = super::service::running(view);
     terms::check_assigned(
-        view.budget,
-        view.assignments.iter().map(|a| (a.gpus, a.rate)),
+        view.budget.saturating_sub(paid),
+        running
+            .iter()
+            .filter_map(|&i| view.assignments.get(usize::try_from(i).ok()?))
+            .map(|a| (a.gpus, a.rate)),
         max_duration_s,
     )
     .map_err(|e| format!("refused the terms: {e}"))?;
@@ -973,13 +1028,26 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
         }
     }
     let exec = side.executor.clone();
+    // The job's network is the plan's world: every assigned provider for a batch job, this
+    // node alone for a service's replica (node rank 0 of a world of one, no peer to agree
+    // with).
     let cluster = side.cluster.clone().map(|setup| {
-        let rank = u32::try_from(index).unwrap_or(u32::MAX);
-        let peers = peers_of(&ctx.indexer, &r.detail.assignments, rank).map(|peers| ClusterPeers {
+        let rank = plan
+            .local
+            .first()
+            .copied()
+            .unwrap_or_else(|| u32::try_from(index).unwrap_or(u32::MAX));
+        let world = u32::try_from(plan.world.len()).unwrap_or(u32::MAX);
+        let peers = if world == 1 {
+            Ok(Vec::new())
+        } else {
+            peers_of(&ctx.indexer, &r.detail.assignments, rank)
+        };
+        let peers = peers.map(|peers| ClusterPeers {
             job: r.job_id,
             exec_job: plan.job.clone(),
             rank,
-            world: u32::try_from(r.detail.assignments.len()).unwrap_or(u32::MAX),
+            world,
             peers,
         });
         (setup, peers)
@@ -1100,6 +1168,16 @@ fn spawn_run<S: Kv + 'static, E: Executor + 'static>(
 /// and started) to finish before it stops supervising the run anyway.
 const SETUP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The node rank this provider's container has in its executor plan: the plan's one local
+/// rank (its assignment index for a batch job, 0 for a service's replica), `index` when the
+/// plan names none.
+pub(crate) fn exec_rank(plan: &JobPlan, index: u64) -> u32 {
+    plan.local
+        .first()
+        .copied()
+        .unwrap_or_else(|| u32::try_from(index).unwrap_or(u32::MAX))
+}
+
 /// What `report` attests for node rank `index`: the billable GPU-ms measured, at most
 /// `cap_gpu_ms` (the rank's GPUs × its run limit: the engine's times may overrun the kill at the
 /// limit by its latency, and the budget was checked against the limit). Milliseconds, not
@@ -1175,13 +1253,11 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
             let Some(report) = rec.report else {
                 return Ok(());
             };
-            let gpus = rec
-                .plan
-                .slot(u32::try_from(index).unwrap_or(u32::MAX))
-                .map_or(0, |s| s.gpus.len() as u64);
+            let node_rank = exec_rank(&rec.plan, index);
+            let gpus = rec.plan.slot(node_rank).map_or(0, |s| s.gpus.len() as u64);
             let cap = gpus.saturating_mul(rec.plan.max_duration_s.saturating_mul(1000));
             let mut det = r.detail.clone();
-            let mut finished = finished_of(&report, index, cap);
+            let mut finished = finished_of(&report, u64::from(node_rank), cap);
             if let ganglion_dispatch::executor::Outcome::Failed { reason } = &report.outcome {
                 finished.logs = noted_log(ctx, r, &finished.logs, Some(index), &reason.to_string());
                 det.error.get_or_insert_with(|| reason.to_string());

@@ -60,7 +60,6 @@ pub(crate) async fn quote<S: Kv, E: Executor>(
 ) -> Result<Quote, EngineError> {
     let now = ctx.now();
     spec.validate(now).map_err(SpecError::from)?;
-    super::orchestrator::dispatchable(spec)?;
     super::terms::check(spec, now)?;
     let market = ctx.p2p.market().await?;
     let (snapshot, _) = super::orchestrator::market_snapshot(ctx, &market)?;

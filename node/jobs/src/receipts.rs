@@ -34,10 +34,13 @@ pub struct Terms {
     pub provider_index: u64,
     /// GPUs of the assignment.
     pub gpus: u64,
-    /// The assign transaction's validity lower bound, POSIX ms.
+    /// When the assignment's paid window starts, POSIX ms: the validity lower bound of the
+    /// transaction that added it (the assign, or a later rescale of a service).
     pub started_at_ms: u64,
-    /// The escrow's deadline, POSIX ms.
-    pub deadline_ms: u64,
+    /// When the assignment's paid window ends, POSIX ms: the escrow's deadline, or earlier when
+    /// the orchestrator released the provider (a service scaled down). No GPU time after it
+    /// is receipted, run or paid.
+    pub until_ms: u64,
     /// The escrow's receipt interval, ms (> 0 on-chain).
     pub receipt_interval_ms: u64,
     /// The escrow's ed25519 receipt verification key (the orchestrator's).
@@ -56,8 +59,8 @@ impl Terms {
             job_id: view.job_id,
             provider_index,
             gpus: a.gpus,
-            started_at_ms: view.started_at_ms()?,
-            deadline_ms: view.deadline_ms,
+            started_at_ms: a.started_at_ms,
+            until_ms: a.until_ms,
             receipt_interval_ms: r.interval_ms,
             receipt_key: r.key,
         })
@@ -139,7 +142,7 @@ impl Liveness {
         held: Option<&SignedReceipt>,
         now_ms: u64,
     ) -> Option<StopReason> {
-        if now_ms.saturating_add(self.deadline_margin_ms) >= terms.deadline_ms {
+        if now_ms.saturating_add(self.deadline_margin_ms) >= terms.until_ms {
             return Some(StopReason::Deadline);
         }
         let missed = Self::missed(terms, held, now_ms);
@@ -159,7 +162,7 @@ pub fn claimable_gpu_ms(
     measured_gpu_ms.min(rules::claim_bound_gpu_ms(
         terms.gpus,
         terms.started_at_ms,
-        terms.deadline_ms,
+        terms.until_ms,
         terms.receipt_interval_ms,
         held.map(acknowledged),
         lower_bound_ms,
@@ -175,7 +178,7 @@ pub fn acknowledge(terms: &Terms, running: bool, now_ms: u64) -> Result<Receipt,
     if now_ms < terms.started_at_ms {
         return Err(Withheld::NotStarted);
     }
-    if now_ms >= terms.deadline_ms {
+    if now_ms >= terms.until_ms {
         return Err(Withheld::PastDeadline);
     }
     if !running {
@@ -247,7 +250,7 @@ mod tests {
             provider_index: 1,
             gpus: 2,
             started_at_ms: 1_000_000,
-            deadline_ms: 1_000_000 + 600_000,
+            until_ms: 1_000_000 + 600_000,
             receipt_interval_ms: INTERVAL,
             receipt_key: orchestrator_key().verifying_key().to_bytes(),
         }
@@ -325,7 +328,7 @@ mod tests {
             Err(Withheld::NotRunning)
         );
         assert_eq!(
-            acknowledge(&t, true, t.deadline_ms),
+            acknowledge(&t, true, t.until_ms),
             Err(Withheld::PastDeadline)
         );
         let r = acknowledge(&t, true, t.started_at_ms + 1234).expect("ack");
@@ -353,9 +356,9 @@ mod tests {
             Some(StopReason::Silent { missed: 3 })
         );
         // A chatty orchestrator cannot keep the containers past the deadline.
-        let fresh = receipt_at(&t, t.deadline_ms - 6_000);
+        let fresh = receipt_at(&t, t.until_ms - 6_000);
         assert_eq!(
-            l.must_stop(&t, Some(&fresh), t.deadline_ms - 5_000),
+            l.must_stop(&t, Some(&fresh), t.until_ms - 5_000),
             Some(StopReason::Deadline)
         );
     }
@@ -367,7 +370,7 @@ mod tests {
         let lots = u64::MAX / 4;
         // Bounded by receipt + one interval …
         assert_eq!(
-            claimable_gpu_ms(&t, Some(&r), lots, t.deadline_ms),
+            claimable_gpu_ms(&t, Some(&r), lots, t.until_ms),
             t.gpus * 11 * INTERVAL
         );
         // … by the claim's lower bound …
@@ -377,11 +380,11 @@ mod tests {
         );
         // … without a receipt, by one interval after the assign …
         assert_eq!(
-            claimable_gpu_ms(&t, None, lots, t.deadline_ms),
+            claimable_gpu_ms(&t, None, lots, t.until_ms),
             t.gpus * INTERVAL
         );
         // … and never above what was measured.
-        assert_eq!(claimable_gpu_ms(&t, Some(&r), 1234, t.deadline_ms), 1234);
+        assert_eq!(claimable_gpu_ms(&t, Some(&r), 1234, t.until_ms), 1234);
     }
 
     proptest! {

@@ -336,19 +336,6 @@ struct ValidatedService {
     max_replicas: u32,
 }
 
-/// A `kind: service` spec is refused here, before any node is asked: the job engine does not
-/// run services yet (the node refuses them too, `ganglion_jobs` `SpecError::ServiceNotDispatched`).
-fn refuse_service(spec: &Ensemble, path: &std::path::Path) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        spec.kind != ganglion_market::JobKind::Service,
-        "{}: a `kind: service` spec is valid but the job engine does not run services yet; \
-         nothing was sent to a node (run its replicas behind `ganglion gateway`, see the \
-         orchestrator guide's \"Run a service\")",
-        path.display()
-    );
-    Ok(())
-}
-
 /// `job validate`: the spec parsed and checked as `job submit` and the engine check it
 /// (`Ensemble::parse`, then `ganglion_jobs::terms::check`).
 fn validate(spec: &std::path::Path, json: bool) -> anyhow::Result<()> {
@@ -395,8 +382,8 @@ fn validate(spec: &std::path::Path, json: bool) -> anyhow::Result<()> {
     );
     if let Some(s) = &v.service {
         println!(
-            "  kind: service, {}–{} replicas of {} GPU{} each (the escrow covers the most); \
-             the job engine does not run services yet, so `job submit` refuses it.",
+            "  kind: service, {}–{} replicas of {} GPU{} each (the escrow covers the most), \
+             routed by the orchestrator's node at `[gateway] listen`.",
             s.min_replicas,
             s.max_replicas,
             s.gpus_per_replica,
@@ -701,7 +688,6 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 .with_context(|| format!("reading {}", spec.display()))?;
             let parsed = Ensemble::parse(&text, ganglion_p2p::now_ms())
                 .with_context(|| format!("parsing {}", spec.display()))?;
-            refuse_service(&parsed, &spec)?;
             let value = serde_json::to_value(&parsed).context("encoding the spec")?;
             if !force {
                 // Check before paying: nothing is locked for a spec no provider can take now.
@@ -745,7 +731,6 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 .with_context(|| format!("reading {}", spec.display()))?;
             let parsed = Ensemble::parse(&text, ganglion_p2p::now_ms())
                 .with_context(|| format!("{}", spec.display()))?;
-            refuse_service(&parsed, &spec)?;
             let value = serde_json::to_value(&parsed).context("encoding the spec")?;
             let q: ganglion_rpc::types::JobQuote = call(config, |rpc| async move {
                 JobApiClient::quote(&rpc, value).await

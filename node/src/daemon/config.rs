@@ -180,6 +180,19 @@ pub struct ConsoleSection {
     pub listen: Option<std::net::SocketAddr>,
 }
 
+/// `[gateway]`: the service gateway ([`super::services`]). Off by default; with `listen` set
+/// the node routes `http://<listen>/<service>/…` to the replicas of the services it
+/// orchestrates (`<service>`: the first 16 hex digits of the job id), reaching them through
+/// their providers' nodes over libp2p, and writes the bound address to `node.json`
+/// (`gateway`). No token: anyone who reaches the address uses the services, so keep it on
+/// localhost or behind a proxy unless they are public.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewaySection {
+    /// Listen address (`GANGLION_GATEWAY__LISTEN` overrides it); `None` = no gateway.
+    pub listen: Option<std::net::SocketAddr>,
+}
+
 /// `[indexer]`: where the node keeps its chain index, and whether it serves the index's
 /// read API ([`ganglion_indexer::http`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

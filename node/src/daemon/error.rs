@@ -147,6 +147,12 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
+    /// The service gateway could not bind its `[gateway] listen` address.
+    #[error("service gateway: {0}")]
+    Gateway(#[from] ganglion_gateway::GatewayError),
+    /// `/ganglion/service/1` was already taken on the swarm.
+    #[error("service streams: {0}")]
+    ServiceStreams(String),
 }
 
 impl From<ganglion_storage::blockstore::Error> for DaemonError {

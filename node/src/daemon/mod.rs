@@ -39,6 +39,7 @@ pub mod gpus;
 pub mod keys;
 pub mod node;
 pub mod overlay;
+pub mod services;
 pub mod start;
 pub mod supervisor;
 

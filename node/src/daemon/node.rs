@@ -73,6 +73,10 @@ pub struct NodeInfo {
     /// The web console's address (`http://<addr>/`), when `[console] listen` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub console: Option<std::net::SocketAddr>,
+    /// The service gateway's address (`http://<addr>/<service>/`), when `[gateway] listen`
+    /// is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<std::net::SocketAddr>,
     /// The index's read API (`http://<addr>/jobs`), when `[indexer] listen` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub indexer_api: Option<std::net::SocketAddr>,
@@ -309,6 +313,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
     let mut executor_table = None;
     let mut gpu_report = None;
     let mut bond_owner = None;
+    let mut replica_executor = None;
     if let Some(limits) = &r.settings.provider {
         // Detected (NVML, AMD sysfs) and, on the devnet only, declared GPUs.
         let mut inventory = gpu::detect(&r.settings.gpus.sysfs_root, &r.settings.gpus.declared);
@@ -398,6 +403,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             pinner.clone(),
             ExecutorConfig::new(r.dir.root().join("work")),
         )?);
+        replica_executor = Some(executor.clone());
         executor_table = Some(executor.table().clone());
         if let DaemonNetwork::Overlay(overlay) = &network {
             // Pods of jobs the executor no longer runs (a crash left them) go now.
@@ -486,6 +492,17 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             Ok::<(), String>(())
         });
     }
+    if let Some(executor) = replica_executor {
+        // The gateways of the jobs' orchestrators reach this provider's service replicas.
+        let incoming = ganglion_gateway::p2p::accept(&mut client.streams())
+            .map_err(|e| DaemonError::ServiceStreams(e.to_string()))?;
+        let replicas = super::services::Replicas::new(store.clone(), executor);
+        let stop = r.shutdown.child_token();
+        r.tasks.spawn("service streams", async move {
+            ganglion_gateway::p2p::serve(incoming, replicas, stop).await;
+            Ok::<(), String>(())
+        });
+    }
     if let Some(setup) = &overlay_setup {
         if let Some(driver) = setup.driver() {
             r.tasks.spawn("overlay driver", driver);
@@ -530,6 +547,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
 
     // The engine and the RPC server.
     let metrics_store = store.clone();
+    let services_store = store.clone();
     let engine = Engine::start(
         Parts {
             store,
@@ -653,6 +671,27 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         }
         None => None,
     };
+    let gateway = match r.settings.gateway.listen {
+        Some(addr) => {
+            let gateway = ganglion_gateway::Gateway::with_streams(Some(client.streams()));
+            let listening =
+                ganglion_gateway::server::listen(addr, gateway.clone(), http_stop.clone()).await?;
+            let addr = listening.addr;
+            tracing::info!(%addr, "service gateway at http://{addr}/<service>/");
+            r.tasks.spawn("gateway", async move {
+                listening.task.await.map_err(|e| e.to_string())
+            });
+            let (indexer, stop) = (r.indexer.clone(), http_stop.clone());
+            let depth = engine_config(&r.settings, &r.preset).depth;
+            let scaler: Arc<dyn super::services::Scaler> = Arc::new(engine.handle());
+            r.tasks.spawn("service routes", async move {
+                super::services::route(gateway, services_store, indexer, depth, scaler, stop).await;
+                Ok::<(), String>(())
+            });
+            Some(addr)
+        }
+        None => None,
+    };
     let info = NodeInfo {
         pid: std::process::id(),
         peer_id: peer.to_string(),
@@ -662,6 +701,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         bond: bond_ref.map(|b| format!("{}#{}", hex::encode(b.tx_hash), b.index)),
         metrics,
         console,
+        gateway,
         indexer_api,
     };
     info.write(r.dir.root())?;

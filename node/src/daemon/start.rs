@@ -167,6 +167,7 @@ mod tests {
             bond: None,
             metrics: None,
             console: None,
+            gateway: None,
             indexer_api: None,
         }
     }

@@ -111,6 +111,7 @@ pub fn tx_label(k: TxKind) -> &'static str {
         TxKind::Claim => "claim",
         TxKind::Cancel => "cancel",
         TxKind::Expire => "expire",
+        TxKind::Rescale => "rescale",
     }
 }
 

@@ -155,6 +155,8 @@ mod tests {
                         exit_code,
                     }),
                     paid: e.map(|_| 5.into()),
+                    started_at_ms: None,
+                    until_ms: None,
                 })
                 .collect(),
             refund: None,

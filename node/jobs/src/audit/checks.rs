@@ -114,11 +114,9 @@ pub(super) fn check_spec_terms(e: &Evidence, content: Option<&[u8]>) -> Check {
     match ganglion_market::spec::Ensemble::from_json_str(&text) {
         Err(err) => fail(name, format!("the spec does not parse: {err}")),
         Ok(spec) => {
-            let ours = (
-                u64::from(spec.gpus.count),
-                spec.budget_ntx,
-                spec.deadline_ms,
-            );
+            // A service's escrow covers `replicas.max` replicas of `gpus.count` each.
+            let terms = spec.escrow_terms();
+            let ours = (terms.gpus, spec.budget_ntx, spec.deadline_ms);
             let chain = (e.job.gpus, e.job.budget, e.job.deadline_ms);
             if ours == chain {
                 pass(
@@ -143,11 +141,13 @@ pub(super) fn check_assignment(e: &Evidence, t: &Trail<'_>) -> Check {
     let Some((assignments, started, acceptances, rec)) = t.assigned else {
         return fail(name, "no assign transaction on chain");
     };
+    // At most the GPUs locked: a batch job's assign places all of them, a service's its
+    // `replicas.min` (a rescale adds more, within the same bound on chain).
     let total: u64 = assignments.iter().map(|a| a.gpus).sum();
-    if total != e.job.gpus {
+    if total == 0 || total > e.job.gpus {
         return fail(
             name,
-            format!("Σgpus {total} ≠ the {} GPUs locked", e.job.gpus),
+            format!("Σgpus {total}: not within 1..={} GPUs locked", e.job.gpus),
         );
     }
     if let Some(max) = t.max_rate

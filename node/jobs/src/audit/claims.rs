@@ -10,12 +10,15 @@
 //!
 //! The rules (the validator's, mirrored by `ganglion_contracts::v2::rules`):
 //! - G1 `claim_bound`: `gpu_ms ≤ gpus × max(0, min(acknowledged + receipt_interval,
-//!   lower_bound, deadline) − started_at)`, `acknowledged` the receipt's time or the start;
+//!   lower_bound, until) − started_at)` over the assignment's own window (`started_at` the
+//!   assign's or its rescale's lower bound, `until` the deadline or its release),
+//!   `acknowledged` the receipt's time or the start;
 //! - `payment`: `⌊gpu_ms × rate / 3 600 000⌋` to the assignment's whole payout address;
 //! - G3 `default`: only an assigned provider with no claim by deadline + claim window;
-//! - G4 `slash`: at most the assignment's window value, the orchestrator recovering at most
+//! - G4 `slash`: at most the assignment's own window value, the orchestrator recovering at most
 //!   what it paid (`min(Σ slashes, paid)`), the rest burnt;
-//! - G6 `budget`: the budget pays every assignment for its whole window;
+//! - G6 `budget`: at the assign and at each rescale, the budget left pays every unclaimed
+//!   assignment for its own window;
 //! - `refund`: the budget less every claim, plus the recovered slashes.
 
 use ganglion_contracts::v2::datum::Assignment;
@@ -26,8 +29,8 @@ use ganglion_indexer::event::{ClaimOutcome, Event, ReceiptTerms, Slash};
 use ganglion_indexer::{JobStatus, Record};
 
 use super::checks::{
-    Trail, check_artifact, check_assignment, check_bond_key, check_spec, check_spec_terms, fail,
-    from, pass, trail,
+    check_artifact, check_assignment, check_bond_key, check_spec, check_spec_terms, fail, from,
+    pass, trail,
 };
 use super::evidence::Evidence;
 use super::{Check, Report};
@@ -122,25 +125,82 @@ fn check_status(e: &Evidence) -> Check {
     }
 }
 
-fn check_budget(e: &Evidence, t: &Trail<'_>) -> Check {
+/// G6 replayed as the validator ran it: at the assign, and at each rescale of a service, the
+/// budget left (budget − Σ pay so far) pays every assignment not yet claimed for its own
+/// window (`until − started_at`, releases applied).
+fn check_budget(e: &Evidence) -> Check {
     let name = "budget";
-    let Some((assignments, started, _, _)) = t.assigned else {
-        return fail(name, "no assign transaction on chain");
-    };
-    let need: u128 = assignments
-        .iter()
-        .map(|a| rules::window_value(a, started, e.job.deadline_ms))
-        .sum();
-    let detail = format!(
-        "G6: the budget {} NTX base units pays every assignment for its window ({started}..{} ms): \
-         Σ gpus × rate × window / 3 600 000 = {need}",
-        e.job.budget, e.job.deadline_ms
-    );
-    if rules::budget_covers(assignments, started, e.job.deadline_ms, e.job.budget) {
-        pass(name, detail)
-    } else {
-        fail(name, format!("not: {detail}"))
+    let (mut assignments, mut claimed, mut paid) = (Vec::<Assignment>::new(), Vec::new(), 0u64);
+    let mut held = Vec::new();
+    for r in &e.job.history {
+        let at = format!("tx {} at slot {}", hex::encode(r.meta.tx_hash), r.meta.slot);
+        match &r.event {
+            Event::JobAssigned { assignments: a, .. } => assignments = a.clone(),
+            Event::JobRescaled {
+                added, released, ..
+            } => {
+                for rel in released {
+                    if let Some(a) = usize::try_from(rel.index)
+                        .ok()
+                        .and_then(|i| assignments.get_mut(i))
+                    {
+                        a.until_ms = rel.until_ms;
+                    }
+                }
+                assignments.extend(added.iter().cloned());
+            }
+            Event::JobClaimed { index, paid: p, .. } => {
+                claimed.push(*index);
+                paid = paid.saturating_add(*p);
+                continue;
+            }
+            _ => continue,
+        }
+        let need: u128 = (assignments.iter().enumerate())
+            .filter(|(i, _)| !claimed.contains(&(*i as u64)))
+            .map(|(_, a)| rules::assignment_value(a))
+            .sum();
+        if !rules::budget_covers_left(&assignments, &claimed, e.job.budget, paid) {
+            return fail(
+                name,
+                format!(
+                    "not: at {at} the budget left {} NTX base units does not pay the unclaimed \
+                     assignments for their windows (Σ gpus × rate × (until − start) / 3 600 000 = {need})",
+                    e.job.budget.saturating_sub(paid)
+                ),
+            );
+        }
+        held.push(format!(
+            "{need} ≤ {} at {at}",
+            e.job.budget.saturating_sub(paid)
+        ));
     }
+    if held.is_empty() {
+        return fail(name, "no assign transaction on chain");
+    }
+    pass(
+        name,
+        format!(
+            "G6: the budget left pays every unclaimed assignment for its own window at the assign \
+             and each rescale: {}",
+            held.join("; ")
+        ),
+    )
+}
+
+/// The acceptance signatures of every assignment in order: the assign's, then each rescale's
+/// for the providers it added.
+fn acceptances(e: &Evidence) -> Vec<&Vec<u8>> {
+    let mut out = Vec::new();
+    for r in &e.job.history {
+        match &r.event {
+            Event::JobAssigned { acceptances, .. } | Event::JobRescaled { acceptances, .. } => {
+                out.extend(acceptances.iter());
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 fn check_acceptance(
@@ -234,7 +294,6 @@ fn check_receipt(e: &Evidence, terms: &ReceiptTerms, i: usize, c: &Claim<'_>) ->
 fn check_claim_bound(
     e: &Evidence,
     terms: &ReceiptTerms,
-    started: u64,
     i: usize,
     a: &Assignment,
     c: &Claim<'_>,
@@ -242,28 +301,26 @@ fn check_claim_bound(
     let name = format!("claim_bound[{i}]");
     let acknowledged = c.receipt.map(|r| r.acknowledged_until_ms);
     // Without the claim's lower bound (a watch without the slot clock) only the receipt and
-    // the deadline bound it here; the validator checked the elapsed time when it ran.
+    // the window's end bound it here; the validator checked the elapsed time when it ran.
     let lower = c.lower_bound_ms.unwrap_or(u64::MAX);
-    let bound = rules::claim_bound_gpu_ms(
-        a.gpus,
-        started,
-        e.job.deadline_ms,
-        terms.interval_ms,
-        acknowledged,
-        lower,
-    );
+    let bound = rules::assignment_bound_gpu_ms(a, terms.interval_ms, acknowledged, lower);
     let elapsed = c
         .lower_bound_ms
         .map(|l| format!("lower bound {l} ms"))
         .unwrap_or_else(|| "lower bound not known here".into());
+    let end = if a.until_ms < e.job.deadline_ms {
+        format!("released until {}", a.until_ms)
+    } else {
+        format!("deadline {}", a.until_ms)
+    };
     let detail = format!(
-        "G1: {} GPU-ms ≤ {} GPUs × (min(acknowledged {} + interval {}, {elapsed}, deadline {}) \
-         − start {started}) = {bound}",
+        "G1: {} GPU-ms ≤ {} GPUs × (min(acknowledged {} + interval {}, {elapsed}, {end}) \
+         − start {}) = {bound}",
         c.gpu_ms,
         a.gpus,
-        acknowledged.unwrap_or(started),
+        acknowledged.unwrap_or(a.started_at_ms),
         terms.interval_ms,
-        e.job.deadline_ms
+        a.started_at_ms
     );
     if c.gpu_ms <= bound {
         pass(name, detail)
@@ -295,13 +352,7 @@ fn check_payment(i: usize, a: &Assignment, c: &Claim<'_>) -> Check {
     }
 }
 
-fn check_default(
-    e: &Evidence,
-    t: &Trail<'_>,
-    x: Option<&Expiry<'_>>,
-    i: usize,
-    a: &Assignment,
-) -> Vec<Check> {
+fn check_default(e: &Evidence, x: Option<&Expiry<'_>>, i: usize, a: &Assignment) -> Vec<Check> {
     let name = format!("default[{i}]");
     let Some(x) = x else {
         let end = e.job.claim_window_end_ms;
@@ -319,8 +370,7 @@ fn check_default(
         ),
     )];
     if let Some(s) = x.slashes.iter().find(|s| s.index == i as u64) {
-        let started = t.assigned.map(|(_, s, _, _)| s).unwrap_or(0);
-        let value = rules::window_value(a, started, e.job.deadline_ms);
+        let value = rules::assignment_value(a);
         let detail = format!(
             "G4: {} NTX base units from {}'s bond ≤ its assignment's window value {value}",
             s.amount,
@@ -385,16 +435,25 @@ pub(super) fn check(e: &Evidence, terms: &ReceiptTerms) -> Report {
     checks.push(spec);
     checks.push(check_spec_terms(e, content.as_deref()));
     checks.push(check_assignment(e, &t));
-    checks.push(check_budget(e, &t));
-    if let Some((assignments, started, acceptances, _)) = t.assigned {
-        for (i, a) in assignments.iter().enumerate() {
+    checks.push(check_budget(e));
+    if t.assigned.is_some() {
+        // Every assignment as the escrow ends with it: the assign's, then those rescales
+        // added, each with its own window (releases applied).
+        let acceptances = acceptances(e);
+        for (i, a) in e.job.assignments.iter().enumerate() {
             checks.push(check_bond_key(e, i, a));
-            checks.push(check_acceptance(e, terms, i, a, acceptances.get(i)));
+            checks.push(check_acceptance(
+                e,
+                terms,
+                i,
+                a,
+                acceptances.get(i).copied(),
+            ));
             match claim_of(e, i) {
                 Some(c) => {
                     checks.push(check_attestation(e, i, a, &c));
                     checks.push(check_receipt(e, terms, i, &c));
-                    checks.push(check_claim_bound(e, terms, started, i, a, &c));
+                    checks.push(check_claim_bound(e, terms, i, a, &c));
                     checks.push(check_payment(i, a, &c));
                     checks.push(check_artifact(
                         e,
@@ -407,7 +466,7 @@ pub(super) fn check(e: &Evidence, terms: &ReceiptTerms) -> Report {
                         &c.attestation.logs,
                     ));
                 }
-                None => checks.extend(check_default(e, &t, x.as_ref(), i, a)),
+                None => checks.extend(check_default(e, x.as_ref(), i, a)),
             }
         }
     }

@@ -88,6 +88,20 @@ fn status_text(s: JobStatus) -> &'static str {
     }
 }
 
+/// An assignment as `audit_job` shows it, before any claim.
+fn audit_assignment(a: &ganglion_contracts::v2::datum::Assignment) -> AuditAssignment {
+    AuditAssignment {
+        provider: hex::encode(a.provider),
+        attest_key: hex::encode(a.attest_key),
+        gpus: a.gpus,
+        rate: a.rate.into(),
+        attestation: None,
+        paid: None,
+        started_at_ms: Some(a.started_at_ms),
+        until_ms: Some(a.until_ms),
+    }
+}
+
 /// `audit_job` from the indexer's view of a job.
 pub fn job(c: &Confirmed<JobView>) -> AuditJob {
     let v = &c.value;
@@ -118,18 +132,22 @@ pub fn job(c: &Confirmed<JobView>) -> AuditJob {
                 ..
             } => {
                 out.started_at_ms = Some(*started_at_ms);
-                out.assignments = assignments
-                    .iter()
-                    .map(|a| AuditAssignment {
-                        provider: hex::encode(a.provider),
-                        attest_key: hex::encode(a.attest_key),
-                        gpus: a.gpus,
-                        rate: a.rate.into(),
-                        attestation: None,
-                        paid: None,
-                    })
-                    .collect();
+                out.assignments = assignments.iter().map(audit_assignment).collect();
                 "assign"
+            }
+            Event::JobRescaled {
+                added, released, ..
+            } => {
+                for rel in released {
+                    if let Some(a) = usize::try_from(rel.index)
+                        .ok()
+                        .and_then(|i| out.assignments.get_mut(i))
+                    {
+                        a.until_ms = Some(rel.until_ms);
+                    }
+                }
+                out.assignments.extend(added.iter().map(audit_assignment));
+                "rescale"
             }
             Event::JobExpired { refund, .. } => {
                 out.refund = Some((*refund).into());

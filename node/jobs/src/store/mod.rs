@@ -83,6 +83,8 @@ pub enum TxKind {
     Cancel,
     /// Escrow expire (with slashes).
     Expire,
+    /// A running service's rescale: providers added, assignments released.
+    Rescale,
 }
 
 /// A transaction written down before it was submitted.

@@ -90,6 +90,7 @@ async fn a_lock_that_can_no_longer_land_ends_the_job() {
                     rematch_tried: false,
                     successor: None,
                     predecessor: None,
+                    scaling: Default::default(),
                 },
                 0,
             ))

@@ -22,6 +22,7 @@ mod quote;
 mod rematch;
 mod restart;
 mod rpc;
+mod service;
 mod settle;
 mod silent;
 mod stop;

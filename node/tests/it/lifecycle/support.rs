@@ -919,6 +919,7 @@ pub(crate) fn write_node_json(data: &Path, rpc: std::net::SocketAddr, key_hash: 
         bond: None,
         metrics: None,
         console: None,
+        gateway: None,
         indexer_api: None,
     };
     std::fs::write(

@@ -1,0 +1,587 @@
+//! An inference service through the job engine on the devnet (issue #24): a `kind: service`
+//! spec is locked, matched to two providers (one replica each), assigned, and each provider
+//! runs the real embedding model (`scripts/build-embed-image.sh`) as a long-lived container;
+//! the orchestrator's node routes `/<service>/…` to both over libp2p (the daemon's
+//! `[gateway]`, `ganglion_node::daemon::services`); a provider lets only the job's
+//! orchestrator reach its replica; `job stop` ends the service and each provider is paid its
+//! receipted GPU time at its rate, to the base unit. Needs a running Docker Engine (CI:
+//! `scripts/ensure-docker.sh`).
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ganglion_gateway::p2p::{self as service_streams, Target};
+use ganglion_gateway::server::Gateway;
+use ganglion_indexer::JobStatus as ChainStatus;
+use ganglion_market::Ensemble;
+use ganglion_node::daemon::services::{self, Replicas};
+use ganglion_node::job::JobControl as _;
+use ganglion_node::job::state::{OrchestratorState, ProviderState};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio_util::sync::CancellationToken;
+
+use super::support::{self, Chain, ProviderIdent, RATE, World, wait_for};
+
+/// The embedding image, built when absent (about half a minute once the torch image exists).
+fn embed_image() -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/build-embed-image.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .output()
+        .expect("bash runs");
+    assert!(
+        out.status.success(),
+        "scripts/build-embed-image.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .expect("the tag")
+        .to_string()
+}
+
+/// [`service_spec`] with `replicas` and `scale` replaced.
+fn scaled_spec(
+    image: &str,
+    deadline_in_ms: u64,
+    replicas: serde_json::Value,
+    scale: serde_json::Value,
+) -> Ensemble {
+    let mut spec = serde_json::to_value(service_spec(image, deadline_in_ms)).expect("JSON");
+    spec["replicas"] = replicas;
+    spec["scale"] = scale;
+    Ensemble::from_json_str(&spec.to_string()).expect("spec parses")
+}
+
+/// Two replicas of one GPU each, health checked every second, until `deadline_in_ms` from now.
+fn service_spec(image: &str, deadline_in_ms: u64) -> Ensemble {
+    let fits_s =
+        deadline_in_ms.saturating_sub(ganglion_node::job::terms::SETTLE_MARGIN_MS + 1_000) / 1000;
+    let json = serde_json::json!({
+        "kind": "service",
+        "image": { "local": image },
+        "command": ["python3", "/workloads/embed_server.py"],
+        "env": { "PORT": "8000" },
+        "gpus": { "count": 1 },
+        "serve": {
+            "port": 8000,
+            "protocol": "http",
+            "health": { "path": "/health", "interval_s": 1, "timeout_s": 1 },
+            "retry_post": true,
+        },
+        "replicas": { "min": 2, "max": 2 },
+        "limits": { "max_duration_s": fits_s, "max_rate_ntx_per_gpu_hour": RATE },
+        // Two replicas at RATE (one base unit per GPU-ms) for the whole window, and more.
+        "budget_ntx": 2 * deadline_in_ms + 10_000,
+        "deadline_ms": ganglion_p2p::now_ms() + deadline_in_ms,
+    });
+    Ensemble::from_json_str(&json.to_string()).expect("spec parses")
+}
+
+/// One HTTP/1.1 exchange (`Connection: close`): status, headers (lower-case names), body.
+async fn call(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let mut tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("the gateway accepts");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(request.as_bytes()).await.expect("sent");
+    let mut raw = Vec::new();
+    tcp.read_to_end(&mut raw).await.expect("answer");
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head");
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .expect("a status line");
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    (status, headers, raw[split + 4..].to_vec())
+}
+
+/// Removes, when dropped (the test passed or not), every container and network of `job`
+/// left on this Docker Engine: replicas of a provider node the test killed, or of a service
+/// still running when a test fails (an engine's stop leaves containers to its next start's
+/// recovery, which a test never runs; leaked networks exhaust Docker's address pools).
+struct Cleanup(String);
+
+impl Cleanup {
+    fn of(job: &ganglion_contracts::v2::datum::JobId) -> Self {
+        // Executor ids and their network names start with the job id's first 40 hex digits.
+        Self(hex::encode(job.0)[..40].to_string())
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "docker ps -aq --filter name={0} | xargs -r docker rm -f; \
+                 docker network ls -q --filter name={0} | xargs -r docker network rm",
+                self.0
+            ))
+            .output();
+    }
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_service_runs_on_two_providers_behind_the_orchestrators_gateway_and_is_paid_by_gpu_time()
+{
+    let image = embed_image();
+    let World {
+        chain,
+        orch,
+        pa,
+        pb,
+        ..
+    } = World::two_providers().await;
+    let stop = CancellationToken::new();
+    // Each provider's node carries `/ganglion/service/1` into its replicas (as `node run`).
+    for p in [&pa, &pb] {
+        let incoming = service_streams::accept(&mut p.p2p.streams()).expect("protocol free");
+        let replicas = Replicas::new(
+            p.engine.store().clone(),
+            Arc::clone(p.executor.as_ref().expect("executor")),
+        );
+        tokio::spawn(service_streams::serve(incoming, replicas, stop.clone()));
+    }
+    // The orchestrator's node routes its services (as `[gateway] listen`).
+    let gateway = Gateway::with_streams(Some(orch.p2p.streams()));
+    let listening = ganglion_gateway::listen(
+        "127.0.0.1:0".parse().expect("addr"),
+        Arc::clone(&gateway),
+        stop.clone(),
+    )
+    .await
+    .expect("gateway listens");
+    tokio::spawn(services::route(
+        Arc::clone(&gateway),
+        orch.engine.store().clone(),
+        orch.indexer.clone(),
+        0,
+        Arc::new(orch.engine.handle()),
+        stop.clone(),
+    ));
+    let addr = listening.addr;
+
+    let job = orch
+        .engine
+        .submit(&service_spec(&image, 900_000))
+        .await
+        .expect("a service is locked");
+    let _cleanup = Cleanup::of(&job);
+    let name = services::service_name(&job);
+    for p in [&pa, &pb] {
+        wait_for("the replica running", || async {
+            let r = p.engine.provider_record(&job).expect("store")?;
+            (r.state == ProviderState::Running).then_some(())
+        })
+        .await;
+    }
+    // Both replicas pass their health checks through their providers' nodes.
+    wait_for("both replicas healthy at the gateway", || async {
+        let (status, _, body) = call(addr, "GET", "/_gateway/services", "").await;
+        let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
+        let replicas = v[&name]["replicas"].as_array()?.clone();
+        (status == 200 && replicas.len() == 2 && replicas.iter().all(|r| r["health"] == "healthy"))
+            .then_some(())
+    })
+    .await;
+
+    // The same texts through the gateway and through the model run directly.
+    let texts = ["A man is eating food.", "A man is eating a piece of bread."];
+    let body = serde_json::json!({ "texts": texts }).to_string();
+    let mut served_by = std::collections::BTreeSet::new();
+    let mut first: Option<serde_json::Value> = None;
+    // Eight at once: each goes to the replica with the fewest outstanding, so both serve.
+    let path = format!("/{name}/embed");
+    let answers = futures::future::join_all((0..8).map(|_| call(addr, "POST", &path, &body))).await;
+    for (status, headers, got) in answers {
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&got));
+        served_by.insert(header(&headers, "x-ganglion-replica").map(str::to_string));
+        let v: serde_json::Value = serde_json::from_slice(&got).expect("JSON");
+        match &first {
+            None => first = Some(v),
+            Some(f) => assert_eq!(f["embeddings"], v["embeddings"], "replicas agree"),
+        }
+    }
+    let through = first.expect("answered");
+    let mut direct_args = vec![
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--read-only",
+        "--tmpfs",
+        "/tmp",
+        "--user",
+        "65534:65534",
+        image.as_str(),
+        "python3",
+        "/workloads/embed_server.py",
+        "--embed",
+    ];
+    direct_args.extend(texts);
+    let out = Command::new("docker")
+        .args(&direct_args)
+        .output()
+        .expect("docker runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let direct: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(through["dim"], 384);
+    assert_eq!(
+        through["embeddings"], direct["embeddings"],
+        "gateway and direct run differ"
+    );
+    assert_eq!(
+        served_by.len(),
+        2,
+        "both replicas served concurrent requests: {served_by:?}"
+    );
+
+    // Another peer (provider B's node) is refused provider A's replica, naming why.
+    let a_peer = match pa.addr.iter().last() {
+        Some(libp2p::multiaddr::Protocol::P2p(peer)) => peer,
+        _ => panic!("provider A's address ends in its peer id: {}", pa.addr),
+    };
+    let refused = service_streams::open(
+        &mut pb.p2p.streams(),
+        a_peer,
+        Target {
+            job: job.0,
+            rank: 0,
+        },
+    )
+    .await
+    .map(|_| ())
+    .expect_err("only the orchestrator may");
+    assert!(
+        refused.to_string().contains("only the job's orchestrator"),
+        "{refused}"
+    );
+
+    // `job stop` ends the service: each provider stops its replica and claims.
+    let before = [chain.ntx_of(&pa.key_hash), chain.ntx_of(&pb.key_hash)];
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    orch.engine.handle().stop(&job).await.expect("stopped");
+    wait_for("Settled", || async {
+        let r = orch.engine.orchestrator_record(&job).expect("store")?;
+        assert_ne!(r.state, OrchestratorState::Expired, "{r:?}");
+        (r.state == OrchestratorState::Settled).then_some(())
+    })
+    .await;
+    let view = orch.indexer.job(&job, 0).expect("q").expect("known").value;
+    assert_eq!(view.status, ChainStatus::Claimed);
+    assert!(view.defaulters().is_empty(), "nobody defaulted");
+    for (i, (p, before)) in [&pa, &pb].into_iter().zip(before).enumerate() {
+        let claim = view.claims[i].expect("claimed");
+        assert!(claim.gpu_ms > 0, "replica {i} ran");
+        // One base unit per GPU-ms at RATE: the pay is the receipted GPU time exactly.
+        assert_eq!(claim.paid, claim.gpu_ms * RATE / 3_600_000, "replica {i}");
+        assert_eq!(view.assignments[i].rate, RATE);
+        assert_eq!(
+            chain.ntx_of(&p.key_hash),
+            before + claim.paid,
+            "replica {i}: the pay arrives whole (fees are paid in ADA)"
+        );
+    }
+    // `audit verify` passes every check of the settled service, as of a batch job (the
+    // escrow covers `replicas.max`; the assign placed `replicas.min`).
+    let evidence = ganglion_node::audit::evidence::gather(
+        &orch.indexer,
+        orch.blocks.as_ref() as &dyn ganglion_storage::blockstore::Blockstore,
+        Some(&orch.p2p),
+        &job,
+    )
+    .await
+    .expect("evidence gathered");
+    let report = ganglion_node::audit::checks::check(&evidence);
+    assert!(report.pass, "{report:#?}");
+    assert!(
+        report.checks.iter().any(|c| c.name == "payment[1]"),
+        "{report:#?}"
+    );
+    // The ended service is no longer routed.
+    wait_for("the service unrouted", || async {
+        gateway.service(&name).is_none().then_some(())
+    })
+    .await;
+    stop.cancel();
+    support::shutdown(chain, orch, vec![pa, pb]).await;
+}
+
+/// The replicas `/_gateway/services` shows healthy for `name`, by id.
+async fn healthy(addr: std::net::SocketAddr, name: &str) -> Vec<String> {
+    let (_, _, body) = call(addr, "GET", "/_gateway/services", "").await;
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    v[name]["replicas"]
+        .as_array()
+        .map(|rs| {
+            rs.iter()
+                .filter(|r| r["health"] == "healthy")
+                .filter_map(|r| r["replica"]["id"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Load on the service: `clients` clients posting embeddings back to back until `stop`;
+/// returns how many answers were not 200.
+fn drive(
+    addr: std::net::SocketAddr,
+    path: String,
+    clients: usize,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<usize> {
+    tokio::spawn(async move {
+        let body = serde_json::json!({ "texts": ["A man is eating food."] }).to_string();
+        let tasks: Vec<_> = (0..clients)
+            .map(|_| {
+                let (path, body, stop) = (path.clone(), body.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut failed = 0;
+                    while !stop.is_cancelled() {
+                        let (status, _, got) = call(addr, "POST", &path, &body).await;
+                        if status != 200 {
+                            if failed == 0 {
+                                eprintln!("under load: {status} {}", String::from_utf8_lossy(&got));
+                            }
+                            failed += 1;
+                        }
+                    }
+                    failed
+                })
+            })
+            .collect();
+        let mut failed = 0;
+        for t in tasks {
+            failed += t.await.unwrap_or(1);
+        }
+        failed
+    })
+}
+
+/// The whole loop on the devnet: load above the spec's target makes the gateway's autoscaler
+/// ask the engine for a second replica, which a `Rescale` adds (a second provider assigned
+/// under the same escrow); idle, the newest replica is released (its provider stops at its
+/// new `until`, claims and is paid its receipted GPU time at its rate); a provider's node
+/// killed leaves its replica failing, given up as lost, released and replaced by a third
+/// provider's, and the service answers again. Bounds are upper bounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_service_grows_with_load_shrinks_when_idle_and_replaces_a_lost_provider() {
+    let image = embed_image();
+    let chain = Chain::start().await;
+    let root = chain.dir.path().to_path_buf();
+    let mut idents = Vec::new();
+    for seed in 1..=3 {
+        idents.push(ProviderIdent::bonded(&chain, seed).await);
+    }
+    let orch = support::orchestrator(&chain, 0, &root.join("orch")).await;
+    let mut providers = Vec::new();
+    for (i, id) in idents.iter().enumerate() {
+        providers.push(support::provider(&chain, id, &root.join(format!("p{i}"))).await);
+    }
+    support::connect_market(&orch, &providers.iter().collect::<Vec<_>>(), 3).await;
+    let stop = CancellationToken::new();
+    for p in &providers {
+        let incoming = service_streams::accept(&mut p.p2p.streams()).expect("protocol free");
+        let replicas = Replicas::new(
+            p.engine.store().clone(),
+            Arc::clone(p.executor.as_ref().expect("executor")),
+        );
+        tokio::spawn(service_streams::serve(incoming, replicas, stop.clone()));
+    }
+    let gateway = Gateway::with_streams(Some(orch.p2p.streams()));
+    let addr = ganglion_gateway::listen(
+        "127.0.0.1:0".parse().expect("addr"),
+        Arc::clone(&gateway),
+        stop.clone(),
+    )
+    .await
+    .expect("gateway listens")
+    .addr;
+    tokio::spawn(services::route(
+        Arc::clone(&gateway),
+        orch.engine.store().clone(),
+        orch.indexer.clone(),
+        0,
+        Arc::new(orch.engine.handle()),
+        stop.clone(),
+    ));
+    let spec = scaled_spec(
+        &image,
+        900_000,
+        serde_json::json!({ "min": 1, "max": 2 }),
+        serde_json::json!({ "target_in_flight_per_replica": 1, "up_after_s": 2, "down_after_s": 5 }),
+    );
+    let job = orch.engine.submit(&spec).await.expect("locked");
+    let _cleanup = Cleanup::of(&job);
+    let name = services::service_name(&job);
+    let path = format!("/{name}/embed");
+    wait_for("one replica healthy", || async {
+        (healthy(addr, &name).await.len() == 1).then_some(())
+    })
+    .await;
+    let view = orch.indexer.job(&job, 0).expect("q").expect("known").value;
+    assert_eq!(view.assignments.len(), 1, "assigned with replicas.min");
+    assert_eq!(view.gpus, 2, "the escrow covers replicas.max");
+
+    // Load above the target: a second provider is added by a rescale and serves.
+    let load = CancellationToken::new();
+    let loaded_at = std::time::Instant::now();
+    let driving = drive(addr, path.clone(), 6, load.clone());
+    wait_for("a second replica healthy", || async {
+        (healthy(addr, &name).await.len() == 2).then_some(())
+    })
+    .await;
+    let grew_after = loaded_at.elapsed();
+    load.cancel();
+    assert_eq!(
+        driving.await.expect("load"),
+        0,
+        "every request under load answered 200"
+    );
+    let view = orch.indexer.job(&job, 0).expect("q").expect("known").value;
+    assert_eq!(view.assignments.len(), 2, "one provider added");
+    assert!(
+        view.assignments[1].started_at_ms > view.assignments[0].started_at_ms,
+        "the added provider's window starts at its rescale"
+    );
+    assert!(
+        grew_after < Duration::from_secs(60),
+        "second replica answering {grew_after:?} after the load began"
+    );
+
+    // Idle: the newest replica is released; its provider stops and is paid its receipted time.
+    let second = view.assignments[1].provider;
+    let p2 = providers
+        .iter()
+        .find(|p| p.key_hash == second)
+        .expect("the added provider");
+    let released = wait_for("the second replica released and paid", || async {
+        let v = orch.indexer.job(&job, 0).expect("q")?.value;
+        (v.assignments[1].until_ms < v.deadline_ms && v.has_claimed(1)).then_some(v)
+    })
+    .await;
+    let claim = released.claims[1].expect("claimed");
+    assert!(claim.gpu_ms > 0);
+    assert_eq!(claim.paid, claim.gpu_ms * RATE / 3_600_000);
+    let a = &released.assignments[1];
+    assert!(
+        claim.gpu_ms <= a.gpus * (a.until_ms - a.started_at_ms),
+        "paid within its own window"
+    );
+    wait_for("the released provider's record paid", || async {
+        let r = p2.engine.provider_record(&job).expect("store")?;
+        (r.state == ProviderState::Paid).then_some(())
+    })
+    .await;
+    assert_eq!(healthy(addr, &name).await.len(), 1, "out of rotation");
+
+    // The first provider's node dies: its replica is given up as lost and replaced.
+    let first = released.assignments[0].provider;
+    let at = providers
+        .iter()
+        .position(|p| p.key_hash == first)
+        .expect("the first provider");
+    let dead = providers.remove(at);
+    let killed_at = std::time::Instant::now();
+    dead.shutdown().await;
+    let replaced = wait_for("a replacement replica healthy", || async {
+        let v = orch.indexer.job(&job, 0).expect("q")?.value;
+        (v.assignments.len() == 3 && healthy(addr, &name).await == ["replica-2"]).then_some(v)
+    })
+    .await;
+    let recovered_after = killed_at.elapsed();
+    assert!(
+        replaced.assignments[0].until_ms < replaced.deadline_ms,
+        "the lost provider released: paid no further"
+    );
+    assert_ne!(replaced.assignments[2].provider, first);
+    assert_ne!(replaced.assignments[2].provider, second);
+    let (status, _, got) = call(
+        addr,
+        "POST",
+        &path,
+        &serde_json::json!({"texts": ["x"]}).to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&got));
+    assert!(
+        recovered_after < Duration::from_secs(120),
+        "full capacity {recovered_after:?} after the provider's node died"
+    );
+    eprintln!(
+        "service timings: second replica answering {grew_after:?} after the load began; \
+         full capacity {recovered_after:?} after a provider's node died"
+    );
+    // Ended: the replacement stops and claims (the dead node's share waits for its node).
+    orch.engine.handle().stop(&job).await.expect("stopped");
+    wait_for("the replacement paid", || async {
+        let v = orch.indexer.job(&job, 0).expect("q")?.value;
+        v.has_claimed(2).then_some(())
+    })
+    .await;
+    // `audit verify` re-derives the rescaled escrow from the chain: G6 replayed at the assign
+    // and each rescale, each provider's acceptance (the assign's, then each rescale's), each
+    // claim bounded by its own window and paid at its rate. Only the dead node's share is
+    // still open (it claims when its node comes back, or is slashed at the expire).
+    let evidence = ganglion_node::audit::evidence::gather(
+        &orch.indexer,
+        orch.blocks.as_ref() as &dyn ganglion_storage::blockstore::Blockstore,
+        Some(&orch.p2p),
+        &job,
+    )
+    .await
+    .expect("evidence gathered");
+    let report = ganglion_node::audit::checks::check(&evidence);
+    let failed: Vec<&str> = (report.checks.iter())
+        .filter(|c| !c.pass)
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(failed, ["status", "default[0]"], "{report:#?}");
+    let names: Vec<&str> = report.checks.iter().map(|c| c.name.as_str()).collect();
+    for n in [
+        "budget",
+        "acceptance[1]",
+        "acceptance[2]",
+        "claim_bound[1]",
+        "claim_bound[2]",
+        "payment[1]",
+        "payment[2]",
+    ] {
+        assert!(names.contains(&n), "check {n} missing from {names:?}");
+    }
+    stop.cancel();
+    support::shutdown(chain, orch, providers).await;
+}
