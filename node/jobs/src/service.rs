@@ -125,18 +125,17 @@ pub(crate) async fn step<S: Kv, E: Executor>(
     let mut added = Vec::new();
     let mut acceptances = Vec::new();
     let mut bond_refs = Vec::new();
-    if plan.add {
-        match one_more(ctx, r, view).await? {
-            Some(c) => match ask(ctx, &r.job_id, &c, view, accept_by_ms).await? {
-                Ok(accepted) => {
-                    added.push(accepted.assignment);
-                    acceptances.push(accepted.signature);
-                    bond_refs.push(accepted.bond);
-                    until_slot = until_slot.min(ctx.chain.slot_at(accept_by_ms));
-                }
-                Err((why, exclusion)) => exclude(ctx, r, &c, why, exclusion)?,
-            },
-            None => {}
+    if plan.add
+        && let Some(c) = one_more(ctx, r, view).await?
+    {
+        match ask(ctx, &r.job_id, &c, view, accept_by_ms).await? {
+            Ok(accepted) => {
+                added.push(accepted.assignment);
+                acceptances.push(accepted.signature);
+                bond_refs.push(accepted.bond);
+                until_slot = until_slot.min(ctx.chain.slot_at(accept_by_ms));
+            }
+            Err((why, exclusion)) => exclude(ctx, r, &c, why, exclusion)?,
         }
     }
     // A release pays one receipt interval after the latest moment the rescale can land.

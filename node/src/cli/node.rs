@@ -151,7 +151,7 @@ fn wait_for(dir: &std::path::Path, wait_s: u64) -> anyhow::Result<daemon::NodeIn
                 .started_at_ms()
                 .is_some_and(|at| at + SAME_START_SLACK_MS >= began_ms);
         match now {
-            Liveness::Up(info) => return Ok(info),
+            Liveness::Up(info) => return Ok(*info),
             Liveness::Starting { pid } if out_of_time => anyhow::bail!(
                 "the node on {} (pid {pid}) is still starting after {wait_s} s: its log says \
                  how far it got (`--wait` waits longer)",

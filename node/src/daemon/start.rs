@@ -68,7 +68,7 @@ impl StartRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Liveness {
     /// Up: `node.json` names a live process.
-    Up(NodeInfo),
+    Up(Box<NodeInfo>),
     /// Its process lives but has not written `node.json` yet.
     Starting {
         /// The process id.
@@ -131,7 +131,7 @@ fn liveness_of(
                     .as_ref()
                     .is_none_or(|s| s.pid == i.pid && s.error.is_none()) =>
         {
-            return Liveness::Up(i);
+            return Liveness::Up(Box::new(i));
         }
         other => other,
     };
@@ -185,12 +185,12 @@ mod tests {
         let alive = |live: &'static [u32]| move |pid: u32| live.contains(&pid);
         assert_eq!(
             liveness_of(Some(info(7)), Some(start(7, None)), alive(&[7])),
-            Liveness::Up(info(7))
+            Liveness::Up(Box::new(info(7)))
         );
         // A node.json from before the record's format: up when its process lives.
         assert_eq!(
             liveness_of(Some(info(7)), None, alive(&[7])),
-            Liveness::Up(info(7))
+            Liveness::Up(Box::new(info(7)))
         );
         assert_eq!(
             liveness_of(None, Some(start(8, None)), alive(&[8])),

@@ -21,6 +21,9 @@ use ganglion_contracts::{Error, Result};
 
 use super::{books, faked, passes_then_rejected, respend};
 
+/// A named change to an escrow's assignments, as an attack makes it.
+type Edit = Box<dyn Fn(&mut Vec<Assignment>)>;
+
 #[track_caller]
 fn assert_invalid_request<T: std::fmt::Debug>(r: Result<T>) {
     assert!(matches!(r, Err(Error::InvalidRequest(_))), "{r:?}");
@@ -315,14 +318,19 @@ fn orchestrator_changes_a_kept_assignment() {
     let orch = h.orch.clone();
     let good = rescale_draft(&h, &h.rescale_request(&job, &[1], &[]));
     let elsewhere = Payout::enterprise(h.orch.hash);
-    let edits: Vec<(&str, Box<dyn Fn(&mut Vec<Assignment>)>)> = vec![
+    let edits: Vec<(&str, Edit)> = vec![
         ("rate", Box::new(|a| a[0].rate += 1)),
         ("gpus", Box::new(|a| a[0].gpus = 1)),
         ("payout", Box::new(move |a| a[0].payout = elsewhere)),
         ("accept_by", Box::new(|a| a[0].accept_by_ms += 1)),
         ("started_at", Box::new(|a| a[0].started_at_ms -= 60_000)),
         ("until, later", Box::new(|a| a[0].until_ms += 1)),
-        ("dropped", Box::new(|a| drop(a.remove(0)))),
+        (
+            "dropped",
+            Box::new(|a| {
+                a.remove(0);
+            }),
+        ),
     ];
     for (what, edit) in edits {
         let broken = with_assignments(&good, |a| edit(a));
@@ -469,7 +477,7 @@ fn orchestrator_adds_a_provider_with_another_window() {
     let good = rescale_draft(&h, &h.rescale_request(&job, &[1], &[]));
     let now = h.world.now_ms();
     let deadline = job.deadline_ms;
-    let edits: Vec<(&str, Box<dyn Fn(&mut Vec<Assignment>)>)> = vec![
+    let edits: Vec<(&str, Edit)> = vec![
         (
             "started ten minutes before the rescale",
             Box::new(move |a| a[1].started_at_ms = now - 600_000),
