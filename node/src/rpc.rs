@@ -68,6 +68,7 @@ pub struct Api {
     locks: Option<Arc<dyn crate::job::WalletLocks>>,
     gpus: Option<Arc<GpuReport>>,
     storage: Option<ganglion_storage::pin::Embedded<ganglion_storage::blockstore::SledBlockstore>>,
+    gateway: Option<Arc<ganglion_gateway::Gateway>>,
 }
 
 impl Api {
@@ -95,7 +96,15 @@ impl Api {
             locks: None,
             gpus: None,
             storage: None,
+            gateway: None,
         })
+    }
+
+    /// The same API showing the load of the services `gateway` routes in `job_status`
+    /// (`[gateway] listen`).
+    pub fn with_gateway(mut self, gateway: Arc<ganglion_gateway::Gateway>) -> Self {
+        self.gateway = Some(gateway);
+        self
     }
 
     /// The same API answering `node_gpus` with a provider's start-up report (inventory plus
@@ -420,7 +429,37 @@ fn status_of<S: Copy + serde::Serialize, D>(
         links: vec![],
         successor: None,
         predecessor: None,
+        service: None,
     }
+}
+
+/// A service's replicas (the engine's count wanted and running assignments), its load at this
+/// node's gateway (when it routes one) and its cost so far from its shares.
+fn service_of(
+    api: &Api,
+    job: &ganglion_contracts::v2::datum::JobId,
+    nodes: &[ganglion_rpc::types::JobNode],
+) -> RpcResult<ganglion_rpc::types::JobService> {
+    let (wanted, running) = jobs_of(api)?.replicas(job).map_err(|e| codes::engine(&e))?;
+    let name = crate::daemon::services::service_name(job);
+    let load = api
+        .gateway
+        .as_ref()
+        .and_then(|g| g.status().remove(&name))
+        .map(|s| ganglion_rpc::types::ServiceLoad {
+            healthy: s.load.healthy,
+            in_flight: s.load.in_flight,
+            requests_per_s: s.load.requests_per_s,
+            p50_ms: s.load.p50_ms,
+            p90_ms: s.load.p90_ms,
+        });
+    Ok(ganglion_rpc::types::JobService {
+        name,
+        wanted,
+        running,
+        load,
+        cost_so_far: shares::cost_so_far(nodes).into(),
+    })
 }
 
 async fn statuses(
@@ -445,6 +484,9 @@ async fn statuses(
             let running = jobs_of(api)?.running(job).map_err(|e| codes::engine(&e))?;
             shares::mark_running(&mut s.nodes, &running);
             shares::mark_groups(&mut s.nodes, &o.detail.chosen);
+        }
+        if o.detail.spec.kind == ganglion_market::JobKind::Service {
+            s.service = Some(service_of(api, job, &s.nodes)?);
         }
         out.push(s);
     }

@@ -199,7 +199,7 @@ pub struct JobTx {
 }
 
 /// `job_status` / `job_cancel`: one role's record of a job.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobStatus {
     /// Job id, hex.
     pub job_id: String,
@@ -238,6 +238,9 @@ pub struct JobStatus {
     /// one matches again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predecessor: Option<String>,
+    /// A service's replicas, load and cost (`kind: service`, orchestrator only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<JobService>,
 }
 
 /// One assigned provider's share of a job, from the chain (its assignment and its claim's
@@ -270,6 +273,45 @@ pub struct JobNode {
     /// absent without groups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<u32>,
+    /// Its rate, NTX base units per GPU-hour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Amount>,
+    /// A service's replica released by a rescale: paid up to this time (POSIX ms), then it
+    /// stops and claims. Absent while it runs to the deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_until_ms: Option<u64>,
+}
+
+/// A service's replicas, load and cost as its orchestrator's node sees them (`kind: service`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobService {
+    /// Routed as `/<name>/…` on the node's gateway (`[gateway] listen`).
+    pub name: String,
+    /// Replicas wanted now, within the spec's `replicas.min..=replicas.max`.
+    pub wanted: u32,
+    /// Assignment indices running: not claimed, not released, not given up as lost.
+    pub running: Vec<u64>,
+    /// The gateway's load over its last 10 s; absent when this node routes no gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<ServiceLoad>,
+    /// NTX base units the service has cost so far: what its claims paid, plus the GPU time
+    /// the running replicas reported in their last acknowledged heartbeats, at their rates.
+    pub cost_so_far: Amount,
+}
+
+/// A service's load at its gateway over the last 10 s.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ServiceLoad {
+    /// Replicas taking requests.
+    pub healthy: u32,
+    /// Requests outstanding now.
+    pub in_flight: u32,
+    /// Responses per second.
+    pub requests_per_s: f64,
+    /// Median time to the response head, ms.
+    pub p50_ms: Option<f64>,
+    /// 90th percentile time to the response head, ms.
+    pub p90_ms: Option<f64>,
 }
 
 /// `job_buildLock` result: the unsigned lock for a CIP-30 wallet.
@@ -408,8 +450,26 @@ mod tests {
             logs: Some(String::new()),
             reason: Some(String::new()),
             group: Some(0),
+            rate: Some(1.into()),
+            released_until_ms: Some(1),
         };
         assert_eq!(documented(&schemas["JobNode"]), served(&node));
+        let load = ServiceLoad {
+            healthy: 1,
+            in_flight: 0,
+            requests_per_s: 1.0,
+            p50_ms: Some(1.0),
+            p90_ms: Some(1.0),
+        };
+        assert_eq!(documented(&schemas["ServiceLoad"]), served(&load));
+        let service = JobService {
+            name: String::new(),
+            wanted: 1,
+            running: vec![0],
+            load: Some(load),
+            cost_so_far: 1.into(),
+        };
+        assert_eq!(documented(&schemas["JobService"]), served(&service));
         let quote = JobQuote {
             placeable: false,
             nodes: vec![QuotedNode {

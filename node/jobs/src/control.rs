@@ -77,6 +77,13 @@ pub trait JobControl: Send + Sync {
     /// # Errors
     /// Store errors.
     fn all_records(&self) -> Result<(Vec<OrchestratorRecord>, Vec<ProviderRecord>), EngineError>;
+
+    /// The replicas the service `job` wants and the indices of its running assignments (not
+    /// claimed, not released, not given up as lost), as the escrow shows them now.
+    ///
+    /// # Errors
+    /// [`EngineError::State`]: an unknown job; the indexer's store.
+    fn replicas(&self, job: &JobId) -> Result<(u32, Vec<u64>), EngineError>;
 }
 
 /// A cloneable handle on a running engine's jobs.
@@ -112,30 +119,6 @@ impl<S: Kv + 'static, E: Executor + 'static> EngineHandle<S, E> {
     pub async fn replica_lost(&self, job: &JobId, index: u64) -> Result<u32, EngineError> {
         let _guard = self.ctx.actions.lock().await;
         super::service::lost(&self.ctx, job, index)
-    }
-
-    /// The replicas the service `job` wants and the indices of its running assignments (not
-    /// claimed, not released, not given up as lost), as the escrow shows them now.
-    ///
-    /// # Errors
-    /// [`EngineError::State`]: an unknown job, or not a service; the indexer's store.
-    pub fn replicas(&self, job: &JobId) -> Result<(u32, Vec<u64>), EngineError> {
-        let r = self
-            .ctx
-            .store
-            .get::<OrchestratorRole>(job)?
-            .ok_or_else(|| EngineError::State {
-                job: *job,
-                reason: "no such job".into(),
-            })?;
-        let running = match self.ctx.indexer.job(job, self.ctx.config.depth)? {
-            Some(c) => super::service::running(&c.value)
-                .into_iter()
-                .filter(|i| !r.detail.scaling.lost.contains(i))
-                .collect(),
-            None => Vec::new(),
-        };
-        Ok((r.detail.scaling.wanted_of(&r.detail.spec), running))
     }
 }
 
@@ -202,5 +185,24 @@ impl<S: Kv + 'static, E: Executor + 'static> JobControl for EngineHandle<S, E> {
             self.ctx.store.all::<OrchestratorRole>()?,
             self.ctx.store.all::<ProviderRole>()?,
         ))
+    }
+
+    fn replicas(&self, job: &JobId) -> Result<(u32, Vec<u64>), EngineError> {
+        let r = self
+            .ctx
+            .store
+            .get::<OrchestratorRole>(job)?
+            .ok_or_else(|| EngineError::State {
+                job: *job,
+                reason: "no such job".into(),
+            })?;
+        let running = match self.ctx.indexer.job(job, self.ctx.config.depth)? {
+            Some(c) => super::service::running(&c.value)
+                .into_iter()
+                .filter(|i| !r.detail.scaling.lost.contains(i))
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok((r.detail.scaling.wanted_of(&r.detail.spec), running))
     }
 }

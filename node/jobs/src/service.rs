@@ -125,17 +125,30 @@ pub(crate) async fn step<S: Kv, E: Executor>(
     let mut added = Vec::new();
     let mut acceptances = Vec::new();
     let mut bond_refs = Vec::new();
-    if plan.add
-        && let Some(c) = one_more(ctx, r, view).await?
-    {
-        match ask(ctx, &r.job_id, &c, view, accept_by_ms).await? {
-            Ok(accepted) => {
-                added.push(accepted.assignment);
-                acceptances.push(accepted.signature);
-                bond_refs.push(accepted.bond);
-                until_slot = until_slot.min(ctx.chain.slot_at(accept_by_ms));
+    if plan.add {
+        match one_more(ctx, r, view).await? {
+            Some(c) => match ask(ctx, &r.job_id, &c, view, accept_by_ms).await? {
+                Ok(accepted) => {
+                    added.push(accepted.assignment);
+                    acceptances.push(accepted.signature);
+                    bond_refs.push(accepted.bond);
+                    until_slot = until_slot.min(ctx.chain.slot_at(accept_by_ms));
+                }
+                Err((why, exclusion)) => exclude(ctx, r, &c, why, exclusion)?,
+            },
+            // Nobody to add on today's market: said in the record (`job status`), once.
+            None => {
+                let why = format!(
+                    "{wanted} replicas wanted, {} running: no provider on the market can take \
+                     one more",
+                    running(view).len().saturating_sub(plan.release.len())
+                );
+                if r.detail.last_error.as_deref() != Some(why.as_str()) {
+                    let mut d = r.detail.clone();
+                    d.last_error = Some(why);
+                    ctx.store.set_detail::<OrchestratorRole>(&r.job_id, d)?;
+                }
             }
-            Err((why, exclusion)) => exclude(ctx, r, &c, why, exclusion)?,
         }
     }
     // A release pays one receipt interval after the latest moment the rescale can land.

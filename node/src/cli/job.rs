@@ -153,8 +153,32 @@ fn human(s: &JobStatus) -> String {
         if let Some(paid) = &n.paid {
             out.push_str(&format!(", paid {}", ntx_text(paid.get())));
         }
+        if let Some(until) = n.released_until_ms {
+            out.push_str(&format!(", released (paid until {until} ms)"));
+        }
         if let Some(why) = &n.reason {
             out.push_str(&format!("\n    why: {why}"));
+        }
+    }
+    if let Some(svc) = &s.service {
+        out.push_str(&format!(
+            "\n  service /{}/: {} replica{} running ({} wanted), cost so far {}",
+            svc.name,
+            svc.running.len(),
+            if svc.running.len() == 1 { "" } else { "s" },
+            svc.wanted,
+            ntx_text(svc.cost_so_far.get())
+        ));
+        if let Some(l) = &svc.load {
+            let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1} ms"));
+            out.push_str(&format!(
+                "\n    gateway (last 10 s): {} healthy, {} in flight, {:.1} requests/s, p50 {}, p90 {}",
+                l.healthy,
+                l.in_flight,
+                l.requests_per_s,
+                ms(l.p50_ms),
+                ms(l.p90_ms)
+            ));
         }
     }
     if !s.links.is_empty() {
@@ -902,6 +926,8 @@ mod tests {
             logs: None,
             reason: None,
             group,
+            rate: None,
+            released_until_ms: None,
         };
         let status = JobStatus {
             job_id: "00".repeat(32),
@@ -915,6 +941,7 @@ mod tests {
             links: vec![],
             successor: None,
             predecessor: None,
+            service: None,
         };
         let text = human(&status);
         assert!(
@@ -1004,6 +1031,7 @@ mod tests {
             links: vec![],
             successor: None,
             predecessor: None,
+            service: None,
         }
     }
 

@@ -572,6 +572,15 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
     if let Some(report) = gpu_report {
         api = api.with_gpus(report);
     }
+    // The service gateway (`[gateway] listen`), shown in `job_status` too.
+    let service_gateway = r
+        .settings
+        .gateway
+        .listen
+        .map(|_| ganglion_gateway::Gateway::with_streams(Some(client.streams())));
+    if let Some(gateway) = &service_gateway {
+        api = api.with_gateway(gateway.clone());
+    }
     let module = api
         .with_engine(engine.handle())
         .with_storage(pinner)
@@ -671,9 +680,8 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
         }
         None => None,
     };
-    let gateway = match r.settings.gateway.listen {
-        Some(addr) => {
-            let gateway = ganglion_gateway::Gateway::with_streams(Some(client.streams()));
+    let gateway = match (r.settings.gateway.listen, service_gateway) {
+        (Some(addr), Some(gateway)) => {
             let listening =
                 ganglion_gateway::server::listen(addr, gateway.clone(), http_stop.clone()).await?;
             let addr = listening.addr;
@@ -690,7 +698,7 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             });
             Some(addr)
         }
-        None => None,
+        _ => None,
     };
     let info = NodeInfo {
         pid: std::process::id(),

@@ -26,12 +26,12 @@ use libp2p::PeerId;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::job::EngineHandle;
 use crate::job::cluster::peers_of;
 use crate::job::engine::{OrchestratorRole, ProviderRecord, ProviderRole};
 use crate::job::service::running;
 use crate::job::state::ProviderState;
 use crate::job::store::JobStore;
+use crate::job::{EngineHandle, JobControl};
 use ganglion_contracts::v2::datum::JobId;
 use ganglion_gateway::{Autoscaler, Controller, Fleet};
 
@@ -140,7 +140,7 @@ pub trait Scaler: Send + Sync + 'static {
 
 impl<S: Kv + 'static, E: Executor + 'static> Scaler for EngineHandle<S, E> {
     fn replicas(&self, job: &JobId) -> Result<(u32, Vec<u64>), String> {
-        EngineHandle::replicas(self, job).map_err(|e| e.to_string())
+        JobControl::replicas(self, job).map_err(|e| e.to_string())
     }
 
     fn scale(&self, job: JobId, wanted: u32) -> BoxFuture<'_, Result<u32, String>> {

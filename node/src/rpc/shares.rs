@@ -91,9 +91,26 @@ fn nodes_of(view: &AuditJob) -> Vec<JobNode> {
                 logs: att.map(|t| t.logs.clone()).filter(|c| !c.is_empty()),
                 reason: None,
                 group: None,
+                rate: Some(a.rate),
+                released_until_ms: a.until_ms.filter(|u| *u < view.deadline_ms),
             }
         })
         .collect()
+}
+
+/// What a job has cost so far, NTX base units: each claimed share's pay, and each share still
+/// running its reported GPU time at its rate (`⌊gpu_ms × rate / 3 600 000⌋`, as a claim pays).
+pub(super) fn cost_so_far(nodes: &[JobNode]) -> u64 {
+    nodes
+        .iter()
+        .map(|n| match (n.paid, n.gpu_ms, n.rate) {
+            (Some(paid), _, _) => paid.get(),
+            (None, Some(gpu_ms), Some(rate)) => {
+                ganglion_contracts::v2::rules::pay_for(gpu_ms, rate.get())
+            }
+            _ => 0,
+        })
+        .sum()
 }
 
 /// A share that did not deliver: its provider defaulted, or attested a non-zero exit code.

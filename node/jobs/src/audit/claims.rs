@@ -135,19 +135,8 @@ fn check_budget(e: &Evidence) -> Check {
     for r in &e.job.history {
         let at = format!("tx {} at slot {}", hex::encode(r.meta.tx_hash), r.meta.slot);
         match &r.event {
-            Event::JobAssigned { assignments: a, .. } => assignments = a.clone(),
-            Event::JobRescaled {
-                added, released, ..
-            } => {
-                for rel in released {
-                    if let Some(a) = usize::try_from(rel.index)
-                        .ok()
-                        .and_then(|i| assignments.get_mut(i))
-                    {
-                        a.until_ms = rel.until_ms;
-                    }
-                }
-                assignments.extend(added.iter().cloned());
+            Event::JobAssigned { .. } | Event::JobRescaled { .. } => {
+                apply_change(&mut assignments, &r.event);
             }
             Event::JobClaimed { index, paid: p, .. } => {
                 claimed.push(*index);
@@ -186,6 +175,37 @@ fn check_budget(e: &Evidence) -> Check {
             held.join("; ")
         ),
     )
+}
+
+/// The assignments as the chain's events leave them: the assign's, each rescale's releases
+/// applied and its added providers appended (re-derived here, not read from the view).
+fn assignments(e: &Evidence) -> Vec<Assignment> {
+    let mut out: Vec<Assignment> = Vec::new();
+    for r in &e.job.history {
+        apply_change(&mut out, &r.event);
+    }
+    out
+}
+
+/// `event`'s change to the assignments, if it is an assign or a rescale.
+fn apply_change(assignments: &mut Vec<Assignment>, event: &Event) {
+    match event {
+        Event::JobAssigned { assignments: a, .. } => *assignments = a.clone(),
+        Event::JobRescaled {
+            added, released, ..
+        } => {
+            for rel in released {
+                if let Some(a) = usize::try_from(rel.index)
+                    .ok()
+                    .and_then(|i| assignments.get_mut(i))
+                {
+                    a.until_ms = rel.until_ms;
+                }
+            }
+            assignments.extend(added.iter().cloned());
+        }
+        _ => {}
+    }
 }
 
 /// The acceptance signatures of every assignment in order: the assign's, then each rescale's
@@ -440,7 +460,7 @@ pub(super) fn check(e: &Evidence, terms: &ReceiptTerms) -> Report {
         // Every assignment as the escrow ends with it: the assign's, then those rescales
         // added, each with its own window (releases applied).
         let acceptances = acceptances(e);
-        for (i, a) in e.job.assignments.iter().enumerate() {
+        for (i, a) in assignments(e).iter().enumerate() {
             checks.push(check_bond_key(e, i, a));
             checks.push(check_acceptance(
                 e,

@@ -7,8 +7,9 @@
 //! cleanly; the CLI (`audit verify|job|provider`, `market`, `provider bond|offers`) answers
 //! with `--json` from the running nodes; `GET /metrics` of the orchestrator and a provider
 //! counts the settled job, its dispatch latency, peers, offers and the chain tip lag; a node
-//! whose indexer store fails stops and names it (`supervisor`, root). Docker is required (the
-//! providers run the probe container).
+//! whose indexer store fails stops and names it (`supervisor`, root); an orchestrator with
+//! `[gateway] listen` routes its service to the providers' replicas (`service`). Docker is
+//! required (the providers run the probe container).
 
 use super::lifecycle::support;
 
@@ -17,6 +18,7 @@ mod detected_gpus;
 mod metrics;
 mod npm_client;
 mod overlay_port;
+mod service;
 mod supervisor;
 mod unusable_gpus;
 
@@ -244,6 +246,15 @@ impl Network {
     /// of that server (`[indexer] store`) and serves the index's read API (`[indexer]
     /// listen`, its address in `node.json`).
     async fn start_with(postgres: Option<ganglion_testnet::postgres::Cluster>) -> Self {
+        Self::start_configured(postgres, "").await
+    }
+
+    /// [`Self::start_with`], with `orchestrator_extra` TOML appended to the orchestrator's
+    /// config.
+    async fn start_configured(
+        postgres: Option<ganglion_testnet::postgres::Cluster>,
+        orchestrator_extra: &str,
+    ) -> Self {
         let chain = Chain::start().await;
         let root = chain.dir.path().to_path_buf();
         let _ = support::probe_image();
@@ -267,7 +278,7 @@ impl Network {
                     .expect("a database for the orchestrator's index")
             ),
             None => String::new(),
-        };
+        } + orchestrator_extra;
         let orch = start_with(&mut kids, &orch_node, "orchestrator", &extra);
         assert!(orch.bond.is_none(), "an orchestrator posts no bond");
         assert!(!orch.p2p.is_empty());

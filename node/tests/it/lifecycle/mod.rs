@@ -22,7 +22,7 @@ mod quote;
 mod rematch;
 mod restart;
 mod rpc;
-mod service;
+pub(super) mod service;
 mod settle;
 mod silent;
 mod stop;

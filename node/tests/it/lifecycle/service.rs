@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::support::{self, Chain, ProviderIdent, RATE, World, wait_for};
 
 /// The embedding image, built when absent (about half a minute once the torch image exists).
-fn embed_image() -> String {
+pub(crate) fn embed_image() -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/build-embed-image.sh");
     let out = Command::new("bash")
         .arg(&script)
@@ -57,7 +57,7 @@ fn scaled_spec(
 }
 
 /// Two replicas of one GPU each, health checked every second, until `deadline_in_ms` from now.
-fn service_spec(image: &str, deadline_in_ms: u64) -> Ensemble {
+pub(crate) fn service_spec(image: &str, deadline_in_ms: u64) -> Ensemble {
     let fits_s =
         deadline_in_ms.saturating_sub(ganglion_node::job::terms::SETTLE_MARGIN_MS + 1_000) / 1000;
     let json = serde_json::json!({
@@ -82,7 +82,7 @@ fn service_spec(image: &str, deadline_in_ms: u64) -> Ensemble {
 }
 
 /// One HTTP/1.1 exchange (`Connection: close`): status, headers (lower-case names), body.
-async fn call(
+pub(crate) async fn call(
     addr: std::net::SocketAddr,
     method: &str,
     path: &str,
@@ -121,10 +121,10 @@ async fn call(
 /// left on this Docker Engine: replicas of a provider node the test killed, or of a service
 /// still running when a test fails (an engine's stop leaves containers to its next start's
 /// recovery, which a test never runs; leaked networks exhaust Docker's address pools).
-struct Cleanup(String);
+pub(crate) struct Cleanup(String);
 
 impl Cleanup {
-    fn of(job: &ganglion_contracts::v2::datum::JobId) -> Self {
+    pub(crate) fn of(job: &ganglion_contracts::v2::datum::JobId) -> Self {
         // Executor ids and their network names start with the job id's first 40 hex digits.
         Self(hex::encode(job.0)[..40].to_string())
     }
@@ -341,7 +341,7 @@ async fn a_service_runs_on_two_providers_behind_the_orchestrators_gateway_and_is
 }
 
 /// The replicas `/_gateway/services` shows healthy for `name`, by id.
-async fn healthy(addr: std::net::SocketAddr, name: &str) -> Vec<String> {
+pub(crate) async fn healthy(addr: std::net::SocketAddr, name: &str) -> Vec<String> {
     let (_, _, body) = call(addr, "GET", "/_gateway/services", "").await;
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     v[name]["replicas"]
