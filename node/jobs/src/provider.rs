@@ -932,8 +932,8 @@ async fn dispatch<S: Kv + 'static, E: Executor + 'static>(
 ///
 /// # Errors
 /// The refusal, as recorded and logged: the escrow's budget left cannot pay every running
-/// assignment at its rate for `max_duration_s` ([`terms::TermsError::BudgetBelowWindow`]), or no time is left
-/// before the deadline ([`terms::TermsError::DurationPastDeadline`]).
+/// assignment at its rate for `max_duration_s` ([`terms::TermsError::BudgetBelowWindow`]),
+/// or no time is left before the deadline ([`terms::TermsError::DurationPastDeadline`]).
 fn admitted_run_s(
     view: &ganglion_indexer::JobView,
     max_duration_s: u64,

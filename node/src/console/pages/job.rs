@@ -9,7 +9,7 @@ use maud::{Markup, html};
 
 use ganglion_jobs::state::{OrchestratorState, ProviderState};
 use ganglion_rpc::audit::{AuditJob, AuditReport, MatrixPair};
-use ganglion_rpc::types::JobStatus;
+use ganglion_rpc::types::{JobService, JobStatus};
 
 use super::super::html::{self as h, amount};
 use super::super::source::{Source, SourceError};
@@ -117,6 +117,7 @@ fn record(r: &JobStatus) -> Markup {
             @if let Some(e) = &r.last_error { p.error { "Last problem: " (e) } }
             @if let Some(s) = &r.successor { p.notice { "Its network did not form; matched again as " (h::job_link(s)) "." } }
             @if let Some(p) = &r.predecessor { p.notice { "Matches again the job " (h::job_link(p)) ", whose network did not form." } }
+            @if let Some(s) = &r.service { (service(s)) }
             h3 { "Timeline" }
             ol.timeline {
                 @for t in &r.history {
@@ -140,7 +141,8 @@ fn record(r: &JobStatus) -> Markup {
                             td.gpu-ms { @if let Some(g) = n.gpu_ms { span data-v=(g) { (h::grouped(g)) } } @else { "—" } }
                             td.paid { @if let Some(p) = n.paid { (amount(p.get(), "NTX")) } @else { "—" } }
                             td { @if let Some(l) = &n.logs { (h::cid_short(l, true, Some("log.txt"))) } @else { "—" } }
-                            td { @if let Some(w) = &n.reason { (w) } }
+                            td { @if let Some(w) = &n.reason { (w) }
+                                 @if let Some(u) = n.released_until_ms { "released: paid until " (h::time(u)) } }
                         }
                     }
                 }))
@@ -148,6 +150,31 @@ fn record(r: &JobStatus) -> Markup {
                     a href={ "/jobs/" (r.job_id) "/outputs" } { "Outputs" } }
             }
             @if !r.links.is_empty() { (links(&r.links)) }
+        }
+    }
+}
+
+/// A service's replicas, its load at this node's gateway and its cost so far.
+fn service(s: &JobService) -> Markup {
+    let ms = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.1} ms"));
+    html! {
+        section.service data-running=(s.running.len()) data-wanted=(s.wanted) {
+            h3 { "Service" }
+            p { "Routed at " code { "/" (s.name) "/" } " on this node's gateway: "
+                (s.running.len()) " of " (s.wanted) " replicas wanted running; cost so far "
+                (amount(s.cost_so_far.get(), "NTX")) "." }
+            @if let Some(l) = &s.load {
+                (h::table(&["Healthy", "In flight", "Requests/s", "p50", "p90"], html! {
+                    tr.load {
+                        td { (l.healthy) } td { (l.in_flight) }
+                        td { (format!("{:.1}", l.requests_per_s)) }
+                        td { (ms(l.p50_ms)) } td { (ms(l.p90_ms)) }
+                    }
+                }))
+                p.notice { "Over the gateway's last 10 s." }
+            } @else {
+                p.notice { "This node routes no gateway (`[gateway] listen`): no load to show." }
+            }
         }
     }
 }
@@ -282,4 +309,39 @@ pub async fn outputs(source: &Source, id: &str) -> Markup {
         }
     };
     h::page("Outputs", "/jobs", body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ganglion_rpc::types::ServiceLoad;
+
+    #[test]
+    fn a_services_record_shows_its_replicas_load_and_cost() {
+        let s = JobService {
+            name: "abababababababab".into(),
+            wanted: 3,
+            running: vec![0, 2],
+            load: Some(ServiceLoad {
+                healthy: 2,
+                in_flight: 5,
+                requests_per_s: 41.25,
+                p50_ms: Some(4.4),
+                p90_ms: None,
+            }),
+            cost_so_far: 2_500_000.into(),
+        };
+        let page = service(&s).into_string();
+        for want in [
+            "/abababababababab/",
+            "2 of 3 replicas wanted running",
+            "41.2",
+            "4.4 ms",
+            "data-wanted=\"3\"",
+        ] {
+            assert!(page.contains(want), "{want} not in {page}");
+        }
+        let unrouted = service(&JobService { load: None, ..s }).into_string();
+        assert!(unrouted.contains("no load to show"), "{unrouted}");
+    }
 }
