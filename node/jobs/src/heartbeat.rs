@@ -315,6 +315,10 @@ pub(crate) async fn beat<S: Kv, E: Executor>(
             StopReason::Silent { missed } => {
                 format!("the orchestrator sent no receipt for {missed} intervals")
             }
+            // A service's replica released by a rescale: its window ends before the deadline.
+            StopReason::Deadline if terms.until_ms < view.deadline_ms => {
+                "the orchestrator released this replica: its paid window ends".to_string()
+            }
             StopReason::Deadline => "the escrow's deadline is near".to_string(),
         };
         tracing::warn!(job = %r.job_id, %why, "stopping the job");

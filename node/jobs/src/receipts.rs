@@ -122,8 +122,9 @@ pub enum StopReason {
         /// Intervals missed.
         missed: u64,
     },
-    /// The deadline (minus the margin) has come.
-    #[error("the deadline is near")]
+    /// The end of the assignment's paid window (the deadline, or its release by a rescale),
+    /// minus the margin, has come.
+    #[error("the paid window's end is near")]
     Deadline,
 }
 

@@ -22,7 +22,9 @@ pub(crate) enum Command {
     /// three provider nodes (2, 2 and 4 declared GPUs) as processes, a 4-GPU job on two of them.
     Demo {
         /// The workload the job runs: `torch` (PyTorch DDP, 4 ranks over the overlay; the image
-        /// is built on first use, about 3 minutes) or `smoke` (the tiny probe image).
+        /// is built on first use, about 3 minutes), `smoke` (the tiny probe image) or
+        /// `service` (an embedding service scaled with load and failed over; runs its own
+        /// sequence, `--scenario` is not used).
         #[arg(long, value_enum, default_value = "torch")]
         workload: Workload,
         /// What happens to the job: each possible value is described below.
@@ -410,6 +412,29 @@ fn render(s: &Summary) -> String {
         "  last claim -> end's block:              {}",
         opt(n.last_attestation_to_end_block_s)
     );
+    if let Some(v) = &s.service {
+        let _ = writeln!(out, "service:");
+        let _ = writeln!(
+            out,
+            "  load -> second replica answering:       {}",
+            opt(v.scale_up_s)
+        );
+        let _ = writeln!(
+            out,
+            "  idle -> back to one replica:            {}",
+            opt(v.scale_down_s)
+        );
+        let _ = writeln!(
+            out,
+            "  provider killed -> replacement answers: {}",
+            opt(v.failover_s)
+        );
+        let _ = writeln!(
+            out,
+            "  requests: {} answered 200, {} not",
+            v.requests_ok, v.requests_failed
+        );
+    }
     let _ = writeln!(out, "lock -> {}: {:.1} s", s.state, s.lock_to_end_s);
     let failed: Vec<_> = s.audit.checks.iter().filter(|c| !c.pass).collect();
     let _ = writeln!(

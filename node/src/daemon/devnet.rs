@@ -200,6 +200,9 @@ pub struct NodeNet {
     pub relay_via_bootstrap: bool,
     /// `[console] listen` on `ip` at this port (0 = any free port); `None` = no console.
     pub console_port: Option<u16>,
+    /// `[gateway] listen` on `ip` at this port (0 = any free port); `None` = no service
+    /// gateway.
+    pub gateway_port: Option<u16>,
 }
 
 impl Default for NodeNet {
@@ -210,6 +213,7 @@ impl Default for NodeNet {
             relay_server: false,
             relay_via_bootstrap: false,
             console_port: None,
+            gateway_port: None,
         }
     }
 }
@@ -264,6 +268,12 @@ impl DevnetNode {
         if let Some(port) = self.net.console_port {
             t.push_str(&format!(
                 "\n[console]\nlisten = {}\n",
+                quote(&SocketAddr::from((self.net.ip, port)).to_string())
+            ));
+        }
+        if let Some(port) = self.net.gateway_port {
+            t.push_str(&format!(
+                "\n[gateway]\nlisten = {}\n",
                 quote(&SocketAddr::from((self.net.ip, port)).to_string())
             ));
         }
@@ -420,6 +430,7 @@ mod tests {
                 relay_server: false,
                 relay_via_bootstrap: true,
                 console_port: Some(7080),
+                gateway_port: Some(8080),
             },
         };
         let s = Settings::from_toml(&node.to_toml()).expect("parses");
@@ -427,6 +438,10 @@ mod tests {
         assert_eq!(
             s.console.listen.map(|a| a.to_string()).as_deref(),
             Some("192.168.31.2:7080")
+        );
+        assert_eq!(
+            s.gateway.listen.map(|a| a.to_string()).as_deref(),
+            Some("192.168.31.2:8080")
         );
         assert_eq!(
             s.p2p.listen,

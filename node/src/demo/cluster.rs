@@ -122,6 +122,7 @@ impl Cluster {
                     relay_server: false,
                     relay_via_bootstrap: true,
                     console_port: None,
+                    gateway_port: None,
                 },
                 Some(h.netns.clone()),
             ),
@@ -188,6 +189,9 @@ impl Cluster {
         if console {
             node.net.console_port = Some(0);
         }
+        // The service gateway (`[gateway] listen`) on any free port: the service workload's
+        // requests go there.
+        node.net.gateway_port = Some(0);
         let info = self.start(&node, "orchestrator")?;
         self.orchestrator = Some((info.clone(), node.data_dir));
         Ok(info)
@@ -219,6 +223,16 @@ impl Cluster {
         self.providers
             .push((p.name.to_string(), info.clone(), node.data_dir));
         Ok(info)
+    }
+
+    /// The index in [`PROVIDERS`] of the started provider whose payment key hash is
+    /// `key_hash` (hex).
+    pub fn provider_index_of(&self, key_hash: &str) -> Option<usize> {
+        let (name, _, _) = self
+            .providers
+            .iter()
+            .find(|(_, info, _)| info.payment_key_hash == key_hash)?;
+        PROVIDERS.iter().position(|p| p.name == name)
     }
 
     /// Provider `name`'s data dir, once started.

@@ -11,10 +11,13 @@
 //! - [`deploy`]: the validator published as a reference script on the devnet.
 //! - [`cluster`]: the node processes (configs written by [`crate::daemon::devnet`]).
 //! - [`torch`]: the PyTorch DDP workload (`--workload torch`, the default) and its checksums.
+//! - [`service`]: the inference service workload (`--workload service`): scaled with load,
+//!   failed over, stopped, its killed provider slashed at the expiry.
 //! - [`chainlog`]: the blocks as forged (block, slot, time, fees of the job's transactions).
 //!
 //! Scenarios: `settle`, and `provider-loss` (one assigned provider SIGKILLed while its
 //! container runs; the job expires at its deadline, [`LOSS_DEADLINE_MS`] after the lock).
+//! The service workload runs its own sequence ([`service`]).
 //!
 //! Networking ([`DemoNetwork`]): where the machine allows it (root, `ip`, `iptables`) each
 //! provider runs in its own network namespace behind its own NAT ([`natnet`]): the
@@ -26,6 +29,7 @@ pub mod chainlog;
 pub mod cluster;
 pub mod deploy;
 pub mod natnet;
+pub mod service;
 pub mod torch;
 
 use std::path::PathBuf;
@@ -114,6 +118,13 @@ pub enum Workload {
     /// The tiny static probe image (`scripts/build-probe-image.sh`): writes an output file,
     /// prints a line, sleeps a few seconds. No PyTorch.
     Smoke,
+    /// An inference service (`kind: service`): the embedding model of
+    /// `examples/workloads/service/` (image built on first use, about 30 s after the torch
+    /// image) as 1–2 replicas behind the orchestrator's gateway; load adds a replica, idle
+    /// releases it, the provider of the one left is killed and replaced, `job stop` ends it
+    /// and the killed provider is slashed at the expiry. Runs its own sequence: `--scenario`
+    /// is not used.
+    Service,
 }
 
 /// What happens to the job.
@@ -304,6 +315,9 @@ pub struct Summary {
     pub artifacts: Vec<Artifacts>,
     /// The numbers.
     pub numbers: Numbers,
+    /// The service workload's numbers (scale-up, scale-down, failover, requests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service: Option<service::ServiceNumbers>,
     /// `audit verify` of the job, asked from the orchestrator (JSON-RPC `audit_verify`): each
     /// check re-derived from the chain and IPFS only.
     pub audit: AuditReport,
@@ -419,6 +433,7 @@ pub async fn run(
     }
     let image = match opts.workload {
         Workload::Smoke => probe,
+        Workload::Service => tokio::task::block_in_place(service::image)?,
         Workload::Torch => tokio::task::block_in_place(|| {
             let bar = indicatif::ProgressBar::new_spinner();
             bar.enable_steady_tick(Duration::from_millis(120));
@@ -524,8 +539,17 @@ pub async fn run(
     let loss = opts.scenario == Scenario::ProviderLoss;
     let silent = opts.scenario == Scenario::SilentOrchestrator;
     // Both end in an expire (a defaulter), soon after a short deadline.
-    let expires = loss || cheating;
-    let deadline_ms = ganglion_p2p::now_ms() + if expires { LOSS_DEADLINE_MS } else { 600_000 };
+    let serving = opts.workload == Workload::Service;
+    // Each ends in an expire (a defaulter), soon after a short deadline.
+    let expires = loss || cheating || serving;
+    let deadline_ms = ganglion_p2p::now_ms()
+        + if serving {
+            service::SERVICE_DEADLINE_MS
+        } else if expires {
+            LOSS_DEADLINE_MS
+        } else {
+            600_000
+        };
     let spec = match opts.workload {
         Workload::Smoke => {
             let run_s = if loss {
@@ -539,6 +563,7 @@ pub async fn run(
             };
             ensemble(&image, run_s, deadline_ms)?
         }
+        Workload::Service => service::ensemble(&image, cluster::PRICE, deadline_ms)?,
         Workload::Torch => torch::ensemble(
             &image,
             2,
@@ -559,7 +584,12 @@ pub async fn run(
         None,
         &mut timeline,
     );
-    let until = Instant::now() + Duration::from_secs(if expires { 240 } else { 300 });
+    let until = Instant::now() + Duration::from_secs(if expires && !serving { 240 } else { 300 });
+    let mut driver = match (serving, orch.gateway) {
+        (true, Some(gateway)) => Some(service::Driver::new(gateway, &sub.job_id)),
+        (true, None) => return Err(DemoError::Timeout("the orchestrator's gateway address")),
+        (false, _) => None,
+    };
     let mut seen = String::from("locked");
     let mut landed_seen: Vec<String> = Vec::new();
     let mut last: Vec<Option<JobStatus>> = vec![None; cluster::PROVIDERS.len()];
@@ -634,6 +664,34 @@ pub async fn run(
         // The orchestrator's record; while it is down (silent-orchestrator), the last one
         // seen, and the job ends when every provider that ran has its claim on chain.
         let current = records.into_iter().find(|r| r.role == "orchestrator");
+        if let Some(d) = driver.as_mut().filter(|d| !d.stopped()) {
+            match d.tick(current.as_ref()).await {
+                Some(service::Action::Say(what)) => step(what, None, &mut timeline),
+                Some(service::Action::Kill(provider, what)) => {
+                    step(what, None, &mut timeline);
+                    let i = cluster
+                        .provider_index_of(&provider)
+                        .ok_or_else(|| DemoError::chain("the replica's provider is not ours"))?;
+                    killed_peer = cluster.kill(cluster::PROVIDERS[i].name)?;
+                    killed = Some(i);
+                    step(
+                        format!(
+                            "{} killed (SIGKILL) while its replica serves",
+                            cluster::PROVIDERS[i].name
+                        ),
+                        None,
+                        &mut timeline,
+                    );
+                }
+                Some(service::Action::Stop(what)) => {
+                    step(what, None, &mut timeline);
+                    JobApiClient::stop(&rpc, sub.job_id.clone())
+                        .await
+                        .map_err(rpc_err)?;
+                }
+                None => {}
+            }
+        }
         if let Some(o) = &current {
             orch_seen = Some(o.clone());
         }
@@ -777,6 +835,7 @@ pub async fn run(
         checksums_agree,
         artifacts,
         numbers,
+        service: driver.map(|d| d.numbers),
         audit,
         timeline,
         lock_to_end_s,

@@ -375,3 +375,51 @@ fn the_devnet_demo_cheating_provider_is_refused_by_the_validator_and_slashed() {
     );
     fees_within_target(&s);
 }
+
+/// `--workload service` (issue #24): the embedding service answers through the orchestrator's
+/// gateway, load adds a replica by a `Rescale` and idle releases it, the provider of the
+/// replica left is killed and replaced by the third provider, `job stop` ends the service, the
+/// released and the replacement providers are paid their receipted GPU time, the killed one
+/// is slashed at the expiry, and `audit verify` passes every check of the rescaled escrow.
+#[test]
+fn the_devnet_demo_service_scales_fails_over_and_pays_by_gpu_time() {
+    let (s, stderr) = demo(&["--workload", "service"]);
+    assert_eq!(s["state"], "expired", "{s}");
+    audit_passes(&s);
+    // SAFETY: geteuid(2) has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        ran_behind_nat_and_cleaned_up(&s);
+    }
+    let kinds = kinds(&s);
+    assert_eq!(kinds.first().map(String::as_str), Some("lock"), "{kinds:?}");
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("expire"),
+        "{kinds:?}"
+    );
+    // Grown, shrunk (the same rescale may release and add), replaced.
+    assert!(
+        kinds.iter().filter(|k| *k == "rescale").count() >= 2,
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "claim").count(),
+        2,
+        "{kinds:?}"
+    );
+    let paid = paid(&s);
+    let killed: Vec<_> = paid.iter().filter(|(_, _, k)| *k).collect();
+    assert_eq!(killed.len(), 1, "one provider killed: {paid:?}");
+    assert_eq!(killed[0].1, 0, "the defaulter is not paid: {paid:?}");
+    assert_eq!(
+        paid.iter().filter(|(_, p, _)| *p > 0).count(),
+        2,
+        "the released and the replacement providers are paid: {paid:?}"
+    );
+    let v = &s["service"];
+    for n in ["scale_up_s", "scale_down_s", "failover_s"] {
+        assert!(v[n].as_f64().is_some_and(|t| t > 0.0), "{n}: {v}");
+    }
+    assert!(v["requests_ok"].as_u64().is_some_and(|n| n > 0), "{v}");
+    assert!(stderr.contains("killed (SIGKILL)"), "{stderr}");
+}
