@@ -228,9 +228,10 @@ fn replica_index(id: &str) -> Option<u64> {
 }
 
 /// Keeps `gateway` routing every service this node orchestrates that is assigned and not
-/// over: `/<service_name>/…` to each of its assignments that has not claimed (a claimed
-/// provider has left), reached through the provider's node (the peer id of its bond). A
-/// service that ends is no longer routed. Runs until `stop`.
+/// over: `/<service_name>/…` to each of its running assignments (not claimed, not released,
+/// not given up as lost), reached through the provider's node (the peer id of its bond), with
+/// the gateway's autoscaler over an [`EngineFleet`] per service. A service that ends is no
+/// longer routed and its autoscaler stops. Runs until `stop`.
 pub async fn route<S: Kv>(
     gateway: Arc<Gateway>,
     store: JobStore,
