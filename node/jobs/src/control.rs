@@ -197,10 +197,7 @@ impl<S: Kv + 'static, E: Executor + 'static> JobControl for EngineHandle<S, E> {
                 reason: "no such job".into(),
             })?;
         let running = match self.ctx.indexer.job(job, self.ctx.config.depth)? {
-            Some(c) => super::service::running(&c.value)
-                .into_iter()
-                .filter(|i| !r.detail.scaling.lost.contains(i))
-                .collect(),
+            Some(c) => super::service::serving(&c.value, &r.detail.scaling),
             None => Vec::new(),
         };
         Ok((r.detail.scaling.wanted_of(&r.detail.spec), running))

@@ -58,6 +58,27 @@ pub struct Chosen {
     pub group: Option<u32>,
 }
 
+impl Chosen {
+    /// The provider the matcher placed `node` on, with what its offer (among `offers`) says;
+    /// `None` when no offer names it.
+    pub(crate) fn placed(
+        node: &ganglion_market::matching::NodePlan,
+        offers: &[&ganglion_p2p::offers::SignedOffer],
+    ) -> Option<Self> {
+        offers
+            .iter()
+            .find(|o| o.body.market.provider == node.provider)
+            .map(|o| Self {
+                provider: node.provider,
+                peer: o.body.peer_id.clone(),
+                bond: o.body.bond,
+                gpus: u64::from(node.gpus),
+                rate: node.rate,
+                group: node.group,
+            })
+    }
+}
+
 /// A provider taken out of matching for this job, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Excluded {
@@ -633,19 +654,7 @@ async fn do_match<S: Kv, E: Executor>(
     nodes.sort_by_key(|n| n.group);
     let chosen = nodes
         .into_iter()
-        .filter_map(|n| {
-            offers
-                .iter()
-                .find(|o| o.body.market.provider == n.provider)
-                .map(|o| Chosen {
-                    provider: n.provider,
-                    peer: o.body.peer_id.clone(),
-                    bond: o.body.bond,
-                    gpus: u64::from(n.gpus),
-                    rate: n.rate,
-                    group: n.group,
-                })
-        })
+        .filter_map(|n| Chosen::placed(n, &offers))
         .collect();
     let mut d = r.detail.clone();
     let providers: Vec<KeyHash> = plan.nodes.iter().map(|n| n.provider).collect();

@@ -67,6 +67,15 @@ pub fn running(view: &JobView) -> Vec<u64> {
         .collect()
 }
 
+/// The assignments of `view` that serve: [`running`] and not given up as lost in `scaling`
+/// (what the gateway routes to and the autoscaler counts).
+pub fn serving(view: &JobView, scaling: &Scaling) -> Vec<u64> {
+    running(view)
+        .into_iter()
+        .filter(|i| !scaling.lost.contains(i))
+        .collect()
+}
+
 /// The next rescale for `running` assignments (in index order), of which `lost` are given
 /// up, when `wanted` replicas are wanted: release the lost ones, then the newest above
 /// `wanted`; add one when fewer than `wanted` are left.
@@ -223,19 +232,7 @@ async fn one_more<S: Kv, E: Executor>(
     let Ok(plan) = match_gang(&Requirements::for_replicas(&r.detail.spec, 1), &snapshot) else {
         return Ok(None);
     };
-    Ok(plan.nodes.first().and_then(|n| {
-        offers
-            .iter()
-            .find(|o| o.body.market.provider == n.provider)
-            .map(|o| Chosen {
-                provider: n.provider,
-                peer: o.body.peer_id.clone(),
-                bond: o.body.bond,
-                gpus: u64::from(n.gpus),
-                rate: n.rate,
-                group: None,
-            })
-    }))
+    Ok(plan.nodes.first().and_then(|n| Chosen::placed(n, &offers)))
 }
 
 /// Leaves `c` out of the service's matching after its refusal (`exclusion` says how long).

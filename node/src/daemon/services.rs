@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::job::cluster::peers_of;
 use crate::job::engine::{OrchestratorRole, ProviderRecord, ProviderRole};
-use crate::job::service::running;
+use crate::job::service::serving;
 use crate::job::state::ProviderState;
 use crate::job::store::JobStore;
 use crate::job::{EngineHandle, JobControl};
@@ -317,10 +317,8 @@ fn wanted<S: Kv>(store: &JobStore, indexer: &Indexer<S>, depth: u64) -> Result<W
         let peers: BTreeMap<u32, PeerId> = peers_of(indexer, &view.assignments, u32::MAX)?
             .into_iter()
             .collect();
-        // Running (not claimed, not released) and not given up as lost.
-        let replicas = running(&view)
+        let replicas = serving(&view, &r.detail.scaling)
             .into_iter()
-            .filter(|i| !r.detail.scaling.lost.contains(i))
             .filter_map(|i| {
                 let rank = u32::try_from(i).ok()?;
                 Some(Replica {
