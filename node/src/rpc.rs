@@ -430,6 +430,7 @@ fn status_of<S: Copy + serde::Serialize, D>(
         successor: None,
         predecessor: None,
         service: None,
+        usage: None,
     }
 }
 
@@ -438,9 +439,21 @@ fn status_of<S: Copy + serde::Serialize, D>(
 fn service_of(
     api: &Api,
     job: &ganglion_contracts::v2::datum::JobId,
-    nodes: &[ganglion_rpc::types::JobNode],
+    nodes: &mut [ganglion_rpc::types::JobNode],
 ) -> RpcResult<ganglion_rpc::types::JobService> {
-    let (wanted, running) = jobs_of(api)?.replicas(job).map_err(|e| codes::engine(&e))?;
+    let jobs = jobs_of(api)?;
+    let (wanted, running) = jobs.replicas(job).map_err(|e| codes::engine(&e))?;
+    for n in nodes.iter_mut() {
+        n.usage = jobs
+            .usage_signed(job, n.index)
+            .map_err(|e| codes::engine(&e))?
+            .map(|u| replica_usage(u, None));
+    }
+    let requests: u64 = nodes
+        .iter()
+        .filter_map(|n| n.usage.map(|u| u.requests))
+        .sum();
+    let cost_so_far = shares::cost_so_far(nodes);
     let name = crate::daemon::services::service_name(job);
     let load = api
         .gateway
@@ -458,8 +471,27 @@ fn service_of(
         wanted,
         running,
         load,
-        cost_so_far: shares::cost_so_far(nodes).into(),
+        cost_so_far: cost_so_far.into(),
+        requests,
+        cost_per_1k_requests: (requests > 0).then(|| {
+            let per_1k = u128::from(cost_so_far) * 1000 / u128::from(requests);
+            u64::try_from(per_1k).unwrap_or(u64::MAX).into()
+        }),
     })
+}
+
+/// A replica's signed usage in its JSON-RPC shape (`until_ms`: the receipt it rides with).
+fn replica_usage(
+    u: ganglion_p2p::protocols::ServedUsage,
+    until_ms: Option<u64>,
+) -> ganglion_rpc::types::ReplicaUsage {
+    ganglion_rpc::types::ReplicaUsage {
+        requests: u.requests,
+        failed: u.failed,
+        bytes_in: u.bytes_in,
+        bytes_out: u.bytes_out,
+        until_ms,
+    }
 }
 
 async fn statuses(
@@ -486,12 +518,21 @@ async fn statuses(
             shares::mark_groups(&mut s.nodes, &o.detail.chosen);
         }
         if o.detail.spec.kind == ganglion_market::JobKind::Service {
-            s.service = Some(service_of(api, job, &s.nodes)?);
+            s.service = Some(service_of(api, job, &mut s.nodes)?);
         }
         out.push(s);
     }
     if let Some(p) = p {
-        out.push(status_of("provider", &p, p.detail.error.clone()));
+        let mut s = status_of("provider", &p, p.detail.error.clone());
+        // A service's replica: what it served, as the usage its best receipt carries.
+        s.usage = jobs_of(api)?
+            .held_receipt(job)
+            .map_err(|e| codes::engine(&e))?
+            .and_then(|r| {
+                r.usage
+                    .map(|u| replica_usage(u.usage, Some(r.receipt.acknowledged_until_ms)))
+            });
+        out.push(s);
     }
     Ok(out)
 }

@@ -241,6 +241,29 @@ pub struct JobStatus {
     /// A service's replicas, load and cost (`kind: service`, orchestrator only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<JobService>,
+    /// The provider's record of a service's replica only: what it served, as the usage its
+    /// best receipt carries (signed by the orchestrator; attested in its log when it ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<ReplicaUsage>,
+}
+
+/// What a service's replica served through its orchestrator's gateway, cumulative, as the
+/// orchestrator signed it with a receipt (issue #24 "pay by use": receipts pay GPU time,
+/// these counts let the bill be read per request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaUsage {
+    /// Requests the replica answered (any HTTP status it sent).
+    pub requests: u64,
+    /// Requests that did not reach it or broke off before their response ended.
+    pub failed: u64,
+    /// Request body bytes sent to it.
+    pub bytes_in: u64,
+    /// Response body bytes received from it.
+    pub bytes_out: u64,
+    /// The receipt the counts were signed with: they run up to this moment, POSIX ms (absent
+    /// where the node shows what it signed last without the receipt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_ms: Option<u64>,
 }
 
 /// One assigned provider's share of a job, from the chain (its assignment and its claim's
@@ -280,6 +303,10 @@ pub struct JobNode {
     /// stops and claims. Absent while it runs to the deadline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released_until_ms: Option<u64>,
+    /// A service's replica: what it served, as this node (its orchestrator) last signed it
+    /// with a receipt. Absent for a batch job and before the first such receipt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<ReplicaUsage>,
 }
 
 /// A service's replicas, load and cost as its orchestrator's node sees them (`kind: service`).
@@ -297,6 +324,14 @@ pub struct JobService {
     /// NTX base units the service has cost so far: what its claims paid, plus the GPU time
     /// the running replicas reported in their last acknowledged heartbeats, at their rates.
     pub cost_so_far: Amount,
+    /// Requests its replicas answered so far, as signed with their receipts (the sum of the
+    /// nodes' `usage.requests`).
+    #[serde(default)]
+    pub requests: u64,
+    /// `cost_so_far` per 1 000 requests answered, NTX base units (rounded down); absent before
+    /// the first request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_1k_requests: Option<Amount>,
 }
 
 /// A service's load at its gateway over the last 10 s.
@@ -452,8 +487,19 @@ mod tests {
             group: Some(0),
             rate: Some(1.into()),
             released_until_ms: Some(1),
+            usage: Some(ReplicaUsage {
+                requests: 1,
+                failed: 0,
+                bytes_in: 1,
+                bytes_out: 1,
+                until_ms: Some(1),
+            }),
         };
         assert_eq!(documented(&schemas["JobNode"]), served(&node));
+        assert_eq!(
+            documented(&schemas["ReplicaUsage"]),
+            served(&node.usage.expect("usage"))
+        );
         let load = ServiceLoad {
             healthy: 1,
             in_flight: 0,
@@ -468,6 +514,8 @@ mod tests {
             running: vec![0],
             load: Some(load),
             cost_so_far: 1.into(),
+            requests: 1,
+            cost_per_1k_requests: Some(1.into()),
         };
         assert_eq!(documented(&schemas["JobService"]), served(&service));
         let quote = JobQuote {

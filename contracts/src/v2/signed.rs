@@ -45,6 +45,30 @@ pub struct Receipt {
     pub acknowledged_until_ms: u64,
 }
 
+/// An orchestrator's statement of what a service's replica served through its gateway up to a
+/// receipt's `acknowledged_until_ms` (issue #24 "pay by use": the bill read per request).
+/// Signed by the escrow's receipt key and carried with the receipt (heartbeat protocol);
+/// off-chain only: the validator never reads it. PlutusData: constructor **1** `[job_id,
+/// provider_index, acknowledged_until, requests, failed, bytes_in, bytes_out]`, so its signed
+/// bytes can never be a [`Receipt`]'s (constructor 0) under the same key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsageStatement {
+    /// The job.
+    pub job_id: JobId,
+    /// Index of the provider in the escrow's assignments.
+    pub provider_index: u64,
+    /// The receipt it rides with: counted up to this moment, POSIX ms.
+    pub acknowledged_until_ms: u64,
+    /// Requests the replica answered (any HTTP status it sent), cumulative.
+    pub requests: u64,
+    /// Requests that did not reach it or broke off before their response ended, cumulative.
+    pub failed: u64,
+    /// Request body bytes sent to it, cumulative.
+    pub bytes_in: u64,
+    /// Response body bytes received from it, cumulative.
+    pub bytes_out: u64,
+}
+
 /// The body of a provider's attestation. PlutusData: constructor 0 `[job_id, provider,
 /// result, logs, gpu_ms, exit_code]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +114,24 @@ impl Receipt {
                 bytes(self.job_id.0),
                 int(self.provider_index),
                 int(self.acknowledged_until_ms),
+            ],
+        ))
+    }
+}
+
+impl UsageStatement {
+    /// The exact bytes signed.
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        to_cbor(&constr(
+            1,
+            vec![
+                bytes(self.job_id.0),
+                int(self.provider_index),
+                int(self.acknowledged_until_ms),
+                int(self.requests),
+                int(self.failed),
+                int(self.bytes_in),
+                int(self.bytes_out),
             ],
         ))
     }

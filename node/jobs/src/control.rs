@@ -84,6 +84,26 @@ pub trait JobControl: Send + Sync {
     /// # Errors
     /// [`EngineError::State`]: an unknown job; the indexer's store.
     fn replicas(&self, job: &JobId) -> Result<(u32, Vec<u64>), EngineError>;
+
+    /// What the service `job`'s assignment `index` served, as this node (its orchestrator)
+    /// last signed it with a receipt ([`super::usage`]); `None` before the first.
+    ///
+    /// # Errors
+    /// Store errors.
+    fn usage_signed(
+        &self,
+        job: &JobId,
+        index: u64,
+    ) -> Result<Option<ganglion_p2p::protocols::ServedUsage>, EngineError>;
+
+    /// The best receipt this node holds as a provider of `job` (the one its claim carries).
+    ///
+    /// # Errors
+    /// Store errors.
+    fn held_receipt(
+        &self,
+        job: &JobId,
+    ) -> Result<Option<ganglion_p2p::protocols::SignedReceipt>, EngineError>;
 }
 
 /// A cloneable handle on a running engine's jobs.
@@ -119,6 +139,13 @@ impl<S: Kv + 'static, E: Executor + 'static> EngineHandle<S, E> {
     pub async fn replica_lost(&self, job: &JobId, index: u64) -> Result<u32, EngineError> {
         let _guard = self.ctx.actions.lock().await;
         super::service::lost(&self.ctx, job, index)
+    }
+
+    /// What the gateway counted for the service `job`'s assignment `index` so far
+    /// (cumulative since this process began routing it): the next receipts for it carry
+    /// these counts, signed ([`super::usage`]).
+    pub fn served(&self, job: JobId, index: u64, counts: ganglion_p2p::protocols::ServedUsage) {
+        super::usage::record(&self.ctx, job, index, counts);
     }
 }
 
@@ -185,6 +212,21 @@ impl<S: Kv + 'static, E: Executor + 'static> JobControl for EngineHandle<S, E> {
             self.ctx.store.all::<OrchestratorRole>()?,
             self.ctx.store.all::<ProviderRole>()?,
         ))
+    }
+
+    fn usage_signed(
+        &self,
+        job: &JobId,
+        index: u64,
+    ) -> Result<Option<ganglion_p2p::protocols::ServedUsage>, EngineError> {
+        Ok(self.ctx.store.usage_signed(job, index)?)
+    }
+
+    fn held_receipt(
+        &self,
+        job: &JobId,
+    ) -> Result<Option<ganglion_p2p::protocols::SignedReceipt>, EngineError> {
+        Ok(self.ctx.store.receipt(job)?)
     }
 
     fn replicas(&self, job: &JobId) -> Result<(u32, Vec<u64>), EngineError> {

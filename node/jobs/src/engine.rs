@@ -357,6 +357,12 @@ pub(crate) struct Ctx<S: Kv, E: Executor> {
     /// assignment index) ([`super::live_logs`]; in memory: a restart forgets them until the
     /// next heartbeats).
     pub live_logs: std::sync::Mutex<HashMap<(JobId, u64), super::live_logs::Seen>>,
+    /// Orchestrator: each routed replica's cumulative counts from this process's gateway, per
+    /// (job, assignment index) ([`super::usage::record`]; in memory).
+    pub served: std::sync::Mutex<HashMap<(JobId, u64), ganglion_p2p::protocols::ServedUsage>>,
+    /// Orchestrator: what was signed for each (job, assignment index) before this process's
+    /// gateway counted anything for it ([`super::usage::to_sign`]).
+    pub served_base: std::sync::Mutex<HashMap<(JobId, u64), ganglion_p2p::protocols::ServedUsage>>,
     /// The background work of this engine (job runs, the executor's recovery): closed and
     /// waited for by [`Engine::shutdown`].
     pub tasks: TaskTracker,
@@ -453,6 +459,8 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
             receipts_given: std::sync::Mutex::new(HashMap::new()),
             heartbeats_sent: std::sync::Mutex::new(HashMap::new()),
             live_logs: std::sync::Mutex::new(HashMap::new()),
+            served: std::sync::Mutex::new(HashMap::new()),
+            served_base: std::sync::Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),
         });

@@ -36,6 +36,20 @@ pub fn pin(
     index: Option<u64>,
     why: &str,
 ) -> Result<Vec<u8>, String> {
+    append(store, container_log, &line(index, why))
+}
+
+/// Pins `container_log` (binary CID bytes, empty when none) followed by `line` (which ends
+/// with a newline) as one file in `store` and returns the new file's binary CID: the failure
+/// note's [`line`], or a service replica's usage ([`crate::usage::line`]).
+///
+/// # Errors
+/// As [`pin`].
+pub fn append(
+    store: &std::sync::Arc<dyn Blockstore>,
+    container_log: &[u8],
+    line: &str,
+) -> Result<Vec<u8>, String> {
     let mut text = Vec::new();
     if !container_log.is_empty() {
         let cid = Cid::try_from(container_log).map_err(|e| format!("log CID: {e}"))?;
@@ -44,7 +58,7 @@ pub fn pin(
             text.push(b'\n');
         }
     }
-    text.extend_from_slice(line(index, why).as_bytes());
+    text.extend_from_slice(line.as_bytes());
     let imported = unixfs::import_bytes(&text, &ImportOptions::cid_v1(), store)
         .map_err(|e| format!("importing the note: {e}"))?;
     blockstore::pin_recursive(store, &imported.root).map_err(|e| format!("pinning: {e}"))?;

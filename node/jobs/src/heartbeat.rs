@@ -7,7 +7,8 @@
 //!   peer its assignment's bond names, while that assignment is unclaimed and before the
 //!   deadline, when every rank of the assignment is reported running and its GPU time did not
 //!   go back; at most one receipt per half interval and assignment (G7: anything else is
-//!   refused and changes nothing).
+//!   refused and changes nothing). A routed service's receipt also carries what the replica
+//!   served through the gateway, signed ([`super::usage`]).
 //! - **Orchestrator**, also: a heartbeat from the assignment's peer that reports its share
 //!   ended because the job's network did not form ([`Unformed`]) is kept and stops the job
 //!   ([`super::unformed::record`]); it is answered `Stopped`, never with a receipt.
@@ -147,11 +148,19 @@ fn answer<S: Kv, E: Executor>(
         }
     };
     given.insert((req.job_id, index), (now, req.ranks.gpu_ms));
+    drop(given);
     tracing::debug!(job = %req.job_id, index, until = receipt.acknowledged_until_ms, "receipt given");
-    Ok(HeartbeatResponse::Receipt(SignedReceipt::sign(
-        &receipt,
-        &ctx.receipt_key,
-    )))
+    // A routed service's replica: what it served so far rides with the receipt, signed. The
+    // GPU time's receipt is never withheld for it.
+    let signed = match super::usage::to_sign(ctx, req.job_id, index) {
+        Ok(Some(usage)) => SignedReceipt::sign_with_usage(&receipt, usage, &ctx.receipt_key),
+        Ok(None) => SignedReceipt::sign(&receipt, &ctx.receipt_key),
+        Err(e) => {
+            tracing::warn!(job = %req.job_id, index, error = %e, "usage not kept: the receipt goes without it");
+            SignedReceipt::sign(&receipt, &ctx.receipt_key)
+        }
+    };
+    Ok(HeartbeatResponse::Receipt(signed))
 }
 
 /// Provider side, once, when this node's share ended before any rank started because the

@@ -28,7 +28,8 @@
 //!   did not form after the assign — the providers' reports, the job stopped unpaid and its
 //!   spec locked again without the providers that could not be reached.
 //! - [`service`]: a running service's replicas on the orchestrator's side: the count wanted
-//!   and the rescale that adds, releases and replaces providers.
+//!   and the rescale that adds, releases and replaces providers; [`usage`]: what each replica
+//!   served through the gateway, signed with its receipts and attested in its log.
 //! - [`engine`]: [`Engine`], the task running the drivers; how a node starts it.
 //! - [`control`]: [`JobControl`], the engine as the RPC server sees it.
 //! - [`external`]: [`WalletLocks`], locks paid and signed by a CIP-30 wallet, adopted by the
@@ -58,6 +59,7 @@ pub mod store;
 pub mod submit;
 pub mod terms;
 pub mod unformed;
+pub mod usage;
 pub mod witness;
 
 pub use control::{EngineHandle, JobControl};

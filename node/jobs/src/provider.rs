@@ -1258,6 +1258,23 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
             let cap = gpus.saturating_mul(rec.plan.max_duration_s.saturating_mul(1000));
             let mut det = r.detail.clone();
             let mut finished = finished_of(&report, u64::from(node_rank), cap);
+            if let Some(attested) = ctx
+                .store
+                .receipt(&r.job_id)?
+                .as_ref()
+                .and_then(super::usage::Attested::of)
+            {
+                // A service's replica: the usage its best receipt carries, attested with the log.
+                finished.logs = super::failure_note::append(
+                    &ctx.blockstore,
+                    &finished.logs,
+                    &super::usage::line(&attested),
+                )
+                .unwrap_or_else(|e| {
+                    tracing::warn!(job = %r.job_id, error = %e, "cannot attest the usage; attesting the log as it is");
+                    finished.logs.clone()
+                });
+            }
             if let ganglion_dispatch::executor::Outcome::Failed { reason } = &report.outcome {
                 finished.logs = noted_log(ctx, r, &finished.logs, Some(index), &reason.to_string());
                 det.error.get_or_insert_with(|| reason.to_string());

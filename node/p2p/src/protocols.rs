@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 pub mod heartbeat;
 pub use heartbeat::{
     HEARTBEAT_PROTOCOL, HeartbeatRefusal, HeartbeatRequest, HeartbeatResponse, LiveLog,
-    MAX_HEARTBEAT_BYTES, MAX_UNFORMED_RANKS, RankSummary, ReceiptError, SignedReceipt, Unformed,
+    MAX_HEARTBEAT_BYTES, MAX_UNFORMED_RANKS, RankSummary, ReceiptError, ServedUsage, SignedReceipt,
+    SignedUsage, Unformed,
 };
 
 /// The `accept` protocol: orchestrator → provider.

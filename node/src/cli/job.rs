@@ -124,6 +124,22 @@ pub(crate) enum Command {
     },
 }
 
+/// A replica's signed usage in words: `721 requests (0 failed), 28.1 KiB in, 1.4 MiB out`.
+fn usage_text(u: &ganglion_rpc::types::ReplicaUsage) -> String {
+    let size = |b: u64| match b {
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20)),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    };
+    format!(
+        "{} requests ({} failed), {} in, {} out",
+        u.requests,
+        u.failed,
+        size(u.bytes_in),
+        size(u.bytes_out)
+    )
+}
+
 fn human(s: &JobStatus) -> String {
     let mut out = format!("{} {}: {}", s.role, s.job_id, s.state);
     let path: Vec<&str> = s.history.iter().map(|t| t.state.as_str()).collect();
@@ -156,6 +172,9 @@ fn human(s: &JobStatus) -> String {
         if let Some(until) = n.released_until_ms {
             out.push_str(&format!(", released (paid until {until} ms)"));
         }
+        if let Some(u) = &n.usage {
+            out.push_str(&format!(", served {}", usage_text(u)));
+        }
         if let Some(why) = &n.reason {
             out.push_str(&format!("\n    why: {why}"));
         }
@@ -169,6 +188,13 @@ fn human(s: &JobStatus) -> String {
             svc.wanted,
             ntx_text(svc.cost_so_far.get())
         ));
+        if let Some(per_1k) = &svc.cost_per_1k_requests {
+            out.push_str(&format!(
+                "\n    {} requests answered (signed with the receipts): {} per 1 000 requests",
+                svc.requests,
+                ntx_text(per_1k.get())
+            ));
+        }
         if let Some(l) = &svc.load {
             let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1} ms"));
             out.push_str(&format!(
@@ -198,6 +224,15 @@ fn human(s: &JobStatus) -> String {
     if let Some(j) = &s.successor {
         out.push_str(&format!(
             "\n  matched again as job {j} (ganglion job status {j})"
+        ));
+    }
+    if let Some(u) = &s.usage {
+        let until = u
+            .until_ms
+            .map_or(String::new(), |t| format!(" up to {t} ms"));
+        out.push_str(&format!(
+            "\n  served {}{until} (signed by the orchestrator with the receipt)",
+            usage_text(u)
         ));
     }
     out
@@ -928,6 +963,7 @@ mod tests {
             group,
             rate: None,
             released_until_ms: None,
+            usage: None,
         };
         let status = JobStatus {
             job_id: "00".repeat(32),
@@ -942,10 +978,54 @@ mod tests {
             successor: None,
             predecessor: None,
             service: None,
+            usage: None,
         };
         let text = human(&status);
         assert!(
             text.contains("node 1 (provider abababababab…, 2 GPUs, group 1): running"),
+            "{text}"
+        );
+
+        // A service: each replica's signed usage, the price per 1 000 requests, and the
+        // provider's own view of what its receipt carries.
+        let usage = ganglion_rpc::types::ReplicaUsage {
+            requests: 721,
+            failed: 1,
+            bytes_in: 28_840,
+            bytes_out: 1_500_000,
+            until_ms: Some(1_700_000_060_000),
+        };
+        let served = JobStatus {
+            nodes: vec![JobNode {
+                usage: Some(usage),
+                ..node(0, None)
+            }],
+            service: Some(ganglion_rpc::types::JobService {
+                name: "ab".repeat(8),
+                wanted: 1,
+                running: vec![0],
+                load: None,
+                cost_so_far: 721_000.into(),
+                requests: 721,
+                cost_per_1k_requests: Some(1_000_000.into()),
+            }),
+            ..status.clone()
+        };
+        let text = human(&served);
+        assert!(
+            text.contains("served 721 requests (1 failed), 28.2 KiB in, 1.4 MiB out"),
+            "{text}"
+        );
+        assert!(text.contains("721 requests answered"), "{text}");
+        let provider = JobStatus {
+            role: "provider".into(),
+            nodes: vec![],
+            usage: Some(usage),
+            ..status
+        };
+        let text = human(&provider);
+        assert!(
+            text.contains("up to 1700000060000 ms (signed by the orchestrator"),
             "{text}"
         );
     }
@@ -1032,6 +1112,7 @@ mod tests {
             successor: None,
             predecessor: None,
             service: None,
+            usage: None,
         }
     }
 

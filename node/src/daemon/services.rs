@@ -8,7 +8,8 @@
 //! provider lets only the job's orchestrator through, to the replica it runs. Each routed
 //! service has the gateway's autoscaler ([`ganglion_gateway::Controller`]) over an
 //! [`EngineFleet`]: the replica count it asks for, and the replicas it gives up as lost, go to
-//! the node's job engine, which rescales the escrow ([`crate::job::service`]).
+//! the node's job engine, which rescales the escrow ([`crate::job::service`]); what each
+//! replica served goes with its receipts ([`crate::job::usage`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use ganglion_gateway::server::Gateway;
 use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 use ganglion_market::JobKind;
+use ganglion_p2p::protocols::ServedUsage;
 use libp2p::PeerId;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
@@ -136,6 +138,9 @@ pub trait Scaler: Send + Sync + 'static {
     /// # Errors
     /// Why not, in words.
     fn lost(&self, job: JobId, index: u64) -> BoxFuture<'_, Result<u32, String>>;
+    /// What the gateway counted for `job`'s assignment `index` so far (its next receipts
+    /// carry it, signed).
+    fn served(&self, job: JobId, index: u64, usage: ServedUsage);
 }
 
 impl<S: Kv + 'static, E: Executor + 'static> Scaler for EngineHandle<S, E> {
@@ -157,6 +162,10 @@ impl<S: Kv + 'static, E: Executor + 'static> Scaler for EngineHandle<S, E> {
                 .await
                 .map_err(|e| e.to_string())
         })
+    }
+
+    fn served(&self, job: JobId, index: u64, usage: ServedUsage) {
+        EngineHandle::served(self, job, index, usage);
     }
 }
 
@@ -258,6 +267,7 @@ pub async fn route<S: Kv>(
                     let Some(pool) = sync(&gateway, &name, &service.spec, service.replicas) else {
                         continue;
                     };
+                    report_usage(scaler.as_ref(), service.job, &pool);
                     routed.entry(name).or_insert_with(|| {
                         let controller = stop.child_token();
                         let replicas =
@@ -285,6 +295,27 @@ pub async fn route<S: Kv>(
             () = stop.cancelled() => return,
             () = tokio::time::sleep(ROUTE_EVERY) => {}
         }
+    }
+}
+
+/// Hands the engine what each of `job`'s replicas in `pool` served so far: the usage its
+/// next receipts carry, signed ([`crate::job::usage`]).
+fn report_usage(scaler: &dyn Scaler, job: JobId, pool: &ganglion_gateway::Pool) {
+    for view in pool.views() {
+        let Some(index) = replica_index(&view.replica.id) else {
+            continue;
+        };
+        let u = view.usage;
+        scaler.served(
+            job,
+            index,
+            ServedUsage {
+                requests: u.requests,
+                failed: u.failed,
+                bytes_in: u.bytes_in,
+                bytes_out: u.bytes_out,
+            },
+        );
     }
 }
 

@@ -93,6 +93,7 @@ fn nodes_of(view: &AuditJob) -> Vec<JobNode> {
                 group: None,
                 rate: Some(a.rate),
                 released_until_ms: a.until_ms.filter(|u| *u < view.deadline_ms),
+                usage: None,
             }
         })
         .collect()

@@ -485,6 +485,14 @@ pub(super) fn check(e: &Evidence, terms: &ReceiptTerms) -> Report {
                         format!("logs_cid[{i}]"),
                         &c.attestation.logs,
                     ));
+                    checks.extend(super::usage::check(
+                        e,
+                        terms,
+                        i,
+                        &c.attestation.logs,
+                        c.paid,
+                        c.receipt.map(|r| r.acknowledged_until_ms),
+                    ));
                 }
                 None => checks.extend(check_default(e, x.as_ref(), i, a)),
             }

@@ -19,6 +19,8 @@
 //! - [`evidence`]: what the checks look at, and how it is gathered.
 //! - [`checks`]: the checks every job gets, and [`checks::check`], which hands the job to
 //!   `claims`: its claims and slashes re-derived rule by rule (G1, G3, G4, G6).
+//! - `usage`: a service's claim — the usage its provider attested in its log is the
+//!   orchestrator's, signed for this assignment, up to the receipt it was paid on.
 //! - [`dag`]: walking and re-hashing a DAG held in memory.
 //! - [`record`]: the indexer's job and provider records in their JSON-RPC shapes.
 //! - [`service`]: the read-only queries the node's `audit_*`, `market_*`, `provider_bond` /
@@ -32,6 +34,7 @@ pub mod error;
 pub mod evidence;
 pub mod record;
 pub mod service;
+mod usage;
 
 use ganglion_contracts::v2::datum::JobId;
 use ganglion_indexer::Indexer;

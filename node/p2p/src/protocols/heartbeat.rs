@@ -10,6 +10,12 @@
 //! latest `acknowledged_until_ms`) for its claim, where it bounds the pay (G1): `gpu_ms ≤ gpus ×
 //! (acknowledged_until + receipt_interval − started_at)`.
 //!
+//! For a service's replica (`kind: service`) the receipt may also carry a [`SignedUsage`]:
+//! what the replica served through the orchestrator's gateway up to the same moment
+//! (requests, failures, bytes), signed by the same key over a [`UsageStatement`]. The
+//! provider keeps it with the receipt and attests it in its log, so the bill can be read per
+//! request; the validator never reads it.
+//!
 //! The sender is the connection's peer id (noise-authenticated); the request itself carries no
 //! signature. The p2p layer only carries the messages and limits floods; whether a receipt is
 //! due (the job, its assignment, its deadline, the interval since the last one) is the job
@@ -22,7 +28,7 @@
 //! [`HeartbeatResponse`] variant) is a new protocol name, `/ganglion/heartbeat/2`.
 
 use ganglion_contracts::v2::datum::JobId;
-use ganglion_contracts::v2::signed::Receipt;
+use ganglion_contracts::v2::signed::{Receipt, UsageStatement};
 use libp2p::StreamProtocol;
 use serde::{Deserialize, Serialize};
 
@@ -107,13 +113,60 @@ pub struct RankSummary {
     pub progress: Option<u64>,
 }
 
-/// A receipt and its signature, as the escrow's `Claim` takes them (`SignedReceipt`).
+/// A receipt and its signature, as the escrow's `Claim` takes them (`SignedReceipt`), and for
+/// a service's replica the usage the orchestrator's gateway counted up to the same moment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignedReceipt {
     /// What was signed.
     pub receipt: Receipt,
     /// ed25519 signature (CBOR byte string of exactly 64 bytes) by the escrow's `receipt_key`
     /// over `Receipt::signed_bytes()`.
+    #[serde(with = "signature_bytes")]
+    pub signature: [u8; 64],
+    /// What the replica served up to `receipt.acknowledged_until_ms`, for a service's replica
+    /// whose orchestrator routes it (added in a later revision: absent from batch jobs'
+    /// receipts and from older orchestrators', ignored by older providers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<SignedUsage>,
+}
+
+/// What a service's replica served through its orchestrator's gateway, cumulative since the
+/// replica was first routed (the gateway's per-replica counts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ServedUsage {
+    /// Requests the replica answered (any HTTP status it sent).
+    pub requests: u64,
+    /// Requests that did not reach it or broke off before their response ended.
+    pub failed: u64,
+    /// Request body bytes sent to it.
+    pub bytes_in: u64,
+    /// Response body bytes received from it and passed on.
+    pub bytes_out: u64,
+}
+
+impl ServedUsage {
+    /// The statement signed for `receipt`: these counts up to its `acknowledged_until_ms`.
+    pub fn statement(&self, receipt: &Receipt) -> UsageStatement {
+        UsageStatement {
+            job_id: receipt.job_id,
+            provider_index: receipt.provider_index,
+            acknowledged_until_ms: receipt.acknowledged_until_ms,
+            requests: self.requests,
+            failed: self.failed,
+            bytes_in: self.bytes_in,
+            bytes_out: self.bytes_out,
+        }
+    }
+}
+
+/// A [`ServedUsage`] and the orchestrator's signature over its [`UsageStatement`] for the receipt it
+/// rides with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedUsage {
+    /// The counts.
+    pub usage: ServedUsage,
+    /// ed25519 signature (64 bytes) by the escrow's `receipt_key` over
+    /// `usage.statement(receipt).signed_bytes()`.
     #[serde(with = "signature_bytes")]
     pub signature: [u8; 64],
 }
@@ -141,6 +194,10 @@ pub enum ReceiptError {
     /// The signature does not verify under the escrow's receipt key.
     #[error("receipt signature: {0}")]
     BadSignature(#[source] ganglion_contracts::Error),
+    /// The usage carried with the receipt is not signed by the escrow's receipt key for this
+    /// receipt.
+    #[error("usage signature: {0}")]
+    BadUsageSignature(#[source] ganglion_contracts::Error),
 }
 
 impl SignedReceipt {
@@ -150,15 +207,35 @@ impl SignedReceipt {
         SignedReceipt {
             receipt: *receipt,
             signature: receipt_key.sign(&receipt.signed_bytes()).to_bytes(),
+            usage: None,
+        }
+    }
+
+    /// As [`SignedReceipt::sign`], with `usage` signed for the same receipt.
+    pub fn sign_with_usage(
+        receipt: &Receipt,
+        usage: ServedUsage,
+        receipt_key: &ed25519_dalek::SigningKey,
+    ) -> Self {
+        use ed25519_dalek::Signer;
+        SignedReceipt {
+            usage: Some(SignedUsage {
+                usage,
+                signature: receipt_key
+                    .sign(&usage.statement(receipt).signed_bytes())
+                    .to_bytes(),
+            }),
+            ..Self::sign(receipt, receipt_key)
         }
     }
 
     /// Checks that this receipt is for `job_id`'s assignment `provider_index` and is signed by
-    /// `receipt_key` (32 bytes, the escrow datum's `receipt_key`); returns the receipt.
+    /// `receipt_key` (32 bytes, the escrow datum's `receipt_key`), and so is the usage it
+    /// carries (if any) for this receipt; returns the receipt.
     ///
     /// # Errors
     /// [`ReceiptError::WrongJob`], [`ReceiptError::WrongProvider`],
-    /// [`ReceiptError::BadSignature`].
+    /// [`ReceiptError::BadSignature`], [`ReceiptError::BadUsageSignature`].
     pub fn verify(
         &self,
         receipt_key: &[u8; 32],
@@ -184,7 +261,29 @@ impl SignedReceipt {
             &self.signature,
         )
         .map_err(ReceiptError::BadSignature)?;
+        if let Some(u) = &self.usage {
+            u.verify(receipt_key, &receipt)
+                .map_err(ReceiptError::BadUsageSignature)?;
+        }
         Ok(receipt)
+    }
+}
+
+impl SignedUsage {
+    /// Checks the signature: `receipt_key` (32 bytes) signed these counts for `receipt`.
+    ///
+    /// # Errors
+    /// The signature does not verify (another key, another receipt, other counts).
+    pub fn verify(
+        &self,
+        receipt_key: &[u8; 32],
+        receipt: &Receipt,
+    ) -> Result<(), ganglion_contracts::Error> {
+        ganglion_contracts::v2::signed::verify(
+            receipt_key,
+            &self.usage.statement(receipt).signed_bytes(),
+            &self.signature,
+        )
     }
 }
 
@@ -453,6 +552,7 @@ mod tests {
                 acknowledged_until_ms: u64::MAX,
             },
             signature: [0xff; 64],
+            usage: None,
         });
         let refusal = HeartbeatResponse::Refused(HeartbeatRefusal::ProgressWentBack {
             acknowledged_gpu_ms: u64::MAX,
@@ -465,6 +565,28 @@ mod tests {
         ] {
             assert!(len < 300, "{len} bytes");
         }
+        // A service's receipt with its usage, every count at its largest.
+        let HeartbeatResponse::Receipt(widest) = &resp else {
+            panic!("a receipt")
+        };
+        let with_usage = HeartbeatResponse::Receipt(SignedReceipt {
+            usage: Some(SignedUsage {
+                usage: ServedUsage {
+                    requests: u64::MAX,
+                    failed: u64::MAX,
+                    bytes_in: u64::MAX,
+                    bytes_out: u64::MAX,
+                },
+                signature: [0xff; 64],
+            }),
+            ..widest.clone()
+        });
+        let len = encode(&with_usage).len();
+        assert!(len < 480, "{len} bytes");
+        assert_eq!(
+            read::<HeartbeatResponse>(&frame(encode(&with_usage))).unwrap(),
+            with_usage
+        );
         // With the largest live log: the longest CID this node parses (`cid::Cid`: every
         // varint at its widest, a 64-byte digest) and every number at its largest.
         let digest = cid::multihash::Multihash::<64>::wrap(u64::MAX, &[0xff; 64]).expect("fits");
@@ -664,6 +786,89 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn a_receipts_usage_verifies_for_its_receipt_and_key_only() {
+        let served = ServedUsage {
+            requests: 721,
+            failed: 2,
+            bytes_in: 30_000,
+            bytes_out: 2_100_000,
+        };
+        let signed = SignedReceipt::sign_with_usage(&receipt(), served, &key(1));
+        let receipt_key = key(1).verifying_key().to_bytes();
+        assert_eq!(
+            signed.verify(&receipt_key, JobId([7; 32]), 1).unwrap(),
+            receipt()
+        );
+        assert_eq!(signed.usage.map(|u| u.usage), Some(served));
+        // The receipt's own signature is the one the escrow checks, unchanged by the usage.
+        assert_eq!(
+            signed.signature,
+            SignedReceipt::sign(&receipt(), &key(1)).signature
+        );
+        // Counts changed after signing, moved to another receipt, or signed by another key.
+        let mut inflated = signed.clone();
+        if let Some(u) = &mut inflated.usage {
+            u.usage.requests += 1;
+        }
+        assert!(matches!(
+            inflated.verify(&receipt_key, JobId([7; 32]), 1),
+            Err(ReceiptError::BadUsageSignature(_))
+        ));
+        let later = Receipt {
+            acknowledged_until_ms: receipt().acknowledged_until_ms + 30_000,
+            ..receipt()
+        };
+        let moved = SignedReceipt {
+            usage: signed.usage,
+            ..SignedReceipt::sign(&later, &key(1))
+        };
+        assert!(matches!(
+            moved.verify(&receipt_key, JobId([7; 32]), 1),
+            Err(ReceiptError::BadUsageSignature(_))
+        ));
+        let foreign = SignedReceipt {
+            usage: SignedReceipt::sign_with_usage(&receipt(), served, &key(2)).usage,
+            ..signed.clone()
+        };
+        assert!(matches!(
+            foreign.verify(&receipt_key, JobId([7; 32]), 1),
+            Err(ReceiptError::BadUsageSignature(_))
+        ));
+        // A usage signature is never a receipt's: the statement is constructor 1, and the
+        // usage's signature does not verify as the receipt's.
+        let as_receipt = SignedReceipt {
+            signature: signed.usage.expect("usage").signature,
+            usage: None,
+            ..signed.clone()
+        };
+        assert!(matches!(
+            as_receipt.verify(&receipt_key, JobId([7; 32]), 1),
+            Err(ReceiptError::BadSignature(_))
+        ));
+    }
+
+    /// A receipt from before usage (no `usage` key) decodes as `None`, and a batch job's
+    /// receipt is written without the key.
+    #[test]
+    fn receipts_without_usage_decode_and_are_written_without_the_key() {
+        let plain = HeartbeatResponse::Receipt(SignedReceipt::sign(&receipt(), &key(1)));
+        let Value::Map(outer) = cbor_of(&plain) else {
+            panic!("a map")
+        };
+        let Value::Map(fields) = &outer[0].1 else {
+            panic!("a map")
+        };
+        assert!(
+            !fields.iter().any(|(k, _)| k == &text("usage")),
+            "{fields:?}"
+        );
+        assert_eq!(
+            decode::<HeartbeatResponse>(&encode(&plain), MAX_HEARTBEAT_BYTES).unwrap(),
+            plain
+        );
+    }
+
     fn cbor_of<T: Serialize>(msg: &T) -> Value {
         ciborium::from_reader(encode(msg).as_slice()).expect("our own CBOR")
     }
@@ -702,6 +907,10 @@ mod tests {
             let resp = HeartbeatResponse::Receipt(SignedReceipt {
                 receipt: Receipt { job_id: JobId(job), provider_index: index, acknowledged_until_ms: at },
                 signature,
+                usage: (gpu_ms % 2 == 0).then_some(SignedUsage {
+                    usage: ServedUsage { requests: gpu_ms, failed: at, bytes_in: index, bytes_out: gpu_ms },
+                    signature,
+                }),
             });
             prop_assert_eq!(decode::<HeartbeatResponse>(&encode(&resp), MAX_HEARTBEAT_BYTES).unwrap(), resp);
             let refusal = HeartbeatResponse::Refused(HeartbeatRefusal::ProgressWentBack {

@@ -142,7 +142,10 @@ fn record(r: &JobStatus) -> Markup {
                             td.paid { @if let Some(p) = n.paid { (amount(p.get(), "NTX")) } @else { "—" } }
                             td { @if let Some(l) = &n.logs { (h::cid_short(l, true, Some("log.txt"))) } @else { "—" } }
                             td { @if let Some(w) = &n.reason { (w) }
-                                 @if let Some(u) = n.released_until_ms { "released: paid until " (h::time(u)) } }
+                                 @if let Some(u) = n.released_until_ms { "released: paid until " (h::time(u)) }
+                                 @if let Some(u) = &n.usage { span.usage data-requests=(u.requests) {
+                                     " served " (u.requests) " requests (" (u.failed) " failed), "
+                                     (u.bytes_in) " B in, " (u.bytes_out) " B out" } } }
                         }
                     }
                 }))
@@ -163,6 +166,10 @@ fn service(s: &JobService) -> Markup {
             p { "Routed at " code { "/" (s.name) "/" } " on this node's gateway: "
                 (s.running.len()) " of " (s.wanted) " replicas wanted running; cost so far "
                 (amount(s.cost_so_far.get(), "NTX")) "." }
+            @if let Some(per_1k) = &s.cost_per_1k_requests {
+                p.requests data-requests=(s.requests) { (s.requests) " requests answered (signed with the receipts): "
+                    (amount(per_1k.get(), "NTX")) " per 1 000 requests." }
+            }
             @if let Some(l) = &s.load {
                 (h::table(&["Healthy", "In flight", "Requests/s", "p50", "p90"], html! {
                     tr.load {
@@ -330,6 +337,8 @@ mod tests {
                 p90_ms: None,
             }),
             cost_so_far: 2_500_000.into(),
+            requests: 1_250,
+            cost_per_1k_requests: Some(2_000_000.into()),
         };
         let page = service(&s).into_string();
         for want in [
@@ -338,10 +347,19 @@ mod tests {
             "41.2",
             "4.4 ms",
             "data-wanted=\"3\"",
+            "1250 requests answered",
+            "per 1 000 requests",
         ] {
             assert!(page.contains(want), "{want} not in {page}");
         }
-        let unrouted = service(&JobService { load: None, ..s }).into_string();
+        let unrouted = service(&JobService {
+            load: None,
+            requests: 0,
+            cost_per_1k_requests: None,
+            ..s
+        })
+        .into_string();
         assert!(unrouted.contains("no load to show"), "{unrouted}");
+        assert!(!unrouted.contains("requests answered"), "{unrouted}");
     }
 }

@@ -222,6 +222,7 @@ async fn a_service_runs_on_two_providers_behind_the_orchestrators_gateway_and_is
     // Eight at once: each goes to the replica with the fewest outstanding, so both serve.
     let path = format!("/{name}/embed");
     let answers = futures::future::join_all((0..8).map(|_| call(addr, "POST", &path, &body))).await;
+    let answered_bytes: u64 = answers.iter().map(|(_, _, got)| got.len() as u64).sum();
     for (status, headers, got) in answers {
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&got));
         served_by.insert(header(&headers, "x-ganglion-replica").map(str::to_string));
@@ -290,9 +291,54 @@ async fn a_service_runs_on_two_providers_behind_the_orchestrators_gateway_and_is
         "{refused}"
     );
 
+    // Pay by use: the next receipts carry what each replica served through the gateway,
+    // signed by the orchestrator; each provider keeps it with its best receipt. Together they
+    // count the eight requests, their bodies and the answers' bodies to the byte.
+    let held = || {
+        [&pa, &pb].map(|p| {
+            p.engine
+                .store()
+                .receipt(&job)
+                .expect("store")
+                .and_then(|r| r.usage)
+                .map(|u| u.usage)
+                .unwrap_or_default()
+        })
+    };
+    wait_for("the eight requests signed with the receipts", || async {
+        (held().iter().map(|u| u.requests).sum::<u64>() == 8).then_some(())
+    })
+    .await;
+    let usage = held();
+    assert!(
+        usage.iter().all(|u| u.requests > 0),
+        "both served: {usage:?}"
+    );
+    assert_eq!(usage.iter().map(|u| u.failed).sum::<u64>(), 0, "{usage:?}");
+    assert_eq!(
+        usage.iter().map(|u| u.bytes_in).sum::<u64>(),
+        8 * body.len() as u64,
+        "{usage:?}"
+    );
+    assert_eq!(
+        usage.iter().map(|u| u.bytes_out).sum::<u64>(),
+        answered_bytes,
+        "{usage:?}"
+    );
+    // The orchestrator's own record of what it signed agrees.
+    for (i, u) in usage.iter().enumerate() {
+        assert_eq!(
+            orch.engine
+                .handle()
+                .usage_signed(&job, i as u64)
+                .expect("store"),
+            Some(*u),
+            "replica {i}"
+        );
+    }
+
     // `job stop` ends the service: each provider stops its replica and claims.
     let before = [chain.ntx_of(&pa.key_hash), chain.ntx_of(&pb.key_hash)];
-    tokio::time::sleep(Duration::from_secs(2)).await;
     orch.engine.handle().stop(&job).await.expect("stopped");
     wait_for("Settled", || async {
         let r = orch.engine.orchestrator_record(&job).expect("store")?;
@@ -331,6 +377,22 @@ async fn a_service_runs_on_two_providers_behind_the_orchestrators_gateway_and_is
         report.checks.iter().any(|c| c.name == "payment[1]"),
         "{report:#?}"
     );
+    // Each provider attested the orchestrator's signed usage in its log: the audit finds it,
+    // checks the signature and reads the price per request.
+    for (i, u) in usage.iter().enumerate() {
+        let check = report
+            .checks
+            .iter()
+            .find(|c| c.name == format!("usage[{i}]"))
+            .unwrap_or_else(|| panic!("usage[{i}] audited: {report:#?}"));
+        assert!(
+            check
+                .detail
+                .contains(&format!("{} requests answered", u.requests)),
+            "{check:?}"
+        );
+        assert!(check.detail.contains("per request"), "{check:?}");
+    }
     // The ended service is no longer routed.
     wait_for("the service unrouted", || async {
         gateway.service(&name).is_none().then_some(())
