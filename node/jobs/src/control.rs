@@ -141,6 +141,32 @@ impl<S: Kv + 'static, E: Executor + 'static> EngineHandle<S, E> {
         super::service::lost(&self.ctx, job, index)
     }
 
+    /// The ensemble spec `spec_cid` (binary CID): read from this node's blockstore, or
+    /// fetched over bitswap from the first of `from` that serves it (a job's providers hold
+    /// its spec). For a gateway routing a service it does not orchestrate.
+    ///
+    /// # Errors
+    /// The last peer's failure ([`EngineError`]: CID, blocks, JSON, p2p), or
+    /// [`EngineError::State`] when `from` is empty.
+    pub async fn fetch_spec(
+        &self,
+        job: &JobId,
+        spec_cid: &[u8],
+        from: &[libp2p::PeerId],
+    ) -> Result<ganglion_market::Ensemble, EngineError> {
+        let mut last = EngineError::State {
+            job: *job,
+            reason: "no peer to fetch the spec from".into(),
+        };
+        for peer in from {
+            match super::provider::read_spec(&self.ctx, *peer, spec_cid).await {
+                Ok(spec) => return Ok(spec),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
     /// What the gateway counted for the service `job`'s assignment `index` so far
     /// (cumulative since this process began routing it): the next receipts for it carry
     /// these counts, signed ([`super::usage`]).

@@ -104,6 +104,30 @@ pub struct ProviderDetail {
     pub finished: Option<Finished>,
     /// Why it failed, if it did.
     pub error: Option<String>,
+    /// A service's replica: the peers besides the orchestrator its spec names as gateways
+    /// (`serve.gateways`, peer id bytes, the unparsable left out), let through to the replica
+    /// like the orchestrator. Recorded at the dispatch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gateways: Vec<Vec<u8>>,
+}
+
+/// The peers `spec` names as its gateways (`serve.gateways`), as peer id bytes; an entry that
+/// does not parse as a peer id is left out (and logged).
+pub fn gateways_of(spec: &Ensemble) -> Vec<Vec<u8>> {
+    let Some(serve) = &spec.serve else {
+        return Vec::new();
+    };
+    serve
+        .gateways
+        .iter()
+        .filter_map(|g| match g.parse::<PeerId>() {
+            Ok(p) => Some(p.to_bytes()),
+            Err(e) => {
+                tracing::warn!(gateway = %g, error = %e, "serve.gateways names no peer id: ignored");
+                None
+            }
+        })
+        .collect()
 }
 
 /// The executor job id of `job` at `rank` on the node with peer id `node`: 40 hex digits of
@@ -918,7 +942,18 @@ async fn dispatch<S: Kv + 'static, E: Executor + 'static>(
     match prepared {
         Prepared::Run { plan, intent } => {
             tracing::info!(job = %job, gpus = ?intent.gpus, "dispatching");
-            apply(ctx, &job, ProviderEvent::Dispatched)?;
+            let gateways = gateways_of(&spec);
+            if gateways.is_empty() {
+                apply(ctx, &job, ProviderEvent::Dispatched)?;
+            } else {
+                // Read again: `prepare` wrote the dispatch intent into the record.
+                let mut det = ctx
+                    .store
+                    .get::<ProviderRole>(&job)?
+                    .map_or_else(|| r.detail.clone(), |now| now.detail);
+                det.gateways = gateways;
+                apply_with(ctx, &job, ProviderEvent::Dispatched, Some(det))?;
+            }
             spawn_run(ctx, side, r, index, intent.executor_job, *plan);
             Ok(())
         }

@@ -47,6 +47,25 @@ pub struct Serve {
     /// `DELETE` and `OPTIONS` are idempotent by RFC 9110 §9.2.2 and always may. Default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retry_post: bool,
+    /// Nodes besides the orchestrator's that may route the service: libp2p peer ids
+    /// (base58btc, as `ganglion node info` prints them), at most [`MAX_GATEWAYS`]. Each such
+    /// node with `[gateway] listen` serves `/<service>/…` too, reaching the replicas over
+    /// libp2p; a provider lets the job's orchestrator and these peers — no one else — through
+    /// to its replica. Only the orchestrator's gateway scales the service and counts the usage
+    /// its receipts carry. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gateways: Vec<String>,
+}
+
+/// Most peers `serve.gateways` names.
+pub const MAX_GATEWAYS: usize = 16;
+
+/// Whether `id` reads as a libp2p peer id in its usual text form: base58btc of a multihash,
+/// 46 characters (`Qm…`, SHA-256 of an RSA key) to 59 (`12D3KooW…` and longer identity
+/// hashes). The node parses it for good before it routes or admits it.
+fn peer_id_like(id: &str) -> bool {
+    const BASE58: &str = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+    (46..=59).contains(&id.len()) && id.chars().all(|c| BASE58.contains(c))
 }
 
 fn default_max_in_flight() -> u32 {
@@ -196,6 +215,20 @@ pub(crate) fn validate(
     if serve.request_timeout_s == 0 {
         return bad("serve.request_timeout_s", Rule::Zero);
     }
+    if serve.gateways.len() > MAX_GATEWAYS {
+        return bad(
+            "serve.gateways",
+            Rule::TooMany {
+                count: serve.gateways.len(),
+                limit: MAX_GATEWAYS,
+            },
+        );
+    }
+    for (i, g) in serve.gateways.iter().enumerate() {
+        if !peer_id_like(g) {
+            return bad(&format!("serve.gateways[{i}]"), Rule::BadPeerId(g.clone()));
+        }
+    }
     if replicas.min == 0 {
         return bad("replicas.min", Rule::Zero);
     }
@@ -306,6 +339,29 @@ deadline: "+2h"
         assert_eq!(again, spec);
     }
 
+    /// A libp2p peer id as `ganglion node info` prints one (ed25519).
+    const GATEWAY: &str = "12D3KooWD3eckifWpRn9wQpMG9R9hX3sD158z7EqHWmweQAJU5SA";
+
+    #[test]
+    fn a_service_names_the_gateways_besides_its_orchestrators() {
+        let text = format!(
+            "{BASE}kind: service\nserve: {{ port: 8000, gateways: [{GATEWAY}] }}\n\
+             replicas: {{ min: 1, max: 1 }}\n"
+        );
+        let spec = Ensemble::parse(&text, NOW_MS).expect("valid service");
+        assert_eq!(spec.serve.as_ref().expect("serve").gateways, [GATEWAY]);
+        let json = serde_json::to_value(&spec).expect("json");
+        assert_eq!(json["serve"]["gateways"][0], GATEWAY);
+        // None named: the field is not written (the pinned spec of a service without it is
+        // unchanged).
+        let plain = format!(
+            "{BASE}kind: service\nserve: {{ port: 8000 }}\nreplicas: {{ min: 1, max: 1 }}\n"
+        );
+        let spec = Ensemble::parse(&plain, NOW_MS).expect("valid service");
+        let json = serde_json::to_value(&spec).expect("json");
+        assert!(json["serve"].get("gateways").is_none(), "{json}");
+    }
+
     #[test]
     fn a_services_replicas_each_take_one_machine_with_exactly_their_gpus() {
         use crate::test_utils::{offer, providers, rtx3090, snap};
@@ -378,6 +434,19 @@ deadline: "+2h"
             (
                 format!("{BASE}scale: {{ up_after_s: 1, down_after_s: 1 }}\n"),
                 "scale",
+            ),
+            (
+                service(
+                    "serve: { port: 8000, gateways: [\"12D3KooW0OIl\"] }\nreplicas: { min: 1, max: 1 }\n",
+                ),
+                "serve.gateways[0]",
+            ),
+            (
+                service(&format!(
+                    "serve: {{ port: 8000, gateways: [{}] }}\nreplicas: {{ min: 1, max: 1 }}\n",
+                    vec![format!("\"{GATEWAY}\""); super::MAX_GATEWAYS + 1].join(", ")
+                )),
+                "serve.gateways",
             ),
             (format!("{BASE}kind: daemon\n"), "kind"),
             (

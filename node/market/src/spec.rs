@@ -674,6 +674,17 @@ pub enum Rule {
     /// `scale` names no target.
     #[error("needs one target: target_in_flight_per_replica or target_p90_ms")]
     ScaleTarget,
+    /// More entries than allowed.
+    #[error("{count} entries, at most {limit}")]
+    TooMany {
+        /// Entries given.
+        count: usize,
+        /// The most allowed.
+        limit: usize,
+    },
+    /// Not a libp2p peer id in its text form.
+    #[error("`{0}` is not a libp2p peer id (base58btc, e.g. 12D3KooW…)")]
+    BadPeerId(String),
     /// Not an absolute URL path.
     #[error("`{0}` is not an absolute URL path (starts with `/`, no spaces or `#`)")]
     BadUrlPath(String),

@@ -692,8 +692,10 @@ async fn run_following(r: RunParts<'_>) -> Result<(), DaemonError> {
             let (indexer, stop) = (r.indexer.clone(), http_stop.clone());
             let depth = engine_config(&r.settings, &r.preset).depth;
             let scaler: Arc<dyn super::services::Scaler> = Arc::new(engine.handle());
+            let me = peer;
             r.tasks.spawn("service routes", async move {
-                super::services::route(gateway, services_store, indexer, depth, scaler, stop).await;
+                super::services::route(gateway, services_store, indexer, depth, scaler, me, stop)
+                    .await;
                 Ok::<(), String>(())
             });
             Some(addr)

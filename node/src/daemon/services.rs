@@ -5,7 +5,9 @@
 //!
 //! A service is routed as `/<name>/…` with `name` the first 16 hex digits of its job id
 //! ([`service_name`]), its replicas reached through their providers' nodes over libp2p: the
-//! provider lets only the job's orchestrator through, to the replica it runs. Each routed
+//! provider lets only the job's orchestrator and the gateways its spec names
+//! (`serve.gateways`) through, to the replica it runs. A node named there routes the service
+//! too, from the chain ([`route`]). Each routed
 //! service has the gateway's autoscaler ([`ganglion_gateway::Controller`]) over an
 //! [`EngineFleet`]: the replica count it asks for, and the replicas it gives up as lost, go to
 //! the node's job engine, which rescales the escrow ([`crate::job::service`]); what each
@@ -58,14 +60,18 @@ impl<E> Replicas<E> {
 }
 
 /// Whether `peer` may reach replica `rank` of the job `record` is this node's share of: only
-/// the job's orchestrator, only the replica this node runs, only while it runs. Returns the
-/// executor's run of it.
+/// the job's orchestrator or a gateway its spec names (`serve.gateways`), only the replica
+/// this node runs, only while it runs. Returns the executor's run of it.
 ///
 /// # Errors
 /// Why not, in words (sent back to the gateway).
 pub fn admit(record: &ProviderRecord, peer: &PeerId, rank: u32) -> Result<RunId, String> {
-    if record.detail.orchestrator_peer != peer.to_bytes() {
-        return Err("only the job's orchestrator may reach its replicas".into());
+    let peer = peer.to_bytes();
+    if record.detail.orchestrator_peer != peer && !record.detail.gateways.contains(&peer) {
+        return Err(
+            "only the job's orchestrator and the gateways its spec names may reach its replicas"
+                .into(),
+        );
     }
     match record.detail.index {
         Some(index) if index == u64::from(rank) => {}
@@ -141,6 +147,17 @@ pub trait Scaler: Send + Sync + 'static {
     /// What the gateway counted for `job`'s assignment `index` so far (its next receipts
     /// carry it, signed).
     fn served(&self, job: JobId, index: u64, usage: ServedUsage);
+    /// The spec `spec_cid` (binary CID) of `job`, which this node does not orchestrate,
+    /// fetched from the first of `from` (its providers) that serves it.
+    ///
+    /// # Errors
+    /// Why not, in words.
+    fn spec(
+        &self,
+        job: JobId,
+        spec_cid: Vec<u8>,
+        from: Vec<PeerId>,
+    ) -> BoxFuture<'_, Result<ganglion_market::Ensemble, String>>;
 }
 
 impl<S: Kv + 'static, E: Executor + 'static> Scaler for EngineHandle<S, E> {
@@ -166,6 +183,19 @@ impl<S: Kv + 'static, E: Executor + 'static> Scaler for EngineHandle<S, E> {
 
     fn served(&self, job: JobId, index: u64, usage: ServedUsage) {
         EngineHandle::served(self, job, index, usage);
+    }
+
+    fn spec(
+        &self,
+        job: JobId,
+        spec_cid: Vec<u8>,
+        from: Vec<PeerId>,
+    ) -> BoxFuture<'_, Result<ganglion_market::Ensemble, String>> {
+        Box::pin(async move {
+            self.fetch_spec(&job, &spec_cid, &from)
+                .await
+                .map_err(|e| e.to_string())
+        })
     }
 }
 
@@ -239,27 +269,49 @@ fn replica_index(id: &str) -> Option<u64> {
 /// Keeps `gateway` routing every service this node orchestrates that is assigned and not
 /// over: `/<service_name>/…` to each of its running assignments (not claimed, not released,
 /// not given up as lost), reached through the provider's node (the peer id of its bond), with
-/// the gateway's autoscaler over an [`EngineFleet`] per service. A service that ends is no
-/// longer routed and its autoscaler stops. Runs until `stop`.
+/// the gateway's autoscaler over an [`EngineFleet`] per service. Also every service on chain
+/// whose spec names this node (`me`) in `serve.gateways`: routed the same way to its
+/// assignments not claimed and not released, without an autoscaler (only the orchestrator's
+/// node scales a service) and without usage in receipts (only the orchestrator signs them).
+/// A service that ends is no longer routed and its autoscaler stops. Runs until `stop`.
 pub async fn route<S: Kv>(
     gateway: Arc<Gateway>,
     store: JobStore,
     indexer: Arc<Indexer<S>>,
     depth: u64,
     scaler: Arc<dyn Scaler>,
+    me: PeerId,
     stop: CancellationToken,
 ) {
-    // Each routed service's autoscaler, stopped when the service is no longer routed.
-    let mut routed: BTreeMap<String, CancellationToken> = BTreeMap::new();
+    // Each routed service's autoscaler (none for a service this node only routes), stopped
+    // when the service is no longer routed.
+    let mut routed: BTreeMap<String, Option<CancellationToken>> = BTreeMap::new();
+    let mut named = Named::default();
     loop {
-        match wanted(&store, &indexer, depth) {
+        let services = match wanted(&store, &indexer, depth) {
+            Ok(mut services) => {
+                let theirs =
+                    named_here(&mut named, &indexer, depth, scaler.as_ref(), &me, &services).await;
+                match theirs {
+                    Ok(theirs) => services.extend(theirs),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "services naming this gateway not routed this pass")
+                    }
+                }
+                Ok(services)
+            }
+            Err(e) => Err(e),
+        };
+        match services {
             Ok(services) => {
                 routed.retain(|name, controller| {
                     if services.contains_key(name) {
                         return true;
                     }
                     tracing::info!(service = %name, "the service ended: no longer routed");
-                    controller.cancel();
+                    if let Some(c) = controller {
+                        c.cancel();
+                    }
                     gateway.remove(name);
                     false
                 });
@@ -267,6 +319,10 @@ pub async fn route<S: Kv>(
                     let Some(pool) = sync(&gateway, &name, &service.spec, service.replicas) else {
                         continue;
                     };
+                    if !service.scaled {
+                        routed.entry(name).or_insert(None);
+                        continue;
+                    }
                     report_usage(scaler.as_ref(), service.job, &pool);
                     routed.entry(name).or_insert_with(|| {
                         let controller = stop.child_token();
@@ -285,7 +341,7 @@ pub async fn route<S: Kv>(
                             EngineFleet::new(service.job, Arc::clone(&scaler)),
                             controller.clone(),
                         );
-                        controller
+                        Some(controller)
                     });
                 }
             }
@@ -325,6 +381,135 @@ struct Routed {
     spec: ganglion_market::Ensemble,
     /// Its running replicas.
     replicas: Vec<Replica>,
+    /// Whether this node orchestrates it: scales it and counts the usage its receipts carry.
+    scaled: bool,
+}
+
+/// What this node knows of the specs of jobs it does not orchestrate, by job.
+#[derive(Default)]
+struct Named {
+    specs: BTreeMap<JobId, Seen>,
+}
+
+/// One job's spec as a gateway saw it.
+enum Seen {
+    /// A service naming this node in `serve.gateways`.
+    Route(Box<ganglion_market::Ensemble>),
+    /// A batch job, or a service that does not name this node.
+    Skip,
+    /// The spec could not be fetched: try again from then on.
+    RetryAt(std::time::Instant),
+}
+
+/// How long a gateway waits for a spec from a job's providers, and before it asks again.
+const SPEC_FETCH: Duration = Duration::from_secs(10);
+
+/// The services on chain (assigned, not over) that this node does not orchestrate and whose
+/// spec names `me` in `serve.gateways`, each to its assignments not claimed and not released.
+/// Specs are fetched once per job from its providers (over bitswap) and remembered.
+async fn named_here<S: Kv>(
+    named: &mut Named,
+    indexer: &Indexer<S>,
+    depth: u64,
+    scaler: &dyn Scaler,
+    me: &PeerId,
+    orchestrated: &Wanted,
+) -> Result<Wanted, String> {
+    use ganglion_indexer::JobStatus as Chain;
+    let ours: BTreeSet<JobId> = orchestrated.values().map(|r| r.job).collect();
+    let mut live = BTreeSet::new();
+    let mut out = Wanted::new();
+    let mut views = indexer
+        .jobs_by_status(Chain::Assigned)
+        .map_err(|e| e.to_string())?;
+    views.extend(
+        indexer
+            .jobs_by_status(Chain::Claiming)
+            .map_err(|e| e.to_string())?,
+    );
+    for listed in views.into_iter().filter(|v| !ours.contains(&v.job_id)) {
+        // At the node's confirmation depth, as its own jobs are read.
+        let Some(view) = indexer
+            .job(&listed.job_id, depth)
+            .map_err(|e| e.to_string())?
+            .filter(|c| !c.tentative)
+            .map(|c| c.value)
+        else {
+            continue;
+        };
+        live.insert(view.job_id);
+        let peers: BTreeMap<u32, PeerId> = peers_of(indexer, &view.assignments, u32::MAX)?
+            .into_iter()
+            .collect();
+        let due = match named.specs.get(&view.job_id) {
+            None => true,
+            Some(Seen::RetryAt(at)) => std::time::Instant::now() >= *at,
+            Some(_) => false,
+        };
+        if due {
+            let from: Vec<PeerId> = peers.values().copied().collect();
+            let fetched = tokio::time::timeout(
+                SPEC_FETCH,
+                scaler.spec(view.job_id, view.spec.clone(), from),
+            )
+            .await
+            .map_err(|_| "timed out".to_string())
+            .and_then(|r| r);
+            let seen = match fetched {
+                Ok(spec) if names(&spec, me) => {
+                    tracing::info!(job = %view.job_id, "a service names this node as its gateway");
+                    Seen::Route(Box::new(spec))
+                }
+                Ok(_) => Seen::Skip,
+                Err(e) => {
+                    tracing::debug!(job = %view.job_id, error = %e, "spec not fetched; asking again later");
+                    Seen::RetryAt(std::time::Instant::now() + SPEC_FETCH)
+                }
+            };
+            named.specs.insert(view.job_id, seen);
+        }
+        let Some(Seen::Route(spec)) = named.specs.get(&view.job_id) else {
+            continue;
+        };
+        let replicas = crate::job::service::running(&view)
+            .into_iter()
+            .filter_map(|i| replica(view.job_id, u32::try_from(i).ok()?, &peers))
+            .collect();
+        out.insert(
+            service_name(&view.job_id),
+            Routed {
+                job: view.job_id,
+                spec: (**spec).clone(),
+                replicas,
+                scaled: false,
+            },
+        );
+    }
+    // Jobs over (or never seen again) are forgotten.
+    named.specs.retain(|job, _| live.contains(job));
+    Ok(out)
+}
+
+/// Whether `spec` is a service that names `me` among its gateways.
+fn names(spec: &ganglion_market::Ensemble, me: &PeerId) -> bool {
+    spec.kind == JobKind::Service
+        && spec.serve.as_ref().is_some_and(|s| {
+            s.gateways
+                .iter()
+                .any(|g| g.parse::<PeerId>().ok() == Some(*me))
+        })
+}
+
+/// Replica `rank` of `job`, reached through its provider's node among `peers`.
+fn replica(job: JobId, rank: u32, peers: &BTreeMap<u32, PeerId>) -> Option<Replica> {
+    Some(Replica {
+        id: replica_id(rank),
+        endpoint: Endpoint::P2p {
+            peer: *peers.get(&rank)?,
+            target: Target { job: job.0, rank },
+        },
+        rtt: None,
+    })
 }
 
 /// Each service to route, by name.
@@ -350,20 +535,7 @@ fn wanted<S: Kv>(store: &JobStore, indexer: &Indexer<S>, depth: u64) -> Result<W
             .collect();
         let replicas = serving(&view, &r.detail.scaling)
             .into_iter()
-            .filter_map(|i| {
-                let rank = u32::try_from(i).ok()?;
-                Some(Replica {
-                    id: replica_id(rank),
-                    endpoint: Endpoint::P2p {
-                        peer: *peers.get(&rank)?,
-                        target: Target {
-                            job: r.job_id.0,
-                            rank,
-                        },
-                    },
-                    rtt: None,
-                })
-            })
+            .filter_map(|i| replica(r.job_id, u32::try_from(i).ok()?, &peers))
             .collect();
         out.insert(
             service_name(&r.job_id),
@@ -371,6 +543,7 @@ fn wanted<S: Kv>(store: &JobStore, indexer: &Indexer<S>, depth: u64) -> Result<W
                 job: r.job_id,
                 spec: spec.clone(),
                 replicas,
+                scaled: true,
             },
         );
     }
@@ -452,6 +625,15 @@ mod tests {
                 .expect_err("another peer")
                 .contains("only the job's orchestrator")
         );
+        // A gateway the spec names is let through like the orchestrator, to the same replica.
+        let named = {
+            let mut r = running.clone();
+            r.detail.gateways = vec![stranger.to_bytes()];
+            r
+        };
+        assert!(admit(&named, &stranger, 1).is_ok());
+        assert!(admit(&named, &stranger, 0).is_err());
+        assert!(admit(&named, &PeerId::random(), 1).is_err());
         assert!(
             admit(&running, &orchestrator, 0)
                 .expect_err("another replica")

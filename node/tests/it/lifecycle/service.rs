@@ -150,6 +150,10 @@ fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
+/// Two replicas behind the orchestrator's gateway and behind a third node's that the spec
+/// names (`serve.gateways`): the same answers as the model run directly; a node not named is
+/// refused; the receipts carry the orchestrator's gateway's usage, signed, which the providers
+/// attest and the audit checks; `job stop` pays each its receipted GPU time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_service_runs_on_two_providers_behind_the_orchestrators_gateway_and_is_paid_by_gpu_time()
 {
@@ -186,13 +190,46 @@ async fn a_service_runs_on_two_providers_behind_the_orchestrators_gateway_and_is
         orch.indexer.clone(),
         0,
         Arc::new(orch.engine.handle()),
+        orch.peer(),
         stop.clone(),
     ));
     let addr = listening.addr;
+    // A node that neither orchestrates nor provides (seed 5), named by the spec as a gateway:
+    // it routes the service too, from the chain.
+    let gw = support::plain_node(
+        &chain,
+        5,
+        &chain.dir.path().join("gw"),
+        support::engine_config(&chain),
+    )
+    .await;
+    support::connect_market(&gw, &[&pa, &pb], 2).await;
+    let gw_gateway = Gateway::with_streams(Some(gw.p2p.streams()));
+    let gw_addr = ganglion_gateway::listen(
+        "127.0.0.1:0".parse().expect("addr"),
+        Arc::clone(&gw_gateway),
+        stop.clone(),
+    )
+    .await
+    .expect("gateway listens")
+    .addr;
+    tokio::spawn(services::route(
+        Arc::clone(&gw_gateway),
+        gw.engine.store().clone(),
+        gw.indexer.clone(),
+        0,
+        Arc::new(gw.engine.handle()),
+        gw.peer(),
+        stop.clone(),
+    ));
 
+    let mut spec = service_spec(&image, 900_000);
+    if let Some(serve) = spec.serve.as_mut() {
+        serve.gateways = vec![gw.peer().to_string()];
+    }
     let job = orch
         .engine
-        .submit(&service_spec(&image, 900_000))
+        .submit(&spec)
         .await
         .expect("a service is locked");
     let _cleanup = Cleanup::of(&job);
@@ -291,9 +328,30 @@ async fn a_service_runs_on_two_providers_behind_the_orchestrators_gateway_and_is
         "{refused}"
     );
 
+    // The gateway the spec names serves the same service: the same embeddings, from both
+    // replicas (its own health checks, its own routes read from the chain).
+    wait_for("both replicas healthy at the named gateway", || async {
+        (healthy(gw_addr, &name).await.len() == 2).then_some(())
+    })
+    .await;
+    let mut gw_served_by = std::collections::BTreeSet::new();
+    let answers =
+        futures::future::join_all((0..4).map(|_| call(gw_addr, "POST", &path, &body))).await;
+    for (status, headers, got) in answers {
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&got));
+        gw_served_by.insert(header(&headers, "x-ganglion-replica").map(str::to_string));
+        let v: serde_json::Value = serde_json::from_slice(&got).expect("JSON");
+        assert_eq!(
+            v["embeddings"], through["embeddings"],
+            "the named gateway agrees"
+        );
+    }
+    assert_eq!(gw_served_by.len(), 2, "{gw_served_by:?}");
+
     // Pay by use: the next receipts carry what each replica served through the gateway,
     // signed by the orchestrator; each provider keeps it with its best receipt. Together they
-    // count the eight requests, their bodies and the answers' bodies to the byte.
+    // count the orchestrator's gateway's eight requests (not the named gateway's four: only
+    // the orchestrator signs receipts), their bodies and the answers' bodies to the byte.
     let held = || {
         [&pa, &pb].map(|p| {
             p.engine
@@ -393,12 +451,14 @@ async fn a_service_runs_on_two_providers_behind_the_orchestrators_gateway_and_is
         );
         assert!(check.detail.contains("per request"), "{check:?}");
     }
-    // The ended service is no longer routed.
+    // The ended service is no longer routed, by either gateway.
     wait_for("the service unrouted", || async {
-        gateway.service(&name).is_none().then_some(())
+        (gateway.service(&name).is_none() && gw_gateway.service(&name).is_none()).then_some(())
     })
     .await;
     stop.cancel();
+    gw.cancel.cancel();
+    gw.shutdown().await;
     support::shutdown(chain, orch, vec![pa, pb]).await;
 }
 
@@ -498,6 +558,7 @@ async fn a_service_grows_with_load_shrinks_when_idle_and_replaces_a_lost_provide
         orch.indexer.clone(),
         0,
         Arc::new(orch.engine.handle()),
+        orch.peer(),
         stop.clone(),
     ));
     let spec = scaled_spec(

@@ -382,6 +382,14 @@ pub(crate) struct Stopped<E: ganglion_dispatch::executor::Executor + 'static> {
 }
 
 impl<E: ganglion_dispatch::executor::Executor + 'static> Node<E> {
+    /// This node's libp2p peer id (the last component of its address).
+    pub(crate) fn peer(&self) -> libp2p::PeerId {
+        match self.addr.iter().last() {
+            Some(libp2p::multiaddr::Protocol::P2p(peer)) => peer,
+            _ => panic!("the node's address ends in its peer id: {}", self.addr),
+        }
+    }
+
     /// Submits [`probe_spec`]`(sleep_s, deadline_in_ms)` through this node's engine (its lock
     /// goes out) and returns the job id.
     pub(crate) async fn submit_probe(&self, sleep_s: u32, deadline_in_ms: u64) -> JobId {
@@ -596,6 +604,18 @@ pub(crate) async fn orchestrator_with(
     config: EngineConfig,
 ) -> Node<NoExecutor> {
     fresh_seed(chain, &dev_key(seed)).await;
+    plain_node(chain, seed, dir, config).await
+}
+
+/// A node that neither orchestrates nor provides unless asked (no UTxO of its own is made for
+/// devnet key `seed`, which need hold no funds): it follows the chain and joins the swarm, as
+/// a gateway or an auditor does.
+pub(crate) async fn plain_node(
+    chain: &Chain,
+    seed: u32,
+    dir: &Path,
+    config: EngineConfig,
+) -> Node<NoExecutor> {
     let c = common(chain, dir);
     let key = Keypair::ed25519_from_bytes([0x10 + seed as u8; 32]).expect("seed");
     let peer = key.public().to_peer_id();
