@@ -167,11 +167,20 @@ impl<S: Kv + 'static, E: Executor + 'static> EngineHandle<S, E> {
         Err(last)
     }
 
-    /// What the gateway counted for the service `job`'s assignment `index` so far
-    /// (cumulative since this process began routing it): the next receipts for it carry
-    /// these counts, signed ([`super::usage`]).
-    pub fn served(&self, job: JobId, index: u64, counts: ganglion_p2p::protocols::ServedUsage) {
-        super::usage::record(&self.ctx, job, index, counts);
+    /// This node's gateway routes the services it orchestrates: from now on a receipt for a
+    /// service's replica needs the replica healthy there ([`EngineHandle::served`]).
+    pub fn routes_services(&self) {
+        self.ctx
+            .gateway
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The service `job`'s assignment `index` as this node's gateway sees it now: what it
+    /// served so far (cumulative since this process began routing it), which the next
+    /// receipts for it carry, signed, and whether it is healthy (no receipt while it is not;
+    /// [`super::usage`]).
+    pub fn served(&self, job: JobId, index: u64, at: super::usage::AtGateway) {
+        super::usage::record(&self.ctx, job, index, at);
     }
 }
 

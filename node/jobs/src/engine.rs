@@ -357,9 +357,15 @@ pub(crate) struct Ctx<S: Kv, E: Executor> {
     /// assignment index) ([`super::live_logs`]; in memory: a restart forgets them until the
     /// next heartbeats).
     pub live_logs: std::sync::Mutex<HashMap<(JobId, u64), super::live_logs::Seen>>,
-    /// Orchestrator: each routed replica's cumulative counts from this process's gateway, per
-    /// (job, assignment index) ([`super::usage::record`]; in memory).
-    pub served: std::sync::Mutex<HashMap<(JobId, u64), ganglion_p2p::protocols::ServedUsage>>,
+    /// Orchestrator: each routed replica as this process's gateway sees it (cumulative counts,
+    /// healthy now), per (job, assignment index) ([`super::usage::record`]; in memory).
+    pub served: std::sync::Mutex<HashMap<(JobId, u64), super::usage::AtGateway>>,
+    /// Orchestrator: whether this node's gateway routes its services (receipts for a service's
+    /// replica then need it healthy there, [`super::usage::healthy`]).
+    pub gateway: std::sync::atomic::AtomicBool,
+    /// Provider: jobs whose orchestrator answered that their replica is not healthy yet, and
+    /// when first ([`super::heartbeat::beat`]: a replica loading gets the starting grace).
+    pub not_healthy: std::sync::Mutex<HashMap<JobId, u64>>,
     /// Orchestrator: what was signed for each (job, assignment index) before this process's
     /// gateway counted anything for it ([`super::usage::to_sign`]).
     pub served_base: std::sync::Mutex<HashMap<(JobId, u64), ganglion_p2p::protocols::ServedUsage>>,
@@ -460,6 +466,8 @@ impl<S: Kv + 'static, E: Executor + 'static> Engine<S, E> {
             heartbeats_sent: std::sync::Mutex::new(HashMap::new()),
             live_logs: std::sync::Mutex::new(HashMap::new()),
             served: std::sync::Mutex::new(HashMap::new()),
+            gateway: std::sync::atomic::AtomicBool::new(false),
+            not_healthy: std::sync::Mutex::new(HashMap::new()),
             served_base: std::sync::Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),

@@ -7,8 +7,9 @@
 //!   peer its assignment's bond names, while that assignment is unclaimed and before the
 //!   deadline, when every rank of the assignment is reported running and its GPU time did not
 //!   go back; at most one receipt per half interval and assignment (G7: anything else is
-//!   refused and changes nothing). A routed service's receipt also carries what the replica
-//!   served through the gateway, signed ([`super::usage`]).
+//!   refused and changes nothing). A service's replica routed by this node's gateway gets a
+//!   receipt only while it is healthy there ([`HeartbeatRefusal::NotHealthy`]), and its
+//!   receipt also carries what it served through the gateway, signed ([`super::usage`]).
 //! - **Orchestrator**, also: a heartbeat from the assignment's peer that reports its share
 //!   ended because the job's network did not form ([`Unformed`]) is kept and stops the job
 //!   ([`super::unformed::record`]); it is answered `Stopped`, never with a receipt.
@@ -19,7 +20,9 @@
 //!   interval, with the tail of its container's log ([`super::live_logs::tail`]), keeps the
 //!   best receipt ([`receipts::take`]), and stops its containers when the
 //!   orchestrator refuses with `Stopped`, when it has been silent for [`super::EngineConfig::missed_receipts`] intervals or the
-//!   deadline comes ([`receipts::Liveness::must_stop`]).
+//!   deadline comes ([`receipts::Liveness::must_stop`]); a service's replica that the
+//!   orchestrator answers [`HeartbeatRefusal::NotHealthy`] before its first receipt (its model
+//!   loading) waits up to [`SERVICE_START_GRACE_MS`] from its start instead.
 
 use ganglion_dispatch::executor::{Executor, JobRecord as ExecRecord, Phase};
 use ganglion_indexer::JobStatus;
@@ -118,6 +121,13 @@ fn answer<S: Kv, E: Executor>(
             expected,
         });
     }
+    // A service's replica routed by this node's gateway is acknowledged only while healthy
+    // there: one that never answers is paid at most one interval.
+    if record.detail.spec.kind == ganglion_market::JobKind::Service
+        && super::usage::healthy(ctx, req.job_id, index) == Some(false)
+    {
+        return refuse(R::NotHealthy);
+    }
     let now = ctx.now();
     let mut given = ctx.receipts_given.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(&(at_ms, gpu_ms)) = given.get(&(req.job_id, index)) {
@@ -204,6 +214,12 @@ pub(crate) fn report_unformed<S: Kv, E: Executor>(
     });
 }
 
+/// How long a service's replica that its orchestrator's gateway has not yet seen healthy
+/// keeps running without a receipt, from its container's start, ms: the gateway's own
+/// starting grace (`ganglion_gateway::Controller`: a replica not healthy within 120 s is
+/// given up and released).
+pub const SERVICE_START_GRACE_MS: u64 = 120_000;
+
 /// What this node's share of a job looks like in a heartbeat, from the executor's record of
 /// it: every rank running (the run's GPUs) once the executor reports `Running`, and the GPU
 /// time since its containers started.
@@ -277,6 +293,10 @@ pub(crate) async fn beat<S: Kv, E: Executor>(
             };
             match ctx.p2p.request_receipt(peer, req).await {
                 Ok(HeartbeatResponse::Receipt(new)) => {
+                    ctx.not_healthy
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&r.job_id);
                     match receipts::take(&terms, held.clone(), new) {
                         Ok(Some(best)) if Some(&best) != held.as_ref() => {
                             ctx.store.put_receipt(&best)?;
@@ -286,6 +306,14 @@ pub(crate) async fn beat<S: Kv, E: Executor>(
                             tracing::warn!(job = %r.job_id, error = %e, "receipt refused")
                         }
                     }
+                }
+                Ok(HeartbeatResponse::Refused(HeartbeatRefusal::NotHealthy)) => {
+                    ctx.not_healthy
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .entry(r.job_id)
+                        .or_insert(now);
+                    tracing::debug!(job = %r.job_id, "the replica is not healthy at the gateway: no receipt");
                 }
                 Ok(HeartbeatResponse::Refused(HeartbeatRefusal::Stopped)) => {
                     if let Some(e) = exec {
@@ -305,8 +333,25 @@ pub(crate) async fn beat<S: Kv, E: Executor>(
         return Ok(());
     }
     let held = ctx.store.receipt(&r.job_id)?;
+    // A replica its orchestrator has not yet seen healthy (its model loading) waits for its
+    // first receipt up to the gateway's starting grace, not only the silent intervals: the
+    // orchestrator answers, and the unpaid time at risk is bounded by the grace.
+    let starting = held.is_none()
+        && ctx
+            .not_healthy
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&r.job_id);
+    let missed_limit = if starting {
+        let grace = SERVICE_START_GRACE_MS.div_ceil(terms.receipt_interval_ms.max(1));
+        u32::try_from(grace)
+            .unwrap_or(u32::MAX)
+            .max(ctx.config.missed_receipts)
+    } else {
+        ctx.config.missed_receipts
+    };
     let liveness = Liveness {
-        missed_limit: ctx.config.missed_receipts.max(1),
+        missed_limit: missed_limit.max(1),
         deadline_margin_ms: super::terms::SETTLE_MARGIN_MS,
     };
     // Silence counts from the containers' start: before it no work was at risk (an image

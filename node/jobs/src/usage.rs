@@ -1,8 +1,10 @@
 //! What a service's replicas served, signed with their receipts (issue #24 "pay by use"): the
 //! receipts pay GPU time (DESIGN §3.2); these counts let the bill be read per request.
 //!
-//! - **Orchestrator**: its gateway reports each routed replica's cumulative counts
-//!   ([`record`], from `EngineHandle::served`); each receipt for that assignment carries them,
+//! - **Orchestrator**: its gateway reports each routed replica's cumulative counts and health
+//!   ([`record`], from `EngineHandle::served`); a replica not healthy there gets no receipt
+//!   ([`healthy`]: one that never answers is paid at most one interval), and each receipt
+//!   for a healthy one carries its counts,
 //!   signed by the receipt key ([`to_sign`], [`ganglion_p2p::protocols::SignedUsage`]). What
 //!   was signed is kept in the job store, so a restarted node (whose gateway counts from zero
 //!   again) goes on from it and never signs less than it signed before.
@@ -24,17 +26,38 @@ use super::store::{JobStore, StoreError};
 /// The prefix of the attested usage line in a replica's log.
 pub const PREFIX: &str = "[ganglion] usage: ";
 
-/// Orchestrator: the gateway's cumulative counts for `job`'s assignment `index` now.
-pub(crate) fn record<S: Kv, E: Executor>(
-    ctx: &Ctx<S, E>,
-    job: JobId,
-    index: u64,
-    counts: ServedUsage,
-) {
+/// A routed replica as the orchestrator's gateway sees it now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AtGateway {
+    /// What it served so far (cumulative since this process began routing it).
+    pub usage: ServedUsage,
+    /// Whether it takes requests: it passed its last health check and no request failed to
+    /// reach it since.
+    pub healthy: bool,
+}
+
+/// Orchestrator: replica `index` of `job` as the gateway sees it now.
+pub(crate) fn record<S: Kv, E: Executor>(ctx: &Ctx<S, E>, job: JobId, index: u64, at: AtGateway) {
     ctx.served
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .insert((job, index), counts);
+        .insert((job, index), at);
+}
+
+/// Orchestrator: whether `job`'s replica `index` is healthy at this node's gateway — `None`
+/// when this node routes no service (no gateway: its receipts do not depend on health), else
+/// `Some(false)` for a replica the gateway does not route yet.
+pub(crate) fn healthy<S: Kv, E: Executor>(ctx: &Ctx<S, E>, job: JobId, index: u64) -> Option<bool> {
+    if !ctx.gateway.load(std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
+    Some(
+        ctx.served
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(job, index))
+            .is_some_and(|at| at.healthy),
+    )
 }
 
 /// Orchestrator: the usage to sign with a receipt for `job`'s assignment `index`, and keeps it
@@ -56,7 +79,7 @@ pub(crate) fn to_sign<S: Kv, E: Executor>(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .get(&(job, index))
-        .copied();
+        .map(|at| at.usage);
     let usage = match (counted, signed) {
         (None, None) => return Ok(None),
         (None, Some(s)) => s,

@@ -26,6 +26,8 @@ use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 use ganglion_market::JobKind;
 use ganglion_p2p::protocols::ServedUsage;
+
+use crate::job::usage::AtGateway;
 use libp2p::PeerId;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
@@ -144,9 +146,12 @@ pub trait Scaler: Send + Sync + 'static {
     /// # Errors
     /// Why not, in words.
     fn lost(&self, job: JobId, index: u64) -> BoxFuture<'_, Result<u32, String>>;
-    /// What the gateway counted for `job`'s assignment `index` so far (its next receipts
-    /// carry it, signed).
-    fn served(&self, job: JobId, index: u64, usage: ServedUsage);
+    /// This node's gateway routes the services it orchestrates (called once, before the
+    /// first [`Scaler::served`]).
+    fn routing(&self);
+    /// `job`'s assignment `index` as the gateway sees it now: what it served so far (its next
+    /// receipts carry it, signed) and whether it is healthy (no receipt while it is not).
+    fn served(&self, job: JobId, index: u64, at: AtGateway);
     /// The spec `spec_cid` (binary CID) of `job`, which this node does not orchestrate,
     /// fetched from the first of `from` (its providers) that serves it.
     ///
@@ -181,8 +186,12 @@ impl<S: Kv + 'static, E: Executor + 'static> Scaler for EngineHandle<S, E> {
         })
     }
 
-    fn served(&self, job: JobId, index: u64, usage: ServedUsage) {
-        EngineHandle::served(self, job, index, usage);
+    fn routing(&self) {
+        self.routes_services();
+    }
+
+    fn served(&self, job: JobId, index: u64, at: AtGateway) {
+        EngineHandle::served(self, job, index, at);
     }
 
     fn spec(
@@ -287,6 +296,7 @@ pub async fn route<S: Kv>(
     // when the service is no longer routed.
     let mut routed: BTreeMap<String, Option<CancellationToken>> = BTreeMap::new();
     let mut named = Named::default();
+    scaler.routing();
     loop {
         let services = match wanted(&store, &indexer, depth) {
             Ok(mut services) => {
@@ -354,8 +364,9 @@ pub async fn route<S: Kv>(
     }
 }
 
-/// Hands the engine what each of `job`'s replicas in `pool` served so far: the usage its
-/// next receipts carry, signed ([`crate::job::usage`]).
+/// Hands the engine each of `job`'s replicas in `pool` as the gateway sees it: what it served
+/// so far (the usage its next receipts carry, signed) and whether it is healthy (receipts
+/// only while it is; [`crate::job::usage`]).
 fn report_usage(scaler: &dyn Scaler, job: JobId, pool: &ganglion_gateway::Pool) {
     for view in pool.views() {
         let Some(index) = replica_index(&view.replica.id) else {
@@ -365,11 +376,14 @@ fn report_usage(scaler: &dyn Scaler, job: JobId, pool: &ganglion_gateway::Pool) 
         scaler.served(
             job,
             index,
-            ServedUsage {
-                requests: u.requests,
-                failed: u.failed,
-                bytes_in: u.bytes_in,
-                bytes_out: u.bytes_out,
+            AtGateway {
+                usage: ServedUsage {
+                    requests: u.requests,
+                    failed: u.failed,
+                    bytes_in: u.bytes_in,
+                    bytes_out: u.bytes_out,
+                },
+                healthy: view.health == ganglion_gateway::Health::Healthy,
             },
         );
     }

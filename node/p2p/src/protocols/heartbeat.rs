@@ -341,6 +341,12 @@ pub enum HeartbeatRefusal {
     /// claim what ran (the last receipt bounds the claim, DESIGN §3.1 G1).
     #[error("the orchestrator stopped the job")]
     Stopped,
+    /// A service's replica that its orchestrator's gateway does not see healthy now (it has
+    /// not passed its health check yet, or fails it): its time is not acknowledged, so a
+    /// replica that never answers is paid at most one interval (added in a later revision;
+    /// older providers read it as [`HeartbeatRefusal::Unrecognised`]).
+    #[error("the replica is not healthy at the orchestrator's gateway")]
+    NotHealthy,
     /// A reason from a later revision of the protocol that this node does not know.
     #[serde(other)]
     #[error("a refusal this node does not know")]
@@ -520,6 +526,7 @@ mod tests {
                 reported_gpu_ms: 0,
             }),
             HeartbeatResponse::Refused(HeartbeatRefusal::TooEarly { retry_at_ms: 5 }),
+            HeartbeatResponse::Refused(HeartbeatRefusal::NotHealthy),
             HeartbeatResponse::RateLimited,
         ];
         for resp in responses {

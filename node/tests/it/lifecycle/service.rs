@@ -143,6 +143,43 @@ impl Drop for Cleanup {
     }
 }
 
+/// What `node run` does for services: each provider's node carries `/ganglion/service/1`
+/// into its replicas, and the orchestrator's node routes its services at a gateway (as
+/// `[gateway] listen`, on a free loopback port). Returns the gateway and its address.
+pub(crate) async fn serving(
+    orch: &support::Node<ganglion_node::job::NoExecutor>,
+    providers: &[&support::Node<support::Exec>],
+    stop: &CancellationToken,
+) -> (Arc<Gateway>, std::net::SocketAddr) {
+    for p in providers {
+        let incoming = service_streams::accept(&mut p.p2p.streams()).expect("protocol free");
+        let replicas = Replicas::new(
+            p.engine.store().clone(),
+            Arc::clone(p.executor.as_ref().expect("executor")),
+        );
+        tokio::spawn(service_streams::serve(incoming, replicas, stop.clone()));
+    }
+    let gateway = Gateway::with_streams(Some(orch.p2p.streams()));
+    let addr = ganglion_gateway::listen(
+        "127.0.0.1:0".parse().expect("addr"),
+        Arc::clone(&gateway),
+        stop.clone(),
+    )
+    .await
+    .expect("gateway listens")
+    .addr;
+    tokio::spawn(services::route(
+        Arc::clone(&gateway),
+        orch.engine.store().clone(),
+        orch.indexer.clone(),
+        0,
+        Arc::new(orch.engine.handle()),
+        orch.peer(),
+        stop.clone(),
+    ));
+    (gateway, addr)
+}
+
 fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers
         .iter()
@@ -166,34 +203,7 @@ async fn a_service_runs_on_two_providers_behind_the_orchestrators_gateway_and_is
         ..
     } = World::two_providers().await;
     let stop = CancellationToken::new();
-    // Each provider's node carries `/ganglion/service/1` into its replicas (as `node run`).
-    for p in [&pa, &pb] {
-        let incoming = service_streams::accept(&mut p.p2p.streams()).expect("protocol free");
-        let replicas = Replicas::new(
-            p.engine.store().clone(),
-            Arc::clone(p.executor.as_ref().expect("executor")),
-        );
-        tokio::spawn(service_streams::serve(incoming, replicas, stop.clone()));
-    }
-    // The orchestrator's node routes its services (as `[gateway] listen`).
-    let gateway = Gateway::with_streams(Some(orch.p2p.streams()));
-    let listening = ganglion_gateway::listen(
-        "127.0.0.1:0".parse().expect("addr"),
-        Arc::clone(&gateway),
-        stop.clone(),
-    )
-    .await
-    .expect("gateway listens");
-    tokio::spawn(services::route(
-        Arc::clone(&gateway),
-        orch.engine.store().clone(),
-        orch.indexer.clone(),
-        0,
-        Arc::new(orch.engine.handle()),
-        orch.peer(),
-        stop.clone(),
-    ));
-    let addr = listening.addr;
+    let (gateway, addr) = serving(&orch, &[&pa, &pb], &stop).await;
     // A node that neither orchestrates nor provides (seed 5), named by the spec as a gateway:
     // it routes the service too, from the chain.
     let gw = support::plain_node(
@@ -707,4 +717,97 @@ async fn a_service_grows_with_load_shrinks_when_idle_and_replaces_a_lost_provide
     }
     stop.cancel();
     support::shutdown(chain, orch, providers).await;
+}
+
+/// A replica that never passes its health check is never routed to and never paid beyond
+/// one receipt interval: the orchestrator's gateway never sees it healthy, so the
+/// orchestrator answers its heartbeats `NotHealthy` (no receipt); the provider keeps it up
+/// within the starting grace, and when the service ends it claims without a receipt — at
+/// most one interval of GPU time (G1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_that_never_passes_its_health_check_is_never_routed_to_and_paid_at_most_one_interval()
+ {
+    let image = embed_image();
+    let World {
+        chain,
+        orch,
+        pa,
+        pb,
+        ..
+    } = World::two_providers().await;
+    let stop = CancellationToken::new();
+    let (_gateway, addr) = serving(&orch, &[&pa, &pb], &stop).await;
+    let mut spec = service_spec(&image, 900_000);
+    spec.replicas = Some(ganglion_market::service::Replicas {
+        min: 1,
+        max: 1,
+        share_providers: false,
+    });
+    if let Some(serve) = spec.serve.as_mut() {
+        // The model serves, but this path is not its health check: every probe gets 404.
+        serve.health.path = "/not-a-health-check".into();
+    }
+    let job = orch.engine.submit(&spec).await.expect("locked");
+    let _cleanup = Cleanup::of(&job);
+    let name = services::service_name(&job);
+    let replica = wait_for("the replica running", || async {
+        for p in [&pa, &pb] {
+            if let Some(r) = p.engine.provider_record(&job).expect("store")
+                && r.state == ProviderState::Running
+            {
+                return Some(p);
+            }
+        }
+        None
+    })
+    .await;
+    // Five receipt intervals and more after its start: every request is refused at the
+    // gateway (no replica healthy), none reaches the replica, and no receipt was given.
+    let path = format!("/{name}/embed");
+    let until = std::time::Instant::now() + Duration::from_millis(5 * chain.receipt_interval_ms);
+    let mut refused = 0;
+    while std::time::Instant::now() < until {
+        let (status, headers, got) = call(addr, "POST", &path, r#"{"texts": ["x"]}"#).await;
+        assert_eq!(status, 503, "{}", String::from_utf8_lossy(&got));
+        assert_eq!(header(&headers, "x-ganglion-replica"), None);
+        refused += 1;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(refused > 10, "{refused}");
+    assert_eq!(
+        replica.engine.store().receipt(&job).expect("store"),
+        None,
+        "no receipt for a replica never healthy"
+    );
+    let record = replica
+        .engine
+        .provider_record(&job)
+        .expect("store")
+        .expect("record");
+    assert_eq!(
+        record.state,
+        ProviderState::Running,
+        "kept up within the starting grace"
+    );
+
+    orch.engine.handle().stop(&job).await.expect("stopped");
+    wait_for("Settled", || async {
+        let r = orch.engine.orchestrator_record(&job).expect("store")?;
+        (r.state == OrchestratorState::Settled).then_some(())
+    })
+    .await;
+    let view = orch.indexer.job(&job, 0).expect("q").expect("known").value;
+    let claim = view.claims[0].expect("claimed");
+    assert_eq!(
+        claim.acknowledged_until_ms, None,
+        "claimed without a receipt"
+    );
+    assert!(
+        claim.gpu_ms <= chain.receipt_interval_ms,
+        "paid at most one interval: {} GPU-ms, interval {} ms",
+        claim.gpu_ms,
+        chain.receipt_interval_ms
+    );
+    stop.cancel();
+    support::shutdown(chain, orch, vec![pa, pb]).await;
 }
