@@ -44,14 +44,23 @@ async fn the_orchestrators_gateway_routes_its_service_to_replicas_on_provider_pr
     let (status, _, _) = call(gateway, "GET", "/no-such-service/x", "").await;
     assert_eq!(status, 404);
 
-    // `job_status` shows the replicas, the gateway's load and the cost so far.
-    let svc = super::support::wait_for("job_status with a cost", || async {
+    // `job_status` shows the replicas, the gateway's load, the cost so far and the request
+    // signed with the next receipt (with its cost per 1 000 requests).
+    let (svc, nodes) = super::support::wait_for("job_status with a cost", || async {
         let o = net.orchestrator_status(&id).await?;
         let svc = o.service?;
-        (svc.cost_so_far.get() > 0 && svc.load.is_some_and(|l| l.requests_per_s > 0.0))
-            .then_some(svc)
+        (svc.cost_so_far.get() > 0
+            && svc.load.is_some_and(|l| l.requests_per_s > 0.0)
+            && svc.requests == 1)
+            .then_some((svc, o.nodes))
     })
     .await;
+    assert!(svc.cost_per_1k_requests.is_some(), "{svc:?}");
+    let served: Vec<u64> = nodes
+        .iter()
+        .map(|n| n.usage.map_or(0, |u| u.requests))
+        .collect();
+    assert_eq!(served.iter().sum::<u64>(), 1, "{nodes:?}");
     assert_eq!(svc.name, name);
     assert_eq!((svc.wanted, svc.running.as_slice()), (2, &[0, 1][..]));
     assert_eq!(svc.load.expect("routed here").healthy, 2);
@@ -68,6 +77,8 @@ async fn the_orchestrators_gateway_routes_its_service_to_replicas_on_provider_pr
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    assert!(text.contains("1 requests answered"), "{text}");
+    assert!(text.contains("served 1 requests (0 failed)"), "{text}");
 
     // Some GPU time to pay, then `job_stop`: both providers claim it.
     tokio::time::sleep(Duration::from_secs(2)).await;
