@@ -1,7 +1,9 @@
 //! The demo's node processes: one orchestrator (devnet key 0) and three providers (keys 1, 2
-//! and 3; the devnet funds keys 0..3) as `ganglion node run` children, each with its own data dir, config and log under
-//! the demo folder. Dropping the [`Cluster`] stops them (SIGTERM, then SIGKILL after 10 s),
-//! then removes the NAT namespaces ([`super::natnet`]) when the providers ran behind them.
+//! and 3; the devnet funds keys 0..3), plus a fourth (key 4, funded by the demo's genesis) for
+//! the service workload only ([`providers`]), as `ganglion node run` children, each with its
+//! own data dir, config and log under the demo folder. Dropping the [`Cluster`] stops them
+//! (SIGTERM, then SIGKILL after 10 s), then removes the NAT namespaces ([`super::natnet`])
+//! when the providers ran behind them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -55,8 +57,9 @@ pub struct ProviderSpec {
     pub stake: u64,
 }
 
-/// The three providers: 2, 2 and 4 GPUs.
-pub const PROVIDERS: [ProviderSpec; 3] = [
+/// The demo's providers: 2, 2, 4 and 2 GPUs. The batch workloads start the first three; the
+/// service workload all four ([`providers`]).
+pub const PROVIDERS: [ProviderSpec; 4] = [
     ProviderSpec {
         name: "provider-a",
         seed: 1,
@@ -75,7 +78,22 @@ pub const PROVIDERS: [ProviderSpec; 3] = [
         gpus: 4,
         stake: 5_000_000,
     },
+    // Beyond the devnet's funded keys: the demo's genesis funds it (`super::run`).
+    ProviderSpec {
+        name: "provider-d",
+        seed: 4,
+        gpus: 2,
+        stake: 5_000_000,
+    },
 ];
+
+/// The providers a run starts, a prefix of [`PROVIDERS`] (so an index is the same in both):
+/// the first three for a batch job; all four for a service (`serving`), whose escrow takes
+/// each provider once: two at the assign, a third by the scale-up, and after the release and
+/// a provider's loss a replacement only the fourth, never used yet, can give.
+pub fn providers(serving: bool) -> &'static [ProviderSpec] {
+    if serving { &PROVIDERS } else { &PROVIDERS[..3] }
+}
 
 /// The orchestrator's devnet key seed.
 pub const ORCHESTRATOR_SEED: u32 = 0;
@@ -243,6 +261,14 @@ impl Cluster {
             .map(|(_, _, d)| d.as_path())
     }
 
+    /// (payment key hash hex, name) of each started provider.
+    pub fn provider_key_hashes(&self) -> Vec<(String, String)> {
+        self.providers
+            .iter()
+            .map(|(name, info, _)| (info.payment_key_hash.clone(), name.clone()))
+            .collect()
+    }
+
     /// A JSON-RPC client of provider `name`.
     ///
     /// # Errors
@@ -295,7 +321,7 @@ impl Cluster {
         rpc_client(info, dir)
     }
 
-    /// Each provider's NTX base units at its payment address, from the devnet's ledger.
+    /// NTX base units at the payment address of each of `providers`, from the devnet's ledger.
     ///
     /// # Errors
     /// [`DemoError::Chain`].
@@ -303,8 +329,9 @@ impl Cluster {
         &self,
         handle: &DevnetHandle,
         deployed: &Deployed,
+        providers: &[ProviderSpec],
     ) -> Result<Vec<u64>, DemoError> {
-        PROVIDERS
+        providers
             .iter()
             .map(|p| ntx_of(handle, deployed, p.seed))
             .collect()

@@ -1,6 +1,7 @@
 //! `ganglion devnet demo`: the whole marketplace on one machine. An embedded devnet, the
 //! validator deployed on it, one orchestrator and three provider nodes as separate
-//! `ganglion node run` processes (declared GPUs 2, 2 and 4, bonds posted at start), a 4-GPU
+//! `ganglion node run` processes (declared GPUs 2, 2 and 4, bonds posted at start; the
+//! service workload starts a fourth, [`cluster::providers`]), a 4-GPU
 //! ensemble (`min_gpus_per_node` = `max_gpus_per_node` = 2, `max_nodes` = 2) submitted over
 //! JSON-RPC, matched to two providers, assigned on-chain, dispatched into per-job pods on the
 //! WireGuard overlay (each provider's `node run`, see [`crate::daemon::overlay`]), attested
@@ -17,7 +18,7 @@
 //!
 //! Scenarios: `settle`, and `provider-loss` (one assigned provider SIGKILLed while its
 //! container runs; the job expires at its deadline, [`LOSS_DEADLINE_MS`] after the lock).
-//! The service workload runs its own sequence ([`service`]).
+//! The service workload runs its own sequence ([`service`]) on four providers.
 //!
 //! Networking ([`DemoNetwork`]): where the machine allows it (root, `ip`, `iptables`) each
 //! provider runs in its own network namespace behind its own NAT ([`natnet`]): the
@@ -40,7 +41,8 @@ use ganglion_rpc::api::JobApiClient;
 use ganglion_rpc::audit::AuditReport;
 use ganglion_rpc::types::{JobStatus, JobSubmitted};
 use ganglion_testnet::devnet::{self, DevnetConfig};
-use ganglion_testnet::genesis::Genesis;
+use ganglion_testnet::genesis::{DEVNET_FUNDED_KEYS, Fund, Genesis};
+use ganglion_testnet::keys::DevKey;
 use jsonrpsee::http_client::HttpClient;
 use serde::Serialize;
 
@@ -120,10 +122,11 @@ pub enum Workload {
     Smoke,
     /// An inference service (`kind: service`): the embedding model of
     /// `examples/workloads/service/` (image built on first use, about 30 s after the torch
-    /// image) as 1–2 replicas behind the orchestrator's gateway; load adds a replica, idle
-    /// releases it, the provider of the one left is killed and replaced, `job stop` ends it
-    /// and the killed provider is slashed at the expiry. Runs its own sequence: `--scenario`
-    /// is not used.
+    /// image) as 2–3 replicas behind the orchestrator's gateway, on four providers (a fourth,
+    /// `provider-d`, is started for it); load adds a third replica, idle releases it, the
+    /// provider of one of the two left is killed and replaced by the provider never used yet,
+    /// `job stop` ends it and the killed provider is slashed at the expiry. Runs its own
+    /// sequence: `--scenario` is not used.
     Service,
 }
 
@@ -315,7 +318,8 @@ pub struct Summary {
     pub artifacts: Vec<Artifacts>,
     /// The numbers.
     pub numbers: Numbers,
-    /// The service workload's numbers (scale-up, scale-down, failover, requests).
+    /// The service workload's numbers (scale-up, scale-down, failover, requests) and the
+    /// sequence it saw (replicas at each step, the providers used, killed and replacing).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service: Option<service::ServiceNumbers>,
     /// `audit verify` of the job, asked from the orchestrator (JSON-RPC `audit_verify`): each
@@ -446,6 +450,8 @@ pub async fn run(
     step(format!("workload image {image} ready"), None, &mut timeline);
 
     std::fs::create_dir_all(&opts.dir)?;
+    let serving = opts.workload == Workload::Service;
+    let providers = cluster::providers(serving);
     let (nat, network) = match (opts.network, natnet::unavailable()) {
         (DemoNetwork::Loopback, _) => (None, format!("{LOOPBACK} (--network loopback)")),
         (DemoNetwork::Auto, Some(why)) => (None, format!("{LOOPBACK}; no NAT here: {why}")),
@@ -453,13 +459,22 @@ pub async fn run(
             return Err(DemoError::NatUnavailable(why.to_string()));
         }
         (_, None) => {
-            let n = natnet::NatNet::create(cluster::PROVIDERS.len()).map_err(DemoError::Network)?;
+            let n = natnet::NatNet::create(providers.len()).map_err(DemoError::Network)?;
             let line = n.describe();
             (Some(n), line)
         }
     };
     step(format!("network: {network}"), None, &mut timeline);
-    let genesis = Genesis::devnet().map_err(DemoError::chain)?;
+    let mut genesis = Genesis::devnet().map_err(DemoError::chain)?;
+    // A provider beyond the devnet's funded keys (the service's fourth) is funded as they are.
+    for p in providers.iter().filter(|p| p.seed >= DEVNET_FUNDED_KEYS) {
+        let address = DevKey::from_seed(p.seed).address(pallas_addresses::Network::Testnet);
+        let fund = genesis.funds[0].clone();
+        genesis.funds.push(Fund {
+            address: address.to_bech32().unwrap_or_else(|_| address.to_hex()),
+            ..fund
+        });
+    }
     let mut devnet_config = DevnetConfig::new(genesis.clone(), opts.dir.join("devnet"));
     if let Some(n) = &nat {
         devnet_config.n2c_tcp_addr = Some(std::net::SocketAddr::from((n.host_ip(), 0)));
@@ -504,7 +519,7 @@ pub async fn run(
         );
     }
     let cheating = opts.scenario == Scenario::CheatingProvider;
-    for p in cluster::PROVIDERS {
+    for &p in providers {
         let behaviour = match p.name {
             CHEATER if cheating => cluster::Behaviour {
                 overclaim_factor: Some(2),
@@ -529,17 +544,15 @@ pub async fn run(
             &mut timeline,
         );
     }
-    let before = cluster.provider_ntx(&handle, &deployed)?;
+    let before = cluster.provider_ntx(&handle, &deployed, providers)?;
     let orch_before = cluster::ntx_of(&handle, &deployed, cluster::ORCHESTRATOR_SEED)?;
     let rpc = cluster.orchestrator_rpc()?;
-    let provider_rpcs = cluster::PROVIDERS
+    let provider_rpcs = providers
         .iter()
         .map(|p| cluster.provider_rpc(p.name))
         .collect::<Result<Vec<_>, _>>()?;
     let loss = opts.scenario == Scenario::ProviderLoss;
     let silent = opts.scenario == Scenario::SilentOrchestrator;
-    // Both end in an expire (a defaulter), soon after a short deadline.
-    let serving = opts.workload == Workload::Service;
     // Each ends in an expire (a defaulter), soon after a short deadline.
     let expires = loss || cheating || serving;
     let deadline_ms = ganglion_p2p::now_ms()
@@ -586,18 +599,22 @@ pub async fn run(
     );
     let until = Instant::now() + Duration::from_secs(if expires && !serving { 240 } else { 300 });
     let mut driver = match (serving, orch.gateway) {
-        (true, Some(gateway)) => Some(service::Driver::new(gateway, &sub.job_id)),
+        (true, Some(gateway)) => Some(service::Driver::new(
+            gateway,
+            &sub.job_id,
+            cluster.provider_key_hashes(),
+        )),
         (true, None) => return Err(DemoError::Timeout("the orchestrator's gateway address")),
         (false, _) => None,
     };
     let mut seen = String::from("locked");
     let mut landed_seen: Vec<String> = Vec::new();
-    let mut last: Vec<Option<JobStatus>> = vec![None; cluster::PROVIDERS.len()];
-    let mut provider_seen: Vec<String> = vec![String::new(); cluster::PROVIDERS.len()];
+    let mut last: Vec<Option<JobStatus>> = vec![None; providers.len()];
+    let mut provider_seen: Vec<String> = vec![String::new(); providers.len()];
     let mut killed: Option<usize> = None;
     let mut killed_peer: Option<String> = None;
     let want = if expires { "expired" } else { "settled" };
-    let mut provider_error: Vec<Option<String>> = vec![None; cluster::PROVIDERS.len()];
+    let mut provider_error: Vec<Option<String>> = vec![None; providers.len()];
     let mut orch_killed = false;
     let mut orch_seen: Option<JobStatus> = None;
     let done = loop {
@@ -608,7 +625,7 @@ pub async fn run(
                 .await
                 .map_err(rpc_err)?
         };
-        for (i, (p, client)) in cluster::PROVIDERS.iter().zip(&provider_rpcs).enumerate() {
+        for (i, (p, client)) in providers.iter().zip(&provider_rpcs).enumerate() {
             if killed == Some(i) {
                 continue;
             }
@@ -672,12 +689,12 @@ pub async fn run(
                     let i = cluster
                         .provider_index_of(&provider)
                         .ok_or_else(|| DemoError::chain("the replica's provider is not ours"))?;
-                    killed_peer = cluster.kill(cluster::PROVIDERS[i].name)?;
+                    killed_peer = cluster.kill(providers[i].name)?;
                     killed = Some(i);
                     step(
                         format!(
                             "{} killed (SIGKILL) while its replica serves",
-                            cluster::PROVIDERS[i].name
+                            providers[i].name
                         ),
                         None,
                         &mut timeline,
@@ -774,9 +791,9 @@ pub async fn run(
             &mut timeline,
         );
     }
-    let after = cluster.provider_ntx(&handle, &deployed)?;
+    let after = cluster.provider_ntx(&handle, &deployed, providers)?;
     let orch_after = cluster::ntx_of(&handle, &deployed, cluster::ORCHESTRATOR_SEED)?;
-    let payments: Vec<Payment> = cluster::PROVIDERS
+    let payments: Vec<Payment> = providers
         .iter()
         .enumerate()
         .zip(before.iter().zip(&after))
@@ -809,7 +826,7 @@ pub async fn run(
     // In chain order: the providers' claims land between the assign and an expire.
     txs.sort_by_key(|t| t.block.unwrap_or(u64::MAX));
     let numbers = numbers(&txs, &last, &chain_log);
-    let (ranks, artifacts) = results(&cluster, &sub.job_id);
+    let (ranks, artifacts) = results(&cluster, providers, &sub.job_id);
     let checksums_agree = (opts.workload == Workload::Torch)
         .then(|| !ranks.is_empty() && ranks.iter().all(|r| r.checksum == ranks[0].checksum));
     // Block steps carry the block's own time, which may precede a step printed before it.
@@ -817,7 +834,7 @@ pub async fn run(
     // With the orchestrator down, a provider's node audits (its indexer and blockstore, the
     // other provider's blocks over bitswap).
     let auditor = if orch_killed {
-        cluster.provider_rpc(cluster::PROVIDERS[0].name)?
+        cluster.provider_rpc(providers[0].name)?
     } else {
         cluster.orchestrator_rpc()?
     };
@@ -895,10 +912,14 @@ fn numbers(txs: &[Tx], providers: &[Option<JobStatus>], log: &chainlog::ChainLog
 }
 
 /// Rank checksums and pinned artifacts from each provider's kept executor artifacts.
-fn results(cluster: &cluster::Cluster, job_hex: &str) -> (Vec<RankChecksum>, Vec<Artifacts>) {
+fn results(
+    cluster: &cluster::Cluster,
+    providers: &[cluster::ProviderSpec],
+    job_hex: &str,
+) -> (Vec<RankChecksum>, Vec<Artifacts>) {
     let mut ranks = Vec::new();
     let mut artifacts = Vec::new();
-    for p in cluster::PROVIDERS {
+    for p in providers {
         let Some(dir) = cluster.provider_dir(p.name) else {
             continue;
         };

@@ -1,12 +1,15 @@
 //! `--workload service`: an inference service through the whole marketplace (issue #24). The
 //! embedding model (`scripts/build-embed-image.sh`, all-MiniLM-L6-v2 on CPU) as a
-//! `kind: service` job of one to two replicas of one GPU each, routed by the orchestrator's
-//! gateway (`[gateway] listen`). The demo drives it through [`Driver`]: one replica answers;
-//! load from the demo process brings a second (the orchestrator's node matches, asks and adds
-//! a provider by a `Rescale`); idle, the newest is released (it stops and claims); the
-//! provider running the replica left is SIGKILLed, its replica given up and replaced by the
-//! third provider; `job stop` ends the service; the killed provider, with no claim, is slashed
-//! when the job expires ([`SERVICE_DEADLINE_MS`] after the submission).
+//! `kind: service` job of two to three replicas of one GPU each, routed by the orchestrator's
+//! gateway (`[gateway] listen`), on the demo's four providers (the fourth is started for this
+//! workload only: the escrow takes a provider once, so a replacement after a scale-up and a
+//! release needs one never used). The demo drives it through [`Driver`]: two replicas answer
+//! from the assign; load from the demo process brings a third (the orchestrator's node
+//! matches, asks and adds a provider by a `Rescale`); idle, the newest is released (it stops
+//! and claims) and two are left; the provider of one of them is SIGKILLed, its replica given
+//! up and replaced by the provider never used yet, which brings the service back to two
+//! replicas; `job stop` ends the service; the killed provider, with no claim, is slashed when
+//! the job expires ([`SERVICE_DEADLINE_MS`] after the submission).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -20,11 +23,17 @@ use tokio_util::sync::CancellationToken;
 
 use super::DemoError;
 
-/// The service job's deadline, ms after the submission: the sequence takes about a minute.
+/// The service job's deadline, ms after the submission: the sequence takes about a minute
+/// (46 s from the submission to `job stop` on this project's machine).
 pub const SERVICE_DEADLINE_MS: u64 = 110_000;
 
+/// The service's replicas: `replicas.min` (at the assign, after idle, after the failover).
+pub const MIN_REPLICAS: usize = 2;
+/// The service's replicas under load: `replicas.max`.
+pub const MAX_REPLICAS: usize = 3;
+
 /// Clients the demo's load runs at once (the spec's target is one request in flight per
-/// replica).
+/// replica: six keep it above target with three replicas).
 const CLIENTS: usize = 6;
 
 /// The embedding image (built when absent: about half a minute after the torch image).
@@ -49,9 +58,11 @@ pub fn image() -> Result<String, DemoError> {
         .ok_or_else(|| DemoError::Image("build-embed-image.sh printed no tag".into()))
 }
 
-/// The service spec: 1–2 replicas of one GPU, one request in flight per replica as the
+/// The service spec: 2–3 replicas of one GPU, one request in flight per replica as the
 /// target (up after 2 s above, down after 5 s below), health checked every second, at
-/// `price` per GPU-hour, budget for two replicas over the whole window.
+/// `price` per GPU-hour, budget for three replicas over the whole window (the validator's
+/// G6 holds at the assign and at every rescale: the unclaimed windows never add up to more
+/// than three whole ones).
 ///
 /// # Errors
 /// Never for the fixed spec; typed for the parser's sake.
@@ -69,37 +80,51 @@ pub fn ensemble(image: &str, price: u64, deadline_ms: u64) -> Result<Ensemble, D
             "health": { "path": "/health", "interval_s": 1, "timeout_s": 1 },
             "retry_post": true,
         },
-        "replicas": { "min": 1, "max": 2 },
+        "replicas": { "min": MIN_REPLICAS, "max": MAX_REPLICAS },
         "scale": { "target_in_flight_per_replica": 1, "up_after_s": 2, "down_after_s": 5 },
         "limits": { "max_duration_s": max_s, "max_rate_ntx_per_gpu_hour": price },
-        // Two replicas at `price` for the whole window, rounded up.
-        "budget_ntx": 2 * price * (SERVICE_DEADLINE_MS / 1000 + 10) / 3600 + 1,
+        // Three replicas at `price` for the whole window, rounded up.
+        "budget_ntx": MAX_REPLICAS as u64 * price * (SERVICE_DEADLINE_MS / 1000 + 10) / 3600 + 1,
         "deadline_ms": deadline_ms,
     });
     Ensemble::from_json_str(&json.to_string()).map_err(DemoError::chain)
 }
 
-/// What the service demo measured.
+/// What the service demo measured, and what it saw happen.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ServiceNumbers {
-    /// The load began → the second replica healthy at the gateway, seconds.
+    /// The load began (two replicas answering) → the third replica healthy at the gateway,
+    /// seconds.
     pub scale_up_s: Option<f64>,
-    /// The load ended → back to one replica, seconds.
+    /// The load ended → back to two replicas (the third released and out of the gateway's
+    /// rotation), seconds.
     pub scale_down_s: Option<f64>,
-    /// The provider killed → a replacement replica healthy, seconds.
+    /// The provider killed → its replacement replica answering a request through the gateway
+    /// (two replicas again), seconds.
     pub failover_s: Option<f64>,
     /// Requests answered `200` through the gateway.
     pub requests_ok: u64,
     /// Requests answered otherwise.
     pub requests_failed: u64,
+    /// Replicas healthy at the gateway at each step reached, in order: answering after the
+    /// assign, scaled up, scaled down, recovered after the failover (`[2, 3, 2, 2]` for the
+    /// whole sequence).
+    pub replicas: Vec<usize>,
+    /// The providers (demo names) holding an assignment before the kill, in assignment
+    /// order: the assign's two and the scale-up's third.
+    pub providers_before_kill: Vec<String>,
+    /// The provider whose node was killed.
+    pub killed: Option<String>,
+    /// The provider whose replica replaced the killed one's.
+    pub replacement: Option<String>,
 }
 
 /// Where the sequence stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    /// Waiting for the first replica to answer.
-    FirstReplica,
-    /// Load running, waiting for the second replica.
+    /// Waiting for the assign's two replicas to answer.
+    Assigned,
+    /// Load running, waiting for the third replica.
     Loaded,
     /// Idle, waiting for the newest replica's release.
     Idle,
@@ -113,11 +138,15 @@ enum Phase {
 pub struct Driver {
     gateway: SocketAddr,
     name: String,
+    /// (payment key hash hex, demo name) of each provider.
+    providers: Vec<(String, String)>,
     phase: Phase,
     since: Instant,
     load: Option<(CancellationToken, tokio::task::JoinHandle<(u64, u64)>)>,
     /// The replica ids healthy before the kill (the replacement is a new one).
     before_kill: Vec<String>,
+    /// The assignment indices running before the kill.
+    running_before_kill: Vec<u64>,
     /// What it measured.
     pub numbers: ServiceNumbers,
 }
@@ -133,17 +162,28 @@ pub enum Action {
 }
 
 impl Driver {
-    /// A driver of the service `job_hex` routed by the gateway at `gateway`.
-    pub fn new(gateway: SocketAddr, job_hex: &str) -> Self {
+    /// A driver of the service `job_hex` routed by the gateway at `gateway`; `providers`
+    /// names the demo's providers by payment key hash (hex) for the timeline and the summary.
+    pub fn new(gateway: SocketAddr, job_hex: &str, providers: Vec<(String, String)>) -> Self {
         Self {
             gateway,
             name: job_hex.get(..16).unwrap_or(job_hex).to_string(),
-            phase: Phase::FirstReplica,
+            providers,
+            phase: Phase::Assigned,
             since: Instant::now(),
             load: None,
             before_kill: Vec::new(),
+            running_before_kill: Vec::new(),
             numbers: ServiceNumbers::default(),
         }
+    }
+
+    /// The demo name of the provider whose key hash is `key_hash`, else the hash.
+    fn name_of(&self, key_hash: &str) -> String {
+        self.providers
+            .iter()
+            .find(|(k, _)| k == key_hash)
+            .map_or_else(|| key_hash.to_string(), |(_, n)| n.clone())
     }
 
     /// The next step of the sequence given the orchestrator's record `orch` (its service's
@@ -152,24 +192,26 @@ impl Driver {
         let healthy = healthy(self.gateway, &self.name).await;
         let secs = || self.since.elapsed().as_secs_f64();
         match self.phase {
-            Phase::FirstReplica if healthy.len() == 1 => {
+            Phase::Assigned if healthy.len() == MIN_REPLICAS => {
                 let (status, _) = call(self.gateway, "POST", &self.path(), BODY).await;
                 if status != 200 {
                     return None;
                 }
                 let stop = CancellationToken::new();
                 self.load = Some((stop.clone(), drive(self.gateway, self.path(), stop)));
+                self.numbers.replicas.push(healthy.len());
                 self.phase = Phase::Loaded;
                 self.since = Instant::now();
                 Some(Action::Say(format!(
-                    "service answering at http://{}/{}/ (1 replica); {CLIENTS} clients start \
-                     posting embeddings",
+                    "service answering at http://{}/{}/ ({MIN_REPLICAS} replicas from the \
+                     assign); {CLIENTS} clients start posting embeddings",
                     self.gateway, self.name
                 )))
             }
-            Phase::Loaded if healthy.len() == 2 => {
+            Phase::Loaded if healthy.len() == MAX_REPLICAS => {
                 let s = secs();
                 self.numbers.scale_up_s = Some(s);
+                self.numbers.replicas.push(healthy.len());
                 if let Some((stop, task)) = self.load.take() {
                     stop.cancel();
                     let (ok, failed) = task.await.unwrap_or((0, 1));
@@ -179,34 +221,68 @@ impl Driver {
                 self.phase = Phase::Idle;
                 self.since = Instant::now();
                 Some(Action::Say(format!(
-                    "load above target: a second replica answers {s:.1} s after the load began \
+                    "load above target: a third replica answers {s:.1} s after the load began \
                      (a Rescale added a provider); load stopped ({} requests answered 200, \
                      {} not)",
                     self.numbers.requests_ok, self.numbers.requests_failed
                 )))
             }
-            Phase::Idle if healthy.len() == 1 => {
+            Phase::Idle if healthy.len() == MIN_REPLICAS => {
+                let service = orch?.service.as_ref()?;
+                // The newest released on chain too: two assignments run.
+                if service.running.len() != MIN_REPLICAS {
+                    return None;
+                }
                 let s = secs();
+                let provider_of = |i: u64| {
+                    orch?
+                        .nodes
+                        .get(usize::try_from(i).ok()?)
+                        .map(|n| n.provider.clone())
+                };
+                // The oldest of the two left: an assign's replica.
+                let victim = provider_of(service.running[0])?;
                 self.numbers.scale_down_s = Some(s);
-                let running = orch?.service.as_ref()?.running.clone();
-                let [index] = running[..] else { return None };
-                let provider = orch?
+                self.numbers.replicas.push(healthy.len());
+                self.numbers.providers_before_kill = orch?
                     .nodes
-                    .get(usize::try_from(index).ok()?)?
-                    .provider
-                    .clone();
+                    .iter()
+                    .map(|n| self.name_of(&n.provider))
+                    .collect();
+                self.numbers.killed = Some(self.name_of(&victim));
+                self.running_before_kill = service.running.clone();
                 self.before_kill = healthy;
                 self.phase = Phase::Replacing;
                 self.since = Instant::now();
                 Some(Action::Kill(
-                    provider,
+                    victim,
                     format!(
-                        "idle: back to one replica {s:.1} s after the load stopped (the newest \
-                         released: it stops and claims); now its provider's node is killed"
+                        "idle: back to {MIN_REPLICAS} replicas {s:.1} s after the load stopped \
+                         (the newest released: it stops and claims); now the node of {}, \
+                         serving one of the two, is killed",
+                        self.numbers.killed.as_deref().unwrap_or_default()
                     ),
                 ))
             }
-            Phase::Replacing if healthy.len() == 1 && !self.before_kill.contains(&healthy[0]) => {
+            Phase::Replacing
+                if healthy.len() == MIN_REPLICAS
+                    && healthy.iter().any(|id| !self.before_kill.contains(id)) =>
+            {
+                // The replacement: the running assignment that did not run before the kill.
+                let service = orch?.service.as_ref()?;
+                let &[added] = &service
+                    .running
+                    .iter()
+                    .copied()
+                    .filter(|i| !self.running_before_kill.contains(i))
+                    .collect::<Vec<_>>()[..]
+                else {
+                    return None;
+                };
+                let replacement = orch?
+                    .nodes
+                    .get(usize::try_from(added).ok()?)
+                    .map(|n| self.name_of(&n.provider))?;
                 let (status, _) = call(self.gateway, "POST", &self.path(), BODY).await;
                 if status != 200 {
                     return None;
@@ -214,11 +290,18 @@ impl Driver {
                 let s = secs();
                 self.numbers.failover_s = Some(s);
                 self.numbers.requests_ok += 1;
+                self.numbers.replicas.push(healthy.len());
                 self.phase = Phase::Stopped;
+                let fresh = if self.numbers.providers_before_kill.contains(&replacement) {
+                    "a provider already used"
+                } else {
+                    "the provider never used yet"
+                };
+                self.numbers.replacement = Some(replacement.clone());
                 Some(Action::Stop(format!(
-                    "failover: {} replaces the lost replica, answering {s:.1} s after the kill; \
-                     `job stop` ends the service",
-                    healthy[0]
+                    "failover: {replacement} ({fresh}) replaces the lost replica, answering \
+                     {s:.1} s after the kill: {MIN_REPLICAS} replicas again; `job stop` ends \
+                     the service"
                 )))
             }
             _ => None,
