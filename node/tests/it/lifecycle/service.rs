@@ -43,7 +43,7 @@ pub(crate) fn embed_image() -> String {
         .to_string()
 }
 
-/// [`service_spec`] with `replicas` and `scale` replaced.
+/// [`service_spec`] with `replicas` and `scale` replaced, its budget for `replicas.max`.
 fn scaled_spec(
     image: &str,
     deadline_in_ms: u64,
@@ -51,6 +51,9 @@ fn scaled_spec(
     scale: serde_json::Value,
 ) -> Ensemble {
     let mut spec = serde_json::to_value(service_spec(image, deadline_in_ms)).expect("JSON");
+    // Every replica at RATE (one base unit per GPU-ms) for the whole window, and more.
+    let most = replicas["max"].as_u64().expect("replicas.max");
+    spec["budget_ntx"] = (most * deadline_in_ms + 10_000).into();
     spec["replicas"] = replicas;
     spec["scale"] = scale;
     Ensemble::from_json_str(&spec.to_string()).expect("spec parses")
@@ -523,19 +526,23 @@ fn drive(
     })
 }
 
-/// The whole loop on the devnet: load above the spec's target makes the gateway's autoscaler
-/// ask the engine for a second replica, which a `Rescale` adds (a second provider assigned
-/// under the same escrow); idle, the newest replica is released (its provider stops at its
-/// new `until`, claims and is paid its receipted GPU time at its rate); a provider's node
-/// killed leaves its replica failing, given up as lost, released and replaced by a third
-/// provider's, and the service answers again. Bounds are upper bounds.
+/// The whole loop on the devnet, on four providers: two replicas from the assign; load above
+/// the spec's target makes the gateway's autoscaler ask the engine for a third, which a
+/// `Rescale` adds (a provider assigned under the same escrow); idle, the newest replica is
+/// released (its provider stops at its new `until`, claims and is paid its receipted GPU time
+/// at its rate); then, while a client keeps posting, the node of one of the two left is
+/// killed: no request is lost (in flight ones are retried on the other replica, `retry_post`),
+/// its replica is given up as lost, released and replaced by the provider never used yet, and
+/// the service is back at two replicas. Bounds are upper bounds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_service_grows_with_load_shrinks_when_idle_and_replaces_a_lost_provider() {
     let image = embed_image();
     let chain = Chain::start().await;
     let root = chain.dir.path().to_path_buf();
+    // The genesis funds keys 0..=3; the fourth provider (key 4) is paid its ADA and stake.
+    support::fund(&chain, &support::dev_key(3), &support::dev_key(4)).await;
     let mut idents = Vec::new();
-    for seed in 1..=3 {
+    for seed in 1..=4 {
         idents.push(ProviderIdent::bonded(&chain, seed).await);
     }
     let orch = support::orchestrator(&chain, 0, &root.join("orch")).await;
@@ -543,58 +550,33 @@ async fn a_service_grows_with_load_shrinks_when_idle_and_replaces_a_lost_provide
     for (i, id) in idents.iter().enumerate() {
         providers.push(support::provider(&chain, id, &root.join(format!("p{i}"))).await);
     }
-    support::connect_market(&orch, &providers.iter().collect::<Vec<_>>(), 3).await;
+    support::connect_market(&orch, &providers.iter().collect::<Vec<_>>(), 4).await;
     let stop = CancellationToken::new();
-    for p in &providers {
-        let incoming = service_streams::accept(&mut p.p2p.streams()).expect("protocol free");
-        let replicas = Replicas::new(
-            p.engine.store().clone(),
-            Arc::clone(p.executor.as_ref().expect("executor")),
-        );
-        tokio::spawn(service_streams::serve(incoming, replicas, stop.clone()));
-    }
-    let gateway = Gateway::with_streams(Some(orch.p2p.streams()));
-    let addr = ganglion_gateway::listen(
-        "127.0.0.1:0".parse().expect("addr"),
-        Arc::clone(&gateway),
-        stop.clone(),
-    )
-    .await
-    .expect("gateway listens")
-    .addr;
-    tokio::spawn(services::route(
-        Arc::clone(&gateway),
-        orch.engine.store().clone(),
-        orch.indexer.clone(),
-        0,
-        Arc::new(orch.engine.handle()),
-        orch.peer(),
-        stop.clone(),
-    ));
+    let (_gateway, addr) = serving(&orch, &providers.iter().collect::<Vec<_>>(), &stop).await;
     let spec = scaled_spec(
         &image,
         900_000,
-        serde_json::json!({ "min": 1, "max": 2 }),
+        serde_json::json!({ "min": 2, "max": 3 }),
         serde_json::json!({ "target_in_flight_per_replica": 1, "up_after_s": 2, "down_after_s": 5 }),
     );
     let job = orch.engine.submit(&spec).await.expect("locked");
     let _cleanup = Cleanup::of(&job);
     let name = services::service_name(&job);
     let path = format!("/{name}/embed");
-    wait_for("one replica healthy", || async {
-        (healthy(addr, &name).await.len() == 1).then_some(())
+    wait_for("two replicas healthy", || async {
+        (healthy(addr, &name).await.len() == 2).then_some(())
     })
     .await;
     let view = orch.indexer.job(&job, 0).expect("q").expect("known").value;
-    assert_eq!(view.assignments.len(), 1, "assigned with replicas.min");
-    assert_eq!(view.gpus, 2, "the escrow covers replicas.max");
+    assert_eq!(view.assignments.len(), 2, "assigned with replicas.min");
+    assert_eq!(view.gpus, 3, "the escrow covers replicas.max");
 
-    // Load above the target: a second provider is added by a rescale and serves.
+    // Load above the target: a third provider is added by a rescale and serves.
     let load = CancellationToken::new();
     let loaded_at = std::time::Instant::now();
-    let driving = drive(addr, path.clone(), 6, load.clone());
-    wait_for("a second replica healthy", || async {
-        (healthy(addr, &name).await.len() == 2).then_some(())
+    let driving = drive(addr, path.clone(), 8, load.clone());
+    wait_for("a third replica healthy", || async {
+        (healthy(addr, &name).await.len() == 3).then_some(())
     })
     .await;
     let grew_after = loaded_at.elapsed();
@@ -605,90 +587,117 @@ async fn a_service_grows_with_load_shrinks_when_idle_and_replaces_a_lost_provide
         "every request under load answered 200"
     );
     let view = orch.indexer.job(&job, 0).expect("q").expect("known").value;
-    assert_eq!(view.assignments.len(), 2, "one provider added");
+    assert_eq!(view.assignments.len(), 3, "one provider added");
     assert!(
-        view.assignments[1].started_at_ms > view.assignments[0].started_at_ms,
+        view.assignments[2].started_at_ms > view.assignments[0].started_at_ms,
         "the added provider's window starts at its rescale"
     );
     assert!(
         grew_after < Duration::from_secs(60),
-        "second replica answering {grew_after:?} after the load began"
+        "third replica answering {grew_after:?} after the load began"
     );
 
     // Idle: the newest replica is released; its provider stops and is paid its receipted time.
-    let second = view.assignments[1].provider;
-    let p2 = providers
+    let third = view.assignments[2].provider;
+    let p3 = providers
         .iter()
-        .find(|p| p.key_hash == second)
+        .find(|p| p.key_hash == third)
         .expect("the added provider");
-    let released = wait_for("the second replica released and paid", || async {
+    let idle_at = std::time::Instant::now();
+    let released = wait_for("the third replica released and paid", || async {
         let v = orch.indexer.job(&job, 0).expect("q")?.value;
-        (v.assignments[1].until_ms < v.deadline_ms && v.has_claimed(1)).then_some(v)
+        (v.assignments[2].until_ms < v.deadline_ms && v.has_claimed(2)).then_some(v)
     })
     .await;
-    let claim = released.claims[1].expect("claimed");
+    let shrank_after = idle_at.elapsed();
+    let claim = released.claims[2].expect("claimed");
     assert!(claim.gpu_ms > 0);
     assert_eq!(claim.paid, claim.gpu_ms * RATE / 3_600_000);
-    let a = &released.assignments[1];
+    let a = &released.assignments[2];
     assert!(
         claim.gpu_ms <= a.gpus * (a.until_ms - a.started_at_ms),
         "paid within its own window"
     );
     wait_for("the released provider's record paid", || async {
-        let r = p2.engine.provider_record(&job).expect("store")?;
+        let r = p3.engine.provider_record(&job).expect("store")?;
         (r.state == ProviderState::Paid).then_some(())
     })
     .await;
-    assert_eq!(healthy(addr, &name).await.len(), 1, "out of rotation");
+    assert_eq!(healthy(addr, &name).await.len(), 2, "out of rotation");
 
-    // The first provider's node dies: its replica is given up as lost and replaced.
+    // A client keeps posting (one request at a time: at the target, so no scale-up) while the
+    // first provider's node dies: its replica is given up as lost and replaced by the fourth
+    // provider's, and no request is lost meanwhile.
     let first = released.assignments[0].provider;
+    let survivor = released.assignments[1].provider;
     let at = providers
         .iter()
         .position(|p| p.key_hash == first)
         .expect("the first provider");
+    let client = CancellationToken::new();
+    let posting = drive(addr, path.clone(), 1, client.clone());
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let dead = providers.remove(at);
     let killed_at = std::time::Instant::now();
     dead.shutdown().await;
     let replaced = wait_for("a replacement replica healthy", || async {
         let v = orch.indexer.job(&job, 0).expect("q")?.value;
-        (v.assignments.len() == 3 && healthy(addr, &name).await == ["replica-2"]).then_some(v)
+        (v.assignments.len() == 4 && healthy(addr, &name).await == ["replica-1", "replica-3"])
+            .then_some(v)
     })
     .await;
     let recovered_after = killed_at.elapsed();
+    client.cancel();
+    assert_eq!(
+        posting.await.expect("client"),
+        0,
+        "no request lost while a provider's node died"
+    );
     assert!(
         replaced.assignments[0].until_ms < replaced.deadline_ms,
         "the lost provider released: paid no further"
     );
-    assert_ne!(replaced.assignments[2].provider, first);
-    assert_ne!(replaced.assignments[2].provider, second);
-    let (status, _, got) = call(
-        addr,
-        "POST",
-        &path,
-        &serde_json::json!({"texts": ["x"]}).to_string(),
-    )
-    .await;
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&got));
+    let fourth = replaced.assignments[3].provider;
+    assert!(
+        ![first, survivor, third].contains(&fourth),
+        "the replacement is the provider never used yet"
+    );
     assert!(
         recovered_after < Duration::from_secs(120),
-        "full capacity {recovered_after:?} after the provider's node died"
+        "two replicas again {recovered_after:?} after the provider's node died"
     );
     eprintln!(
-        "service timings: second replica answering {grew_after:?} after the load began; \
-         full capacity {recovered_after:?} after a provider's node died"
+        "service timings: third replica answering {grew_after:?} after the load began; back \
+         to two {shrank_after:?} after it stopped; two replicas again {recovered_after:?} \
+         after a provider's node died"
     );
-    // Ended: the replacement stops and claims (the dead node's share waits for its node).
+    // Healthy at the gateway, the replacement is acknowledged: its receipts (with its usage)
+    // begin.
+    let p4 = providers
+        .iter()
+        .find(|p| p.key_hash == fourth)
+        .expect("the replacement");
+    wait_for(
+        "the replacement's first receipt, with its usage",
+        || async {
+            let held = p4.engine.store().receipt(&job).expect("store")?;
+            held.usage.map(|_| ())
+        },
+    )
+    .await;
+    // Ended: the survivor and the replacement stop and claim (the dead node's share waits
+    // for its node).
     orch.engine.handle().stop(&job).await.expect("stopped");
-    wait_for("the replacement paid", || async {
+    wait_for("the survivor and the replacement paid", || async {
         let v = orch.indexer.job(&job, 0).expect("q")?.value;
-        v.has_claimed(2).then_some(())
+        (v.has_claimed(1) && v.has_claimed(3)).then_some(())
     })
     .await;
     // `audit verify` re-derives the rescaled escrow from the chain: G6 replayed at the assign
     // and each rescale, each provider's acceptance (the assign's, then each rescale's), each
-    // claim bounded by its own window and paid at its rate. Only the dead node's share is
-    // still open (it claims when its node comes back, or is slashed at the expire).
+    // claim bounded by its own window and paid at its rate, each served replica's signed
+    // usage. Only the dead node's share is still open (it claims when its node comes back, or
+    // is slashed at the expire).
     let evidence = ganglion_node::audit::evidence::gather(
         &orch.indexer,
         orch.blocks.as_ref() as &dyn ganglion_storage::blockstore::Blockstore,
@@ -706,12 +715,17 @@ async fn a_service_grows_with_load_shrinks_when_idle_and_replaces_a_lost_provide
     let names: Vec<&str> = report.checks.iter().map(|c| c.name.as_str()).collect();
     for n in [
         "budget",
-        "acceptance[1]",
         "acceptance[2]",
+        "acceptance[3]",
         "claim_bound[1]",
         "claim_bound[2]",
+        "claim_bound[3]",
         "payment[1]",
         "payment[2]",
+        "payment[3]",
+        "usage[1]",
+        "usage[2]",
+        "usage[3]",
     ] {
         assert!(names.contains(&n), "check {n} missing from {names:?}");
     }

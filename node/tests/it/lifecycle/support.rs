@@ -591,6 +591,38 @@ pub(crate) async fn fresh_seed(chain: &Chain, key: &SigningKey) {
     .await;
 }
 
+/// Pays devnet key `to` 50 ADA and twice [`STAKE`] NTX from devnet key `from`: a key beyond
+/// the genesis' funded ones (seeds `0..FUNDED_KEYS`) can then bond and run a provider.
+pub(crate) async fn fund(chain: &Chain, from: &SigningKey, to: &SigningKey) {
+    let access = chain.access(from.clone());
+    let address = chain.access(to.clone()).address();
+    let mut draft = ganglion_contracts::tx::Draft::default();
+    draft.pay(ganglion_contracts::tx::Output::new(
+        address.clone(),
+        ganglion_contracts::tx::Value::lovelace(50_000_000)
+            .with_class(&chain.deployment.params.ntx, 2 * STAKE),
+    ));
+    let tx = access
+        .build(draft, p2p::now_ms())
+        .await
+        .expect("funding builds");
+    access
+        .submit(&tx, p2p::now_ms())
+        .await
+        .expect("funding submits");
+    wait_for("the funding UTxO", || {
+        let found = chain
+            .handle
+            .chain()
+            .utxos_at(&address)
+            .expect("utxos")
+            .iter()
+            .any(|(r, _)| r.tx_hash == tx.hash);
+        async move { found.then_some(()) }
+    })
+    .await;
+}
+
 /// An orchestrator node paying with devnet key `seed`, its state in `dir`.
 pub(crate) async fn orchestrator(chain: &Chain, seed: u32, dir: &Path) -> Node<NoExecutor> {
     orchestrator_with(chain, seed, dir, engine_config(chain)).await
