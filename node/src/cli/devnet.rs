@@ -416,12 +416,12 @@ fn render(s: &Summary) -> String {
         let _ = writeln!(out, "service:");
         let _ = writeln!(
             out,
-            "  load -> second replica answering:       {}",
+            "  load -> third replica answering:        {}",
             opt(v.scale_up_s)
         );
         let _ = writeln!(
             out,
-            "  idle -> back to one replica:            {}",
+            "  idle -> back to two replicas:           {}",
             opt(v.scale_down_s)
         );
         let _ = writeln!(
@@ -433,6 +433,14 @@ fn render(s: &Summary) -> String {
             out,
             "  requests: {} answered 200, {} not",
             v.requests_ok, v.requests_failed
+        );
+        let per_1k = v
+            .cost_per_1k_requests
+            .map_or(String::new(), |c| format!(", {c} NTX base units per 1 000"));
+        let _ = writeln!(
+            out,
+            "  requests signed with the receipts:      {}{per_1k}",
+            v.requests_signed
         );
     }
     let _ = writeln!(out, "lock -> {}: {:.1} s", s.state, s.lock_to_end_s);

@@ -852,7 +852,15 @@ pub async fn run(
         checksums_agree,
         artifacts,
         numbers,
-        service: driver.map(|d| d.numbers),
+        service: driver.map(|d| {
+            // The usage signed with the receipts, as the orchestrator's record ends.
+            let mut n = d.numbers;
+            if let Some(svc) = &done.service {
+                n.requests_signed = svc.requests;
+                n.cost_per_1k_requests = svc.cost_per_1k_requests.map(|a| a.get());
+            }
+            n
+        }),
         audit,
         timeline,
         lock_to_end_s,

@@ -106,6 +106,11 @@ pub struct ServiceNumbers {
     pub requests_ok: u64,
     /// Requests answered otherwise.
     pub requests_failed: u64,
+    /// Requests the replicas answered as the orchestrator signed them with its receipts
+    /// (each replica's usage up to its last receipt; `job status`'s `service.requests`).
+    pub requests_signed: u64,
+    /// What the service cost per 1 000 of those, NTX base units.
+    pub cost_per_1k_requests: Option<u64>,
     /// Replicas healthy at the gateway at each step reached, in order: answering after the
     /// assign, scaled up, scaled down, recovered after the failover (`[2, 3, 2, 2]` for the
     /// whole sequence).

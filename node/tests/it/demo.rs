@@ -489,6 +489,15 @@ fn the_devnet_demo_service_scales_fails_over_and_pays_by_gpu_time() {
         );
     }
     assert!(v["requests_ok"].as_u64().is_some_and(|n| n > 0), "{v}");
+    // Pay by use: the receipts carried the replicas' usage, at most what was sent.
+    let sent = v["requests_ok"].as_u64().unwrap_or(0) + v["requests_failed"].as_u64().unwrap_or(0);
+    assert!(
+        v["requests_signed"]
+            .as_u64()
+            .is_some_and(|n| n > 0 && n <= sent),
+        "{v}"
+    );
+    assert!(v["cost_per_1k_requests"].as_u64().is_some(), "{v}");
     assert!(stderr.contains("killed (SIGKILL)"), "{stderr}");
     eprintln!(
         "{stderr}\nservice demo numbers: scale-up {} s, scale-down {} s, failover {} s",
