@@ -170,11 +170,18 @@ pub fn line(attested: &Attested) -> String {
     format!("{PREFIX}{json}\n")
 }
 
-/// The last usage line in `log`: `None` when there is none, an error when it does not parse.
+/// The usage line the provider appended to `log`: its last line, or the last before the
+/// node's own notes that follow it (a failure note, [`super::failure_note`]). `None` when the
+/// log does not end so (a line the container printed earlier is not read); an error when it
+/// does not parse.
 pub fn parse(log: &[u8]) -> Option<Result<Attested, String>> {
     let text = String::from_utf8_lossy(log);
-    let last = text.lines().rev().find_map(|l| l.strip_prefix(PREFIX))?;
-    Some(serde_json::from_str(last).map_err(|e| format!("the usage line: {e}")))
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with(PREFIX) || !l.starts_with(super::failure_note::PREFIX))?;
+    let json = last.strip_prefix(PREFIX)?;
+    Some(serde_json::from_str(json).map_err(|e| format!("the usage line: {e}")))
 }
 
 mod hex_signature {
@@ -277,12 +284,21 @@ mod tests {
     }
 
     #[test]
-    fn the_last_line_counts_and_a_garbled_one_is_an_error_not_none() {
+    fn only_the_line_at_the_logs_end_counts_and_a_garbled_one_is_an_error_not_none() {
         let key = SigningKey::from_bytes(&[9; 32]);
         let early = Attested::of(&signed(&key, 0, counts(5))).expect("usage");
         let late = Attested::of(&signed(&key, 0, counts(50))).expect("usage");
         let log = format!("{}x\n{}", line(&early), line(&late));
         assert_eq!(parse(log.as_bytes()), Some(Ok(late)));
+        // A failure note after it (a replica that failed) is skipped.
+        let noted = format!(
+            "{log}{}",
+            crate::failure_note::line(Some(0), "rank 0 exited with code 1")
+        );
+        assert_eq!(parse(noted.as_bytes()), Some(Ok(late)));
+        // A line the container printed before more of its own output is not the provider's.
+        let printed = format!("{}serving\n", line(&early));
+        assert_eq!(parse(printed.as_bytes()), None);
         assert_eq!(parse(b"no usage here\n"), None);
         let garbled = format!("{PREFIX}{{\"requests\": \"many\"}}\n");
         assert!(parse(garbled.as_bytes()).expect("a line").is_err());
