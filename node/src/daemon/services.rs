@@ -26,8 +26,6 @@ use ganglion_indexer::Indexer;
 use ganglion_indexer::store::Kv;
 use ganglion_market::JobKind;
 use ganglion_p2p::protocols::ServedUsage;
-
-use crate::job::usage::AtGateway;
 use libp2p::PeerId;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
@@ -37,6 +35,7 @@ use crate::job::engine::{OrchestratorRole, ProviderRecord, ProviderRole};
 use crate::job::service::serving;
 use crate::job::state::ProviderState;
 use crate::job::store::JobStore;
+use crate::job::usage::AtGateway;
 use crate::job::{EngineHandle, JobControl};
 use ganglion_contracts::v2::datum::JobId;
 use ganglion_gateway::{Autoscaler, Controller, Fleet};
@@ -128,8 +127,10 @@ impl<E: Executor + 'static> Resolve for Replicas<E> {
 /// How often [`route`] reads the orchestrator's jobs.
 const ROUTE_EVERY: Duration = Duration::from_secs(1);
 
-/// What the gateway's autoscaler asks of the node's job engine about a service (implemented
-/// by [`EngineHandle`]).
+/// What the node's gateway asks of its job engine about the services it routes (implemented
+/// by [`EngineHandle`]): the autoscaler's replica count and lost replicas, each replica's
+/// usage and health (for the receipts), and the spec of a service it routes for another
+/// orchestrator.
 pub trait Scaler: Send + Sync + 'static {
     /// The replicas `job` wants and the indices of its running assignments.
     ///
@@ -295,13 +296,12 @@ pub async fn route<S: Kv>(
     // Each routed service's autoscaler (none for a service this node only routes), stopped
     // when the service is no longer routed.
     let mut routed: BTreeMap<String, Option<CancellationToken>> = BTreeMap::new();
-    let mut named = Named::default();
+    let named = Named::default();
     scaler.routing();
     loop {
         let services = match wanted(&store, &indexer, depth) {
             Ok(mut services) => {
-                let theirs =
-                    named_here(&mut named, &indexer, depth, scaler.as_ref(), &me, &services).await;
+                let theirs = named_here(&named, &indexer, depth, &scaler, &me, &services);
                 match theirs {
                     Ok(theirs) => services.extend(theirs),
                     Err(e) => {
@@ -399,14 +399,18 @@ struct Routed {
     scaled: bool,
 }
 
-/// What this node knows of the specs of jobs it does not orchestrate, by job.
+/// What this node knows of the specs of jobs it does not orchestrate, by job; filled by
+/// fetches in the background, so that a slow or unreachable job's providers never hold up the
+/// routes.
 #[derive(Default)]
 struct Named {
-    specs: BTreeMap<JobId, Seen>,
+    specs: Arc<std::sync::Mutex<BTreeMap<JobId, Seen>>>,
 }
 
 /// One job's spec as a gateway saw it.
 enum Seen {
+    /// Being fetched.
+    Fetching,
     /// A service naming this node in `serve.gateways`.
     Route(Box<ganglion_market::Ensemble>),
     /// A batch job, or a service that does not name this node.
@@ -415,17 +419,73 @@ enum Seen {
     RetryAt(std::time::Instant),
 }
 
+impl Named {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<JobId, Seen>> {
+        self.specs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Fetches `view`'s spec in the background unless known or being fetched; the spec it
+    /// routes under, once fetched and naming `me`.
+    fn spec(
+        &self,
+        view: &ganglion_indexer::JobView,
+        from: Vec<PeerId>,
+        scaler: &Arc<dyn Scaler>,
+        me: PeerId,
+    ) -> Option<ganglion_market::Ensemble> {
+        let mut specs = self.lock();
+        let due = match specs.get(&view.job_id) {
+            None => true,
+            Some(Seen::RetryAt(at)) => std::time::Instant::now() >= *at,
+            Some(Seen::Route(spec)) => return Some((**spec).clone()),
+            Some(Seen::Fetching | Seen::Skip) => false,
+        };
+        if due {
+            specs.insert(view.job_id, Seen::Fetching);
+            let (job, cid) = (view.job_id, view.spec.clone());
+            let (specs, scaler) = (Arc::clone(&self.specs), Arc::clone(scaler));
+            tokio::spawn(async move {
+                let fetched = tokio::time::timeout(SPEC_FETCH, scaler.spec(job, cid, from))
+                    .await
+                    .map_err(|_| "timed out".to_string())
+                    .and_then(|r| r);
+                let seen = match fetched {
+                    Ok(spec) if names(&spec, &me) => {
+                        tracing::info!(job = %job, "a service names this node as its gateway");
+                        Seen::Route(Box::new(spec))
+                    }
+                    Ok(_) => Seen::Skip,
+                    Err(e) => {
+                        tracing::debug!(job = %job, error = %e, "spec not fetched; asking again later");
+                        Seen::RetryAt(std::time::Instant::now() + SPEC_FETCH)
+                    }
+                };
+                // Not when the job ended meanwhile (forgotten by the routes).
+                if let Some(slot) = specs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_mut(&job)
+                {
+                    *slot = seen;
+                }
+            });
+        }
+        None
+    }
+}
+
 /// How long a gateway waits for a spec from a job's providers, and before it asks again.
 const SPEC_FETCH: Duration = Duration::from_secs(10);
 
 /// The services on chain (assigned, not over) that this node does not orchestrate and whose
 /// spec names `me` in `serve.gateways`, each to its assignments not claimed and not released.
-/// Specs are fetched once per job from its providers (over bitswap) and remembered.
-async fn named_here<S: Kv>(
-    named: &mut Named,
+/// Specs are fetched once per job from its providers (over bitswap, in the background) and
+/// remembered; a job that cannot be read is left for the next pass.
+fn named_here<S: Kv>(
+    named: &Named,
     indexer: &Indexer<S>,
     depth: u64,
-    scaler: &dyn Scaler,
+    scaler: &Arc<dyn Scaler>,
     me: &PeerId,
     orchestrated: &Wanted,
 ) -> Result<Wanted, String> {
@@ -452,37 +512,15 @@ async fn named_here<S: Kv>(
             continue;
         };
         live.insert(view.job_id);
-        let peers: BTreeMap<u32, PeerId> = peers_of(indexer, &view.assignments, u32::MAX)?
-            .into_iter()
-            .collect();
-        let due = match named.specs.get(&view.job_id) {
-            None => true,
-            Some(Seen::RetryAt(at)) => std::time::Instant::now() >= *at,
-            Some(_) => false,
+        let peers: BTreeMap<u32, PeerId> = match peers_of(indexer, &view.assignments, u32::MAX) {
+            Ok(p) => p.into_iter().collect(),
+            Err(e) => {
+                tracing::debug!(job = %view.job_id, error = %e, "its providers' peers unknown");
+                continue;
+            }
         };
-        if due {
-            let from: Vec<PeerId> = peers.values().copied().collect();
-            let fetched = tokio::time::timeout(
-                SPEC_FETCH,
-                scaler.spec(view.job_id, view.spec.clone(), from),
-            )
-            .await
-            .map_err(|_| "timed out".to_string())
-            .and_then(|r| r);
-            let seen = match fetched {
-                Ok(spec) if names(&spec, me) => {
-                    tracing::info!(job = %view.job_id, "a service names this node as its gateway");
-                    Seen::Route(Box::new(spec))
-                }
-                Ok(_) => Seen::Skip,
-                Err(e) => {
-                    tracing::debug!(job = %view.job_id, error = %e, "spec not fetched; asking again later");
-                    Seen::RetryAt(std::time::Instant::now() + SPEC_FETCH)
-                }
-            };
-            named.specs.insert(view.job_id, seen);
-        }
-        let Some(Seen::Route(spec)) = named.specs.get(&view.job_id) else {
+        let from = peers.values().copied().collect();
+        let Some(spec) = named.spec(&view, from, scaler, *me) else {
             continue;
         };
         let replicas = crate::job::service::running(&view)
@@ -493,14 +531,14 @@ async fn named_here<S: Kv>(
             service_name(&view.job_id),
             Routed {
                 job: view.job_id,
-                spec: (**spec).clone(),
+                spec,
                 replicas,
                 scaled: false,
             },
         );
     }
     // Jobs over (or never seen again) are forgotten.
-    named.specs.retain(|job, _| live.contains(job));
+    named.lock().retain(|job, _| live.contains(job));
     Ok(out)
 }
 
