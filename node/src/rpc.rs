@@ -524,14 +524,20 @@ async fn statuses(
     }
     if let Some(p) = p {
         let mut s = status_of("provider", &p, p.detail.error.clone());
-        // A service's replica: what it served, as the usage its best receipt carries.
-        s.usage = jobs_of(api)?
+        // A service's replica: what it served, as the usage its best receipt carries (once
+        // the receipt is dropped at the claim, as it attested it).
+        let held = jobs_of(api)?
             .held_receipt(job)
             .map_err(|e| codes::engine(&e))?
             .and_then(|r| {
                 r.usage
                     .map(|u| replica_usage(u.usage, Some(r.receipt.acknowledged_until_ms)))
             });
+        s.usage = held.or_else(|| {
+            p.detail
+                .usage
+                .map(|a| replica_usage(a.usage, Some(a.acknowledged_until_ms)))
+        });
         out.push(s);
     }
     Ok(out)

@@ -318,7 +318,8 @@ pub struct JobService {
     pub wanted: u32,
     /// Assignment indices running: not claimed, not released, not given up as lost.
     pub running: Vec<u64>,
-    /// The gateway's load over its last 10 s; absent when this node routes no gateway.
+    /// The gateway's load over its last 10 s; absent when this node routes no gateway, or no
+    /// longer routes the service (it ended).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<ServiceLoad>,
     /// NTX base units the service has cost so far: what its claims paid, plus the GPU time

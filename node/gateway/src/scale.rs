@@ -332,7 +332,8 @@ impl Controller {
                 };
                 match outcome {
                     Ok(what) => tracing::info!(
-                        wanted,
+                        wanted_before = wanted,
+                        wanted = fleet.wanted(),
                         healthy = load.healthy,
                         in_flight = load.in_flight,
                         p90_ms = load.p90_ms,

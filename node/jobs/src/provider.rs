@@ -109,6 +109,10 @@ pub struct ProviderDetail {
     /// like the orchestrator. Recorded at the dispatch.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gateways: Vec<Vec<u8>>,
+    /// A service's replica: the usage it attested in its log when it ended (its best
+    /// receipt's, signed by the orchestrator), kept after the receipt is dropped at the claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<super::usage::Attested>,
 }
 
 /// The peers `spec` names as its gateways (`serve.gateways`), as peer id bytes; an entry that
@@ -1300,6 +1304,7 @@ async fn watch<S: Kv + 'static, E: Executor + 'static>(
                 .and_then(super::usage::Attested::of)
             {
                 // A service's replica: the usage its best receipt carries, attested with the log.
+                det.usage = Some(attested);
                 finished.logs = super::failure_note::append(
                     &ctx.blockstore,
                     &finished.logs,

@@ -228,6 +228,9 @@ pub(crate) fn validate(
         if !peer_id_like(g) {
             return bad(&format!("serve.gateways[{i}]"), Rule::BadPeerId(g.clone()));
         }
+        if serve.gateways[..i].contains(g) {
+            return bad(&format!("serve.gateways[{i}]"), Rule::Duplicate(g.clone()));
+        }
     }
     if replicas.min == 0 {
         return bad("replicas.min", Rule::Zero);
@@ -447,6 +450,12 @@ deadline: "+2h"
                     vec![format!("\"{GATEWAY}\""); super::MAX_GATEWAYS + 1].join(", ")
                 )),
                 "serve.gateways",
+            ),
+            (
+                service(&format!(
+                    "serve: {{ port: 8000, gateways: [{GATEWAY}, {GATEWAY}] }}\nreplicas: {{ min: 1, max: 1 }}\n"
+                )),
+                "serve.gateways[1]",
             ),
             (format!("{BASE}kind: daemon\n"), "kind"),
             (

@@ -19,7 +19,8 @@ pub(crate) struct Args {
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum Command {
     /// Run a multi-provider job from lock to payment: devnet, validator, an orchestrator and
-    /// three provider nodes (2, 2 and 4 declared GPUs) as processes, a 4-GPU job on two of them.
+    /// three provider nodes (2, 2 and 4 declared GPUs) as processes, a 4-GPU job on two of them
+    /// (`--workload service`: a fourth provider, and an inference service of 2–3 replicas).
     Demo {
         /// The workload the job runs: `torch` (PyTorch DDP, 4 ranks over the overlay; the image
         /// is built on first use, about 3 minutes), `smoke` (the tiny probe image) or
@@ -317,12 +318,19 @@ fn render(s: &Summary) -> String {
     let mut out = String::new();
     // The option values as typed on the command line (`torch`, `provider-loss`).
     let name = |v: Option<clap::builder::PossibleValue>| v.map(|p| p.get_name().to_string());
+    // A service runs its own sequence: no scenario.
+    let scenario = match s.workload {
+        Workload::Service => String::new(),
+        _ => format!(
+            ", scenario {}",
+            name(s.scenario.to_possible_value()).unwrap_or_default()
+        ),
+    };
     let _ = writeln!(
         out,
-        "\njob {} (workload {}, scenario {}): {}",
+        "\njob {} (workload {}{scenario}): {}",
         s.job_id,
         name(s.workload.to_possible_value()).unwrap_or_default(),
-        name(s.scenario.to_possible_value()).unwrap_or_default(),
         s.state
     );
     let _ = writeln!(out, "network: {}", s.network);
@@ -346,7 +354,10 @@ fn render(s: &Summary) -> String {
                 .map_or("?".into(), |f| format!("{:.6}", f as f64 / 1e6)),
         );
     }
-    let _ = writeln!(out, "providers and payments (NTX base units):");
+    let _ = writeln!(
+        out,
+        "providers (declared GPUs) and payments (NTX base units):"
+    );
     for p in &s.payments {
         let killed = if p.killed { "  (killed)" } else { "" };
         let _ = writeln!(
@@ -392,16 +403,20 @@ fn render(s: &Summary) -> String {
     }
     let n = &s.numbers;
     let _ = writeln!(out, "numbers:");
-    let _ = writeln!(
-        out,
-        "  lock's block -> all containers running: {}",
-        opt(n.lock_block_to_running_s)
-    );
-    let _ = writeln!(
-        out,
-        "  job wall time:                          {}",
-        opt(n.job_wall_s)
-    );
+    // A batch job's start and run; a service's replicas start and stop along its sequence
+    // (its own numbers follow).
+    if s.service.is_none() {
+        let _ = writeln!(
+            out,
+            "  lock's block -> all containers running: {}",
+            opt(n.lock_block_to_running_s)
+        );
+        let _ = writeln!(
+            out,
+            "  job wall time:                          {}",
+            opt(n.job_wall_s)
+        );
+    }
     let _ = writeln!(
         out,
         "  total fees:                             {:.6} ADA",
@@ -442,14 +457,27 @@ fn render(s: &Summary) -> String {
             "  requests signed with the receipts:      {}{per_1k}",
             v.requests_signed
         );
+        let replicas: Vec<String> = v.replicas.iter().map(ToString::to_string).collect();
+        let _ = writeln!(
+            out,
+            "  replicas at each step:                  {}",
+            replicas.join(" -> ")
+        );
+        let _ = writeln!(
+            out,
+            "  providers before the kill:              {}; killed {}, replaced by {}",
+            v.providers_before_kill.join(", "),
+            v.killed.as_deref().unwrap_or("-"),
+            v.replacement.as_deref().unwrap_or("-")
+        );
     }
     let _ = writeln!(out, "lock -> {}: {:.1} s", s.state, s.lock_to_end_s);
     let failed: Vec<_> = s.audit.checks.iter().filter(|c| !c.pass).collect();
     let _ = writeln!(
         out,
         "audit verify: {} ({} of {} checks pass: spec CID, assignment, budget, acceptances, \
-         attestations, receipts, claim bounds, result and log CIDs, payments, defaults and \
-         slashes, refund)",
+         attestations, receipts, claim bounds, result and log CIDs, payments, a service's \
+         usage, defaults and slashes, refund)",
         if s.audit.pass { "pass" } else { "FAIL" },
         s.audit.checks.len() - failed.len(),
         s.audit.checks.len()

@@ -49,8 +49,9 @@ pub(crate) enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// The node's records of a job: state, history, transactions. Exits non-zero when the node
-    /// holds no record of it.
+    /// The node's records of a job: state, history, transactions, each provider's share; for a
+    /// service its replicas, the gateway's load, each replica's signed usage and the cost so
+    /// far. Exits non-zero when the node holds no record of it.
     Status {
         /// Job id (64 hex digits).
         job_id: String,
@@ -393,6 +394,9 @@ struct ValidatedService {
     min_replicas: u32,
     /// `replicas.max`.
     max_replicas: u32,
+    /// `serve.gateways`: the nodes besides the orchestrator's that route it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    gateways: Vec<String>,
 }
 
 /// `job validate`: the spec parsed and checked as `job submit` and the engine check it
@@ -422,6 +426,11 @@ fn validate(spec: &std::path::Path, json: bool) -> anyhow::Result<()> {
             gpus_per_replica: parsed.gpus.count,
             min_replicas: r.min,
             max_replicas: r.max,
+            gateways: parsed
+                .serve
+                .as_ref()
+                .map(|s| s.gateways.clone())
+                .unwrap_or_default(),
         }),
     };
     if json {
@@ -442,11 +451,18 @@ fn validate(spec: &std::path::Path, json: bool) -> anyhow::Result<()> {
     if let Some(s) = &v.service {
         println!(
             "  kind: service, {}–{} replicas of {} GPU{} each (the escrow covers the most), \
-             routed by the orchestrator's node at `[gateway] listen`.",
+             routed by the orchestrator's node at `[gateway] listen`{}.",
             s.min_replicas,
             s.max_replicas,
             s.gpus_per_replica,
             if s.gpus_per_replica == 1 { "" } else { "s" },
+            match s.gateways.len() {
+                0 => String::new(),
+                n => format!(
+                    " and by {n} more node{} (serve.gateways)",
+                    if n == 1 { "" } else { "s" }
+                ),
+            },
         );
     }
     Ok(())

@@ -39,7 +39,8 @@ pub(crate) enum Command {
         json: bool,
     },
     /// What the running node of this config serves (its `node.json`): pid, peer id, p2p
-    /// addresses, JSON-RPC address, bond. Exits non-zero when no node runs, saying whether
+    /// addresses, JSON-RPC address, bond, and the metrics, console, service gateway and index
+    /// API addresses it serves. Exits non-zero when no node runs, saying whether
     /// it stopped, failed (with its error) or died.
     Info {
         /// Node config (TOML); `GANGLION_*` variables override it.
@@ -123,6 +124,16 @@ fn info(config: Option<PathBuf>, wait_s: u64, bootstrap: bool, json: bool) -> an
         println!("key hash {}", info.payment_key_hash);
         if let Some(b) = &info.bond {
             println!("bond     {b}");
+        }
+        for (what, addr) in [
+            ("metrics ", info.metrics),
+            ("console ", info.console),
+            ("gateway ", info.gateway),
+            ("indexer ", info.indexer_api),
+        ] {
+            if let Some(a) = addr {
+                println!("{what} {a}");
+            }
         }
     }
     Ok(())

@@ -262,7 +262,7 @@ pub struct RankChecksum {
 pub struct Artifacts {
     /// The provider.
     pub provider: String,
-    /// Its node rank.
+    /// Its node rank (a service's replica: its assignment's index).
     pub node_rank: u32,
     /// The container's exit code.
     pub exit_code: Option<i64>,
@@ -826,7 +826,21 @@ pub async fn run(
     // In chain order: the providers' claims land between the assign and an expire.
     txs.sort_by_key(|t| t.block.unwrap_or(u64::MAX));
     let numbers = numbers(&txs, &last, &chain_log);
-    let (ranks, artifacts) = results(&cluster, providers, &sub.job_id);
+    // A service's replica runs as node rank 0 of a world of its own: its rank in the job is
+    // its assignment's index, from the orchestrator's record.
+    let assigned: Vec<(String, u32)> = if serving {
+        let names = cluster.provider_key_hashes();
+        done.nodes
+            .iter()
+            .filter_map(|n| {
+                let (_, name) = names.iter().find(|(k, _)| *k == n.provider)?;
+                Some((name.clone(), u32::try_from(n.index).ok()?))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let (ranks, artifacts) = results(&cluster, providers, &sub.job_id, &assigned);
     let checksums_agree = (opts.workload == Workload::Torch)
         .then(|| !ranks.is_empty() && ranks.iter().all(|r| r.checksum == ranks[0].checksum));
     // Block steps carry the block's own time, which may precede a step printed before it.
@@ -924,6 +938,7 @@ fn results(
     cluster: &cluster::Cluster,
     providers: &[cluster::ProviderSpec],
     job_hex: &str,
+    assigned: &[(String, u32)],
 ) -> (Vec<RankChecksum>, Vec<Artifacts>) {
     let mut ranks = Vec::new();
     let mut artifacts = Vec::new();
@@ -950,7 +965,10 @@ fn results(
             for r in report.iter().flat_map(|r| &r.ranks) {
                 artifacts.push(Artifacts {
                     provider: p.name.to_string(),
-                    node_rank: r.node_rank,
+                    node_rank: assigned
+                        .iter()
+                        .find(|(name, _)| name == p.name)
+                        .map_or(r.node_rank, |(_, index)| *index),
                     exit_code: r.exit_code,
                     outputs_cid: r.outputs.as_ref().map(|a| a.cid.clone()),
                     logs_cid: r.logs.as_ref().map(|a| a.cid.clone()),

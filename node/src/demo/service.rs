@@ -135,6 +135,9 @@ enum Phase {
     Idle,
     /// Provider killed, waiting for the replacement.
     Replacing,
+    /// The replacement (this assignment) answers; waiting for its first receipt, so that it
+    /// is paid its receipted time.
+    Replaced(u64),
     /// `job stop` sent.
     Stopped,
 }
@@ -200,8 +203,10 @@ impl Driver {
             Phase::Assigned if healthy.len() == MIN_REPLICAS => {
                 let (status, _) = call(self.gateway, "POST", &self.path(), BODY).await;
                 if status != 200 {
+                    self.numbers.requests_failed += 1;
                     return None;
                 }
+                self.numbers.requests_ok += 1;
                 let stop = CancellationToken::new();
                 self.load = Some((stop.clone(), drive(self.gateway, self.path(), stop)));
                 self.numbers.replicas.push(healthy.len());
@@ -227,7 +232,7 @@ impl Driver {
                 self.since = Instant::now();
                 Some(Action::Say(format!(
                     "load above target: a third replica answers {s:.1} s after the load began \
-                     (a Rescale added a provider); load stopped ({} requests answered 200, \
+                     (a Rescale added a provider); load stopped ({} requests answered 200 so far, \
                      {} not)",
                     self.numbers.requests_ok, self.numbers.requests_failed
                 )))
@@ -290,24 +295,38 @@ impl Driver {
                     .map(|n| self.name_of(&n.provider))?;
                 let (status, _) = call(self.gateway, "POST", &self.path(), BODY).await;
                 if status != 200 {
+                    self.numbers.requests_failed += 1;
                     return None;
                 }
                 let s = secs();
                 self.numbers.failover_s = Some(s);
                 self.numbers.requests_ok += 1;
                 self.numbers.replicas.push(healthy.len());
-                self.phase = Phase::Stopped;
+                self.phase = Phase::Replaced(added);
                 let fresh = if self.numbers.providers_before_kill.contains(&replacement) {
                     "a provider already used"
                 } else {
                     "the provider never used yet"
                 };
                 self.numbers.replacement = Some(replacement.clone());
-                Some(Action::Stop(format!(
+                Some(Action::Say(format!(
                     "failover: {replacement} ({fresh}) replaces the lost replica, answering \
-                     {s:.1} s after the kill: {MIN_REPLICAS} replicas again; `job stop` ends \
-                     the service"
+                     {s:.1} s after the kill: {MIN_REPLICAS} replicas again"
                 )))
+            }
+            // Its usage in the orchestrator's record: the replacement's first receipt.
+            Phase::Replaced(added)
+                if orch?
+                    .nodes
+                    .get(usize::try_from(added).ok()?)
+                    .is_some_and(|n| n.usage.is_some()) =>
+            {
+                self.phase = Phase::Stopped;
+                Some(Action::Stop(
+                    "the replacement's first receipt: it is acknowledged (paid its receipted \
+                     time); `job stop` ends the service"
+                        .to_string(),
+                ))
             }
             _ => None,
         }

@@ -498,6 +498,29 @@ fn the_devnet_demo_service_scales_fails_over_and_pays_by_gpu_time() {
         "{v}"
     );
     assert!(v["cost_per_1k_requests"].as_u64().is_some(), "{v}");
+    // The replacement (the fourth assignment) was stopped only after its first receipt: it is
+    // paid its receipted time, not the one-interval allowance.
+    let checks = s["audit"]["checks"].as_array().expect("checks");
+    let receipt3 = checks
+        .iter()
+        .find(|c| c["name"] == "receipt[3]")
+        .expect("the replacement's receipt check");
+    assert!(
+        receipt3["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("acknowledged until")),
+        "{receipt3}"
+    );
+    // Each replica's artifacts under its rank in the job (its assignment's index).
+    let mut ranks: Vec<u64> = s["artifacts"]
+        .as_array()
+        .expect("artifacts")
+        .iter()
+        .filter_map(|a| a["node_rank"].as_u64())
+        .collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    assert!(ranks.len() >= 3, "{}", s["artifacts"]);
     assert!(stderr.contains("killed (SIGKILL)"), "{stderr}");
     eprintln!(
         "{stderr}\nservice demo numbers: scale-up {} s, scale-down {} s, failover {} s",

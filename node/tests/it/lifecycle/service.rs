@@ -448,6 +448,14 @@ async fn a_service_runs_on_two_providers_behind_the_orchestrators_gateway_and_is
         report.checks.iter().any(|c| c.name == "payment[1]"),
         "{report:#?}"
     );
+    // Each provider keeps what it attested past its claim (its receipt is dropped then).
+    for (i, (p, u)) in [&pa, &pb].into_iter().zip(&usage).enumerate() {
+        let kept = wait_for("the provider's record with its attested usage", || async {
+            p.engine.provider_record(&job).expect("store")?.detail.usage
+        })
+        .await;
+        assert_eq!(kept.usage, *u, "replica {i}");
+    }
     // Each provider attested the orchestrator's signed usage in its log: the audit finds it,
     // checks the signature and reads the price per request.
     for (i, u) in usage.iter().enumerate() {
