@@ -162,7 +162,12 @@ fn answer<S: Kv, E: Executor>(
     tracing::debug!(job = %req.job_id, index, until = receipt.acknowledged_until_ms, "receipt given");
     // A routed service's replica: what it served so far rides with the receipt, signed. The
     // GPU time's receipt is never withheld for it.
-    let signed = match super::usage::to_sign(ctx, req.job_id, index) {
+    let usage = if record.detail.spec.kind == ganglion_market::JobKind::Service {
+        super::usage::to_sign(ctx, req.job_id, index)
+    } else {
+        Ok(None)
+    };
+    let signed = match usage {
         Ok(Some(usage)) => SignedReceipt::sign_with_usage(&receipt, usage, &ctx.receipt_key),
         Ok(None) => SignedReceipt::sign(&receipt, &ctx.receipt_key),
         Err(e) => {

@@ -422,7 +422,18 @@ fn tail(path: &Path, lines: usize) -> String {
 /// # Errors
 /// [`DemoError::Image`] with the script's output.
 pub fn probe_image() -> Result<String, DemoError> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/build-probe-image.sh");
+    built_image("build-probe-image.sh")
+}
+
+/// Runs `scripts/<script>` from this checkout (it builds an image, or finds it cached by tag)
+/// and returns the tag it prints last.
+///
+/// # Errors
+/// [`DemoError::Image`] with the script's output, or when it printed no tag.
+pub fn built_image(script: &str) -> Result<String, DemoError> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scripts")
+        .join(script);
     let out = Command::new("bash")
         .arg(&script)
         .output()
@@ -432,10 +443,9 @@ pub fn probe_image() -> Result<String, DemoError> {
             String::from_utf8_lossy(&out.stderr).into_owned().into(),
         ));
     }
-    Ok(String::from_utf8_lossy(&out.stdout)
+    String::from_utf8_lossy(&out.stdout)
         .lines()
         .last()
-        .unwrap_or_default()
-        .trim()
-        .to_string())
+        .map(|l| l.trim().to_string())
+        .ok_or_else(|| DemoError::Image(format!("{} printed no tag", script.display()).into()))
 }

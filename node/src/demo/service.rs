@@ -12,8 +12,6 @@
 //! the job expires ([`SERVICE_DEADLINE_MS`] after the submission).
 
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 use ganglion_market::Ensemble;
@@ -41,21 +39,7 @@ const CLIENTS: usize = 6;
 /// # Errors
 /// [`DemoError::Image`] with the build's output.
 pub fn image() -> Result<String, DemoError> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/build-embed-image.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .output()
-        .map_err(|e| DemoError::Image(format!("{}: {e}", script.display()).into()))?;
-    if !out.status.success() {
-        return Err(DemoError::Image(
-            String::from_utf8_lossy(&out.stderr).into_owned().into(),
-        ));
-    }
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .last()
-        .map(|l| l.trim().to_string())
-        .ok_or_else(|| DemoError::Image("build-embed-image.sh printed no tag".into()))
+    super::cluster::built_image("build-embed-image.sh")
 }
 
 /// The service spec: 2–3 replicas of one GPU, one request in flight per replica as the

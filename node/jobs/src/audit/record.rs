@@ -115,7 +115,9 @@ pub fn job(c: &Confirmed<JobView>) -> AuditJob {
         budget: v.budget.into(),
         deadline_ms: v.deadline_ms,
         started_at_ms: None,
-        assignments: Vec::new(),
+        // As the indexer's view holds them: the assign's, each rescale's releases applied and
+        // added providers appended.
+        assignments: v.assignments.iter().map(audit_assignment).collect(),
         refund: None,
         txs: Vec::new(),
         confirmations: c.confirmations,
@@ -126,29 +128,11 @@ pub fn job(c: &Confirmed<JobView>) -> AuditJob {
                 out.max_rate = (*max_rate).into();
                 "lock"
             }
-            Event::JobAssigned {
-                assignments,
-                started_at_ms,
-                ..
-            } => {
+            Event::JobAssigned { started_at_ms, .. } => {
                 out.started_at_ms = Some(*started_at_ms);
-                out.assignments = assignments.iter().map(audit_assignment).collect();
                 "assign"
             }
-            Event::JobRescaled {
-                added, released, ..
-            } => {
-                for rel in released {
-                    if let Some(a) = usize::try_from(rel.index)
-                        .ok()
-                        .and_then(|i| out.assignments.get_mut(i))
-                    {
-                        a.until_ms = Some(rel.until_ms);
-                    }
-                }
-                out.assignments.extend(added.iter().map(audit_assignment));
-                "rescale"
-            }
+            Event::JobRescaled { .. } => "rescale",
             Event::JobExpired { refund, .. } => {
                 out.refund = Some((*refund).into());
                 "expire"

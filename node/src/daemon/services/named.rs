@@ -40,6 +40,12 @@ impl Named {
         self.specs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether `job` is known not to be routed here (a batch job, or a service not naming
+    /// this node).
+    fn skipped(&self, job: &JobId) -> bool {
+        matches!(self.lock().get(job), Some(Seen::Skip))
+    }
+
     /// Fetches `view`'s spec in the background unless known or being fetched; the spec it
     /// routes under, once fetched and naming `me`.
     fn spec(
@@ -118,6 +124,11 @@ pub(super) fn named_here<S: Kv>(
             .map_err(|e| e.to_string())?,
     );
     for listed in views.into_iter().filter(|v| !ours.contains(&v.job_id)) {
+        // Known not ours: nothing more to read for it.
+        if named.skipped(&listed.job_id) {
+            live.insert(listed.job_id);
+            continue;
+        }
         // At the node's confirmation depth, as its own jobs are read.
         let Some(view) = indexer
             .job(&listed.job_id, depth)

@@ -147,8 +147,8 @@ impl Drop for Cleanup {
 }
 
 /// What `node run` does for services: each provider's node carries `/ganglion/service/1`
-/// into its replicas, and the orchestrator's node routes its services at a gateway (as
-/// `[gateway] listen`, on a free loopback port). Returns the gateway and its address.
+/// into its replicas, and the orchestrator's node routes its services at a gateway
+/// ([`gateway_on`]). Returns the gateway and its address.
 pub(crate) async fn serving(
     orch: &support::Node<ganglion_node::job::NoExecutor>,
     providers: &[&support::Node<support::Exec>],
@@ -162,7 +162,16 @@ pub(crate) async fn serving(
         );
         tokio::spawn(service_streams::serve(incoming, replicas, stop.clone()));
     }
-    let gateway = Gateway::with_streams(Some(orch.p2p.streams()));
+    gateway_on(orch, stop).await
+}
+
+/// `node`'s `[gateway] listen` on a free loopback port, routing the services it orchestrates
+/// and those naming it in `serve.gateways`. Returns the gateway and its address.
+pub(crate) async fn gateway_on(
+    node: &support::Node<ganglion_node::job::NoExecutor>,
+    stop: &CancellationToken,
+) -> (Arc<Gateway>, std::net::SocketAddr) {
+    let gateway = Gateway::with_streams(Some(node.p2p.streams()));
     let addr = ganglion_gateway::listen(
         "127.0.0.1:0".parse().expect("addr"),
         Arc::clone(&gateway),
@@ -173,11 +182,11 @@ pub(crate) async fn serving(
     .addr;
     tokio::spawn(services::route(
         Arc::clone(&gateway),
-        orch.engine.store().clone(),
-        orch.indexer.clone(),
+        node.engine.store().clone(),
+        node.indexer.clone(),
         0,
-        Arc::new(orch.engine.handle()),
-        orch.peer(),
+        Arc::new(node.engine.handle()),
+        node.peer(),
         stop.clone(),
     ));
     (gateway, addr)
@@ -217,24 +226,7 @@ async fn a_service_runs_on_two_providers_behind_the_orchestrators_gateway_and_is
     )
     .await;
     support::connect_market(&gw, &[&pa, &pb], 2).await;
-    let gw_gateway = Gateway::with_streams(Some(gw.p2p.streams()));
-    let gw_addr = ganglion_gateway::listen(
-        "127.0.0.1:0".parse().expect("addr"),
-        Arc::clone(&gw_gateway),
-        stop.clone(),
-    )
-    .await
-    .expect("gateway listens")
-    .addr;
-    tokio::spawn(services::route(
-        Arc::clone(&gw_gateway),
-        gw.engine.store().clone(),
-        gw.indexer.clone(),
-        0,
-        Arc::new(gw.engine.handle()),
-        gw.peer(),
-        stop.clone(),
-    ));
+    let (gw_gateway, gw_addr) = gateway_on(&gw, &stop).await;
 
     let mut spec = service_spec(&image, 900_000);
     if let Some(serve) = spec.serve.as_mut() {

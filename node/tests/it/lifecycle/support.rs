@@ -564,21 +564,34 @@ pub(crate) async fn fresh_seed(chain: &Chain, key: &SigningKey) {
         + CALLS.fetch_add(1, Ordering::Relaxed) * 104_729
         + nanos / 1_000)
         % 1_000_000;
+    pay(
+        chain,
+        key,
+        ganglion_contracts::tx::Output::new(
+            access.address(),
+            ganglion_contracts::tx::Value::lovelace(100_000_000 + jitter),
+        ),
+        "the fresh seed UTxO",
+    )
+    .await;
+}
+
+/// Pays `output` from devnet key `from` and waits until the devnet holds it (`what`, for the
+/// wait's message).
+async fn pay(chain: &Chain, from: &SigningKey, output: ganglion_contracts::tx::Output, what: &str) {
+    let access = chain.access(from.clone());
+    let address = output.address.clone();
     let mut draft = ganglion_contracts::tx::Draft::default();
-    draft.pay(ganglion_contracts::tx::Output::new(
-        access.address(),
-        ganglion_contracts::tx::Value::lovelace(100_000_000 + jitter),
-    ));
+    draft.pay(output);
     let tx = access
         .build(draft, p2p::now_ms())
         .await
-        .expect("seed builds");
+        .expect("payment builds");
     access
         .submit(&tx, p2p::now_ms())
         .await
-        .expect("seed submits");
-    let address = access.address();
-    wait_for("the fresh seed UTxO", || {
+        .expect("payment submits");
+    wait_for(what, || {
         let found = chain
             .handle
             .chain()
@@ -594,33 +607,12 @@ pub(crate) async fn fresh_seed(chain: &Chain, key: &SigningKey) {
 /// Pays devnet key `to` 50 ADA and twice [`STAKE`] NTX from devnet key `from`: a key beyond
 /// the genesis' funded ones (seeds `0..FUNDED_KEYS`) can then bond and run a provider.
 pub(crate) async fn fund(chain: &Chain, from: &SigningKey, to: &SigningKey) {
-    let access = chain.access(from.clone());
-    let address = chain.access(to.clone()).address();
-    let mut draft = ganglion_contracts::tx::Draft::default();
-    draft.pay(ganglion_contracts::tx::Output::new(
-        address.clone(),
+    let output = ganglion_contracts::tx::Output::new(
+        chain.access(to.clone()).address(),
         ganglion_contracts::tx::Value::lovelace(50_000_000)
             .with_class(&chain.deployment.params.ntx, 2 * STAKE),
-    ));
-    let tx = access
-        .build(draft, p2p::now_ms())
-        .await
-        .expect("funding builds");
-    access
-        .submit(&tx, p2p::now_ms())
-        .await
-        .expect("funding submits");
-    wait_for("the funding UTxO", || {
-        let found = chain
-            .handle
-            .chain()
-            .utxos_at(&address)
-            .expect("utxos")
-            .iter()
-            .any(|(r, _)| r.tx_hash == tx.hash);
-        async move { found.then_some(()) }
-    })
-    .await;
+    );
+    pay(chain, from, output, "the funding UTxO").await;
 }
 
 /// An orchestrator node paying with devnet key `seed`, its state in `dir`.
